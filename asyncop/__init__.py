@@ -1,0 +1,72 @@
+"""asyncop: structured concurrency on an operation tree.
+
+Every unit of work is an ``AsyncOperation`` in a tree: cancelling a node
+cancels its subtree, a node ends only after its children, and failures climb
+to the parent as an ``ExceptionGroup``. The work runs on asyncop's own
+``Runtime`` of worker threads and timers. Start with::
+
+    import asyncop
+
+    with asyncop.Runtime() as runtime:
+        with runtime.scope(timeout=5) as root:
+            root.spawn(download, "a")
+            root.spawn(download, "b")
+
+This module only re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from ._version import __version__ as __version__
+from .operations import AsyncOperation as AsyncOperation
+from .operations import AsyncResult as AsyncResult
+from .operations import BrokenResourceError as BrokenResourceError
+from .operations import BusyResourceError as BusyResourceError
+from .operations import CancelHandle as CancelHandle
+from .operations import CancellationError as CancellationError
+from .operations import Cancelled as Cancelled
+from .operations import CancelToken as CancelToken
+from .operations import ClosedResourceError as ClosedResourceError
+from .operations import EndOfChannel as EndOfChannel
+from .operations import InvalidStateError as InvalidStateError
+from .operations import OperationState as OperationState
+from .operations import WouldBlock as WouldBlock
+from .operations import current_operation as current_operation
+from .runtime import Runtime as Runtime
+from .runtime import Scope as Scope
+from .runtime import async_await as async_await
+from .runtime import async_cancel as async_cancel
+from .runtime import async_create as async_create
+from .runtime import async_result as async_result
+from .runtime import async_state as async_state
+from .runtime import async_submit as async_submit
+from .runtime import async_worker_limit as async_worker_limit
+from .runtime import default_runtime as default_runtime
+
+__all__ = [
+    "AsyncOperation",
+    "AsyncResult",
+    "BrokenResourceError",
+    "BusyResourceError",
+    "CancelHandle",
+    "CancelToken",
+    "Cancelled",
+    "CancellationError",
+    "ClosedResourceError",
+    "EndOfChannel",
+    "InvalidStateError",
+    "OperationState",
+    "Runtime",
+    "Scope",
+    "WouldBlock",
+    "__version__",
+    "async_await",
+    "async_cancel",
+    "async_create",
+    "async_result",
+    "async_state",
+    "async_submit",
+    "async_worker_limit",
+    "current_operation",
+    "default_runtime",
+]

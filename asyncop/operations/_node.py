@@ -1,0 +1,694 @@
+"""The operation node: one unit of work in the operation tree.
+
+Map
+---
+- ``AsyncOperation``: the public face (state, result, cancel, wait, spawn).
+- Transitions: ``_transition_to_pending``, ``_transition_to_running`` and
+  ``_transition_to_final``; each asserts where it starts from.
+- Completion: ``_end_work_locked`` records how the operation's own work
+  ended; ``_try_finalize_locked`` makes it final once its children are gone,
+  then climbs to the parent, iteratively.
+- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack.
+
+Who writes what
+---------------
+Every field below the public ones is written only under the runtime lock,
+except ``_fn``/``_args``/``_ctx``, which the worker running the operation
+clears after the work ends, and ``_observed``, a latch that only goes from
+False to True. Public readers (``state``, ``done``, ``token.cancelled``) read
+one reference and need no lock.
+
+Tree links
+----------
+A parent holds its live children in a doubly linked list (``first_child``,
+``_last_child``, ``sibling_next``, ``_sibling_prev``) so that a child ending
+among 100,000 siblings unlinks in O(1). A child that becomes final unlinks at
+once and clears its own links, which also breaks the parent <-> child
+reference cycle without the garbage collector's help.
+
+Outcome of the operation's own work
+-----------------------------------
+``_outcome`` is NONE while the work has not ended, then VALUE, ERROR or
+CANCELLED. The final state follows from it and from the failures the
+children handed up (``_failures``):
+
+- any failure (own error or a child's) -> FAILED;
+- otherwise VALUE -> COMPLETED, even if a cancel arrived after the work
+  finished (a value already produced is kept);
+- otherwise CANCELLED.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextvars
+import enum
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+
+from ..platform import acquire_for
+from ._current import current_state
+from ._errors import CancellationError, Cancelled, InvalidStateError
+from ._state import AsyncResult, OperationState
+from ._token import CancelToken
+
+if TYPE_CHECKING:
+    from ._hooks import After, RuntimeHooks
+
+__all__ = ["AsyncOperation", "OpKind", "Outcome", "run_after"]
+
+logger = logging.getLogger("asyncop")
+
+_CREATED = OperationState.CREATED
+_PENDING = OperationState.PENDING
+_RUNNING = OperationState.RUNNING
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
+
+
+class Outcome(enum.Enum):
+    """How an operation's own work ended (children not included)."""
+
+    NONE = "none"
+    VALUE = "value"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class OpKind(enum.Enum):
+    """What an operation's own work is."""
+
+    SYNC = "sync"  # a plain function, run on a worker thread
+    CORO = "coroutine"  # an async def function, stepped by the workers
+    SCOPE = "scope"  # the body of a with block, run by the caller's thread
+
+
+def run_after(after: After) -> None:
+    """Run the actions collected under the runtime lock, after releasing it.
+
+    An exception from one action (a user's ``on_cancel`` callback) is logged
+    and does not stop the others: the cancel that triggered them has already
+    happened and cannot be undone.
+    """
+    for action in after:
+        try:
+            action()
+        except Exception:
+            logger.exception("asyncop: a cancellation or completion callback raised")
+
+
+def _user_frame() -> tuple[str, int]:
+    """Find the first frame outside asyncop: where the user made the operation."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module == "asyncop" or module.startswith("asyncop.")):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>", 0
+
+
+@final
+@attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
+class AsyncOperation:
+    """One node of the operation tree: a unit of work and its children.
+
+    Only the runtime makes operations, through ``Runtime.create``,
+    ``Runtime.spawn``, ``AsyncOperation.spawn`` and ``Runtime.scope``.
+    """
+
+    runtime: RuntimeHooks
+    name: str
+    token: CancelToken
+    filename: str
+    lineno: int
+    parent: AsyncOperation | None
+    first_child: AsyncOperation | None
+    sibling_next: AsyncOperation | None
+    cancel_reason: object
+    _state: OperationState
+    _sibling_prev: AsyncOperation | None
+    _last_child: AsyncOperation | None
+    _kind: OpKind
+    _fn: Callable[..., Any] | None
+    _args: tuple[Any, ...]
+    _ctx: contextvars.Context | None
+    _outcome: Outcome
+    _value: Any
+    _error: BaseException | None
+    _failures: list[BaseException] | None
+    _waiters: list[Callable[[], object]] | None
+    _observed: bool
+    _propagates: bool
+    _supervised: bool
+    _supervise: bool
+    _shield: bool
+    _deadline: float | None
+    _deadline_timer: Any
+    _expired: bool
+    _interrupted: bool
+    _task: Any
+
+    def __init__(
+        self,
+        runtime: RuntimeHooks,
+        kind: OpKind,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        name: str,
+        token: CancelToken,
+        ctx: contextvars.Context | None,
+        filename: str,
+        lineno: int,
+    ) -> None:
+        self.runtime = runtime
+        self.name = name
+        self.token = token
+        self.filename = filename
+        self.lineno = lineno
+        self.parent = None
+        self.first_child = None
+        self.sibling_next = None
+        self.cancel_reason = None
+        self._state = _CREATED
+        self._sibling_prev = None
+        self._last_child = None
+        self._kind = kind
+        self._fn = fn
+        self._args = args
+        self._ctx = ctx
+        self._outcome = Outcome.NONE
+        self._value = None
+        self._error = None
+        self._failures = None
+        self._waiters = None
+        self._observed = False
+        self._propagates = True
+        self._supervised = False
+        self._supervise = False
+        self._shield = False
+        self._deadline = None
+        self._deadline_timer = None
+        self._expired = False
+        self._interrupted = False
+        self._task = None
+
+    # ------------------------------------------------------------------
+    # Public reading
+    # ------------------------------------------------------------------
+
+    @property
+    def state(self) -> OperationState:
+        """Where the operation is in its life (see ``OperationState``)."""
+        return self._state
+
+    @property
+    def done(self) -> bool:
+        """True once the operation is COMPLETED, FAILED or CANCELLED."""
+        return self._state.final
+
+    @property
+    def expired(self) -> bool:
+        """True if the operation's own deadline passed and cancelled it."""
+        return self._expired
+
+    @property
+    def error(self) -> BaseException | None:
+        """The failure of a FAILED operation, else None. Reading it observes it."""
+        if self._state is _FAILED:
+            self._observed = True
+            return self._error
+        return None
+
+    def result(self) -> Any:
+        """Return the operation's value, or raise how it ended.
+
+        Raises:
+            InvalidStateError: the operation has not ended; ``wait()`` first.
+            CancellationError: the operation ended CANCELLED.
+            BaseException: the operation's failure, when it ended FAILED.
+        """
+        state = self._state
+        if state is _COMPLETED:
+            return self._value
+        if state is _FAILED:
+            self._observed = True
+            assert self._error is not None
+            raise self._error
+        if state is _CANCELLED:
+            raise CancellationError(
+                f"operation {self.name!r} was cancelled and has no result; "
+                "check op.state before asking for the result"
+            )
+        raise InvalidStateError(
+            f"operation {self.name!r} is {state.name} and has no result yet; "
+            "call op.wait() (or 'await op' in a coroutine) first"
+        )
+
+    def children(self) -> list[AsyncOperation]:
+        """Return the live children, oldest first."""
+        with self.runtime._lock:
+            return list(self._iter_children())
+
+    def _iter_children(self) -> Iterator[AsyncOperation]:
+        child = self.first_child
+        while child is not None:
+            yield child
+            child = child.sibling_next
+
+    # ------------------------------------------------------------------
+    # Settable knobs: deadline and shield
+    # ------------------------------------------------------------------
+
+    @property
+    def deadline(self) -> float | None:
+        """When the operation's subtree is cancelled, on the runtime's clock.
+
+        Setting it (or None, to clear it) re-arms the timer; a deadline that
+        has already passed cancels at once.
+        """
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        if value is not None:
+            value = float(value)
+            if value != value:  # NaN never compares due; refuse it.
+                raise ValueError(
+                    f"deadline of operation {self.name!r} must be a number of seconds "
+                    "on the runtime clock, got NaN; pass None to clear it"
+                )
+        with self.runtime._lock:
+            self._deadline = value
+            if self._state.final:
+                return
+            due = self.runtime._arm_deadline_locked(self)
+        if due:
+            self._expire()
+
+    @property
+    def shield(self) -> bool:
+        """True if a cancel from above does not enter this subtree."""
+        return self._shield
+
+    @shield.setter
+    def shield(self, value: bool) -> None:
+        after: After = []
+        with self.runtime._lock:
+            self._shield = bool(value)
+            parent = self.parent
+            # Dropping the shield lets in a cancel that is already pending
+            # above: the subtree must not stay live under a cancelled parent.
+            if not value and parent is not None and parent.token.cancelled:
+                self._cancel_locked(parent.cancel_reason, after)
+        run_after(after)
+
+    # ------------------------------------------------------------------
+    # Cancellation
+    # ------------------------------------------------------------------
+
+    def cancel(self, reason: object = None) -> None:
+        """Cancel this operation and its whole subtree.
+
+        CREATED and PENDING nodes end CANCELLED at once and never run;
+        RUNNING nodes have their token cancelled and stop at their next
+        cancellation point. Shielded subtrees below this node are left alone.
+        Idempotent, callable from any thread, and it never kills a thread.
+
+        Args:
+            reason: kept as ``cancel_reason`` and shown by ``dump()``.
+        """
+        after: After = []
+        with self.runtime._lock:
+            self._cancel_locked(reason, after)
+        run_after(after)
+
+    def _cancel_locked(self, reason: object, after: After) -> None:
+        """Walk the subtree iteratively and cancel every live node.
+
+        A node whose token is already cancelled is skipped with its subtree:
+        every non-shielded node below a cancelled one is cancelled too (a
+        child born under a cancelled parent is born cancelled), so the walk
+        would find nothing to do there. This makes a repeated cancel O(1).
+        """
+        if self._state.final or self.token._cancelled:
+            return
+        stack = [self]
+        unstarted: list[AsyncOperation] = []
+        while stack:
+            node = stack.pop()
+            if node.cancel_reason is None:
+                node.cancel_reason = reason
+            node.token._cancel_locked(after)
+            state = node._state
+            if state is _CREATED or state is _PENDING:
+                if node._outcome is Outcome.NONE:
+                    node._outcome = Outcome.CANCELLED
+                    node._fn = None
+                    node._args = ()
+                    unstarted.append(node)
+            elif state is _RUNNING:
+                node.runtime._on_cancel_running_locked(node, after)
+            child = node.first_child
+            while child is not None:
+                if not child._shield and not child.token._cancelled:
+                    stack.append(child)
+                child = child.sibling_next
+        # Deepest first, so that a CREATED parent whose children were all
+        # unstarted becomes final in the same call.
+        for node in reversed(unstarted):
+            node._try_finalize_locked(after)
+
+    def _expire(self) -> None:
+        """The deadline timer fired: cancel the subtree and mark it expired."""
+        after: After = []
+        runtime = self.runtime
+        with runtime._lock:
+            if self._state.final:
+                return
+            now = runtime.now()
+            # When an outer deadline is due at the same instant, the outer
+            # scope owns the timeout: it is the one that must raise
+            # TimeoutError, and the inner one lets Cancelled pass.
+            target = self
+            node = self
+            while not node._shield and node.parent is not None:
+                node = node.parent
+                if (
+                    node._deadline is not None
+                    and node._deadline <= now
+                    and not node.token._cancelled
+                ):
+                    target = node
+            if target.token._cancelled:
+                return
+            target._expired = True
+            target._cancel_locked("deadline passed", after)
+        run_after(after)
+
+    # ------------------------------------------------------------------
+    # Waiting
+    # ------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> AsyncResult:
+        """Block the calling thread until the operation ends.
+
+        Inside a coroutine operation use ``await op`` instead. This is a
+        blocking call, not a cancellation point.
+
+        Args:
+            timeout: seconds to wait at most, or None to wait forever.
+
+        Returns:
+            The ``AsyncResult`` the operation ended with.
+
+        Raises:
+            TimeoutError: the operation had not ended after ``timeout``.
+            RuntimeError: called from a coroutine, or from the operation's own
+                code or a descendant's, which would wait for itself forever.
+        """
+        if not self._state.final:
+            self._check_can_block("wait()")
+            if not self._block_until_final(timeout):
+                raise TimeoutError(
+                    f"operation {self.name!r} did not end within {timeout} s; "
+                    "wait again, or cancel it with op.cancel()"
+                )
+        return self._snapshot(observe=True)
+
+    def _check_can_block(self, what: str) -> None:
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                f"{what} on operation {self.name!r} would block a worker thread inside a "
+                "coroutine; write 'await op' instead"
+            )
+        node = current_state.op
+        while node is not None:
+            if node is self:
+                raise RuntimeError(
+                    f"{what} on operation {self.name!r} from its own code or a descendant's "
+                    "would wait forever; let the operation end, or wait from outside it"
+                )
+            node = node.parent
+
+    def _block_until_final(self, timeout: float | None) -> bool:
+        """Park the calling thread until the operation is final, or time out."""
+        waiter = _thread.allocate_lock()
+        waiter.acquire()
+        with self.runtime._lock:
+            if self._state.final:
+                return True
+            self._add_waiter_locked(waiter.release)
+        try:
+            got = acquire_for(waiter, timeout)
+        except BaseException:
+            self._remove_waiter(waiter.release)
+            raise
+        if not got:
+            self._remove_waiter(waiter.release)
+        return self._state.final
+
+    def _add_waiter_locked(self, fn: Callable[[], object]) -> None:
+        if self._waiters is None:
+            self._waiters = [fn]
+        else:
+            self._waiters.append(fn)
+
+    def _remove_waiter(self, fn: Callable[[], object]) -> None:
+        with self.runtime._lock:
+            waiters = self._waiters
+            if waiters is not None:
+                try:
+                    waiters.remove(fn)
+                except ValueError:
+                    pass
+
+    def _snapshot(self, *, observe: bool) -> AsyncResult:
+        state = self._state
+        if state is _COMPLETED:
+            return AsyncResult(state, self._value, None)
+        if state is _FAILED:
+            if observe:
+                self._observed = True
+            return AsyncResult(state, None, self._error)
+        return AsyncResult(state, None, None)
+
+    # ------------------------------------------------------------------
+    # Children
+    # ------------------------------------------------------------------
+
+    def spawn(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str | None = None,
+        supervise: bool = False,
+    ) -> AsyncOperation:
+        """Make a child that runs ``fn(*args)`` and submit it.
+
+        A plain function runs on a worker thread; an ``async def`` function
+        runs as a coroutine task.
+
+        Args:
+            fn: the work.
+            *args: its positional arguments.
+            name: shown in ``dump()`` and error messages; defaults to the
+                function's name.
+            supervise: keep this child's failure on the child instead of
+                failing this operation and cancelling its siblings.
+
+        Returns:
+            The child. If this operation is cancelled but still running, the
+            child is born CANCELLED and never runs.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+            RuntimeError: this operation has ended (a scope that exited).
+        """
+        return self.runtime._spawn(fn, args, parent=self, name=name, supervise=supervise)
+
+    def _link_child_locked(self, child: AsyncOperation) -> None:
+        """Append ``child`` to the live children; refuses a final parent."""
+        if self._state.final:
+            if self._kind is OpKind.SCOPE:
+                raise RuntimeError(
+                    f"cannot spawn into scope {self.name!r}: its block has exited and its "
+                    "children have ended; spawn into a scope that is still open"
+                )
+            raise RuntimeError(
+                f"cannot add child {child.name!r} to operation {self.name!r}, which is "
+                f"already {self._state.name}; add it to a live operation instead"
+            )
+        child.parent = self
+        last = self._last_child
+        if last is None:
+            self.first_child = child
+        else:
+            last.sibling_next = child
+            child._sibling_prev = last
+        self._last_child = child
+        if self.parent is None:
+            self.runtime._track_root_locked(self)
+
+    def _unlink_locked(self) -> None:
+        """Remove this node from its parent's child list in O(1)."""
+        parent = self.parent
+        if parent is None:
+            return
+        prev = self._sibling_prev
+        nxt = self.sibling_next
+        if prev is None:
+            parent.first_child = nxt
+        else:
+            prev.sibling_next = nxt
+        if nxt is None:
+            parent._last_child = prev
+        else:
+            nxt._sibling_prev = prev
+        self.parent = None
+        self.sibling_next = None
+        self._sibling_prev = None
+
+    # ------------------------------------------------------------------
+    # Transitions (each asserts where it starts from)
+    # ------------------------------------------------------------------
+
+    def _transition_to_pending(self) -> None:
+        # Invariant: only a CREATED operation whose work is still to run.
+        assert self._state is _CREATED and self._outcome is Outcome.NONE, self._state
+        self._state = _PENDING
+
+    def _transition_to_running(self) -> bool:
+        """PENDING -> RUNNING (CREATED -> RUNNING for a scope).
+
+        Returns False when a cancel got there first: the worker that popped
+        the operation must then drop it without running it.
+        """
+        if self._outcome is not Outcome.NONE:
+            return False
+        assert self._state is _PENDING or (
+            self._state is _CREATED and self._kind is OpKind.SCOPE
+        ), self._state
+        self._state = _RUNNING
+        return True
+
+    def _transition_to_final(self, state: OperationState) -> None:
+        # Invariant: exactly one final state, set once.
+        assert not self._state.final, f"{self.name!r} is already {self._state.name}"
+        assert state.final
+        self._state = state
+
+    # ------------------------------------------------------------------
+    # Completion
+    # ------------------------------------------------------------------
+
+    def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
+        """Record how the own work ended; finalize if no child is live."""
+        after: After = []
+        with self.runtime._lock:
+            self._end_work_locked(outcome, value, error, after)
+        run_after(after)
+
+    def _end_work_locked(
+        self, outcome: Outcome, value: Any, error: BaseException | None, after: After
+    ) -> None:
+        assert self._outcome is Outcome.NONE, f"{self.name!r} ended its work twice"
+        self._outcome = outcome
+        self._value = value
+        self._error = error
+        self._fn = None
+        self._args = ()
+        if outcome is Outcome.CANCELLED:
+            self._interrupted = True
+        self._try_finalize_locked(after)
+
+    def _try_finalize_locked(self, after: After) -> None:
+        """Make this node final if its work and children have ended; climb up.
+
+        Iterative: a chain of nodes each waiting only for its last child
+        finalizes bottom-up in one loop, however deep.
+        """
+        node: AsyncOperation | None = self
+        while (
+            node is not None
+            and node._outcome is not Outcome.NONE
+            and node.first_child is None
+            and not node._state.final
+        ):
+            parent = node.parent
+            node._finalize_locked(after)
+            node = parent
+
+    def _finalize_locked(self, after: After) -> None:
+        failures = self._failures
+        own = self._error if self._outcome is Outcome.ERROR else None
+        if own is not None and not isinstance(own, Cancelled):
+            errors = [own, *failures] if failures else [own]
+        else:
+            errors = list(failures) if failures else []
+        if errors:
+            if len(errors) == 1 and not failures and self._kind is not OpKind.SCOPE:
+                error: BaseException = errors[0]
+            else:
+                error = BaseExceptionGroup(f"operation {self.name!r} failed", errors)
+            self._error = error
+            self._value = None
+            state = _FAILED
+        elif self._outcome is Outcome.VALUE:
+            self._error = None
+            state = _COMPLETED
+        else:
+            self._error = None
+            self._value = None
+            state = _CANCELLED
+        self._failures = None
+        self._transition_to_final(state)
+        self.runtime._on_final_locked(self, after)
+
+        parent = self.parent
+        if parent is not None:
+            self._unlink_locked()
+            if state is _CANCELLED:
+                parent._interrupted = True
+            elif (
+                state is _FAILED
+                and self._propagates
+                and not self._supervised
+                and not parent._supervise
+            ):
+                # The parent takes the failure over: it is observed there.
+                self._observed = True
+                if parent._failures is None:
+                    parent._failures = [self._error]  # type: ignore[list-item]
+                else:
+                    parent._failures.append(self._error)  # type: ignore[arg-type]
+                parent._cancel_locked(f"child {self.name!r} failed", after)
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = None
+            after.extend(waiters)
+
+    # ------------------------------------------------------------------
+    # Debugging
+    # ------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
+
+    def __del__(self) -> None:
+        if self._state is _FAILED and not self._observed:
+            logger.error(
+                "asyncop: operation %r failed and nobody observed the failure (made at %s:%d)",
+                self.name,
+                self.filename,
+                self.lineno,
+                exc_info=self._error,
+            )
+
+
+AsyncOperation.__module__ = "asyncop"

@@ -1,0 +1,71 @@
+"""The operation state machine and the result snapshot.
+
+States
+------
+``CREATED -> PENDING -> RUNNING -> COMPLETED | FAILED | CANCELLED``
+
+- CREATED: made by ``Runtime.create``; not submitted. Only ``submit`` moves
+  it on (to PENDING), or ``cancel`` (to CANCELLED).
+- PENDING: submitted and in the ready queue. A worker moves it to RUNNING;
+  ``cancel`` moves it to CANCELLED, and then it never runs.
+- RUNNING: its own work (callback, coroutine or scope body) is running, or
+  has ended while children are still live. It leaves RUNNING only when both
+  its own work and every child have ended.
+- COMPLETED, FAILED, CANCELLED: final. Set exactly once, by the runtime,
+  under the runtime lock; never changed afterwards.
+
+A scope operation goes from CREATED straight to RUNNING: its work is the body
+of a ``with`` block that is already running in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+__all__ = ["FINAL_STATES", "AsyncResult", "OperationState"]
+
+
+class OperationState(enum.Enum):
+    """Where an operation is in its life; see the module docstring."""
+
+    __module__ = "asyncop"
+
+    CREATED = "created"
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        """True for COMPLETED, FAILED and CANCELLED."""
+        return self in FINAL_STATES
+
+    def __repr__(self) -> str:
+        return f"OperationState.{self.name}"
+
+
+FINAL_STATES = frozenset(
+    {OperationState.COMPLETED, OperationState.FAILED, OperationState.CANCELLED}
+)
+
+
+@attrs.frozen
+class AsyncResult:
+    """What an operation ended with: its state, value and error.
+
+    COMPLETED results carry ``value`` and no ``error``; FAILED results carry
+    ``error`` and no ``value``; CANCELLED results carry neither. A snapshot of
+    an unfinished operation (``async_result``) carries its current state and
+    neither.
+    """
+
+    __module__ = "asyncop"
+
+    state: OperationState
+    value: Any = None
+    error: BaseException | None = None

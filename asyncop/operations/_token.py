@@ -1,0 +1,170 @@
+"""The cancellation token: how running work learns it was cancelled.
+
+Every operation owns one token. ``Operation.cancel()`` sets the token of
+every node in the subtree while holding the runtime lock, then runs the
+``on_cancel`` callbacks in the cancelling thread after releasing it, so a
+callback may call back into the runtime.
+
+States: a token is *live* until it is cancelled, and then *cancelled*
+forever. Only the cancel walk (``_cancel_locked``) writes ``_cancelled``;
+user code reads it through ``cancelled`` and ``check()``.
+"""
+
+from __future__ import annotations
+
+import _thread
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
+
+from ..platform import acquire_for
+from ._errors import Cancelled
+
+if TYPE_CHECKING:
+    from ..platform import RecursiveLock
+
+__all__ = ["CancelHandle", "CancelToken"]
+
+
+@final
+class CancelHandle:
+    """A registration made by ``CancelToken.on_cancel``; ``remove()`` undoes it."""
+
+    __slots__ = ("_fn", "_token")
+
+    def __init__(self, token: CancelToken | None, fn: Callable[[], object]) -> None:
+        self._token = token
+        self._fn = fn
+
+    def remove(self) -> bool:
+        """Take the callback back, if it has not run yet.
+
+        Returns:
+            True if the callback was removed before it ran; False if it has
+            already run (or is running) or was removed before.
+        """
+        token = self._token
+        if token is None:
+            return False
+        self._token = None
+        with token._lock:
+            callbacks = token._callbacks
+            if callbacks is None or self not in callbacks:
+                return False
+            del callbacks[self]
+            return True
+
+    def __repr__(self) -> str:
+        state = "armed" if self._token is not None else "inactive"
+        return f"<CancelHandle {state} for {self._fn!r}>"
+
+
+@final
+class CancelToken:
+    """Tells running work that it was cancelled.
+
+    A sync callback polls ``cancelled`` or calls ``check()`` between steps
+    of its work; a coroutine does not need to, because every await checks
+    the token. Only the runtime makes tokens.
+    """
+
+    __slots__ = ("__weakref__", "_callbacks", "_cancelled", "_lock", "_waiters")
+
+    def __init__(self, lock: RecursiveLock) -> None:
+        self._lock = lock
+        self._cancelled = False
+        # Both lazily allocated: most tokens never get a callback or waiter.
+        self._callbacks: dict[CancelHandle, Callable[[], object]] | None = None
+        self._waiters: list[_thread.LockType] | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the operation (or an ancestor) was cancelled."""
+        return self._cancelled
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if the token is cancelled; otherwise do nothing.
+
+        Raises:
+            Cancelled: when the token is cancelled. Let it escape to end the
+                operation CANCELLED.
+        """
+        if self._cancelled:
+            raise Cancelled()
+
+    def on_cancel(self, fn: Callable[[], object]) -> CancelHandle:
+        """Run ``fn()`` once, in the cancelling thread, when the token is cancelled.
+
+        On a token that is already cancelled, ``fn()`` runs at once in the
+        calling thread.
+
+        Args:
+            fn: called with no arguments.
+
+        Returns:
+            A handle whose ``remove()`` takes the callback back.
+
+        Raises:
+            TypeError: if ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise TypeError(
+                f"CancelToken.on_cancel() needs a callable, got {type(fn).__name__}; "
+                "pass a function that takes no arguments"
+            )
+        with self._lock:
+            if not self._cancelled:
+                handle = CancelHandle(self, fn)
+                if self._callbacks is None:
+                    self._callbacks = {}
+                self._callbacks[handle] = fn
+                return handle
+        fn()
+        return CancelHandle(None, fn)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block the calling thread until the token is cancelled.
+
+        This is a blocking call, not a cancellation point: do not use it in a
+        coroutine.
+
+        Args:
+            timeout: seconds to wait at most, or None to wait forever.
+
+        Returns:
+            True if the token is cancelled, False if the timeout passed first.
+        """
+        with self._lock:
+            if self._cancelled:
+                return True
+            waiter = _thread.allocate_lock()
+            waiter.acquire()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
+        got = acquire_for(waiter, timeout)
+        if not got:
+            with self._lock:
+                if self._waiters is not None and waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return self._cancelled
+
+    def _cancel_locked(self, after: list[Callable[[], object]]) -> bool:
+        """Mark the token cancelled; queue its callbacks on ``after``.
+
+        The caller holds the runtime lock and runs ``after`` once it has
+        released it. Returns False if the token was already cancelled.
+        """
+        if self._cancelled:
+            return False
+        self._cancelled = True
+        if self._waiters is not None:
+            for waiter in self._waiters:
+                waiter.release()
+            self._waiters = None
+        if self._callbacks is not None:
+            after.extend(self._callbacks.values())
+            self._callbacks = None
+        return True
+
+    def __repr__(self) -> str:
+        return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"

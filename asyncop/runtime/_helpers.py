@@ -1,0 +1,116 @@
+"""The C-style helpers of seed 004, on a default runtime.
+
+::
+
+    op = async_create(task, context)    # ASYNC_CREATE
+    async_submit(op)                    # ASYNC_SUBMIT
+    result = async_await(op)            # ASYNC_AWAIT -> AsyncResult
+    async_cancel(op)                    # ASYNC_CANCEL
+
+The default runtime is made on first use, with ``async_worker_limit(n)``
+workers if that was called before, and is shut down at interpreter exit:
+live work is cancelled and given a short grace period, then abandoned (its
+threads are daemon threads), so exit never hangs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..operations import AsyncOperation, AsyncResult, OperationState
+from ._scheduler import Runtime
+
+__all__ = [
+    "async_await",
+    "async_cancel",
+    "async_create",
+    "async_result",
+    "async_state",
+    "async_submit",
+    "async_worker_limit",
+    "default_runtime",
+]
+
+_lock = threading.Lock()
+_default: Runtime | None = None
+_worker_limit: int | None = None
+
+
+def default_runtime() -> Runtime:
+    """Return the default runtime, making it on first use."""
+    global _default
+    runtime = _default
+    if runtime is not None:
+        return runtime
+    with _lock:
+        if _default is None:
+            _default = Runtime(_worker_limit, name="asyncop-default")
+        return _default
+
+
+def async_worker_limit(n: int) -> None:
+    """Set the default runtime's worker count; call it before first use.
+
+    Raises:
+        ValueError: ``n`` is less than 1.
+        TypeError: ``n`` is not an int.
+        RuntimeError: the default runtime already exists.
+    """
+    global _worker_limit
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(
+            f"async_worker_limit() needs an int, got {type(n).__name__}; "
+            "pass a positive number of worker threads"
+        )
+    if n < 1:
+        raise ValueError(
+            f"async_worker_limit({n}) needs at least one worker; pass a positive number"
+        )
+    with _lock:
+        if _default is not None:
+            raise RuntimeError(
+                f"async_worker_limit({n}) came after the default runtime was made with "
+                f"{_default.workers} workers; call it before the first async_* call"
+            )
+        _worker_limit = n
+
+
+def async_create(
+    callback: Callable[[AsyncOperation, Any], Any],
+    context: Any = None,
+    *,
+    parent: AsyncOperation | None = None,
+) -> AsyncOperation:
+    """Make a CREATED operation that will run ``callback(operation, context)``."""
+    return default_runtime().create(callback, context, parent=parent)
+
+
+def async_submit(op: AsyncOperation) -> AsyncOperation:
+    """Queue a CREATED operation on its runtime; returns it."""
+    return op.runtime.submit(op)  # type: ignore[attr-defined,no-any-return]
+
+
+def async_cancel(op: AsyncOperation) -> None:
+    """Cancel an operation and its subtree (see ``AsyncOperation.cancel``)."""
+    op.cancel()
+
+
+def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult:
+    """Block until the operation ends and return its ``AsyncResult``.
+
+    Raises:
+        TimeoutError: the operation had not ended after ``timeout`` seconds.
+    """
+    return op.wait(timeout)
+
+
+def async_result(op: AsyncOperation) -> AsyncResult:
+    """Return the operation's result now: a snapshot if it has not ended."""
+    return op._snapshot(observe=True)
+
+
+def async_state(op: AsyncOperation) -> OperationState:
+    """Return the operation's current state."""
+    return op.state

@@ -1,0 +1,756 @@
+"""The runtime: ready queue, workers, timers, and the public ``Runtime``.
+
+Pipeline
+--------
+``submit`` -> ready queue -> wake a parked worker -> the worker runs the
+callback (or steps the coroutine). See ``_worker.py`` for the loop.
+
+Locking
+-------
+One recursive lock per runtime (``_lock``, a platform ``RecursiveLock``)
+protects the operation tree, the timer heap, the idle-worker stack and the
+root set. It is held only for short, non-blocking bookkeeping; user code
+never runs under it. Whatever must happen after a change but outside the
+lock (on_cancel callbacks, waking waiters) is collected in an ``after`` list
+and run once the lock is released. The ready queue is a ``deque``, whose
+``append`` and ``popleft`` are atomic on every CPython, free-threaded builds
+included; pushes still take the lock, because the push and the check of the
+idle stack must be one step (see ``_worker.py``).
+
+Roots
+-----
+``_roots`` holds the live top-level operations (submitted, or with
+children), in insertion order, so that ``shutdown`` can cancel them and
+``dump`` can show them. A root leaves the set when it becomes final.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import inspect
+import logging
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
+from ..operations._current import current_state
+from ..operations._node import OpKind, Outcome, _user_frame, run_after
+from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
+from ._clock import MonotonicClock, VirtualClock
+from ._timers import TimerHeap
+from ._worker import BLOCKED_AFTER, IDLE_RETIRE, Worker, monotonic
+
+if TYPE_CHECKING:
+    from ..operations._hooks import After
+    from ._scope import Scope
+
+__all__ = ["Runtime"]
+
+logger = logging.getLogger("asyncop")
+
+_RUNNING = OperationState.RUNNING
+# Ready items a worker runs before it looks at the timers again.
+_BATCH = 64
+# How long interpreter exit waits for cancelled work before abandoning it.
+EXIT_GRACE = 1.0
+_INF = float("inf")
+
+_live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
+def _shutdown_all_at_exit() -> None:
+    for runtime in list(_live_runtimes):
+        try:
+            runtime.shutdown(cancel=True, timeout=EXIT_GRACE)
+        except Exception:  # pragma: no cover - exit must not fail
+            logger.exception("asyncop: shutting down %r at exit failed", runtime)
+
+
+atexit.register(_shutdown_all_at_exit)
+
+
+def _describe(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+class Runtime:
+    """An asyncop runtime: worker threads, a ready queue and a timer heap.
+
+    Args:
+        workers: the number of worker threads; defaults to the CPU count.
+        name: shown in thread names and ``repr``.
+        clock: a clock with ``now()``; ``asyncop.testing.VirtualClock`` for
+            tests. Defaults to the monotonic clock.
+
+    Raises:
+        ValueError: ``workers`` is less than 1.
+        TypeError: ``workers`` is not an integer.
+
+    Use it as a context manager: leaving the block calls ``shutdown()``.
+    With ``ASYNCOP_DYNAMIC_WORKERS=1`` in the environment, workers start on
+    demand up to ``workers``, and those idle for a while retire.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        name: str | None = None,
+        clock: Any = None,
+    ) -> None:
+        if workers is None:
+            workers = cpu_count()
+        elif isinstance(workers, bool) or not isinstance(workers, int):
+            raise TypeError(
+                f"Runtime(workers=...) needs an int, got {type(workers).__name__}; "
+                "pass a positive number of threads, or None for the CPU count"
+            )
+        if workers < 1:
+            raise ValueError(
+                f"Runtime(workers={workers}) needs at least one worker thread; "
+                "pass a positive number, or None for the CPU count"
+            )
+        self.name = name if name is not None else f"asyncop-{id(self):x}"
+        self._lock = RecursiveLock()
+        self._clock: Any = clock if clock is not None else MonotonicClock()
+        if not callable(getattr(self._clock, "now", None)):
+            raise TypeError(
+                f"Runtime(clock=...) needs an object with a now() method, got "
+                f"{type(self._clock).__name__}; pass asyncop.testing.VirtualClock() or None"
+            )
+        self._virtual = bool(getattr(self._clock, "virtual", False))
+        self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
+        self._target = workers
+        self._dynamic = os.environ.get("ASYNCOP_DYNAMIC_WORKERS", "") == "1"
+        self._ready: deque[AsyncOperation] = deque()
+        self._idle: list[Worker] = []
+        self._workers: list[Worker] = []
+        self._worker_seq = 0
+        self._active = 0  # workers not parked
+        self._timers = TimerHeap()
+        self._next_deadline = _INF  # cached earliest deadline, read without the lock
+        self._roots: dict[AsyncOperation, None] = {}
+        # Things that can make progress without a worker: autojump waits
+        # for them (I/O waits, blocking calls in other threads).
+        self._outside_work = 0
+        self._closing = False
+        self._stopping = False
+        self._watchdog_event = WakeEvent()
+        self._watchdog_armed = False
+        self._watchdog: Any = None
+        self.idle_retire = IDLE_RETIRE
+        if isinstance(self._clock, VirtualClock):
+            self._clock._subscribe(self)
+        with self._lock:
+            for _ in range(1 if self._dynamic else workers):
+                self._start_worker_locked(extra=False)
+        _live_runtimes.add(self)
+
+    # ------------------------------------------------------------------
+    # Public API
+    # ------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Read the runtime's clock, in seconds."""
+        return float(self._clock.now())
+
+    @property
+    def workers(self) -> int:
+        """The target number of worker threads."""
+        return self._target
+
+    def create(
+        self,
+        callback: Callable[..., Any],
+        context: Any = None,
+        *,
+        parent: AsyncOperation | None = None,
+        name: str | None = None,
+    ) -> AsyncOperation:
+        """Make an operation that will run ``callback(operation, context)``.
+
+        The operation is CREATED: nothing runs until ``submit(op)``. With a
+        ``parent``, it is linked under it at once, so cancelling the parent
+        cancels it even before it is submitted.
+
+        Raises:
+            TypeError: ``callback`` is not callable.
+            RuntimeError: ``parent`` has ended or belongs to another runtime.
+        """
+        op = self._new_operation(callback, (), parent=parent, name=name, seed_shape=True)
+        if op._outcome is Outcome.NONE:
+            op._args = (op, context)
+        return op
+
+    def submit(self, op: AsyncOperation) -> AsyncOperation:
+        """Queue a CREATED operation for a worker; returns it.
+
+        Raises:
+            RuntimeError: the operation was already submitted, was cancelled,
+                has ended, is a scope, belongs to another runtime, or the
+                runtime is shut down.
+        """
+        self._submit(op)
+        return op
+
+    def spawn(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str | None = None,
+        supervise: bool = False,
+    ) -> AsyncOperation:
+        """Make and submit a top-level operation that runs ``fn(*args)``.
+
+        A plain function runs on a worker thread; an ``async def`` function
+        runs as a coroutine task. Inside an operation's code, spawn children
+        with ``op.spawn`` (or ``current_operation().spawn``) instead, so that
+        they belong to the tree.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+            RuntimeError: the runtime is shut down.
+        """
+        return self._spawn(fn, args, parent=None, name=name, supervise=supervise)
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` as a root operation, wait, and return its value.
+
+        Like ``trio.run``: the call blocks until the operation and all its
+        children have ended. A KeyboardInterrupt while waiting cancels the
+        tree, waits for it to end, and is re-raised.
+
+        Raises:
+            BaseException: the operation's failure.
+            CancellationError: the operation was cancelled.
+        """
+        op = self.spawn(fn, *args)
+        op._check_can_block("Runtime.run()")
+        try:
+            op._block_until_final(None)
+        except KeyboardInterrupt:
+            op.cancel("KeyboardInterrupt")
+            op._block_until_final(None)
+            raise
+        return op.result()
+
+    def scope(
+        self,
+        *,
+        name: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        shield: bool = False,
+        supervise: bool = False,
+    ) -> Scope:
+        """Open a nursery-style block: ``with runtime.scope() as root:``.
+
+        The block is the scope operation's own work; children spawned with
+        ``root.spawn`` run concurrently, and the block's exit waits for all
+        of them. See SPEC section 4 for every rule.
+
+        Args:
+            name: the scope operation's name.
+            timeout: seconds from now after which the scope is cancelled.
+            deadline: an absolute time (``runtime.now()`` clock) for the same.
+            shield: a cancel from above does not enter the scope.
+            supervise: a failing child neither cancels its siblings nor makes
+                the block raise; its error stays on the child.
+        """
+        from ._scope import Scope
+
+        return Scope(
+            self,
+            name=name,
+            timeout=timeout,
+            deadline=deadline,
+            shield=shield,
+            supervise=supervise,
+        )
+
+    def registrations(self) -> int:
+        """Count the live wake-up registrations: armed timers, I/O waits, parked wakers."""
+        with self._lock:
+            return len(self._timers) + self._extra_registrations_locked()
+
+    def _extra_registrations_locked(self) -> int:
+        return 0
+
+    def dump(self) -> str:
+        """Return the live operation tree as indented text, one node per line."""
+        lines: list[str] = []
+        with self._lock:
+            stack: list[tuple[AsyncOperation, int]] = [
+                (op, 0) for op in reversed(list(self._roots))
+            ]
+            while stack:
+                op, depth = stack.pop()
+                lines.append("  " * depth + self._describe_locked(op))
+                kids = list(op._iter_children())
+                stack.extend((kid, depth + 1) for kid in reversed(kids))
+        if not lines:
+            return f"{self.name}: no live operations"
+        return "\n".join([f"{self.name}:", *("  " + line for line in lines)])
+
+    def _describe_locked(self, op: AsyncOperation) -> str:
+        text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
+        if op.token.cancelled and not op.done:
+            reason = op.cancel_reason
+            text += " cancelling" + (f" ({reason})" if reason is not None else "")
+        if op._deadline is not None:
+            text += f" deadline={op._deadline:.3f}"
+        return text
+
+    def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
+        """Stop the runtime: cancel live work, wait for it, join the threads.
+
+        Args:
+            cancel: cancel every live operation first; with False, wait for
+                the work to end by itself.
+            timeout: seconds to wait at most for the work and the threads;
+                None waits as long as it takes.
+
+        Returns:
+            True if every operation ended and every thread was joined; False
+            if the timeout passed first (the remaining threads are daemon
+            threads and never keep the interpreter alive).
+
+        Raises:
+            RuntimeError: called from one of this runtime's own threads.
+        """
+        me = threading.current_thread()
+        with self._lock:
+            for worker in self._workers:
+                if worker.handle is not None and worker.handle.ident == me.ident:
+                    raise RuntimeError(
+                        f"Runtime {self.name!r}.shutdown() was called from its own worker "
+                        "thread, which it would have to join; call it from outside the runtime"
+                    )
+            self._closing = True
+            roots = list(self._roots)
+        end = None if timeout is None else monotonic() + timeout
+
+        def remaining() -> float | None:
+            return None if end is None else max(0.0, end - monotonic())
+
+        if cancel:
+            for root in roots:
+                root.cancel("runtime shut down")
+        ended = True
+        for root in roots:
+            if not root._block_until_final(remaining()):
+                ended = False
+        with self._lock:
+            self._stopping = True
+            workers = list(self._workers)
+            for worker in workers:
+                worker.event.set()
+            self._watchdog_event.set()
+            watchdog = self._watchdog
+        for worker in workers:
+            if worker.handle is not None and not worker.handle.join(remaining()):
+                ended = False
+        if watchdog is not None and not watchdog.join(remaining()):
+            ended = False
+        self._stop_extras(remaining())
+        if isinstance(self._clock, VirtualClock):
+            self._clock._unsubscribe(self)
+        _live_runtimes.discard(self)
+        return ended
+
+    def _stop_extras(self, timeout: float | None) -> None:
+        """Stop the threads other layers added (the reactor); none here."""
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopping else "closing" if self._closing else "running"
+        return f"<Runtime {self.name!r} {state} workers={self._target}>"
+
+    # ------------------------------------------------------------------
+    # Making and submitting operations
+    # ------------------------------------------------------------------
+
+    def _new_operation(
+        self,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        *,
+        parent: AsyncOperation | None,
+        name: str | None,
+        kind: OpKind | None = None,
+        seed_shape: bool = False,
+        shield: bool = False,
+    ) -> AsyncOperation:
+        """Make an operation, link it under ``parent``, apply born-cancelled."""
+        if kind is None:
+            if not callable(fn):
+                what = "callback" if seed_shape else "function"
+                raise TypeError(
+                    f"cannot make an operation from {fn!r}: the {what} is not callable; "
+                    "pass a function (def or async def)"
+                )
+            kind = OpKind.CORO if inspect.iscoroutinefunction(fn) else OpKind.SYNC
+            if kind is OpKind.CORO:
+                self._check_coroutines_supported(fn)
+        if name is None:
+            name = _describe(fn) if fn is not None else "scope"
+        elif not isinstance(name, str):
+            raise TypeError(
+                f"operation name must be a str, got {type(name).__name__}; pass name='...'"
+            )
+        if parent is not None and not isinstance(parent, AsyncOperation):
+            raise TypeError(
+                f"parent must be an AsyncOperation, got {type(parent).__name__}; "
+                "pass an operation made by this runtime"
+            )
+        filename, lineno = _user_frame()
+        if kind is OpKind.SCOPE:
+            ctx = None
+        elif parent is None or current_state.op is parent or parent._ctx is None:
+            ctx = contextvars.copy_context()
+        else:
+            ctx = parent._ctx.copy()
+        op = AsyncOperation(
+            self, kind, fn, args, name, CancelToken(self._lock), ctx, filename, lineno
+        )
+        op._shield = shield
+        if parent is None:
+            return op
+        if parent.runtime is not self:
+            raise RuntimeError(
+                f"cannot link operation {name!r} under {parent.name!r}, which belongs to "
+                f"runtime {parent.runtime.name!r}; make it with that runtime"
+            )
+        after: After = []
+        with self._lock:
+            parent._link_child_locked(op)
+            if parent.token._cancelled and not shield:
+                # Born CANCELLED: it never runs, and unlinks at once.
+                op.cancel_reason = parent.cancel_reason
+                op.token._cancel_locked(after)
+                op._end_work_locked(Outcome.CANCELLED, None, None, after)
+        run_after(after)
+        return op
+
+    def _check_coroutines_supported(self, fn: Callable[..., Any]) -> None:
+        raise TypeError(
+            f"{_describe(fn)!r} is an async function; this runtime runs only plain "
+            "functions so far: pass a def function"
+        )
+
+    def _spawn(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        *,
+        parent: AsyncOperation | None,
+        name: str | None,
+        supervise: bool,
+    ) -> AsyncOperation:
+        if parent is None and self._closing:
+            raise RuntimeError(
+                f"Runtime {self.name!r} is shut down and takes no new operations; "
+                "make a new Runtime"
+            )
+        op = self._new_operation(fn, args, parent=parent, name=name)
+        op._supervised = bool(supervise)
+        if op._outcome is Outcome.NONE:
+            self._submit(op)
+        return op
+
+    def _submit(self, op: AsyncOperation) -> None:
+        if not isinstance(op, AsyncOperation):
+            raise TypeError(
+                f"submit() needs an AsyncOperation, got {type(op).__name__}; "
+                "make one with create() first"
+            )
+        if op.runtime is not self:
+            raise RuntimeError(
+                f"operation {op.name!r} belongs to runtime {op.runtime.name!r}; submit it there"
+            )
+        with self._lock:
+            if op._kind is OpKind.SCOPE:
+                raise RuntimeError(
+                    f"operation {op.name!r} is a scope, whose work is its with-block; "
+                    "it cannot be submitted"
+                )
+            if op._outcome is not Outcome.NONE or op._state.final:
+                raise RuntimeError(
+                    f"cannot submit operation {op.name!r}: it is {op._state.name}"
+                    f"{' and cancelled' if op.token._cancelled else ''}; "
+                    "create a new operation to run the callback again"
+                )
+            if op._state is not OperationState.CREATED:
+                raise RuntimeError(
+                    f"operation {op.name!r} was already submitted (it is {op._state.name}); "
+                    "create a new operation to run the callback again"
+                )
+            if op.parent is None:
+                if self._closing:
+                    raise RuntimeError(
+                        f"Runtime {self.name!r} is shut down and takes no new operations; "
+                        f"cannot submit {op.name!r}, make a new Runtime"
+                    )
+                self._roots[op] = None
+            op._transition_to_pending()
+            self._push_locked(op)
+
+    def _push_locked(self, op: AsyncOperation) -> None:
+        """Queue ``op`` and wake a parked worker (or arrange for one)."""
+        self._ready.append(op)
+        if self._idle:
+            worker = self._idle.pop()
+            self._active += 1
+            worker.event.set()
+        elif self._dynamic and self._unstuck_locked() < self._target:
+            self._start_worker_locked(extra=False)
+        elif not self._watchdog_armed and not self._stopping:
+            self._arm_watchdog_locked()
+
+    # ------------------------------------------------------------------
+    # Hooks called by AsyncOperation (see operations/_hooks.py)
+    # ------------------------------------------------------------------
+
+    def _track_root_locked(self, op: AsyncOperation) -> None:
+        self._roots[op] = None
+
+    def _on_final_locked(self, op: AsyncOperation, after: After) -> None:
+        timer = op._deadline_timer
+        if timer is not None:
+            op._deadline_timer = None
+            self._timers.cancel(timer)
+        if op.parent is None:
+            self._roots.pop(op, None)
+        op._ctx = None
+
+    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
+        """A RUNNING operation's token was cancelled; sync work polls it."""
+
+    def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
+        timer = op._deadline_timer
+        if timer is not None:
+            op._deadline_timer = None
+            self._timers.cancel(timer)
+        deadline = op._deadline
+        if deadline is None:
+            return False
+        if deadline <= self.now():
+            return True
+        op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
+        return False
+
+    # ------------------------------------------------------------------
+    # Timers
+    # ------------------------------------------------------------------
+
+    def _add_timer_locked(
+        self, deadline: float, callback: Callable[[], object], *, inline: bool
+    ) -> Any:
+        timer = self._timers.push(deadline, callback, inline=inline)
+        if deadline < self._next_deadline:
+            self._next_deadline = deadline
+            # A parked worker sleeps until the old earliest deadline; wake
+            # one to re-park on the new one (or, on an autojumping virtual
+            # clock, to notice that time may jump now).
+            if self._idle:
+                worker = self._idle.pop()
+                self._active += 1
+                worker.event.set()
+        return timer
+
+    def _fire_due_timers(self) -> None:
+        after: After = []
+        with self._lock:
+            due = self._timers.pop_due(self.now())
+            for timer in due:
+                callback = timer.callback
+                if timer.inline:
+                    callback()
+                else:
+                    after.append(callback)
+            nxt = self._timers.next_deadline()
+            self._next_deadline = _INF if nxt is None else nxt
+        run_after(after)
+
+    def _clock_advanced(self) -> None:
+        """The virtual clock moved: have a worker fire what became due."""
+        with self._lock:
+            if self._idle:
+                worker = self._idle.pop()
+                self._active += 1
+                worker.event.set()
+
+    # ------------------------------------------------------------------
+    # Workers
+    # ------------------------------------------------------------------
+
+    def _start_worker_locked(self, *, extra: bool) -> Worker:
+        self._worker_seq += 1
+        worker = Worker(self, self._worker_seq, extra=extra)
+        self._workers.append(worker)
+        self._active += 1
+        kind = "extra" if extra else "worker"
+        worker.handle = start_thread(
+            self._worker_main, worker, name=f"{self.name}-{kind}-{worker.index}"
+        )
+        return worker
+
+    def _unstuck_locked(self) -> int:
+        return sum(1 for worker in self._workers if not worker.replaced)
+
+    def _worker_main(self, worker: Worker) -> None:
+        ready = self._ready
+        try:
+            while True:
+                # 1. Run ready work.
+                for _ in range(_BATCH):
+                    try:
+                        op = ready.popleft()
+                    except IndexError:
+                        break
+                    worker.item_seq += 1
+                    worker.busy_since = monotonic()
+                    try:
+                        self._run_item(op)
+                    except BaseException:  # pragma: no cover - a bug in asyncop
+                        logger.exception("asyncop: worker failed running %r", op)
+                    worker.busy_since = 0.0
+                    worker.replaced = False
+                # 2. Fire due timers.
+                if self._next_deadline <= self.now():
+                    self._fire_due_timers()
+                # 3. Park until the next deadline.
+                if not self._park(worker):
+                    return
+        finally:
+            with self._lock:
+                if worker in self._workers:
+                    self._workers.remove(worker)
+                if worker in self._idle:
+                    self._idle.remove(worker)
+                else:
+                    self._active -= 1
+
+    def _park(self, worker: Worker) -> bool:
+        """Park until woken or the next deadline; False when the worker must exit."""
+        with self._lock:
+            if self._ready:
+                return True
+            if self._stopping:
+                return False
+            if worker.extra and self._unstuck_locked() > self._target:
+                return False
+            deadline = self._timers.next_deadline()
+            self._next_deadline = _INF if deadline is None else deadline
+            timeout: float | None
+            if self._virtual:
+                if deadline is not None and deadline <= self.now():
+                    return True
+                if (
+                    self._autojump
+                    and deadline is not None
+                    and self._active == 1
+                    and self._outside_work == 0
+                ):
+                    # Every other worker is parked and nothing outside the
+                    # workers can make progress: jump to the next deadline.
+                    self._clock._jump_to(deadline)
+                    return True
+                timeout = None
+            elif deadline is None:
+                timeout = None
+            else:
+                timeout = deadline - self.now()
+                if timeout <= 0:
+                    return True
+            if self._dynamic and len(self._workers) > 1:
+                timeout = self.idle_retire if timeout is None else min(timeout, self.idle_retire)
+            self._idle.append(worker)
+            self._active -= 1
+            worker.parked_at = monotonic()
+        woken = worker.event.wait(timeout)
+        with self._lock:
+            if worker in self._idle:
+                # Timed out: nobody popped us.
+                self._idle.remove(worker)
+                self._active += 1
+                if (
+                    not woken
+                    and self._dynamic
+                    and not self._ready
+                    and len(self._workers) > 1
+                    and monotonic() - worker.parked_at >= self.idle_retire
+                ):
+                    return False
+        return True
+
+    def _run_item(self, op: AsyncOperation) -> None:
+        with self._lock:
+            if not op._transition_to_running():
+                return  # cancelled while queued: already finalized, never runs
+        self._run_sync(op)
+
+    def _run_sync(self, op: AsyncOperation) -> None:
+        fn = op._fn
+        args = op._args
+        ctx = op._ctx
+        assert fn is not None and ctx is not None
+        state = current_state
+        state.op = op
+        try:
+            value = ctx.run(fn, *args)
+        except Cancelled:
+            outcome, value, error = Outcome.CANCELLED, None, None
+        except BaseException as exc:
+            outcome, value, error = Outcome.ERROR, None, exc
+        else:
+            outcome, error = Outcome.VALUE, None
+        finally:
+            state.op = None
+        op._end_work(outcome, value, error)
+
+    # ------------------------------------------------------------------
+    # Watchdog: replace workers stuck in long synchronous calls
+    # ------------------------------------------------------------------
+
+    def _arm_watchdog_locked(self) -> None:
+        self._watchdog_armed = True
+        if self._watchdog is None:
+            self._watchdog = start_thread(
+                lambda _: self._watchdog_main(), None, name=f"{self.name}-watchdog"
+            )
+        self._watchdog_event.set()
+
+    def _watchdog_main(self) -> None:
+        event = self._watchdog_event
+        while True:
+            event.wait()
+            while True:
+                if self._stopping:
+                    return
+                event.wait(BLOCKED_AFTER / 2)
+                with self._lock:
+                    if self._stopping:
+                        return
+                    if not self._ready:
+                        self._watchdog_armed = False
+                        break
+                    if self._idle:
+                        continue
+                    now = monotonic()
+                    for worker in self._workers:
+                        since = worker.busy_since
+                        if since and not worker.replaced and now - since >= BLOCKED_AFTER:
+                            worker.replaced = True
+                            self._start_worker_locked(extra=True)
+                            break

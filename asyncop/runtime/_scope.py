@@ -1,0 +1,182 @@
+"""Scopes: nursery-style blocks whose body is an operation's own work.
+
+::
+
+    with runtime.scope(name="load_page", timeout=5) as root:
+        root.spawn(fetch_header, page_id)
+        root.spawn(fetch_body, page_id)
+    # leaves only when every child has ended
+
+Entering makes a SCOPE operation, linked under the operation whose code the
+thread is running (if any), and RUNNING at once: the block is its work.
+Leaving records how the block ended, waits for the children, and then
+decides what the ``with`` statement raises:
+
+1. A KeyboardInterrupt (in the block, or while waiting at the exit) cancels
+   the tree, waits for it, and is re-raised as itself.
+2. Failures (the block's exception and the failing children's) are raised as
+   one ``ExceptionGroup``, even when there is only one.
+3. The scope's own deadline, if it cancelled something, raises a bare
+   ``TimeoutError``.
+4. A ``Cancelled`` from the block stops here when the scope itself was
+   cancelled; it passes on when something outside was cancelled too.
+
+A scope's error is raised out of its block only: it is not handed to the
+enclosing operation as a failing child, so code that catches it goes on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, final
+
+from ..operations import AsyncOperation, Cancelled, OperationState
+from ..operations._current import current_state
+from ..operations._node import OpKind, Outcome
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._scheduler import Runtime
+
+__all__ = ["Scope"]
+
+
+@final
+class Scope:
+    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+
+    __slots__ = (
+        "_deadline",
+        "_name",
+        "_op",
+        "_parent",
+        "_runtime",
+        "_saved",
+        "_shield",
+        "_supervise",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        name: str | None,
+        timeout: float | None,
+        deadline: float | None,
+        shield: bool,
+        supervise: bool,
+    ) -> None:
+        for label, value in (("timeout", timeout), ("deadline", deadline)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(
+                    f"scope({label}=...) needs a number of seconds, got "
+                    f"{type(value).__name__}; pass a float or None"
+                )
+        if timeout is not None and timeout != timeout:
+            raise ValueError("scope(timeout=nan) is not a duration; pass seconds or None")
+        self._runtime = runtime
+        self._name = name
+        self._timeout = timeout
+        self._deadline = deadline
+        self._shield = shield
+        self._supervise = supervise
+        self._op: AsyncOperation | None = None
+        self._saved: AsyncOperation | None = None
+        self._parent: AsyncOperation | None = None
+
+    def __enter__(self) -> AsyncOperation:
+        if self._op is not None:
+            raise RuntimeError(
+                f"scope {self._op.name!r} was already entered; call runtime.scope() again "
+                "for a new block"
+            )
+        runtime = self._runtime
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                "a sync 'with runtime.scope()' inside a coroutine would block its worker; "
+                "write 'async with asyncop.scope()' instead"
+            )
+        current = current_state.op
+        parent = current if current is not None and current.runtime is runtime else None
+        if parent is None and runtime._closing:
+            raise RuntimeError(
+                f"Runtime {runtime.name!r} is shut down and takes no new operations; "
+                "make a new Runtime"
+            )
+        op = runtime._new_operation(
+            None,
+            (),
+            parent=parent,
+            name=self._name if self._name is not None else "scope",
+            kind=OpKind.SCOPE,
+            shield=self._shield,
+        )
+        op._supervise = bool(self._supervise)
+        op._propagates = False
+        with runtime._lock:
+            op._transition_to_running()
+            if parent is None:
+                runtime._track_root_locked(op)
+        deadline = self._deadline
+        if self._timeout is not None:
+            by_timeout = runtime.now() + self._timeout
+            deadline = by_timeout if deadline is None else min(deadline, by_timeout)
+        if deadline is not None:
+            op.deadline = deadline
+        self._op = op
+        self._parent = parent
+        self._saved = current
+        current_state.op = op
+        return op
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        op = self._op
+        assert op is not None, "scope exited without being entered"
+        current_state.op = self._saved
+        interrupt: KeyboardInterrupt | None = None
+        if exc is None:
+            op._end_work(Outcome.VALUE, None, None)
+        elif isinstance(exc, Cancelled):
+            op._end_work(Outcome.CANCELLED, None, None)
+        elif isinstance(exc, KeyboardInterrupt):
+            interrupt = exc
+            op.cancel("KeyboardInterrupt")
+            op._end_work(Outcome.CANCELLED, None, None)
+        else:
+            # The block failed: its children are cancelled, then awaited.
+            op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
+            op._end_work(Outcome.ERROR, None, exc)
+        while True:
+            try:
+                op._block_until_final(None)
+                break
+            except KeyboardInterrupt as caught:
+                if interrupt is None:
+                    interrupt = caught
+                op.cancel("KeyboardInterrupt")
+        if interrupt is not None:
+            op._observed = True
+            raise interrupt
+        return self._outcome(op, exc)
+
+    def _outcome(self, op: AsyncOperation, exc: BaseException | None) -> bool:
+        if op.state is OperationState.FAILED:
+            error = op.error  # reading it marks it observed
+            assert error is not None
+            raise error from None
+        if op.expired and op._interrupted:
+            raise TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled") from None
+        if isinstance(exc, Cancelled):
+            parent = self._parent
+            outside = not op.shield and parent is not None and parent.token.cancelled
+            # Swallow the Cancelled that this scope's own cancel caused.
+            return not outside
+        return False

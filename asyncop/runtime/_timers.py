@@ -1,0 +1,117 @@
+"""The timer heap: deadlines in a binary heap, with lazy deletion.
+
+Entries are ``(deadline, seq, timer)`` tuples in a ``heapq``. ``seq`` grows
+by one per insert, so equal deadlines leave in the order they were set and
+tuple comparison never reaches the timer object. Insert and expiry are
+O(log n).
+
+Cancelling a timer only marks it: finding it in the heap would be O(n). A
+cancelled entry stays until it surfaces at the top, where ``pop_due`` and
+``next_deadline`` drop it, or until a clean-up: when more than half of the
+heap (and more than ``_COMPACT_MIN`` entries) is cancelled, the heap is
+rebuilt without them in O(n). Each rebuild at least halves the heap, so its
+cost is amortised O(1) per cancel and churn cannot grow the heap without
+bound.
+
+Not thread-safe by itself: the runtime calls it under its lock.
+
+States of a timer: *armed* -> *fired* | *cancelled*. ``pop_due`` moves an
+armed timer to fired; ``cancel`` moves it to cancelled. Neither happens
+twice, which ``registrations()`` relies on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import final
+
+__all__ = ["Timer", "TimerHeap"]
+
+_COMPACT_MIN = 64
+
+
+@final
+class Timer:
+    """One armed deadline and what to do when it passes."""
+
+    __slots__ = ("active", "callback", "deadline", "inline")
+
+    def __init__(self, deadline: float, callback: Callable[[], object], inline: bool) -> None:
+        self.deadline = deadline
+        self.callback = callback
+        # inline: safe to call under the runtime lock (an internal wake-up),
+        # so due timers of this kind fire in deadline order across threads.
+        self.inline = inline
+        self.active = True
+
+    def __repr__(self) -> str:
+        state = "armed" if self.active else "done"
+        return f"<Timer {state} at {self.deadline:.6f}>"
+
+
+class TimerHeap:
+    """A min-heap of timers by deadline, FIFO among equal deadlines."""
+
+    __slots__ = ("_cancelled", "_heap", "_live", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Timer]] = []
+        self._seq = 0
+        self._live = 0
+        self._cancelled = 0
+
+    def __len__(self) -> int:
+        """The number of armed timers (cancelled ones waiting in the heap excluded)."""
+        return self._live
+
+    @property
+    def heap_size(self) -> int:
+        """Entries physically in the heap, cancelled ones included."""
+        return len(self._heap)
+
+    def push(self, deadline: float, callback: Callable[[], object], *, inline: bool) -> Timer:
+        """Arm a timer; O(log n)."""
+        timer = Timer(deadline, callback, inline)
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, timer))
+        self._live += 1
+        return timer
+
+    def cancel(self, timer: Timer) -> bool:
+        """Disarm a timer; it is dropped lazily. Returns False if it was not armed."""
+        if not timer.active:
+            return False
+        timer.active = False
+        self._live -= 1
+        self._cancelled += 1
+        if self._cancelled > _COMPACT_MIN and self._cancelled * 2 > len(self._heap):
+            self._compact()
+        return True
+
+    def _compact(self) -> None:
+        self._heap = [entry for entry in self._heap if entry[2].active]
+        heapq.heapify(self._heap)
+        self._cancelled = 0
+
+    def next_deadline(self) -> float | None:
+        """The earliest armed deadline, or None when no timer is armed."""
+        heap = self._heap
+        while heap and not heap[0][2].active:
+            heapq.heappop(heap)
+            self._cancelled -= 1
+        return heap[0][0] if heap else None
+
+    def pop_due(self, now: float) -> list[Timer]:
+        """Remove and return the timers due at ``now``, in firing order."""
+        heap = self._heap
+        due: list[Timer] = []
+        while heap and heap[0][0] <= now:
+            timer = heapq.heappop(heap)[2]
+            if timer.active:
+                timer.active = False
+                self._live -= 1
+                due.append(timer)
+            else:
+                self._cancelled -= 1
+        return due
