@@ -71,6 +71,12 @@ _FAILED = OperationState.FAILED
 _CANCELLED = OperationState.CANCELLED
 
 
+def _is_final(state: OperationState) -> bool:
+    # Identity tests: several times cheaper than the enum property on the
+    # hot path (every operation checks this a few times).
+    return state is _COMPLETED or state is _FAILED or state is _CANCELLED
+
+
 class Outcome(enum.Enum):
     """How an operation's own work ended (children not included)."""
 
@@ -210,7 +216,7 @@ class AsyncOperation:
     @property
     def done(self) -> bool:
         """True once the operation is COMPLETED, FAILED or CANCELLED."""
-        return self._state.final
+        return _is_final(self._state)
 
     @property
     def expired(self) -> bool:
@@ -285,7 +291,7 @@ class AsyncOperation:
                 )
         with self.runtime._lock:
             self._deadline = value
-            if self._state.final:
+            if _is_final(self._state):
                 return
             due = self.runtime._arm_deadline_locked(self)
         if due:
@@ -336,7 +342,7 @@ class AsyncOperation:
         child born under a cancelled parent is born cancelled), so the walk
         would find nothing to do there. This makes a repeated cancel O(1).
         """
-        if self._state.final or self.token._cancelled:
+        if _is_final(self._state) or self.token._cancelled:
             return
         stack = [self]
         unstarted: list[AsyncOperation] = []
@@ -369,7 +375,7 @@ class AsyncOperation:
         after: After = []
         runtime = self.runtime
         with runtime._lock:
-            if self._state.final:
+            if _is_final(self._state):
                 return
             now = runtime.now()
             # When an outer deadline is due at the same instant, the outer
@@ -412,7 +418,7 @@ class AsyncOperation:
             RuntimeError: called from a coroutine, or from the operation's own
                 code or a descendant's, which would wait for itself forever.
         """
-        if not self._state.final:
+        if not _is_final(self._state):
             self._check_can_block("wait()")
             if not self._block_until_final(timeout):
                 raise TimeoutError(
@@ -441,7 +447,7 @@ class AsyncOperation:
         waiter = _thread.allocate_lock()
         waiter.acquire()
         with self.runtime._lock:
-            if self._state.final:
+            if _is_final(self._state):
                 return True
             self._add_waiter_locked(waiter.release)
         try:
@@ -451,7 +457,7 @@ class AsyncOperation:
             raise
         if not got:
             self._remove_waiter(waiter.release)
-        return self._state.final
+        return _is_final(self._state)
 
     def _add_waiter_locked(self, fn: Callable[[], object]) -> None:
         if self._waiters is None:
@@ -514,7 +520,7 @@ class AsyncOperation:
 
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""
-        if self._state.final:
+        if _is_final(self._state):
             if self._kind is OpKind.SCOPE:
                 raise RuntimeError(
                     f"cannot spawn into scope {self.name!r}: its block has exited and its "
@@ -579,8 +585,8 @@ class AsyncOperation:
 
     def _transition_to_final(self, state: OperationState) -> None:
         # Invariant: exactly one final state, set once.
-        assert not self._state.final, f"{self.name!r} is already {self._state.name}"
-        assert state.final
+        assert not _is_final(self._state), f"{self.name!r} is already {self._state.name}"
+        assert _is_final(state)
         self._state = state
 
     # ------------------------------------------------------------------
@@ -618,7 +624,7 @@ class AsyncOperation:
             node is not None
             and node._outcome is not Outcome.NONE
             and node.first_child is None
-            and not node._state.final
+            and not _is_final(node._state)
         ):
             parent = node.parent
             node._finalize_locked(after)
@@ -639,7 +645,11 @@ class AsyncOperation:
             self._error = error
             self._value = None
             state = _FAILED
-        elif self._outcome is Outcome.VALUE:
+        elif self._outcome is Outcome.VALUE and not (
+            # A scope's block has no value worth keeping: a scope whose cancel
+            # interrupted its children ended CANCELLED, however its block left.
+            self._kind is OpKind.SCOPE and self.token._cancelled and self._interrupted
+        ):
             self._error = None
             state = _COMPLETED
         else:

@@ -35,11 +35,14 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
 from ..operations._current import current_state
 from ..operations._node import OpKind, Outcome, _user_frame, run_after
+from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
 from ._clock import MonotonicClock, VirtualClock
 from ._timers import TimerHeap
@@ -283,16 +286,8 @@ class Runtime:
 
     def dump(self) -> str:
         """Return the live operation tree as indented text, one node per line."""
-        lines: list[str] = []
         with self._lock:
-            stack: list[tuple[AsyncOperation, int]] = [
-                (op, 0) for op in reversed(list(self._roots))
-            ]
-            while stack:
-                op, depth = stack.pop()
-                lines.append("  " * depth + self._describe_locked(op))
-                kids = list(op._iter_children())
-                stack.extend((kid, depth + 1) for kid in reversed(kids))
+            lines = ["  " * depth + self._describe_locked(op) for op, depth in walk(self._roots)]
         if not lines:
             return f"{self.name}: no live operations"
         return "\n".join([f"{self.name}:", *("  " + line for line in lines)])
@@ -399,7 +394,11 @@ class Runtime:
                     f"cannot make an operation from {fn!r}: the {what} is not callable; "
                     "pass a function (def or async def)"
                 )
-            kind = OpKind.CORO if inspect.iscoroutinefunction(fn) else OpKind.SYNC
+            if type(fn) is FunctionType:  # fast path: read the code flags
+                is_coro = bool(fn.__code__.co_flags & CO_COROUTINE)
+            else:
+                is_coro = inspect.iscoroutinefunction(fn)
+            kind = OpKind.CORO if is_coro else OpKind.SYNC
             if kind is OpKind.CORO:
                 self._check_coroutines_supported(fn)
         if name is None:

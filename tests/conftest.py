@@ -1,0 +1,39 @@
+"""Shared fixtures: runtimes that are always shut down, and thread-leak checks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import asyncop
+from asyncop.testing import VirtualClock
+
+
+def runtime_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:
+    """The live threads whose names say they belong to ``runtime``."""
+    prefix = f"{runtime.name}-"
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+
+
+@pytest.fixture
+def runtime() -> Iterator[asyncop.Runtime]:
+    """A 2-worker runtime on the real clock; shut down and checked for leaks."""
+    rt = asyncop.Runtime(2, name=f"rt{id(object()):x}")
+    try:
+        yield rt
+    finally:
+        assert rt.shutdown(timeout=10), "runtime did not shut down in 10 s"
+        assert runtime_threads(rt) == []
+
+
+@pytest.fixture
+def vruntime() -> Iterator[asyncop.Runtime]:
+    """A 2-worker runtime on an autojumping virtual clock."""
+    rt = asyncop.Runtime(2, name=f"vrt{id(object()):x}", clock=VirtualClock(autojump=True))
+    try:
+        yield rt
+    finally:
+        assert rt.shutdown(timeout=10), "runtime did not shut down in 10 s"
+        assert runtime_threads(rt) == []

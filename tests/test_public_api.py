@@ -1,0 +1,63 @@
+"""The public surface: every name the contract lists is exported, nothing private leaks."""
+
+from __future__ import annotations
+
+import asyncop
+import asyncop.testing
+
+# The names of SPEC.md that this release provides, by module.
+TOP_LEVEL = {
+    "AsyncOperation",
+    "AsyncResult",
+    "BrokenResourceError",
+    "BusyResourceError",
+    "CancelToken",
+    "Cancelled",
+    "CancellationError",
+    "ClosedResourceError",
+    "EndOfChannel",
+    "InvalidStateError",
+    "OperationState",
+    "Runtime",
+    "WouldBlock",
+    "async_await",
+    "async_cancel",
+    "async_create",
+    "async_result",
+    "async_state",
+    "async_submit",
+    "async_worker_limit",
+    "current_operation",
+    "default_runtime",
+}
+
+
+def test_every_contract_name_is_exported_from_asyncop() -> None:
+    missing = sorted(name for name in TOP_LEVEL if not hasattr(asyncop, name))
+    assert missing == []
+
+
+def test_all_lists_only_public_names_that_exist() -> None:
+    for name in asyncop.__all__:
+        assert hasattr(asyncop, name), name
+        assert not name.startswith("_") or name == "__version__", name
+    assert TOP_LEVEL <= set(asyncop.__all__)
+
+
+def test_testing_module_exports_the_virtual_clock() -> None:
+    assert asyncop.testing.VirtualClock(autojump=False).now() == 0.0
+
+
+def test_public_classes_show_their_public_module() -> None:
+    for name in ("AsyncOperation", "AsyncResult", "OperationState", "Cancelled"):
+        assert getattr(asyncop, name).__module__ == "asyncop", name
+
+
+def test_version_is_a_string() -> None:
+    assert isinstance(asyncop.__version__, str)
+
+
+def test_no_top_level_package_shadows_the_standard_library() -> None:
+    import platform
+
+    assert hasattr(platform, "python_version"), "the stdlib platform module must win"
