@@ -42,6 +42,21 @@ from .runtime import async_state as async_state
 from .runtime import async_submit as async_submit
 from .runtime import async_worker_limit as async_worker_limit
 from .runtime import default_runtime as default_runtime
+from .runtime._awaitables import checkpoint as checkpoint
+from .runtime._awaitables import current_time as current_time
+from .runtime._awaitables import race as race
+from .runtime._awaitables import select as select
+from .runtime._awaitables import sleep as sleep
+from .runtime._awaitables import sleep_until as sleep_until
+from .runtime._awaitables import spawn_blocking as spawn_blocking
+from .runtime._awaitables import timeout as timeout
+from .runtime._channel import Channel as Channel
+from .runtime._scope import scope as scope
+from .runtime._sync import Event as Event
+from .runtime._sync import Lock as Lock
+from .runtime._sync import LockGuard as LockGuard
+from .runtime._sync import Semaphore as Semaphore
+from .runtime._waker import WakerStatus as WakerStatus
 
 __all__ = [
     "AsyncOperation",
@@ -50,14 +65,20 @@ __all__ = [
     "BusyResourceError",
     "CancelHandle",
     "CancelToken",
+    "Channel",
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
     "EndOfChannel",
+    "Event",
     "InvalidStateError",
+    "Lock",
+    "LockGuard",
     "OperationState",
     "Runtime",
     "Scope",
+    "Semaphore",
+    "WakerStatus",
     "WouldBlock",
     "__version__",
     "async_await",
@@ -67,6 +88,15 @@ __all__ = [
     "async_state",
     "async_submit",
     "async_worker_limit",
+    "checkpoint",
     "current_operation",
+    "current_time",
     "default_runtime",
+    "race",
+    "scope",
+    "select",
+    "sleep",
+    "sleep_until",
+    "spawn_blocking",
+    "timeout",
 ]

@@ -1,12 +1,75 @@
-"""Test support: the virtual clock.
+"""Test support: the virtual clock, waiting for quiescence, checkpoint checks.
 
-``VirtualClock(autojump=True)`` makes a runtime's time jump to the next
-deadline whenever all of its workers are idle; ``advance(seconds)`` moves it
-by hand, from any thread.
+- ``VirtualClock(autojump=True)`` makes a runtime's time jump to the next
+  deadline whenever all of its workers are idle; ``advance(seconds)`` moves
+  it by hand, from any thread.
+- ``await wait_all_blocked()`` returns once every other task of the runtime
+  is parked.
+- ``with assert_checkpoints():`` fails if the block passed no cancellation
+  point.
 """
 
 from __future__ import annotations
 
-from .runtime._clock import VirtualClock as VirtualClock
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import final
 
-__all__ = ["VirtualClock"]
+from .operations._current import current_state
+from .runtime._clock import VirtualClock as VirtualClock
+from .runtime._waker import Subscription, WaitEvent
+
+__all__ = ["VirtualClock", "assert_checkpoints", "wait_all_blocked"]
+
+
+@final
+class _AllBlocked(WaitEvent):
+    __slots__ = ()
+
+    def _arm(self, sub: Subscription) -> None:
+        runtime = sub.waker.runtime
+        with runtime._lock:
+            runtime._idle_watchers.append(sub)
+        # A worker that is about to park fires the watchers; if every worker
+        # is already parked, nudge one so that it looks.
+        runtime._clock_advanced()
+
+    def _disarm(self, sub: Subscription) -> None:
+        runtime = sub.waker.runtime
+        with runtime._lock:
+            if sub in runtime._idle_watchers:
+                runtime._idle_watchers.remove(sub)
+
+    def _describe(self) -> str:
+        return "wait_all_blocked()"
+
+
+def wait_all_blocked() -> WaitEvent:
+    """Wait until every other task of this runtime is parked.
+
+    "Parked" means suspended on an event with no worker running anything and
+    no blocking call in flight, so nothing can happen until an outside event
+    (a timer, I/O, another thread) fires. A cancellation point.
+    """
+    return _AllBlocked()
+
+
+@contextmanager
+def assert_checkpoints() -> Iterator[None]:
+    """Fail with AssertionError if the block did not pass a cancellation point.
+
+    Use it inside a coroutine operation.
+
+    Raises:
+        RuntimeError: not inside a coroutine operation.
+    """
+    task = current_state.task
+    if task is None:
+        raise RuntimeError(
+            "assert_checkpoints() checks the awaits of a coroutine operation; "
+            "use it inside an async def operation"
+        )
+    before = task.checkpoints
+    yield
+    if task.checkpoints == before:
+        raise AssertionError("the block passed no cancellation point (no await of asyncop)")

@@ -10,7 +10,7 @@ children, which must not inherit the parent as "current".
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
@@ -22,6 +22,8 @@ class _Current(threading.local):
     op: AsyncOperation | None = None
     # True while the thread is stepping a coroutine: blocking waits refuse.
     in_coroutine: bool = False
+    # The coroutine task being stepped (a runtime TaskState), or None.
+    task: Any = None
 
 
 current_state = _Current()

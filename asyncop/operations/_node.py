@@ -45,7 +45,7 @@ import contextvars
 import enum
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -426,6 +426,19 @@ class AsyncOperation:
                     "wait again, or cancel it with op.cancel()"
                 )
         return self._snapshot(observe=True)
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        """``await op``: suspend the calling task until ``op`` ends.
+
+        A cancellation point. Returns the operation's value.
+
+        Raises:
+            BaseException: the operation's failure.
+            CancellationError: the operation ended CANCELLED.
+            RuntimeError: ``op`` is the awaiting task or one of its ancestors.
+        """
+        # The worker stepping the task turns the operation into an event.
+        return (yield self)
 
     def _check_can_block(self, what: str) -> None:
         if current_state.in_coroutine:

@@ -44,8 +44,10 @@ from ..operations._current import current_state
 from ..operations._node import OpKind, Outcome, _user_frame, run_after
 from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
+from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
-from ._timers import TimerHeap
+from ._task import TaskState, describe_wait, on_cancel_running, step
+from ._timers import Timer, TimerHeap
 from ._worker import BLOCKED_AFTER, IDLE_RETIRE, Worker, monotonic
 
 if TYPE_CHECKING:
@@ -75,6 +77,10 @@ def _shutdown_all_at_exit() -> None:
 
 
 atexit.register(_shutdown_all_at_exit)
+
+
+def _noop() -> None:
+    pass
 
 
 def _describe(fn: object) -> str:
@@ -147,6 +153,9 @@ class Runtime:
         self._watchdog_armed = False
         self._watchdog: Any = None
         self.idle_retire = IDLE_RETIRE
+        self._blocking = BlockingPool(self.name)
+        # Subscriptions of wait_all_blocked(), fired when the runtime idles.
+        self._idle_watchers: list[Any] = []
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
         with self._lock:
@@ -299,6 +308,8 @@ class Runtime:
             text += " cancelling" + (f" ({reason})" if reason is not None else "")
         if op._deadline is not None:
             text += f" deadline={op._deadline:.3f}"
+        if op._task is not None and op._task.op is op:
+            text += describe_wait(op._task)
         return text
 
     def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
@@ -352,14 +363,16 @@ class Runtime:
                 ended = False
         if watchdog is not None and not watchdog.join(remaining()):
             ended = False
-        self._stop_extras(remaining())
+        if not self._stop_extras(remaining()):
+            ended = False
         if isinstance(self._clock, VirtualClock):
             self._clock._unsubscribe(self)
         _live_runtimes.discard(self)
         return ended
 
-    def _stop_extras(self, timeout: float | None) -> None:
-        """Stop the threads other layers added (the reactor); none here."""
+    def _stop_extras(self, timeout: float | None) -> bool:
+        """Stop the threads beside the workers: blocking-call threads."""
+        return self._blocking.shutdown(timeout)
 
     def __enter__(self) -> Runtime:
         return self
@@ -399,8 +412,6 @@ class Runtime:
             else:
                 is_coro = inspect.iscoroutinefunction(fn)
             kind = OpKind.CORO if is_coro else OpKind.SYNC
-            if kind is OpKind.CORO:
-                self._check_coroutines_supported(fn)
         if name is None:
             name = _describe(fn) if fn is not None else "scope"
         elif not isinstance(name, str):
@@ -423,6 +434,8 @@ class Runtime:
             self, kind, fn, args, name, CancelToken(self._lock), ctx, filename, lineno
         )
         op._shield = shield
+        if kind is OpKind.CORO:
+            op._task = TaskState(op, self)
         if parent is None:
             return op
         if parent.runtime is not self:
@@ -440,12 +453,6 @@ class Runtime:
                 op._end_work_locked(Outcome.CANCELLED, None, None, after)
         run_after(after)
         return op
-
-    def _check_coroutines_supported(self, fn: Callable[..., Any]) -> None:
-        raise TypeError(
-            f"{_describe(fn)!r} is an async function; this runtime runs only plain "
-            "functions so far: pass a def function"
-        )
 
     def _spawn(
         self,
@@ -533,7 +540,12 @@ class Runtime:
         op._ctx = None
 
     def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
-        """A RUNNING operation's token was cancelled; sync work polls it."""
+        """A RUNNING operation's token was cancelled: wake it if it is a parked task.
+
+        Sync work polls its token instead.
+        """
+        if op._task is not None:
+            on_cancel_running(op, after)
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
@@ -566,6 +578,10 @@ class Runtime:
                 self._active += 1
                 worker.event.set()
         return timer
+
+    def _cancel_timer_locked(self, timer: Timer) -> None:
+        if self._timers.cancel(timer):
+            timer.callback = _noop  # drop the reference to the waiter now
 
     def _fire_due_timers(self) -> None:
         after: After = []
@@ -652,6 +668,14 @@ class Runtime:
             deadline = self._timers.next_deadline()
             self._next_deadline = _INF if deadline is None else deadline
             timeout: float | None
+            if self._active == 1 and self._idle_watchers and self._outside_work == 0:
+                # This worker is the last one busy and is about to park:
+                # every task is blocked. Wake the wait_all_blocked() waiters.
+                watchers = self._idle_watchers
+                self._idle_watchers = []
+                for sub in watchers:
+                    sub.fire(None)
+                return True
             if self._virtual:
                 if deadline is not None and deadline <= self.now():
                     return True
@@ -694,6 +718,9 @@ class Runtime:
         return True
 
     def _run_item(self, op: AsyncOperation) -> None:
+        if op._kind is OpKind.CORO:
+            step(self, op)
+            return
         with self._lock:
             if not op._transition_to_running():
                 return  # cancelled while queued: already finalized, never runs

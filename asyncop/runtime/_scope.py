@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, final
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_state
 from ..operations._node import OpKind, Outcome
+from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from ._scheduler import Runtime
 
-__all__ = ["Scope"]
+__all__ = ["Scope", "ScopeDone", "scope"]
 
 
 @final
@@ -87,20 +88,14 @@ class Scope:
         self._saved: AsyncOperation | None = None
         self._parent: AsyncOperation | None = None
 
-    def __enter__(self) -> AsyncOperation:
+    def _open(self, parent: AsyncOperation | None) -> AsyncOperation:
+        """Make the scope operation under ``parent`` and start its block."""
         if self._op is not None:
             raise RuntimeError(
-                f"scope {self._op.name!r} was already entered; call runtime.scope() again "
+                f"scope {self._op.name!r} was already entered; call scope() again "
                 "for a new block"
             )
         runtime = self._runtime
-        if current_state.in_coroutine:
-            raise RuntimeError(
-                "a sync 'with runtime.scope()' inside a coroutine would block its worker; "
-                "write 'async with asyncop.scope()' instead"
-            )
-        current = current_state.op
-        parent = current if current is not None and current.runtime is runtime else None
         if parent is None and runtime._closing:
             raise RuntimeError(
                 f"Runtime {runtime.name!r} is shut down and takes no new operations; "
@@ -128,6 +123,34 @@ class Scope:
             op.deadline = deadline
         self._op = op
         self._parent = parent
+        return op
+
+    @staticmethod
+    def _end_block(op: AsyncOperation, exc: BaseException | None) -> None:
+        """Record how the block ended; a failed block cancels the children."""
+        if exc is None:
+            op._end_work(Outcome.VALUE, None, None)
+        elif isinstance(exc, Cancelled):
+            op._end_work(Outcome.CANCELLED, None, None)
+        elif isinstance(exc, KeyboardInterrupt):
+            op.cancel("KeyboardInterrupt")
+            op._end_work(Outcome.CANCELLED, None, None)
+        else:
+            op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
+            op._end_work(Outcome.ERROR, None, exc)
+
+    # -- sync block ----------------------------------------------------------
+
+    def __enter__(self) -> AsyncOperation:
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                "a sync 'with scope()' inside a coroutine would block its worker; "
+                "write 'async with asyncop.scope()' instead"
+            )
+        current = current_state.op
+        runtime = self._runtime
+        parent = current if current is not None and current.runtime is runtime else None
+        op = self._open(parent)
         self._saved = current
         current_state.op = op
         return op
@@ -141,19 +164,8 @@ class Scope:
         op = self._op
         assert op is not None, "scope exited without being entered"
         current_state.op = self._saved
-        interrupt: KeyboardInterrupt | None = None
-        if exc is None:
-            op._end_work(Outcome.VALUE, None, None)
-        elif isinstance(exc, Cancelled):
-            op._end_work(Outcome.CANCELLED, None, None)
-        elif isinstance(exc, KeyboardInterrupt):
-            interrupt = exc
-            op.cancel("KeyboardInterrupt")
-            op._end_work(Outcome.CANCELLED, None, None)
-        else:
-            # The block failed: its children are cancelled, then awaited.
-            op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
-            op._end_work(Outcome.ERROR, None, exc)
+        interrupt = exc if isinstance(exc, KeyboardInterrupt) else None
+        self._end_block(op, exc)
         while True:
             try:
                 op._block_until_final(None)
@@ -165,6 +177,43 @@ class Scope:
         if interrupt is not None:
             op._observed = True
             raise interrupt
+        return self._outcome(op, exc)
+
+    # -- async block ---------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncOperation:
+        task = current_state.task
+        if task is None:
+            raise RuntimeError(
+                "'async with scope()' needs a coroutine operation of asyncop; in a "
+                "thread, write 'with runtime.scope()' instead"
+            )
+        parent = task.scopes[-1]
+        if parent.runtime is not self._runtime:
+            raise RuntimeError(
+                f"scope of runtime {self._runtime.name!r} entered from an operation of "
+                f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"
+            )
+        op = self._open(parent)
+        op._task = task
+        task.scopes.append(op)
+        current_state.op = op
+        return op
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        op = self._op
+        assert op is not None, "scope exited without being entered"
+        task = op._task
+        assert task is not None and task.scopes[-1] is op, "async scopes exited out of order"
+        task.scopes.pop()
+        current_state.op = task.scopes[-1]
+        self._end_block(op, exc)
+        await ScopeDone(op)
         return self._outcome(op, exc)
 
     def _outcome(self, op: AsyncOperation, exc: BaseException | None) -> bool:
@@ -180,3 +229,65 @@ class Scope:
             # Swallow the Cancelled that this scope's own cancel caused.
             return not outside
         return False
+
+
+@final
+class ScopeDone(WaitEvent):
+    """Wait, without being interruptible, until a scope operation is final."""
+
+    __slots__ = ("op",)
+    cancellable = False
+
+    def __init__(self, op: AsyncOperation) -> None:
+        self.op = op
+
+    def _arm(self, sub: Subscription) -> None:
+        op = self.op
+        with op.runtime._lock:
+            if not op.done:
+
+                def fire() -> None:
+                    sub.fire(None)
+
+                sub.handle = fire
+                op._add_waiter_locked(fire)
+                return
+        sub.fire(None)
+
+    def _disarm(self, sub: Subscription) -> None:
+        fire = sub.handle
+        if fire is not None:
+            sub.handle = None
+            self.op._remove_waiter(fire)
+
+    def _describe(self) -> str:
+        return f"the children of scope {self.op.name!r}"
+
+
+def scope(
+    *,
+    name: str | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
+    shield: bool = False,
+    supervise: bool = False,
+) -> Scope:
+    """Open a scope under the calling operation: ``async with asyncop.scope():``.
+
+    Inside a coroutine operation use ``async with``; inside a sync callback,
+    ``with`` works too. See ``Runtime.scope`` for the arguments.
+
+    Raises:
+        RuntimeError: the calling thread is not running an operation; outside
+            one, use ``runtime.scope()``.
+    """
+    op = current_state.op
+    if op is None:
+        raise RuntimeError(
+            "asyncop.scope() needs a running operation to attach to, and this thread runs "
+            "none; outside an operation, write 'with runtime.scope()'"
+        )
+    runtime: Runtime = op.runtime  # type: ignore[assignment]
+    return runtime.scope(
+        name=name, timeout=timeout, deadline=deadline, shield=shield, supervise=supervise
+    )

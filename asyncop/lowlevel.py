@@ -1,0 +1,32 @@
+"""The waker machinery, for building new awaitables.
+
+``Waker`` and ``WakerStatus`` describe how a suspended task is woken;
+``waker_new`` resets a task's waker for a new wait, ``resume_when``
+subscribes it to an event, and ``resolve``, ``cancel`` and ``timeout`` are
+the standard callbacks that decide how a firing event resumes the task.
+See ``asyncop/runtime/_waker.py`` for the states and their invariants.
+"""
+
+from __future__ import annotations
+
+from .runtime._waker import Subscription as Subscription
+from .runtime._waker import WaitEvent as WaitEvent
+from .runtime._waker import Waker as Waker
+from .runtime._waker import WakerStatus as WakerStatus
+from .runtime._waker import cancel as cancel
+from .runtime._waker import resolve as resolve
+from .runtime._waker import resume_when as resume_when
+from .runtime._waker import timeout as timeout
+from .runtime._waker import waker_new as waker_new
+
+__all__ = [
+    "Subscription",
+    "WaitEvent",
+    "Waker",
+    "WakerStatus",
+    "cancel",
+    "resolve",
+    "resume_when",
+    "timeout",
+    "waker_new",
+]

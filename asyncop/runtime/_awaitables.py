@@ -1,0 +1,470 @@
+"""The runtime's awaitables: event objects a coroutine task can wait on.
+
+They are events, not coroutines (``WaitEvent`` subclasses), so that
+``select`` can wait on several at once and cancel the losers. Every one of
+them is a cancellation point (see ``_task.py``), except where its docstring
+says otherwise.
+
+- ``checkpoint()``: go to the back of the ready queue.
+- ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap.
+- ``await op``: the operation ends (``OpWait``).
+- ``timeout(seconds, op)``, ``race(*ops)``, ``select(*events)``.
+- ``spawn_blocking(fn, *args, abandon=False)``: ``fn`` in another thread.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations import AsyncOperation, CancellationError, OperationState
+from ..operations._current import current_state
+from ._waker import Subscription, WaitEvent, Waker, WakerStatus
+
+if TYPE_CHECKING:
+    from ._scheduler import Runtime
+
+__all__ = [
+    "CHECKPOINT",
+    "OpWait",
+    "Select",
+    "SleepUntil",
+    "checkpoint",
+    "current_runtime",
+    "current_time",
+    "race",
+    "select",
+    "sleep",
+    "sleep_until",
+    "spawn_blocking",
+    "timeout",
+]
+
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+
+
+def current_runtime(what: str) -> Runtime:
+    """The runtime of the operation the calling thread is running."""
+    op = current_state.op
+    if op is None:
+        raise RuntimeError(
+            f"{what} needs a running asyncop operation, and this thread is not running one; "
+            "call it from inside an operation's code"
+        )
+    runtime: Runtime = op.runtime  # type: ignore[assignment]
+    return runtime
+
+
+# -- checkpoint -----------------------------------------------------------------
+
+
+@final
+class _Checkpoint(WaitEvent):
+    """Yield to the back of the ready queue (handled by the stepper)."""
+
+    __slots__ = ()
+
+    def _arm(self, sub: Subscription) -> None:  # pragma: no cover - never armed
+        sub.fire(None)
+
+    def _describe(self) -> str:
+        return "checkpoint"
+
+
+CHECKPOINT = _Checkpoint()
+
+
+def checkpoint() -> WaitEvent:
+    """A cancellation point that also lets every other ready task run first.
+
+    ``await checkpoint()`` puts the task at the back of the ready queue, so a
+    loop of checkpoints cannot starve timers or other tasks.
+
+    Raises:
+        Cancelled: the task (or its innermost scope) is cancelled.
+    """
+    return CHECKPOINT
+
+
+# -- sleeping -------------------------------------------------------------------
+
+
+@final
+class SleepUntil(WaitEvent):
+    """Wait until the runtime clock reads ``deadline`` (or later)."""
+
+    __slots__ = ("deadline", "relative")
+
+    def __init__(self, deadline: float, *, relative: bool = False) -> None:
+        self.deadline = deadline
+        self.relative = relative
+
+    def _arm(self, sub: Subscription) -> None:
+        runtime = sub.waker.runtime
+        with runtime._lock:
+            now = runtime.now()
+            deadline = now + self.deadline if self.relative else self.deadline
+            if deadline <= now:
+                # Already due at the first poll: end here, without parking.
+                sub.fire(None)
+                return
+            sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
+
+    def _disarm(self, sub: Subscription) -> None:
+        timer = sub.handle
+        if timer is not None:
+            sub.handle = None
+            runtime = sub.waker.runtime
+            with runtime._lock:
+                runtime._cancel_timer_locked(timer)
+
+    def _describe(self) -> str:
+        kind = "sleep" if self.relative else "sleep_until"
+        return f"{kind}({self.deadline:g})"
+
+
+def _seconds(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{what} needs a number of seconds, got {type(value).__name__}; pass a float"
+        )
+    if value != value:
+        raise ValueError(f"{what} got NaN seconds; pass a real number")
+    return float(value)
+
+
+def sleep(seconds: float) -> WaitEvent:
+    """Suspend the task for ``seconds`` on the runtime clock.
+
+    A sleep of 0 or less ends at once, without parking (still a
+    cancellation point).
+
+    Raises:
+        Cancelled: the task is cancelled before or during the sleep.
+    """
+    return SleepUntil(_seconds(seconds, "sleep()"), relative=True)
+
+
+def sleep_until(deadline: float) -> WaitEvent:
+    """Suspend the task until the runtime clock reads ``deadline``.
+
+    Raises:
+        Cancelled: the task is cancelled before or during the sleep.
+    """
+    return SleepUntil(_seconds(deadline, "sleep_until()"))
+
+
+def current_time() -> float:
+    """Read the clock of the runtime running the calling operation.
+
+    Raises:
+        RuntimeError: the calling thread is not running an operation.
+    """
+    return current_runtime("current_time()").now()
+
+
+# -- waiting for operations ----------------------------------------------------
+
+
+def _op_outcome(op: AsyncOperation) -> tuple[Any, BaseException | None]:
+    state = op._state
+    if state is _COMPLETED:
+        return op._value, None
+    if state is _FAILED:
+        op._observed = True
+        return None, op._error
+    return None, CancellationError(
+        f"operation {op.name!r} was cancelled and has no result; "
+        "check op.state, or catch CancellationError"
+    )
+
+
+@final
+class OpWait(WaitEvent):
+    """Wait for an operation to end; ``await op`` makes one.
+
+    With ``as_op=True`` the event gives the operation itself, whatever its
+    outcome (for ``race``); otherwise its value, or raises its error.
+    """
+
+    __slots__ = ("as_op", "op")
+
+    def __init__(self, op: AsyncOperation, *, as_op: bool = False) -> None:
+        if not isinstance(op, AsyncOperation):
+            raise TypeError(
+                f"expected an AsyncOperation, got {type(op).__name__}; pass an operation "
+                "made by spawn() or create()"
+            )
+        self.op = op
+        self.as_op = as_op
+
+    def _arm(self, sub: Subscription) -> None:
+        op = self.op
+        waiter = sub.waker.task
+        task = sub.waker.task._task
+        node: AsyncOperation | None = task.scopes[-1] if task is not None else waiter
+        while node is not None:
+            if node is op:
+                raise RuntimeError(
+                    f"operation {op.name!r} awaited itself (from its own code or a "
+                    "descendant's), which would wait forever; await it from outside its subtree"
+                )
+            node = node.parent
+        runtime = op.runtime
+        with runtime._lock:
+            if not op.done:
+
+                def fire() -> None:
+                    if self.as_op:
+                        sub.fire(op)
+                    else:
+                        sub.fire(*_op_outcome(op))
+
+                sub.handle = fire
+                op._add_waiter_locked(fire)
+                return
+        if self.as_op:
+            sub.fire(op)
+        else:
+            sub.fire(*_op_outcome(op))
+
+    def _disarm(self, sub: Subscription) -> None:
+        fire = sub.handle
+        if fire is not None:
+            sub.handle = None
+            self.op._remove_waiter(fire)
+
+    def _describe(self) -> str:
+        return f"operation {self.op.name!r}"
+
+
+# -- composition ----------------------------------------------------------------
+
+
+@final
+class Select(WaitEvent):
+    """Wait on several events; the first to fire wins and the rest are disarmed.
+
+    Gives ``(index, value)``; ``transform`` may reshape that.
+    """
+
+    __slots__ = ("events", "transform")
+
+    def __init__(
+        self,
+        events: tuple[Any, ...],
+        transform: Callable[[int, Any], Any] | None = None,
+    ) -> None:
+        if not events:
+            raise ValueError("select() needs at least one awaitable to wait on")
+        converted = []
+        for event in events:
+            if isinstance(event, AsyncOperation):
+                event = OpWait(event)
+            if not isinstance(event, WaitEvent) and not hasattr(event, "_arm"):
+                raise TypeError(
+                    f"select() can only wait on asyncop awaitables, got {event!r}; pass "
+                    "events such as asyncop.sleep(1), an operation, or channel.recv_async()"
+                )
+            converted.append(event)
+        self.events = tuple(converted)
+        self.transform = transform
+
+    @property
+    def cancellable(self) -> bool:  # type: ignore[override]
+        return all(event.cancellable for event in self.events)
+
+    def _arm(self, sub: Subscription) -> None:
+        waker = sub.waker
+        subs: list[Subscription] = []
+        sub.handle = subs
+        transform = self.transform
+        for index, event in enumerate(self.events):
+
+            def forward(
+                waker: Waker,
+                child: Subscription,
+                result: Any,
+                error: BaseException | None,
+                index: int = index,
+            ) -> bool:
+                if error is not None:
+                    return sub.fire(None, error)
+                value = (index, result) if transform is None else transform(index, result)
+                return sub.fire(value)
+
+            child = Subscription(waker, event, forward)
+            subs.append(child)
+            event._arm(child)
+            if waker.status is not WakerStatus.NO_STATUS:
+                break  # already won: arming the rest would only be undone
+
+    def _disarm(self, sub: Subscription) -> None:
+        subs = sub.handle
+        if subs is not None:
+            sub.handle = None
+            for child in subs:
+                child.event._disarm(child)
+
+    def _describe(self) -> str:
+        return "select(" + ", ".join(event._describe() for event in self.events) + ")"
+
+
+def select(*awaitables: Any) -> WaitEvent:
+    """Wait for the first of several awaitables; cancel the others.
+
+    Spawns nothing. The losers are taken back before the task resumes, so a
+    losing ``recv_async`` consumes no item and a losing ``lock_async`` takes
+    no lock.
+
+    Returns:
+        When awaited, ``(index, value)`` of the first to fire.
+
+    Raises:
+        Cancelled: the task is cancelled while waiting.
+        BaseException: the error of the first awaitable to fire, if it failed.
+    """
+    return Select(awaitables)
+
+
+def race(*ops: AsyncOperation) -> WaitEvent:
+    """Wait for the first of several operations to end; the others keep running.
+
+    Returns:
+        When awaited, the first operation to end (whatever its outcome).
+    """
+    if not ops:
+        raise ValueError("race() needs at least one operation")
+    return Select(tuple(OpWait(op, as_op=True) for op in ops), lambda _i, op: op)
+
+
+@final
+class _Timeout(WaitEvent):
+    __slots__ = ("op", "seconds")
+
+    def __init__(self, seconds: float, op: AsyncOperation) -> None:
+        self.seconds = _seconds(seconds, "timeout()")
+        self.op = op
+
+    def _arm(self, sub: Subscription) -> None:
+        op = self.op
+        inner = Select((OpWait(op), SleepUntil(self.seconds, relative=True)))
+
+        def forward(
+            waker: Waker, child: Subscription, result: Any, error: BaseException | None
+        ) -> bool:
+            if error is not None:
+                return sub.fire(None, error)
+            index, value = result
+            if index == 1:
+                return sub.fire(
+                    None,
+                    TimeoutError(
+                        f"operation {op.name!r} did not end within {self.seconds:g} s; "
+                        "it keeps running: cancel it with op.cancel() if needed"
+                    ),
+                )
+            return sub.fire(value)
+
+        child = Subscription(sub.waker, inner, forward)
+        sub.handle = child
+        inner._arm(child)
+
+    def _disarm(self, sub: Subscription) -> None:
+        child = sub.handle
+        if child is not None:
+            sub.handle = None
+            child.event._disarm(child)
+
+    def _describe(self) -> str:
+        return f"timeout({self.seconds:g}, {self.op.name!r})"
+
+
+def timeout(seconds: float, op: AsyncOperation) -> WaitEvent:
+    """Wait for ``op`` for at most ``seconds``; it keeps running after a timeout.
+
+    Returns:
+        When awaited, the operation's value.
+
+    Raises:
+        TimeoutError: ``op`` had not ended in time.
+        BaseException: the operation's error.
+    """
+    if not isinstance(op, AsyncOperation):
+        raise TypeError(
+            f"timeout() needs an operation, got {type(op).__name__}; "
+            "pass the result of spawn() or create()"
+        )
+    return _Timeout(seconds, op)
+
+
+# -- blocking calls in other threads ---------------------------------------------
+
+
+@final
+class Blocking(WaitEvent):
+    """Run a blocking function in another OS thread; see ``spawn_blocking``."""
+
+    __slots__ = ("abandon", "args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], abandon: bool) -> None:
+        if not callable(fn):
+            raise TypeError(
+                f"spawn_blocking() needs a callable, got {type(fn).__name__}; pass a function"
+            )
+        self.fn = fn
+        self.args = args
+        self.abandon = abandon
+
+    @property
+    def cancellable(self) -> bool:  # type: ignore[override]
+        return self.abandon
+
+    def _arm(self, sub: Subscription) -> None:
+        waker = sub.waker
+        runtime = waker.runtime
+        source = waker.task._ctx
+        ctx = source.copy() if source is not None else contextvars.copy_context()
+        fn, args = self.fn, self.args
+
+        def job() -> None:
+            try:
+                value = ctx.run(fn, *args)
+            except BaseException as exc:
+                result: tuple[Any, BaseException | None] = (None, exc)
+            else:
+                result = (value, None)
+            with runtime._lock:
+                runtime._outside_work -= 1
+            # A late result of an abandoned call finds the waker claimed by
+            # the cancel and is dropped here, silently.
+            sub.fire(*result)
+
+        with runtime._lock:
+            runtime._outside_work += 1
+        runtime._blocking.submit(job)
+
+    def _describe(self) -> str:
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        return f"spawn_blocking({name})"
+
+
+def spawn_blocking(fn: Callable[..., Any], *args: Any, abandon: bool = False) -> WaitEvent:
+    """Run ``fn(*args)`` in another OS thread and wait for its result.
+
+    The thread gets a copy of the task's context variables. The wait is not
+    a cancellation point by default: on cancel the task waits for the thread,
+    keeps its value, and leaves at its next await. With ``abandon=True`` the
+    task is woken at once with ``Cancelled`` and the thread's late result is
+    dropped silently.
+
+    Returns:
+        When awaited, ``fn``'s return value.
+
+    Raises:
+        BaseException: what ``fn`` raised.
+        Cancelled: with ``abandon=True``, when the task is cancelled.
+    """
+    return Blocking(fn, args, bool(abandon))

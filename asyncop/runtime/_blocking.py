@@ -1,0 +1,99 @@
+"""The blocking-call pool behind ``spawn_blocking``.
+
+Blocking calls must not occupy the workers, so they run on their own
+threads. Threads are started on demand up to ``limit``, park on their own
+wake event when idle (0 % CPU), and retire after ``IDLE_RETIRE`` seconds
+without work. Jobs beyond ``limit`` wait in a FIFO queue.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from ..platform import ThreadHandle, WakeEvent, start_thread
+
+__all__ = ["BlockingPool"]
+
+IDLE_RETIRE = 10.0
+
+
+class _Thread:
+    __slots__ = ("event", "handle")
+
+    def __init__(self) -> None:
+        self.event = WakeEvent()
+        self.handle: ThreadHandle | None = None
+
+
+class BlockingPool:
+    """Threads for blocking calls; ``submit(job)`` runs ``job()`` on one of them."""
+
+    def __init__(self, name: str, limit: int = 64) -> None:
+        self._name = name
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._idle: list[_Thread] = []
+        self._threads: list[_Thread] = []
+        self._seq = 0
+        self._closed = False
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue ``job``; wake an idle thread or start one.
+
+        Raises:
+            RuntimeError: the pool was shut down.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(
+                    f"the blocking-call threads of {self._name!r} are shut down; "
+                    "run blocking calls before shutting the runtime down"
+                )
+            self._jobs.append(job)
+            if self._idle:
+                self._idle.pop().event.set()
+            elif len(self._threads) < self._limit:
+                self._seq += 1
+                thread = _Thread()
+                self._threads.append(thread)
+                thread.handle = start_thread(
+                    self._main, thread, name=f"{self._name}-blocking-{self._seq}"
+                )
+
+    def _main(self, thread: _Thread) -> None:
+        while True:
+            with self._lock:
+                job = self._jobs.popleft() if self._jobs else None
+                if job is None:
+                    if self._closed:
+                        self._threads.remove(thread)
+                        return
+                    self._idle.append(thread)
+            if job is not None:
+                job()
+                continue
+            if not thread.event.wait(IDLE_RETIRE):
+                with self._lock:
+                    if thread in self._idle and not self._jobs:
+                        self._idle.remove(thread)
+                        self._threads.remove(thread)
+                        return
+                    if thread in self._idle:
+                        self._idle.remove(thread)
+
+    def shutdown(self, timeout: float | None) -> bool:
+        """Stop taking jobs, let queued ones finish, join the threads."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+            for thread in self._idle:
+                thread.event.set()
+            self._idle.clear()
+        ended = True
+        for thread in threads:
+            if thread.handle is not None and not thread.handle.join(timeout):
+                ended = False
+        return ended

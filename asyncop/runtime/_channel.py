@@ -1,0 +1,331 @@
+"""Channel: a FIFO queue between coroutines and threads, bounded or rendezvous.
+
+``Channel(capacity)`` buffers up to ``capacity`` items; ``Channel(0)`` is a
+rendezvous, where a send completes only when a receiver takes the item.
+
+Hand-over rules (see ``_sync.py`` for the waiter protocol):
+
+- A send first offers its item to the queued receivers, oldest first; a
+  receiver that was cancelled refuses it, and the next one is tried. Only
+  then does the item go into the buffer, or the sender queue up with it.
+- A receive takes from the buffer, then refills the buffer from the oldest
+  live sender; in a rendezvous it takes the item straight from a sender.
+- So an item is never handed to a waiter that is no longer waiting: a
+  cancelled receive eats nothing, and a cancelled send leaves no item behind.
+- ``close()``: later sends raise ``ClosedResourceError``; receives drain the
+  buffer, then raise ``EndOfChannel``. Queued senders get
+  ``ClosedResourceError`` (their items were not delivered) and queued
+  receivers ``EndOfChannel``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Generic, TypeVar, final
+
+from ..operations import ClosedResourceError, EndOfChannel, WouldBlock
+from ..operations._current import current_state
+from ._sync import ThreadWaiter, _remove_waiter
+from ._waker import Subscription, WaitEvent
+
+__all__ = ["Channel"]
+
+T = TypeVar("T")
+
+_NOTHING: Any = object()
+
+
+class _Prepaid:
+    """A sender entry whose send has already completed (see ``_Send._arm``)."""
+
+    __slots__ = ()
+
+    def fire(self, value: Any = None, error: BaseException | None = None) -> bool:
+        return True
+
+
+_PREPAID = _Prepaid()
+
+
+@final
+class _Send(WaitEvent):
+    __slots__ = ("channel", "item")
+
+    def __init__(self, channel: Channel[Any], item: Any) -> None:
+        self.channel = channel
+        self.item = item
+
+    def _arm(self, sub: Subscription) -> None:
+        channel = self.channel
+        with channel._mutex:
+            if channel._closed:
+                sub.fire(None, channel._closed_error())
+                return
+            if not channel._receivers and len(channel._buffer) >= channel.capacity:
+                channel._senders.append((sub, self.item))
+                return
+            # Claim our own waker before the item moves: inside a select,
+            # another event may have won, and then nothing must be sent.
+            if not sub.fire(None):
+                return
+            if not channel._offer_locked(self.item):
+                # Every queued receiver had gone and the buffer is full: the
+                # send has completed, so queue the item as already paid for.
+                channel._senders.append((_PREPAID, self.item))
+
+    def _disarm(self, sub: Subscription) -> None:
+        channel = self.channel
+        with channel._mutex:
+            _remove_waiter(channel._senders, sub)
+
+    def _describe(self) -> str:
+        return "channel send"
+
+
+@final
+class _Recv(WaitEvent):
+    __slots__ = ("channel",)
+
+    def __init__(self, channel: Channel[Any]) -> None:
+        self.channel = channel
+
+    def _arm(self, sub: Subscription) -> None:
+        channel = self.channel
+        with channel._mutex:
+            try:
+                item = channel._take_locked()
+            except EndOfChannel as exc:
+                sub.fire(None, exc)
+                return
+            if item is _NOTHING:
+                channel._receivers.append(sub)
+            elif not sub.fire(item):
+                # Inside a select another event won while we armed: the item
+                # goes back in front, for the next receiver.
+                channel._buffer.appendleft(item)
+
+    def _disarm(self, sub: Subscription) -> None:
+        channel = self.channel
+        with channel._mutex:
+            _remove_waiter(channel._receivers, sub)
+
+    def _describe(self) -> str:
+        return "channel receive"
+
+
+class Channel(Generic[T]):
+    """A FIFO channel for coroutines and threads; see the module docstring.
+
+    Args:
+        capacity: how many items the buffer holds; 0 makes a rendezvous.
+    """
+
+    def __init__(self, capacity: int = 0) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise TypeError(
+                f"Channel() needs an int capacity, got {type(capacity).__name__}; "
+                "pass 0 for a rendezvous or a positive buffer size"
+            )
+        if capacity < 0:
+            raise ValueError(
+                f"Channel({capacity}) needs a capacity of 0 or more; 0 makes a rendezvous"
+            )
+        self.capacity = capacity
+        self._mutex = threading.Lock()
+        self._buffer: deque[T] = deque()
+        self._senders: deque[tuple[Any, T]] = deque()
+        self._receivers: deque[Any] = deque()
+        self._closed = False
+
+    # -- the hand-over core, under the mutex ----------------------------------
+
+    def _offer_locked(self, item: T) -> bool:
+        """Deliver ``item`` to a receiver or the buffer; False if it must wait."""
+        if self._closed:
+            raise self._closed_error()
+        receivers = self._receivers
+        while receivers:
+            if receivers.popleft().fire(item):
+                return True
+        if len(self._buffer) < self.capacity:
+            self._buffer.append(item)
+            return True
+        return False
+
+    @staticmethod
+    def _closed_error() -> ClosedResourceError:
+        return ClosedResourceError(
+            "send on a closed channel; stop sending once close() was called"
+        )
+
+    def _take_locked(self) -> Any:
+        """Take the next item, or ``_NOTHING`` if a receive must wait."""
+        senders = self._senders
+        if self._buffer:
+            item = self._buffer.popleft()
+            while senders:
+                waiter, queued = senders.popleft()
+                if waiter.fire(None):
+                    self._buffer.append(queued)
+                    break
+            return item
+        while senders:
+            waiter, queued = senders.popleft()
+            if waiter.fire(None):
+                return queued
+        if self._closed:
+            raise EndOfChannel("the channel is closed and drained; stop receiving")
+        return _NOTHING
+
+    # -- coroutines ----------------------------------------------------------------
+
+    def send_async(self, item: T) -> WaitEvent:
+        """Send from a coroutine, waiting for room (or a receiver). A cancellation point.
+
+        Raises:
+            ClosedResourceError: the channel is closed (the item was not sent).
+            Cancelled: the task is cancelled while waiting; the item was not sent.
+        """
+        return _Send(self, item)
+
+    def recv_async(self) -> WaitEvent:
+        """Receive in a coroutine, waiting for an item. A cancellation point.
+
+        Raises:
+            EndOfChannel: the channel is closed and drained.
+            Cancelled: the task is cancelled while waiting; no item was taken.
+        """
+        return _Recv(self)
+
+    # -- threads -------------------------------------------------------------------
+
+    def _no_blocking_in_coroutine(self, what: str, instead: str) -> None:
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                f"Channel.{what}() would block a worker inside a coroutine; write "
+                f"'await channel.{instead}()' instead"
+            )
+
+    def send(self, item: T, timeout: float | None = None) -> None:
+        """Send from a thread, blocking up to ``timeout`` seconds for room.
+
+        Raises:
+            ClosedResourceError: the channel is closed.
+            TimeoutError: no room (or receiver) within ``timeout``; not sent.
+        """
+        self._no_blocking_in_coroutine("send", "send_async")
+        with self._mutex:
+            if self._offer_locked(item):
+                return
+            waiter = ThreadWaiter()
+            self._senders.append((waiter, item))
+        if not waiter.block(self._mutex, timeout):
+            with self._mutex:
+                _remove_waiter(self._senders, waiter)
+            raise TimeoutError(f"send did not complete within {timeout} s; the item was not sent")
+        if waiter.error is not None:
+            raise waiter.error
+
+    def recv(self, timeout: float | None = None) -> T:
+        """Receive in a thread, blocking up to ``timeout`` seconds.
+
+        Raises:
+            EndOfChannel: the channel is closed and drained.
+            TimeoutError: nothing arrived within ``timeout``.
+        """
+        self._no_blocking_in_coroutine("recv", "recv_async")
+        with self._mutex:
+            item = self._take_locked()
+            if item is not _NOTHING:
+                return item  # type: ignore[no-any-return]
+            waiter = ThreadWaiter()
+            self._receivers.append(waiter)
+        if not waiter.block(self._mutex, timeout):
+            with self._mutex:
+                _remove_waiter(self._receivers, waiter)
+            raise TimeoutError(f"nothing was received within {timeout} s")
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.value  # type: ignore[no-any-return]
+
+    def try_send(self, item: T) -> None:
+        """Send without waiting.
+
+        Raises:
+            WouldBlock: no receiver is waiting and the buffer is full.
+            ClosedResourceError: the channel is closed.
+        """
+        with self._mutex:
+            if not self._offer_locked(item):
+                raise WouldBlock("the channel is full; send later, or use send_async()")
+
+    def try_recv(self) -> T:
+        """Receive without waiting.
+
+        Raises:
+            WouldBlock: nothing is available now.
+            EndOfChannel: the channel is closed and drained.
+        """
+        with self._mutex:
+            item = self._take_locked()
+        if item is _NOTHING:
+            raise WouldBlock("the channel is empty; receive later, or use recv_async()")
+        return item  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the channel; see the module docstring. Closing twice is harmless."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            while self._senders:
+                waiter, item = self._senders.popleft()
+                if waiter is _PREPAID:
+                    self._buffer.append(item)  # already sent: it stays to be drained
+                    continue
+                waiter.fire(
+                    None,
+                    ClosedResourceError("the channel was closed before this item was taken"),
+                )
+            while self._receivers:
+                self._receivers.popleft().fire(
+                    None, EndOfChannel("the channel is closed and drained")
+                )
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._closed
+
+    def __len__(self) -> int:
+        """Items in the buffer now."""
+        return len(self._buffer)
+
+    # -- iteration -----------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[T]:
+        """Receive in a thread until the channel is closed and drained."""
+        while True:
+            try:
+                yield self.recv()
+            except EndOfChannel:
+                return
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            item: T = await self.recv_async()
+        except EndOfChannel:
+            raise StopAsyncIteration from None
+        return item
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<Channel {state} capacity={self.capacity} buffered={len(self._buffer)} "
+            f"senders={len(self._senders)} receivers={len(self._receivers)}>"
+        )

@@ -1,0 +1,474 @@
+"""Lock, Event and Semaphore, for coroutines and threads alike.
+
+Every primitive keeps one FIFO queue of waiters, which may be coroutine
+tasks (a waker subscription) or blocked threads (a :class:`ThreadWaiter`).
+Both offer ``fire(value, error) -> bool``: True if the waiter took what was
+offered. A release hands its permit *directly* to the first waiter that
+takes it, so a newcomer can never barge past a queued waiter (FIFO
+fairness), and a waiter that was cancelled in the meantime (its waker
+already claimed) refuses the permit, which then goes to the next waiter or
+back into the primitive. That is how a cancelled waiter never leaves a lock
+held and a cancelled receive never eats an item.
+
+Lock order: a primitive's own mutex, then the runtime lock of a waiter
+(taken inside ``fire``). The runtime never takes a primitive's mutex while
+holding its own lock, so the order cannot invert.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from collections import deque
+from types import TracebackType
+from typing import Any, final
+
+from ..operations import BrokenResourceError
+from ..operations._current import current_state
+from ..platform import acquire_for
+from ._task import TaskState
+from ._waker import Subscription, WaitEvent
+
+__all__ = ["Event", "Lock", "LockGuard", "Semaphore", "ThreadWaiter"]
+
+
+@final
+class ThreadWaiter:
+    """A thread blocked on a primitive: a one-shot lock and a result slot."""
+
+    __slots__ = ("_park", "done", "error", "value")
+
+    def __init__(self) -> None:
+        self._park = _thread.allocate_lock()
+        self._park.acquire()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def fire(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """Hand the waiter a result; False if it already gave up. Under the mutex."""
+        if self.done:
+            return False
+        self.done = True
+        self.value = value
+        self.error = error
+        self._park.release()
+        return True
+
+    def block(self, mutex: threading.Lock, timeout: float | None) -> bool:
+        """Wait for ``fire``; on timeout give up under ``mutex``. True if fired."""
+        if acquire_for(self._park, timeout):
+            return True
+        with mutex:
+            if self.done:
+                return True  # fired while timing out: take the result
+            self.done = True
+            return False
+
+
+def _owner_key() -> object:
+    """Who is acquiring: the coroutine task, or else the calling thread."""
+    task = current_state.task
+    return task if task is not None else threading.get_ident()
+
+
+def _remove_waiter(queue: deque[Any], waiter: object) -> None:
+    for index, entry in enumerate(queue):
+        if entry is waiter or (type(entry) is tuple and entry[0] is waiter):
+            del queue[index]
+            return
+
+
+# -- Lock -----------------------------------------------------------------------
+
+
+@final
+class LockGuard:
+    """Proof of holding a ``Lock``: ``release()`` it, or use it as a context manager."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+
+    def release(self) -> None:
+        """Release the lock this guard holds."""
+        self._lock.release()
+
+    def __enter__(self) -> LockGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    async def __aenter__(self) -> LockGuard:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+@final
+class _LockAcquire(WaitEvent):
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+
+    def _arm(self, sub: Subscription) -> None:
+        self.lock._arm_task(sub)
+
+    def _disarm(self, sub: Subscription) -> None:
+        lock = self.lock
+        with lock._mutex:
+            _remove_waiter(lock._waiters, sub)
+
+    def _describe(self) -> str:
+        return f"lock {self.lock.name!r}"
+
+
+class Lock:
+    """A FIFO-fair mutual-exclusion lock for coroutines and threads.
+
+    In a coroutine: ``async with lock:`` or ``guard = await
+    lock.lock_async()``. In a thread: ``with lock:`` or
+    ``acquire(timeout)``/``release()``. If a coroutine task ends while
+    holding the lock, the lock is broken: queued and later acquirers get
+    ``BrokenResourceError``.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name if name is not None else f"Lock-{id(self):x}"
+        self._mutex = threading.Lock()
+        self._owner: object = None
+        self._waiters: deque[tuple[Any, object]] = deque()
+        self._broken = False
+
+    def locked(self) -> bool:
+        """True while someone holds the lock."""
+        return self._owner is not None
+
+    def _broken_error(self) -> BrokenResourceError:
+        return BrokenResourceError(
+            f"lock {self.name!r} is broken: a task ended while holding it; "
+            "make a new Lock, and release locks before a task ends"
+        )
+
+    def lock_async(self) -> WaitEvent:
+        """Acquire the lock from a coroutine; ``await`` it for a ``LockGuard``.
+
+        A cancellation point. A guard already handed over when a cancel
+        arrives is kept: the task holds the lock and leaves at its next await.
+
+        Raises:
+            BrokenResourceError: the lock is broken.
+            Cancelled: the task is cancelled while waiting.
+        """
+        return _LockAcquire(self)
+
+    def _arm_task(self, sub: Subscription) -> None:
+        task = sub.waker.task._task
+        with self._mutex:
+            if self._broken:
+                sub.fire(None, self._broken_error())
+            elif self._owner is None and not self._waiters:
+                if sub.fire(LockGuard(self)):
+                    self._take(task)
+            else:
+                self._waiters.append((sub, task))
+
+    def _take(self, owner: object) -> None:
+        # Under the mutex. A task remembers the locks it holds, so that
+        # ending while holding one breaks it.
+        self._owner = owner
+        if isinstance(owner, TaskState):
+            if owner.held is None:
+                owner.held = [self]
+            else:
+                owner.held.append(self)
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Acquire the lock from a thread, waiting ``timeout`` seconds at most.
+
+        Returns:
+            True once acquired; False if the timeout passed first.
+
+        Raises:
+            BrokenResourceError: the lock is broken.
+            RuntimeError: called from a coroutine (use ``lock_async``).
+        """
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
+                "write 'await lock.lock_async()' or 'async with lock' instead"
+            )
+        me = threading.get_ident()
+        with self._mutex:
+            if self._broken:
+                raise self._broken_error()
+            if self._owner is None and not self._waiters:
+                self._owner = me
+                return True
+            waiter = ThreadWaiter()
+            self._waiters.append((waiter, me))
+        if not waiter.block(self._mutex, timeout):
+            with self._mutex:
+                _remove_waiter(self._waiters, waiter)
+            return False
+        if waiter.error is not None:
+            raise waiter.error
+        return True
+
+    def release(self) -> None:
+        """Release the lock, handing it to the first live waiter.
+
+        Raises:
+            RuntimeError: the lock is not held, or is held by someone else.
+        """
+        with self._mutex:
+            owner = self._owner
+            if owner is None:
+                raise RuntimeError(
+                    f"release() on lock {self.name!r}, which nobody holds; "
+                    "release only a lock you acquired"
+                )
+            if owner != _owner_key():
+                raise RuntimeError(
+                    f"release() on lock {self.name!r}, which another task or thread holds; "
+                    "only the holder may release it"
+                )
+            self._drop_owner(owner)
+            self._hand_over()
+
+    def _drop_owner(self, owner: object) -> None:
+        if isinstance(owner, TaskState) and owner.held and self in owner.held:
+            owner.held.remove(self)
+        self._owner = None
+
+    def _hand_over(self) -> None:
+        # Under the mutex: give the lock to the first waiter that takes it.
+        while self._waiters:
+            waiter, owner = self._waiters.popleft()
+            if waiter.fire(LockGuard(self)):
+                self._take(owner)
+                return
+
+    def _break(self, owner: object) -> None:
+        """The holding task ended: break the lock and fail every waiter."""
+        with self._mutex:
+            if self._owner is not owner:
+                return
+            self._owner = None
+            self._broken = True
+            while self._waiters:
+                waiter, _ = self._waiters.popleft()
+                waiter.fire(None, self._broken_error())
+
+    def __enter__(self) -> Lock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> LockGuard:
+        guard: LockGuard = await self.lock_async()
+        return guard
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "broken" if self._broken else "locked" if self._owner is not None else "unlocked"
+        return f"<Lock {self.name!r} {state} waiters={len(self._waiters)}>"
+
+
+# -- Event ----------------------------------------------------------------------
+
+
+@final
+class _EventWait(WaitEvent):
+    __slots__ = ("event",)
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+
+    def _arm(self, sub: Subscription) -> None:
+        event = self.event
+        with event._mutex:
+            if event._set:
+                sub.fire(None)
+            else:
+                event._waiters.append(sub)
+
+    def _disarm(self, sub: Subscription) -> None:
+        event = self.event
+        with event._mutex:
+            _remove_waiter(event._waiters, sub)
+
+    def _describe(self) -> str:
+        return "event"
+
+
+class Event:
+    """A flag that, once set, releases every waiter, coroutine or thread."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._set = False
+        self._waiters: deque[Any] = deque()
+
+    def is_set(self) -> bool:
+        """True once ``set()`` was called."""
+        return self._set
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter. Idempotent."""
+        with self._mutex:
+            if self._set:
+                return
+            self._set = True
+            waiters = self._waiters
+            self._waiters = deque()
+            for waiter in waiters:
+                waiter.fire(None)
+
+    def wait_async(self) -> WaitEvent:
+        """Wait in a coroutine until the flag is set. A cancellation point."""
+        return _EventWait(self)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block a thread until the flag is set.
+
+        Returns:
+            True if the flag is set, False if the timeout passed first.
+        """
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                "Event.wait() would block a worker inside a coroutine; "
+                "write 'await event.wait_async()' instead"
+            )
+        with self._mutex:
+            if self._set:
+                return True
+            waiter = ThreadWaiter()
+            self._waiters.append(waiter)
+        if not waiter.block(self._mutex, timeout):
+            with self._mutex:
+                _remove_waiter(self._waiters, waiter)
+            return self._set
+        return True
+
+    def __repr__(self) -> str:
+        return f"<Event {'set' if self._set else 'clear'} waiters={len(self._waiters)}>"
+
+
+# -- Semaphore ------------------------------------------------------------------
+
+
+@final
+class _SemaphoreAcquire(WaitEvent):
+    __slots__ = ("sem",)
+
+    def __init__(self, sem: Semaphore) -> None:
+        self.sem = sem
+
+    def _arm(self, sub: Subscription) -> None:
+        sem = self.sem
+        with sem._mutex:
+            if sem._value > 0 and not sem._waiters:
+                if sub.fire(None):
+                    sem._value -= 1
+            else:
+                sem._waiters.append(sub)
+
+    def _disarm(self, sub: Subscription) -> None:
+        sem = self.sem
+        with sem._mutex:
+            _remove_waiter(sem._waiters, sub)
+
+    def _describe(self) -> str:
+        return "semaphore"
+
+
+class Semaphore:
+    """A counting semaphore, FIFO-fair, for coroutines and threads.
+
+    Args:
+        value: the initial number of permits; 0 is valid.
+    """
+
+    def __init__(self, value: int = 1) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(
+                f"Semaphore() needs an int number of permits, got {type(value).__name__}"
+            )
+        if value < 0:
+            raise ValueError(
+                f"Semaphore({value}) needs a non-negative number of permits; pass 0 or more"
+            )
+        self._mutex = threading.Lock()
+        self._value = value
+        self._waiters: deque[Any] = deque()
+
+    @property
+    def value(self) -> int:
+        """The permits available now."""
+        return self._value
+
+    def acquire_async(self) -> WaitEvent:
+        """Take a permit in a coroutine, waiting for one. A cancellation point."""
+        return _SemaphoreAcquire(self)
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Take a permit in a thread, waiting ``timeout`` seconds at most.
+
+        Returns:
+            True once a permit is taken, False if the timeout passed first.
+        """
+        if current_state.in_coroutine:
+            raise RuntimeError(
+                "Semaphore.acquire() would block a worker inside a coroutine; "
+                "write 'await sem.acquire_async()' or 'async with sem' instead"
+            )
+        with self._mutex:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return True
+            waiter = ThreadWaiter()
+            self._waiters.append(waiter)
+        if not waiter.block(self._mutex, timeout):
+            with self._mutex:
+                _remove_waiter(self._waiters, waiter)
+            return False
+        return True
+
+    def release(self) -> None:
+        """Return a permit: to the first live waiter, or to the pool."""
+        with self._mutex:
+            while self._waiters:
+                if self._waiters.popleft().fire(None):
+                    return
+            self._value += 1
+
+    def __enter__(self) -> Semaphore:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Semaphore:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<Semaphore value={self._value} waiters={len(self._waiters)}>"

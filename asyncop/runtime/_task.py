@@ -1,0 +1,285 @@
+"""Coroutine tasks: how a worker steps an ``async def`` operation.
+
+A coroutine operation carries a :class:`TaskState`: its coroutine, its one
+:class:`Waker`, and the stack of async scopes it has entered. A worker that
+pops the operation from the ready queue calls :func:`step`, which resumes
+the coroutine until it awaits an event that is not ready, then parks it
+(waker WAITING) and returns; the event's firing queues the task again.
+
+Cancellation points (seed 002, 7.7.9)
+-------------------------------------
+Every runtime awaitable yields its event to :func:`step`, which checks the
+task's *effective* token (that of its innermost async scope, so a shielded
+scope keeps a cancel out) twice:
+
+1. on entry, before subscribing to the event;
+2. just before suspending, under the runtime lock, after subscribing.
+
+A cancel that arrives while the task is suspended wakes it at once with
+``Cancelled`` (``on_cancel_running``). A cancel that arrives after an event
+already handed over its value (the waker is QUEUED or RESULT) leaves the
+value alone: the task gets it and leaves at its next await. Non-cancellable
+waits (a blocking call in another thread, a scope waiting for its children)
+are not interrupted; the task leaves at its next await after them.
+
+Starvation
+----------
+An await whose event is ready at once does not suspend. So that a loop of
+such awaits cannot keep a worker forever, a task that completes
+``_MAX_INLINE`` waits in one step is requeued at the back of the ready queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations import AsyncOperation, Cancelled, OperationState
+from ..operations._current import current_state
+from ..operations._node import Outcome
+from ._waker import Subscription, Waker, WakerStatus, resolve
+
+if TYPE_CHECKING:
+    from ..operations._hooks import After
+    from ._scheduler import Runtime
+
+__all__ = ["TaskState", "on_cancel_running", "step"]
+
+_PENDING = OperationState.PENDING
+_RESULT = WakerStatus.RESULT
+_QUEUED = WakerStatus.QUEUED
+_WAITING = WakerStatus.WAITING
+_MAX_INLINE = 32
+
+
+@final
+class TaskState:
+    """The coroutine side of a coroutine operation."""
+
+    __slots__ = ("cancellable", "checkpoints", "coro", "held", "op", "scopes", "waker")
+
+    def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
+        self.op = op
+        self.waker = Waker(op, runtime)
+        self.coro: Coroutine[Any, Any, Any] | None = None
+        # The task's operation, then each async scope it is inside.
+        self.scopes: list[AsyncOperation] = [op]
+        # Locks this task holds; broken if it ends holding them.
+        self.held: list[Any] | None = None
+        # Awaits passed, for assert_checkpoints().
+        self.checkpoints = 0
+        # Whether the current wait may be interrupted by a cancel.
+        self.cancellable = True
+
+    def suspension_point(self) -> tuple[str, int] | None:
+        """Where the coroutine is suspended: its innermost awaiting frame."""
+        coro: Any = self.coro
+        frame = None
+        while coro is not None:
+            inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            # Report the innermost user frame, not asyncop's own __await__.
+            if inner is not None and not inner.f_globals.get("__name__", "").startswith(
+                "asyncop."
+            ):
+                frame = inner
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        if frame is None:
+            return None
+        return frame.f_code.co_filename, frame.f_lineno
+
+    def __repr__(self) -> str:
+        return f"<TaskState of {self.op.name!r} {self.waker.status.name}>"
+
+
+def on_cancel_running(op: AsyncOperation, after: After) -> None:
+    """A RUNNING coroutine task (or an async scope in one) was cancelled.
+
+    Called by the cancel walk under the runtime lock. Wakes the task with
+    ``Cancelled`` if it is suspended on a cancellable wait and its effective
+    token is now cancelled.
+    """
+    task: TaskState | None = op._task
+    if task is None:
+        return
+    waker = task.waker
+    if (
+        waker.status is _WAITING
+        and task.cancellable
+        and task.scopes[-1].token._cancelled
+    ):
+        waker.status = _QUEUED
+        waker.triggered = None
+        waker.result = None
+        waker.error = Cancelled()
+        waker.runtime._push_locked(task.op)
+
+
+def _bad_await(ev: object) -> TypeError:
+    return TypeError(
+        f"a coroutine operation awaited {ev!r}, which asyncop cannot wait on; await asyncop "
+        "awaitables (asyncop.sleep, an operation, a channel...), not another event loop's"
+    )
+
+
+def step(runtime: Runtime, op: AsyncOperation) -> None:
+    """Resume a coroutine task until it suspends or ends."""
+    from ._awaitables import CHECKPOINT, OpWait
+
+    task: TaskState = op._task
+    waker = task.waker
+    lock = runtime._lock
+    with lock:
+        if op._state is _PENDING:
+            if not op._transition_to_running():
+                waker._transition_to_ignored()  # cancelled while queued: never runs
+                return
+            first = True
+        else:
+            if not waker._transition_to_result():
+                return
+            first = False
+    ctx = op._ctx
+    assert ctx is not None
+    value: Any = None
+    error: BaseException | None = None
+    if first:
+        fn = op._fn
+        assert fn is not None
+        try:
+            coro = ctx.run(fn, *op._args)
+        except BaseException as exc:
+            _finish(task, Outcome.ERROR, None, exc)
+            return
+        if not isinstance(coro, CoroutineType | Coroutine):
+            _finish(task, Outcome.VALUE, coro, None)
+            return
+        task.coro = coro
+    else:
+        value, error = waker.result, waker.error
+        waker.result = waker.error = None
+        waker._disarm_all()
+        coro = task.coro
+    state = current_state
+    inline = 0
+    while True:
+        state.op = task.scopes[-1]
+        state.in_coroutine = True
+        state.task = task
+        try:
+            if error is None:
+                ev = ctx.run(coro.send, value)
+            else:
+                ev = ctx.run(coro.throw, error)
+        except StopIteration as stop:
+            _finish(task, Outcome.VALUE, stop.value, None)
+            return
+        except Cancelled:
+            _finish(task, Outcome.CANCELLED, None, None)
+            return
+        except BaseException as exc:
+            _finish(task, Outcome.ERROR, None, exc)
+            return
+        finally:
+            state.op = None
+            state.in_coroutine = False
+            state.task = None
+        task.checkpoints += 1
+        value = error = None
+        if type(ev) is AsyncOperation:
+            ev = OpWait(ev)
+        elif not hasattr(ev, "_arm"):
+            error = _bad_await(ev)
+            continue
+        cancellable = ev.cancellable
+        # Cancellation point, check 1: on entry.
+        if cancellable and task.scopes[-1].token._cancelled:
+            error = Cancelled()
+            continue
+        inline += 1
+        if ev is CHECKPOINT or inline > _MAX_INLINE:
+            if ev is not CHECKPOINT:
+                # Too many ready-at-once waits in a row: deliver this one
+                # after a trip through the ready queue.
+                value, error = _arm_now(task, ev)
+                if value is _NOT_READY:
+                    return
+                with lock:
+                    waker._reset()
+                    waker.result, waker.error = value, error
+                    waker.status = _QUEUED
+                    runtime._push_locked(op)
+                return
+            with lock:
+                waker._reset()
+                waker.status = _QUEUED
+                runtime._push_locked(op)
+            return
+        value, error = _arm_now(task, ev)
+        if value is _NOT_READY:
+            return
+
+
+class _NotReady:
+    __slots__ = ()
+
+
+_NOT_READY: Any = _NotReady()
+
+
+def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
+    """Subscribe to ``ev``; suspend, or return what it gave at once.
+
+    Returns ``(_NOT_READY, None)`` when the task suspended (the caller must
+    return without touching the task), else the value or error to deliver.
+    """
+    waker = task.waker
+    waker._reset()
+    sub = Subscription(waker, ev, resolve)
+    waker.events.append(sub)
+    try:
+        ev._arm(sub)
+    except BaseException as exc:
+        waker._disarm_all()
+        waker._reset()
+        return None, exc
+    cancellable = ev.cancellable
+    with waker.runtime._lock:
+        if waker.status is _RESULT:
+            value, error = waker.result, waker.error
+        elif cancellable and task.scopes[-1].token._cancelled:
+            # Cancellation point, check 2: just before suspending.
+            waker.status = _RESULT
+            value, error = None, Cancelled()
+        else:
+            waker.status = _WAITING
+            task.cancellable = cancellable
+            return _NOT_READY, None
+    waker.result = waker.error = None
+    waker._disarm_all()
+    return value, error
+
+
+def _finish(
+    task: TaskState, outcome: Outcome, value: Any, error: BaseException | None
+) -> None:
+    # Drop the finished coroutine now: its frames reference the operation.
+    task.coro = None
+    held = task.held
+    if held:
+        task.held = None
+        for lock in list(held):
+            lock._break(task)
+    task.op._end_work(outcome, value, error)
+
+
+def describe_wait(task: TaskState) -> str:
+    """What a parked task waits on, and where, for ``dump()``."""
+    waker = task.waker
+    if waker.status is not _WAITING:
+        return ""
+    what = ", ".join(sub.event._describe() for sub in list(waker.events)) or "?"
+    point = task.suspension_point()
+    where = f" at {point[0]}:{point[1]}" if point else ""
+    return f" waiting on {what}{where}"
+

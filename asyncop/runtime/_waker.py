@@ -1,0 +1,338 @@
+"""The waker: how a suspended coroutine task is woken, exactly once.
+
+Each coroutine task owns one :class:`Waker`, made with the task and reset by
+``waker_new`` for every wait, so a wait allocates no waker. A wait subscribes
+the waker to one or more *events* (a timer, an operation ending, a channel
+slot, a socket becoming readable...); the first event to fire wins, stores
+its result or error in the waker, and puts the task back in the ready queue.
+Later events find the waker already claimed and are ignored: the task is
+resumed once, with one result.
+
+States
+------
+::
+
+    NO_STATUS --suspend--> WAITING --event fires--> QUEUED --worker pops--> RESULT
+        |                                              |
+        +--event fires while still arming--> RESULT    +--task destroyed--> IGNORED
+
+- NO_STATUS: the task is running; the waker is not waiting.
+- WAITING: the task is suspended on its events.
+- QUEUED: an event fired; its result is stored and the task is in the ready
+  queue.
+- IGNORED: the task was queued but must not run (it was cancelled before its
+  first step); the scheduler finalizes it without running it.
+- RESULT: the task is being resumed; ``error`` is raised into the coroutine,
+  or ``result`` is what ``await`` returns.
+
+Every transition happens under the runtime lock, in one of the
+``_transition_to_*`` methods, which return whether they happened: an event
+that loses the race sees False and keeps its value (a channel keeps the
+item, a lock keeps the permit).
+
+Events
+------
+An event is any object with ``_arm(sub)``, ``_disarm(sub)`` and a
+``cancellable`` attribute (see :class:`WaitEvent`). ``_arm`` registers the
+subscription and may fire it at once; ``_disarm`` takes it back and must be
+idempotent. ``resume_when(task, event, callback)`` makes the subscription;
+the callback decides how a firing resolves the waker: ``resolve`` hands over
+the result or error, ``cancel`` raises ``Cancelled``, ``timeout`` raises
+``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations import Cancelled
+
+if TYPE_CHECKING:
+    from ..operations import AsyncOperation
+    from ._scheduler import Runtime
+
+__all__ = [
+    "Subscription",
+    "WaitEvent",
+    "Waker",
+    "WakerStatus",
+    "cancel",
+    "resolve",
+    "resume_when",
+    "timeout",
+    "waker_new",
+]
+
+
+class WakerStatus(enum.Enum):
+    """Where a waker is in one wait; see the module docstring."""
+
+    __module__ = "asyncop"
+
+    NO_STATUS = "no_status"
+    WAITING = "waiting"
+    QUEUED = "queued"
+    IGNORED = "ignored"
+    RESULT = "result"
+
+    def __repr__(self) -> str:
+        return f"WakerStatus.{self.name}"
+
+
+_NO_STATUS = WakerStatus.NO_STATUS
+_WAITING = WakerStatus.WAITING
+_QUEUED = WakerStatus.QUEUED
+_IGNORED = WakerStatus.IGNORED
+_RESULT = WakerStatus.RESULT
+
+# callback(waker, subscription, result, error) -> whether it won the waker
+WakeCallback = Callable[["Waker", "Subscription", Any, "BaseException | None"], bool]
+
+
+class WaitEvent:
+    """Base of the runtime's awaitables: an event a task can wait on.
+
+    ``await event`` yields the event to the worker stepping the task, which
+    checks for cancellation, subscribes the task's waker and suspends the
+    task until the event fires. Subclasses implement ``_arm``/``_disarm``.
+    """
+
+    __slots__ = ()
+
+    #: A cancel of the waiting task wakes it with ``Cancelled``. False for
+    #: waits that must run to the end (a blocking call in another thread).
+    cancellable = True
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return (yield self)
+
+    def _arm(self, sub: Subscription) -> None:
+        raise NotImplementedError
+
+    def _disarm(self, sub: Subscription) -> None:
+        """Take back a subscription; the default has nothing to take back."""
+
+    def _describe(self) -> str:
+        return type(self).__name__
+
+
+@final
+class Subscription:
+    """One waker subscribed to one event for one wait."""
+
+    __slots__ = ("callback", "event", "generation", "handle", "waker")
+
+    def __init__(self, waker: Waker, event: Any, callback: WakeCallback) -> None:
+        self.waker = waker
+        self.event = event
+        self.callback = callback
+        self.generation = waker.generation
+        # Whatever the event needs to take the subscription back (a timer,
+        # a waiter entry); owned by the event.
+        self.handle: Any = None
+
+    def fire(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """Deliver the event: returns True if it won the waker.
+
+        An event that loses must keep what it offered (an item, a permit).
+        """
+        return self.callback(self.waker, self, result, error)
+
+    def __repr__(self) -> str:
+        return f"<Subscription to {self.event!r}>"
+
+
+@final
+class Waker:
+    """The wake-up state of one coroutine task; see the module docstring."""
+
+    __slots__ = (
+        "error",
+        "events",
+        "filename",
+        "generation",
+        "lineno",
+        "result",
+        "runtime",
+        "status",
+        "task",
+        "triggered",
+    )
+
+    def __init__(self, task: AsyncOperation, runtime: Runtime) -> None:
+        self.task = task
+        self.runtime = runtime
+        self.status = _NO_STATUS
+        # The subscriptions of the current wait; the list is reused.
+        self.events: list[Subscription] = []
+        # The event that won the current wait, or None.
+        self.triggered: Any = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        # Where the task is suspended, for dump().
+        self.filename = ""
+        self.lineno = 0
+        # Bumped by every reset, so a late firing of an old wait is ignored.
+        self.generation = 0
+
+    # -- transitions (under the runtime lock) ------------------------------
+
+    def _transition_to_waiting(self) -> bool:
+        # Invariant: only a running task suspends; an event that fired
+        # while it was arming (RESULT) means it must not suspend.
+        if self.status is not _NO_STATUS:
+            return False
+        self.status = _WAITING
+        return True
+
+    def _transition_to_queued(self) -> bool:
+        # Invariant: only a WAITING waker can be queued; a second event loses.
+        if self.status is not _WAITING:
+            return False
+        self.status = _QUEUED
+        return True
+
+    def _transition_to_ignored(self) -> bool:
+        # Invariant: only a waker that is not being resumed can be ignored.
+        if self.status is _RESULT:
+            return False
+        self.status = _IGNORED
+        return True
+
+    def _transition_to_result(self) -> bool:
+        # Invariant: resumed from the queue, or fired while still arming.
+        if self.status is _QUEUED or self.status is _NO_STATUS:
+            self.status = _RESULT
+            return True
+        return False
+
+    def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+        """Let ``sub``'s event win this wait, if nothing has won it yet."""
+        runtime = self.runtime
+        with runtime._lock:
+            if sub.generation != self.generation:
+                return False  # a firing of an earlier wait
+            status = self.status
+            if status is _WAITING:
+                self.status = _QUEUED
+                self.triggered = sub.event
+                self.result = result
+                self.error = error
+                runtime._push_locked(self.task)
+                return True
+            if status is _NO_STATUS:
+                # Fired while the task is still arming its events: it will
+                # see RESULT and carry on without suspending.
+                self.status = _RESULT
+                self.triggered = sub.event
+                self.result = result
+                self.error = error
+                return True
+            return False
+
+    def _reset(self) -> None:
+        """Forget the last wait: the start of ``waker_new``."""
+        self.generation += 1
+        self.status = _NO_STATUS
+        self.events.clear()
+        self.triggered = None
+        self.result = None
+        self.error = None
+
+    def _disarm_all(self) -> None:
+        """Take every subscription of the current wait back from its event."""
+        events = self.events
+        for sub in events:
+            sub.event._disarm(sub)
+        events.clear()
+
+    def __repr__(self) -> str:
+        return f"<Waker of {self.task.name!r} {self.status.name}>"
+
+
+# -- the standard callbacks ---------------------------------------------------
+
+
+def resolve(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task with the event's result, or raise its error."""
+    return waker._complete(sub, result, error)
+
+
+def cancel(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task by raising ``Cancelled`` into it."""
+    return waker._complete(sub, None, Cancelled())
+
+
+def timeout(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task by raising ``TimeoutError`` into it."""
+    return waker._complete(sub, None, TimeoutError(f"{waker.task.name!r} timed out"))
+
+
+# -- subscribing --------------------------------------------------------------
+
+
+def _waker_of(task: AsyncOperation) -> Waker:
+    state = task._task
+    if state is None:
+        raise TypeError(
+            f"operation {task.name!r} is not a coroutine task and has no waker; "
+            "pass an operation made from an async def function"
+        )
+    waker: Waker = state.waker
+    return waker
+
+
+def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resolve) -> Subscription:
+    """Subscribe ``task``'s waker to ``event``; ``callback`` decides the outcome.
+
+    Call it between ``waker_new`` and the suspension. The event may fire at
+    once (it was already ready): the waker then goes to RESULT and the task
+    does not suspend.
+
+    Raises:
+        TypeError: ``task`` is not a coroutine task, or ``event`` is not an
+            event (it lacks ``_arm``/``_disarm``).
+    """
+    waker = _waker_of(task)
+    if not (hasattr(event, "_arm") and hasattr(event, "_disarm")):
+        raise TypeError(
+            f"resume_when() needs an asyncop event, got {type(event).__name__}; "
+            "pass an awaitable such as asyncop.sleep(1) or an operation"
+        )
+    sub = Subscription(waker, event, callback)
+    waker.events.append(sub)
+    event._arm(sub)
+    return sub
+
+
+def waker_new(
+    task: AsyncOperation,
+    timeout: float | None = None,
+    cancellation: Any = None,
+) -> Waker:
+    """Reset ``task``'s waker for a new wait, with an optional timeout.
+
+    Args:
+        task: a coroutine task.
+        timeout: seconds after which the wait ends with ``TimeoutError``.
+        cancellation: an event whose firing ends the wait with ``Cancelled``.
+
+    Returns:
+        The task's waker, reset to NO_STATUS with no subscriptions.
+    """
+    from ._awaitables import SleepUntil
+
+    waker = _waker_of(task)
+    waker._disarm_all()
+    waker._reset()
+    if timeout is not None:
+        deadline = waker.runtime.now() + timeout
+        resume_when(task, SleepUntil(deadline), _timeout_callback)
+    if cancellation is not None:
+        resume_when(task, cancellation, cancel)
+    return waker
+
+
+_timeout_callback = timeout
