@@ -156,9 +156,7 @@ class Channel(Generic[T]):
 
     @staticmethod
     def _closed_error() -> ClosedResourceError:
-        return ClosedResourceError(
-            "send on a closed channel; stop sending once close() was called"
-        )
+        return ClosedResourceError("send on a closed channel; stop sending once close() was called")
 
     def _take_locked(self) -> Any:
         """Take the next item, or ``_NOTHING`` if a receive must wait."""

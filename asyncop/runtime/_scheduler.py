@@ -46,9 +46,9 @@ from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
-from ._task import TaskState, describe_wait, on_cancel_running, step
+from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
 from ._timers import Timer, TimerHeap
-from ._worker import BLOCKED_AFTER, IDLE_RETIRE, Worker, monotonic
+from ._worker import BLOCKED_AFTER, EXTRA_IDLE, IDLE_RETIRE, Worker, monotonic
 
 if TYPE_CHECKING:
     from ..operations._hooks import After
@@ -639,6 +639,9 @@ class Runtime:
                         self._run_item(op)
                     except BaseException:  # pragma: no cover - a bug in asyncop
                         logger.exception("asyncop: worker failed running %r", op)
+                    # Do not keep the last item alive from this frame: an
+                    # unobserved failure is reported when it is collected.
+                    op = None  # type: ignore[assignment]
                     worker.busy_since = 0.0
                     worker.replaced = False
                 # 2. Fire due timers.
@@ -664,6 +667,7 @@ class Runtime:
             if self._stopping:
                 return False
             if worker.extra and self._unstuck_locked() > self._target:
+                self._workers.remove(worker)
                 return False
             deadline = self._timers.next_deadline()
             self._next_deadline = _INF if deadline is None else deadline
@@ -696,8 +700,13 @@ class Runtime:
                 timeout = deadline - self.now()
                 if timeout <= 0:
                     return True
-            if self._dynamic and len(self._workers) > 1:
-                timeout = self.idle_retire if timeout is None else min(timeout, self.idle_retire)
+            if worker.extra or (self._dynamic and len(self._workers) > 1):
+                # May retire: look again after a while even if nobody pushes.
+                # An extra worker parks while the worker it replaced is still
+                # stuck; once that one is back, the LIFO idle stack never
+                # wakes the extra, so it must notice the surplus by itself.
+                limit = EXTRA_IDLE if worker.extra else self.idle_retire
+                timeout = limit if timeout is None else min(timeout, limit)
             self._idle.append(worker)
             self._active -= 1
             worker.parked_at = monotonic()
@@ -707,15 +716,21 @@ class Runtime:
                 # Timed out: nobody popped us.
                 self._idle.remove(worker)
                 self._active += 1
-                if (
-                    not woken
-                    and self._dynamic
-                    and not self._ready
-                    and len(self._workers) > 1
-                    and monotonic() - worker.parked_at >= self.idle_retire
-                ):
+                if not woken and not self._ready and self._may_retire_locked(worker):
+                    # Leave the pool now, under the lock, so that two workers
+                    # timing out together cannot both count the other.
+                    self._workers.remove(worker)
                     return False
         return True
+
+    def _may_retire_locked(self, worker: Worker) -> bool:
+        if worker.extra:
+            return self._unstuck_locked() > self._target
+        return (
+            self._dynamic
+            and len(self._workers) > 1
+            and monotonic() - worker.parked_at >= self.idle_retire
+        )
 
     def _run_item(self, op: AsyncOperation) -> None:
         if op._kind is OpKind.CORO:
@@ -738,7 +753,7 @@ class Runtime:
         except Cancelled:
             outcome, value, error = Outcome.CANCELLED, None, None
         except BaseException as exc:
-            outcome, value, error = Outcome.ERROR, None, exc
+            outcome, value, error = Outcome.ERROR, None, strip_own_frame(exc)
         else:
             outcome, error = Outcome.VALUE, None
         finally:

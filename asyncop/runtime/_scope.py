@@ -92,8 +92,7 @@ class Scope:
         """Make the scope operation under ``parent`` and start its block."""
         if self._op is not None:
             raise RuntimeError(
-                f"scope {self._op.name!r} was already entered; call scope() again "
-                "for a new block"
+                f"scope {self._op.name!r} was already entered; call scope() again for a new block"
             )
         runtime = self._runtime
         if parent is None and runtime._closing:

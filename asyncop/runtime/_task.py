@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..operations._hooks import After
     from ._scheduler import Runtime
 
-__all__ = ["TaskState", "on_cancel_running", "step"]
+__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
 
 _PENDING = OperationState.PENDING
 _RESULT = WakerStatus.RESULT
@@ -79,9 +79,7 @@ class TaskState:
         while coro is not None:
             inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
             # Report the innermost user frame, not asyncop's own __await__.
-            if inner is not None and not inner.f_globals.get("__name__", "").startswith(
-                "asyncop."
-            ):
+            if inner is not None and not inner.f_globals.get("__name__", "").startswith("asyncop."):
                 frame = inner
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         if frame is None:
@@ -103,11 +101,7 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task.waker
-    if (
-        waker.status is _WAITING
-        and task.cancellable
-        and task.scopes[-1].token._cancelled
-    ):
+    if waker.status is _WAITING and task.cancellable and task.scopes[-1].token._cancelled:
         waker.status = _QUEUED
         waker.triggered = None
         waker.result = None
@@ -149,7 +143,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         try:
             coro = ctx.run(fn, *op._args)
         except BaseException as exc:
-            _finish(task, Outcome.ERROR, None, exc)
+            _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
         if not isinstance(coro, CoroutineType | Coroutine):
             _finish(task, Outcome.VALUE, coro, None)
@@ -178,7 +172,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
             _finish(task, Outcome.CANCELLED, None, None)
             return
         except BaseException as exc:
-            _finish(task, Outcome.ERROR, None, exc)
+            _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
         finally:
             state.op = None
@@ -260,9 +254,19 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     return value, error
 
 
-def _finish(
-    task: TaskState, outcome: Outcome, value: Any, error: BaseException | None
-) -> None:
+def strip_own_frame(exc: BaseException) -> BaseException:
+    """Drop the worker's own frame from the top of a failure's traceback.
+
+    The traceback then starts in user code, and it no longer keeps the
+    worker frame (which references the operation) alive.
+    """
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_globals.get("__name__", "").startswith("asyncop."):
+        exc.__traceback__ = tb.tb_next
+    return exc
+
+
+def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException | None) -> None:
     # Drop the finished coroutine now: its frames reference the operation.
     task.coro = None
     held = task.held
@@ -282,4 +286,3 @@ def describe_wait(task: TaskState) -> str:
     point = task.suspension_point()
     where = f" at {point[0]}:{point[1]}" if point else ""
     return f" waiting on {what}{where}"
-

@@ -36,12 +36,14 @@ from ..platform import ThreadHandle, WakeEvent
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["BLOCKED_AFTER", "IDLE_RETIRE", "Worker"]
+__all__ = ["BLOCKED_AFTER", "EXTRA_IDLE", "IDLE_RETIRE", "Worker"]
 
 # A worker busy with one item for this long, while work waits, is replaced.
 BLOCKED_AFTER = 0.05
 # In dynamic mode, a worker parked this long with nothing to do retires.
 IDLE_RETIRE = 2.0
+# An extra worker re-checks this often whether the pool still needs it.
+EXTRA_IDLE = 0.5
 
 
 @final

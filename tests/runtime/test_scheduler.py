@@ -1,0 +1,735 @@
+"""Tests for the Runtime: its pipeline, workers, shutdown, timers, dump and contexts."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop import CancellationError, OperationState, current_operation
+from asyncop.testing import VirtualClock
+
+# ----------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------
+
+
+def worker_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:
+    """The runtime's live threads, its watchdog left out."""
+    prefix = f"{runtime.name}-"
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and not t.name.endswith("-watchdog") and t.is_alive()
+    ]
+
+
+def all_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:
+    """Every live thread whose name says it belongs to the runtime."""
+    prefix = f"{runtime.name}-"
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` real seconds pass."""
+    end = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
+
+
+def expected_cpu_count() -> int:
+    getter = getattr(os, "process_cpu_count", None)
+    if getter is not None:
+        return max(1, getter() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def wait_for_cancel() -> str:
+    """Sync work that loops on its token until cancelled, then leaves CANCELLED."""
+    token = current_operation().token
+    while not token.wait(0.05):
+        pass
+    token.check()
+    return "not reached"
+
+
+def fresh_name(label: str) -> str:
+    return f"{label}{id(object()):x}"
+
+
+# ----------------------------------------------------------------------
+# Construction
+# ----------------------------------------------------------------------
+
+
+def test_default_worker_count_is_the_cpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    with asyncop.Runtime(name=fresh_name("default")) as rt:
+        assert rt.workers == expected_cpu_count()
+        assert len(worker_threads(rt)) == expected_cpu_count()
+
+
+def test_explicit_worker_count_starts_that_many_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    with asyncop.Runtime(3, name=fresh_name("three")) as rt:
+        assert rt.workers == 3
+        assert len(worker_threads(rt)) == 3
+
+
+@pytest.mark.parametrize("workers", [0, -1])
+def test_fewer_than_one_worker_is_a_value_error(workers: int) -> None:
+    with pytest.raises(ValueError, match="worker"):
+        asyncop.Runtime(workers)
+
+
+@pytest.mark.parametrize("workers", [1.5, "2", True])
+def test_non_int_worker_count_is_a_type_error(workers: Any) -> None:
+    with pytest.raises(TypeError, match="int"):
+        asyncop.Runtime(workers)
+
+
+# ----------------------------------------------------------------------
+# The pipeline
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20)
+def test_many_submitted_callbacks_all_run_and_complete(runtime: asyncop.Runtime) -> None:
+    ops = [runtime.spawn(lambda i: i * 2, i) for i in range(2000)]
+    values = [op.wait(10).value for op in ops]
+    assert values == [i * 2 for i in range(2000)]
+    assert all(op.state is OperationState.COMPLETED for op in ops)
+
+
+@pytest.mark.timeout(20)
+def test_create_then_submit_runs_the_callback_with_operation_and_context(
+    runtime: asyncop.Runtime,
+) -> None:
+    seen: list[tuple[asyncop.AsyncOperation, object]] = []
+    op = runtime.create(lambda o, ctx: seen.append((o, ctx)) or "done", {"k": 1})
+    assert op.state is OperationState.CREATED
+    assert runtime.submit(op) is op
+    assert op.wait(5).value == "done"
+    assert seen == [(op, {"k": 1})]
+
+
+@pytest.mark.timeout(20)
+def test_one_worker_starts_operations_in_submission_order() -> None:
+    log: list[int] = []
+    with asyncop.Runtime(1, name=fresh_name("fifo")) as rt:
+        ops = [rt.spawn(log.append, i) for i in range(300)]
+        for op in ops:
+            op.wait(10)
+    assert log == list(range(300))
+
+
+# ----------------------------------------------------------------------
+# run()
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(10)
+def test_run_returns_the_value(runtime: asyncop.Runtime) -> None:
+    assert runtime.run(lambda a, b: a * b, 6, 7) == 42
+
+
+@pytest.mark.timeout(10)
+def test_run_raises_the_failure(runtime: asyncop.Runtime) -> None:
+    def boom() -> None:
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError, match="missing"):
+        runtime.run(boom)
+
+
+@pytest.mark.timeout(10)
+def test_run_raises_cancellation_error_when_cancelled(runtime: asyncop.Runtime) -> None:
+    def cancel_self() -> None:
+        op = current_operation()
+        op.cancel("giving up")
+        op.token.check()
+
+    with pytest.raises(CancellationError):
+        runtime.run(cancel_self)
+
+
+@pytest.mark.timeout(10)
+def test_run_waits_for_children(runtime: asyncop.Runtime) -> None:
+    log: list[str] = []
+    gate = threading.Event()
+
+    def child() -> None:
+        gate.wait(5)
+        log.append("child")
+
+    def parent() -> str:
+        current_operation().spawn(child)
+        threading.Timer(0.1, gate.set).start()
+        return "parent"
+
+    assert runtime.run(parent) == "parent"
+    assert log == ["child"]
+
+
+# ----------------------------------------------------------------------
+# Idle workers park
+# ----------------------------------------------------------------------
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.timeout(15)
+def test_idle_workers_use_almost_no_cpu() -> None:
+    with asyncop.Runtime(2, name=fresh_name("idle")) as rt:
+        # An armed timer a minute away: workers must park until it, not poll.
+        sleeper = rt.create(lambda op, ctx: None)
+        sleeper.deadline = rt.now() + 60
+        assert rt.registrations() == 1
+        time.sleep(0.2)  # let the workers settle into their park
+        cpu_before = _cpu_seconds()
+        wall_before = time.monotonic()
+        time.sleep(1.0)
+        cpu_used = _cpu_seconds() - cpu_before
+        wall = time.monotonic() - wall_before
+        sleeper.cancel()
+    assert cpu_used < 0.05 * wall, f"idle runtime used {cpu_used:.3f} s CPU in {wall:.3f} s"
+
+
+# ----------------------------------------------------------------------
+# Stuck workers are replaced
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20)
+def test_worker_stuck_in_a_callback_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def stuck() -> str:
+        started.set()
+        gate.wait(15)
+        return "released"
+
+    with asyncop.Runtime(1, name=fresh_name("stuck")) as rt:
+        try:
+            blocker = rt.spawn(stuck)
+            assert started.wait(5)
+            quick = rt.spawn(lambda: "quick")
+            assert quick.wait(5).value == "quick"
+            assert not blocker.done
+        finally:
+            gate.set()
+        assert blocker.wait(5).value == "released"
+
+
+@pytest.mark.timeout(20)
+def test_extra_worker_retires_after_the_stuck_callback_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def stuck() -> None:
+        started.set()
+        gate.wait(15)
+
+    with asyncop.Runtime(1, name=fresh_name("retire")) as rt:
+        try:
+            blocker = rt.spawn(stuck)
+            assert started.wait(5)
+            rt.spawn(lambda: None).wait(5)
+            assert len(worker_threads(rt)) == 2
+        finally:
+            gate.set()
+        blocker.wait(5)
+        assert eventually(lambda: len(worker_threads(rt)) == 1), [
+            t.name for t in worker_threads(rt)
+        ]
+        # The pool still runs work after the extra left.
+        assert rt.spawn(lambda: 7).wait(5).value == 7
+
+
+# ----------------------------------------------------------------------
+# Dynamic workers
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20)
+def test_dynamic_workers_start_with_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    with asyncop.Runtime(3, name=fresh_name("dyn")) as rt:
+        assert rt.workers == 3
+        assert len(worker_threads(rt)) == 1
+
+
+@pytest.mark.timeout(20)
+def test_dynamic_workers_grow_to_the_limit_under_blocking_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+
+    def block() -> None:
+        running.release()
+        gate.wait(15)
+
+    with asyncop.Runtime(3, name=fresh_name("grow")) as rt:
+        try:
+            ops = [rt.spawn(block) for _ in range(3)]
+            for _ in range(3):
+                assert running.acquire(timeout=5)
+            assert len(worker_threads(rt)) == 3
+        finally:
+            gate.set()
+        for op in ops:
+            op.wait(5)
+
+
+@pytest.mark.timeout(20)
+def test_dynamic_idle_workers_retire_back_to_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+
+    def block() -> None:
+        running.release()
+        gate.wait(15)
+
+    with asyncop.Runtime(3, name=fresh_name("shrink")) as rt:
+        rt.idle_retire = 0.2
+        try:
+            ops = [rt.spawn(block) for _ in range(3)]
+            for _ in range(3):
+                assert running.acquire(timeout=5)
+        finally:
+            gate.set()
+        for op in ops:
+            op.wait(5)
+        assert eventually(lambda: len(worker_threads(rt)) <= 1)
+        time.sleep(3 * rt.idle_retire)  # several retire periods: it must stay at one
+        assert len(worker_threads(rt)) == 1
+        assert rt.spawn(lambda: "still works").wait(5).value == "still works"
+
+
+# ----------------------------------------------------------------------
+# shutdown()
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_cancels_live_work_and_joins_every_thread() -> None:
+    rt = asyncop.Runtime(2, name=fresh_name("down"))
+    op = rt.spawn(wait_for_cancel)
+    assert eventually(lambda: op.state is OperationState.RUNNING)
+    assert rt.shutdown(timeout=10) is True
+    assert op.state is OperationState.CANCELLED
+    assert all_threads(rt) == []
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_cancels_pending_and_created_children() -> None:
+    rt = asyncop.Runtime(1, name=fresh_name("down"))
+    ran: list[str] = []
+    parent = rt.create(lambda op, ctx: None)
+    child = rt.create(lambda op, ctx: ran.append("child"), parent=parent)
+    running = rt.spawn(wait_for_cancel)
+    assert rt.shutdown(timeout=10) is True
+    assert running.state is OperationState.CANCELLED
+    assert child.state is OperationState.CANCELLED
+    assert parent.state is OperationState.CANCELLED
+    assert ran == []
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_with_timeout_returns_false_when_work_ignores_its_token() -> None:
+    rt = asyncop.Runtime(1, name=fresh_name("stubborn"))
+    gate = threading.Event()
+    started = threading.Event()
+
+    def ignore_token() -> None:
+        started.set()
+        gate.wait(15)
+
+    try:
+        op = rt.spawn(ignore_token)
+        assert started.wait(5)
+        before = time.monotonic()
+        assert rt.shutdown(timeout=0.3) is False
+        assert time.monotonic() - before < 2.0
+        assert not op.done
+    finally:
+        gate.set()
+    assert op.wait(5).state is OperationState.COMPLETED
+    assert eventually(lambda: all_threads(rt) == []), [t.name for t in all_threads(rt)]
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_is_idempotent() -> None:
+    rt = asyncop.Runtime(2, name=fresh_name("twice"))
+    rt.spawn(wait_for_cancel)
+    assert rt.shutdown(timeout=10) is True
+    assert rt.shutdown(timeout=10) is True
+    assert all_threads(rt) == []
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_from_a_worker_callback_raises_runtime_error(runtime: asyncop.Runtime) -> None:
+    op = runtime.spawn(runtime.shutdown)
+    assert op.wait(5).state is OperationState.FAILED
+    assert isinstance(op.error, RuntimeError)
+    assert runtime.name in str(op.error)
+    # The refused call left the runtime working.
+    assert runtime.spawn(lambda: 1).wait(5).value == 1
+
+
+@pytest.mark.timeout(15)
+def test_spawn_after_shutdown_raises_naming_the_runtime() -> None:
+    rt = asyncop.Runtime(1, name=fresh_name("closed"))
+    assert rt.shutdown(timeout=10)
+    with pytest.raises(RuntimeError, match=rt.name):
+        rt.spawn(lambda: None)
+
+
+@pytest.mark.timeout(15)
+def test_submit_after_shutdown_raises_naming_the_runtime() -> None:
+    rt = asyncop.Runtime(1, name=fresh_name("closed"))
+    op = rt.create(lambda o, ctx: None)
+    assert rt.shutdown(timeout=10)
+    with pytest.raises(RuntimeError, match=rt.name):
+        rt.submit(op)
+
+
+@pytest.mark.timeout(15)
+def test_with_block_shuts_the_runtime_down_at_exit() -> None:
+    with asyncop.Runtime(2, name=fresh_name("ctx")) as rt:
+        op = rt.spawn(wait_for_cancel)
+        assert eventually(lambda: op.state is OperationState.RUNNING)
+    assert op.state is OperationState.CANCELLED
+    assert all_threads(rt) == []
+    with pytest.raises(RuntimeError, match=rt.name):
+        rt.spawn(lambda: None)
+
+
+@pytest.mark.timeout(15)
+def test_shutdown_without_cancel_waits_for_work_to_finish() -> None:
+    rt = asyncop.Runtime(2, name=fresh_name("drain"))
+    gate = threading.Event()
+
+    def slow() -> str:
+        gate.wait(10)
+        return "finished" if not current_operation().token.cancelled else "cancelled"
+
+    op = rt.spawn(slow)
+    timer = threading.Timer(0.2, gate.set)
+    timer.start()
+    try:
+        assert rt.shutdown(cancel=False, timeout=10) is True
+    finally:
+        gate.set()
+        timer.cancel()
+    assert op.state is OperationState.COMPLETED
+    assert op.result() == "finished"
+    assert all_threads(rt) == []
+
+
+# ----------------------------------------------------------------------
+# registrations()
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(10)
+def test_registrations_is_zero_at_rest(runtime: asyncop.Runtime) -> None:
+    assert runtime.registrations() == 0
+    runtime.spawn(lambda: None).wait(5)
+    assert runtime.registrations() == 0
+
+
+@pytest.mark.timeout(10)
+def test_registrations_counts_one_per_armed_deadline(runtime: asyncop.Runtime) -> None:
+    gate = threading.Event()
+    ops = [runtime.spawn(gate.wait, 10) for _ in range(2)]
+    created = runtime.create(lambda o, ctx: None)
+    try:
+        for count, op in enumerate([*ops, created], start=1):
+            op.deadline = runtime.now() + 60
+            assert runtime.registrations() == count
+    finally:
+        gate.set()
+    for op in ops:
+        op.wait(5)
+    assert runtime.registrations() == 1
+    created.cancel()
+    assert runtime.registrations() == 0
+
+
+@pytest.mark.timeout(10)
+def test_registrations_drop_when_a_deadline_is_cleared(runtime: asyncop.Runtime) -> None:
+    op = runtime.create(lambda o, ctx: None)
+    op.deadline = runtime.now() + 60
+    assert runtime.registrations() == 1
+    op.deadline = None
+    assert runtime.registrations() == 0
+    op.cancel()
+
+
+@pytest.mark.timeout(10)
+def test_registrations_drop_when_a_deadline_fires() -> None:
+    clock = VirtualClock(autojump=False)
+    with asyncop.Runtime(1, name=fresh_name("fire"), clock=clock) as rt:
+        op = rt.create(lambda o, ctx: None)
+        op.deadline = rt.now() + 30
+        assert rt.registrations() == 1
+        clock.advance(30)
+        assert op.wait(5).state is OperationState.CANCELLED
+        assert op.expired
+        assert rt.registrations() == 0
+
+
+# ----------------------------------------------------------------------
+# dump()
+# ----------------------------------------------------------------------
+
+
+def test_dump_says_no_live_operations_when_idle(runtime: asyncop.Runtime) -> None:
+    assert "no live operations" in runtime.dump()
+    runtime.spawn(lambda: None).wait(5)
+    assert "no live operations" in runtime.dump()
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+@pytest.mark.timeout(10)
+def test_dump_shows_each_node_with_state_and_location_indented_under_its_parent(
+    runtime: asyncop.Runtime,
+) -> None:
+    gate = threading.Event()
+    try:
+        with runtime.scope(name="page_root") as root:
+            child_line = sys._getframe().f_lineno + 1
+            child = root.spawn(gate.wait, 10, name="fetch_body")
+            waiting = root.spawn(gate.wait, 10, name="fetch_header")
+            assert eventually(lambda: child.state is OperationState.RUNNING)
+            text = runtime.dump()
+            gate.set()
+    finally:
+        gate.set()
+    assert waiting.done
+    lines = text.splitlines()
+    root_line = next(line for line in lines if "page_root" in line)
+    body_line = next(line for line in lines if "fetch_body" in line)
+    header_line = next(line for line in lines if "fetch_header" in line)
+    assert "RUNNING" in root_line
+    assert "RUNNING" in body_line
+    assert f"{__file__}:{child_line}" in body_line
+    assert f"{root.filename}:{root.lineno}" in root_line
+    assert root.filename == __file__
+    assert _indent(body_line) > _indent(root_line)
+    assert _indent(header_line) == _indent(body_line)
+    assert lines.index(root_line) < lines.index(body_line) < lines.index(header_line)
+
+
+@pytest.mark.timeout(10)
+def test_dump_shows_a_created_operation_under_its_parent(runtime: asyncop.Runtime) -> None:
+    parent = runtime.create(lambda o, ctx: None, name="outer_created")
+    runtime.create(lambda o, ctx: None, parent=parent, name="inner_created")
+    text = runtime.dump()
+    parent.cancel()
+    lines = text.splitlines()
+    outer = next(line for line in lines if "outer_created" in line)
+    inner = next(line for line in lines if "inner_created" in line)
+    assert "CREATED" in outer and "CREATED" in inner
+    assert _indent(inner) > _indent(outer)
+    assert "no live operations" in runtime.dump()
+
+
+# ----------------------------------------------------------------------
+# Clocks
+# ----------------------------------------------------------------------
+
+
+def test_now_reads_the_real_monotonic_clock(runtime: asyncop.Runtime) -> None:
+    before = time.monotonic()
+    now = runtime.now()
+    after = time.monotonic()
+    assert before <= now <= after
+
+
+@pytest.mark.timeout(10)
+def test_now_reads_a_virtual_clock() -> None:
+    clock = VirtualClock(autojump=False, start=5.0)
+    with asyncop.Runtime(1, name=fresh_name("vclock"), clock=clock) as rt:
+        assert rt.now() == 5.0
+        clock.advance(2.5)
+        assert rt.now() == 7.5
+
+
+@pytest.mark.timeout(10)
+def test_hour_long_scope_timeout_on_autojump_clock_takes_no_real_time(
+    vruntime: asyncop.Runtime,
+) -> None:
+    # The child parks in a coroutine wait, so its worker is idle and the clock
+    # may jump. (A sync callback blocked on its token keeps its worker busy:
+    # virtual time does not pass while a worker runs code.)
+    async def parked_forever() -> None:
+        await asyncop.sleep(7200)
+
+    before_real = time.monotonic()
+    before_virtual = vruntime.now()
+    with pytest.raises(TimeoutError), vruntime.scope(timeout=3600) as root:
+        child = root.spawn(parked_forever)
+    assert time.monotonic() - before_real < 1.0
+    assert child.state is OperationState.CANCELLED
+    assert root.expired
+    assert vruntime.now() - before_virtual == pytest.approx(3600)
+
+
+@pytest.mark.timeout(10)
+def test_hour_long_deadline_on_autojump_clock_takes_no_real_time(
+    vruntime: asyncop.Runtime,
+) -> None:
+    before_real = time.monotonic()
+    op = vruntime.create(lambda o, ctx: None)
+    op.deadline = vruntime.now() + 3600
+    assert op.wait(5).state is OperationState.CANCELLED
+    assert op.expired
+    assert vruntime.now() == pytest.approx(3600)
+    assert time.monotonic() - before_real < 1.0
+
+
+@pytest.mark.timeout(10)
+def test_hour_long_scope_timeout_over_the_blocked_body_takes_no_real_time(
+    vruntime: asyncop.Runtime,
+) -> None:
+    before_real = time.monotonic()
+    with pytest.raises(TimeoutError), vruntime.scope(timeout=3600) as root:
+        assert root.token.wait(5)
+        root.token.check()
+    assert time.monotonic() - before_real < 1.0
+
+
+@pytest.mark.timeout(10)
+def test_due_timers_fire_in_deadline_order_and_equal_deadlines_in_set_order() -> None:
+    clock = VirtualClock(autojump=False)
+    log: list[str] = []
+    with asyncop.Runtime(2, name=fresh_name("order"), clock=clock) as rt:
+        labels = ["a", "b", "c", "d", "e", "f", "g"]
+        ops = {label: rt.create(lambda o, ctx: None, name=label) for label in labels}
+        for label, op in ops.items():
+            op.token.on_cancel(lambda label=label: log.append(label))
+        # Set order differs from creation order, so ties are told apart.
+        for label, delay in [("e", 1), ("d", 3), ("a", 1), ("g", 2), ("c", 1), ("b", 2), ("f", 3)]:
+            ops[label].deadline = rt.now() + delay
+        assert log == []
+        clock.advance(10)
+        for op in ops.values():
+            assert op.wait(5).state is OperationState.CANCELLED
+    assert log == ["e", "a", "c", "g", "b", "d", "f"]
+
+
+@pytest.mark.timeout(10)
+def test_timers_do_not_fire_before_the_virtual_clock_reaches_them() -> None:
+    clock = VirtualClock(autojump=False)
+    log: list[str] = []
+    with asyncop.Runtime(2, name=fresh_name("early"), clock=clock) as rt:
+        early = rt.create(lambda o, ctx: None, name="early")
+        late = rt.create(lambda o, ctx: None, name="late")
+        early.token.on_cancel(lambda: log.append("early"))
+        late.token.on_cancel(lambda: log.append("late"))
+        early.deadline = 1.0
+        late.deadline = 5.0
+        clock.advance(2.0)
+        assert early.wait(5).state is OperationState.CANCELLED
+        assert not late.done
+        assert log == ["early"]
+        late.cancel()
+
+
+# ----------------------------------------------------------------------
+# Context variables
+# ----------------------------------------------------------------------
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
+
+
+@pytest.mark.timeout(10)
+def test_top_level_operation_copies_the_calling_threads_context(
+    runtime: asyncop.Runtime,
+) -> None:
+    def read_and_change() -> str:
+        seen = request_id.get()
+        request_id.set("changed inside")
+        return seen
+
+    token = request_id.set("from caller")
+    try:
+        op = runtime.spawn(read_and_change)
+        assert op.wait(5).value == "from caller"
+        assert request_id.get() == "from caller"
+    finally:
+        request_id.reset(token)
+
+
+@pytest.mark.timeout(10)
+def test_child_copies_its_parents_context(runtime: asyncop.Runtime) -> None:
+    def child() -> str:
+        seen = request_id.get()
+        request_id.set("changed by child")
+        return seen
+
+    def parent() -> tuple[str, str]:
+        request_id.set("from parent")
+        kid = current_operation().spawn(child)
+        seen = kid.wait(5).value
+        return seen, request_id.get()
+
+    caller = request_id.set("from caller")
+    try:
+        assert runtime.run(parent) == ("from parent", "from parent")
+    finally:
+        request_id.reset(caller)
+
+
+@pytest.mark.timeout(10)
+def test_child_spawned_from_outside_copies_the_parents_context(
+    runtime: asyncop.Runtime,
+) -> None:
+    ready = threading.Event()
+    gate = threading.Event()
+
+    def parent() -> None:
+        request_id.set("from parent")
+        ready.set()
+        gate.wait(5)
+
+    caller = request_id.set("from caller")
+    try:
+        op = runtime.spawn(parent)
+        assert ready.wait(5)
+        kid = op.spawn(request_id.get)
+        assert kid.wait(5).value == "from parent"
+    finally:
+        gate.set()
+        request_id.reset(caller)
+    op.wait(5)
