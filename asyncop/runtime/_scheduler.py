@@ -436,17 +436,30 @@ class Runtime:
         op._shield = shield
         if kind is OpKind.CORO:
             op._task = TaskState(op, self)
-        if parent is None:
-            return op
-        if parent.runtime is not self:
+        if parent is not None and parent.runtime is not self:
             raise RuntimeError(
                 f"cannot link operation {name!r} under {parent.name!r}, which belongs to "
                 f"runtime {parent.runtime.name!r}; make it with that runtime"
             )
+        if parent is None and kind is not OpKind.SCOPE:
+            return op
         after: After = []
         with self._lock:
-            parent._link_child_locked(op)
-            if parent.token._cancelled and not shield:
+            if parent is not None:
+                parent._link_child_locked(op)
+            if kind is OpKind.SCOPE:
+                # A scope's work (its block) is already running: it is RUNNING
+                # from birth, in the same step as the link, so no cancel can
+                # find it unstarted. Entering it is not a cancellation point:
+                # under a cancelled parent it is born with a cancelled token
+                # (unless shielded) and still runs its block.
+                op._transition_to_running()
+                if parent is None:
+                    self._track_root_locked(op)
+                elif parent.token._cancelled and not shield:
+                    op.cancel_reason = parent.cancel_reason
+                    op.token._cancel_locked(after)
+            elif parent is not None and parent.token._cancelled and not shield:
                 # Born CANCELLED: it never runs, and unlinks at once.
                 op.cancel_reason = parent.cancel_reason
                 op.token._cancel_locked(after)
@@ -470,11 +483,13 @@ class Runtime:
             )
         op = self._new_operation(fn, args, parent=parent, name=name)
         op._supervised = bool(supervise)
-        if op._outcome is Outcome.NONE:
-            self._submit(op)
+        # A cancel of the parent may land between the link and the submit:
+        # the child is then already CANCELLED, which is what spawning into a
+        # cancelled parent gives, so it is not an error here.
+        self._submit(op, spawned=True)
         return op
 
-    def _submit(self, op: AsyncOperation) -> None:
+    def _submit(self, op: AsyncOperation, *, spawned: bool = False) -> None:
         if not isinstance(op, AsyncOperation):
             raise TypeError(
                 f"submit() needs an AsyncOperation, got {type(op).__name__}; "
@@ -491,6 +506,8 @@ class Runtime:
                     "it cannot be submitted"
                 )
             if op._outcome is not Outcome.NONE or op._state.final:
+                if spawned and op.token._cancelled:
+                    return
                 raise RuntimeError(
                     f"cannot submit operation {op.name!r}: it is {op._state.name}"
                     f"{' and cancelled' if op.token._cancelled else ''}; "

@@ -110,10 +110,6 @@ class Scope:
         )
         op._supervise = bool(self._supervise)
         op._propagates = False
-        with runtime._lock:
-            op._transition_to_running()
-            if parent is None:
-                runtime._track_root_locked(op)
         deadline = self._deadline
         if self._timeout is not None:
             by_timeout = runtime.now() + self._timeout
