@@ -89,8 +89,6 @@ class WakeupChannel:
         with self._lock:
             if self._pending:
                 return
-            # Set the flag before writing: drain() clears it before reading,
-            # so a wake() that lands between the two still writes its byte.
             self._pending = True
         try:
             self._writer.send(b"\0")
@@ -100,17 +98,25 @@ class WakeupChannel:
             pass
 
     def drain(self) -> None:
-        """Consume every pending wake-up byte; call it from the woken thread."""
-        with self._lock:
-            self._pending = False
+        """Consume every pending wake-up byte; call it from the woken thread.
+
+        The caller re-reads whatever state the wakers changed *after* this
+        returns. Empty the socket first and clear the flag last: a wake()
+        landing in between finds the flag still set and writes nothing, but
+        its change is seen by that re-read. Clearing first would let such a
+        wake() write a byte that this loop then swallows, leaving the flag
+        set with an empty socket, and every later wake() would be lost.
+        """
         while True:
             try:
                 if not self._reader.recv(4096):
-                    return
+                    break
             except (BlockingIOError, InterruptedError):
-                return
+                break
             except OSError:
-                return
+                break
+        with self._lock:
+            self._pending = False
 
     def close(self) -> None:
         """Close both ends. Later ``wake()`` calls do nothing."""

@@ -403,8 +403,9 @@ class Runtime:
         if kind is None:
             if not callable(fn):
                 what = "callback" if seed_shape else "function"
+                label = f"operation {name!r}" if isinstance(name, str) else "an operation"
                 raise TypeError(
-                    f"cannot make an operation from {fn!r}: the {what} is not callable; "
+                    f"cannot make {label} from {fn!r}: the {what} is not callable; "
                     "pass a function (def or async def)"
                 )
             if type(fn) is FunctionType:  # fast path: read the code flags
