@@ -29,7 +29,24 @@ TOP_LEVEL = {
     "async_worker_limit",
     "current_operation",
     "default_runtime",
+    "Channel",
+    "Event",
+    "Lock",
+    "Semaphore",
+    "WakerStatus",
+    "checkpoint",
+    "current_time",
+    "race",
+    "scope",
+    "select",
+    "sleep",
+    "sleep_until",
+    "spawn_blocking",
+    "timeout",
 }
+
+LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
+TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
 
 
 def test_every_contract_name_is_exported_from_asyncop() -> None:
@@ -41,7 +58,15 @@ def test_all_lists_only_public_names_that_exist() -> None:
     for name in asyncop.__all__:
         assert hasattr(asyncop, name), name
         assert not name.startswith("_") or name == "__version__", name
-    assert TOP_LEVEL <= set(asyncop.__all__)
+    assert set(asyncop.__all__) >= TOP_LEVEL
+
+
+def test_lowlevel_and_testing_modules_export_their_contract_names() -> None:
+    import asyncop.lowlevel
+
+    assert sorted(n for n in LOWLEVEL if not hasattr(asyncop.lowlevel, n)) == []
+    assert sorted(n for n in TESTING if not hasattr(asyncop.testing, n)) == []
+    assert asyncop.lowlevel.WakerStatus is asyncop.WakerStatus
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:
