@@ -19,10 +19,11 @@ __all__ = ["current_operation", "current_state"]
 
 
 class _Current(threading.local):
+    # The sync callback or sync scope the thread is running, if any.
     op: AsyncOperation | None = None
-    # True while the thread is stepping a coroutine: blocking waits refuse.
-    in_coroutine: bool = False
-    # The coroutine task being stepped (a runtime TaskState), or None.
+    # The coroutine task being stepped (a runtime TaskState), or None. While
+    # it is set, the current operation is the task's innermost scope, and
+    # blocking waits refuse to run (they would block a worker).
     task: Any = None
 
 
@@ -35,4 +36,9 @@ def current_operation() -> AsyncOperation | None:
     Inside a sync callback, a coroutine operation or a scope's block, that is
     the operation itself; anywhere else it is None.
     """
-    return current_state.op
+    state = current_state
+    task = state.task
+    if task is not None:
+        op: AsyncOperation = task.scopes[-1]
+        return op
+    return state.op

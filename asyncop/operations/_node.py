@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 
 from ..platform import acquire_for
-from ._current import current_state
+from ._current import current_operation, current_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
@@ -441,12 +441,12 @@ class AsyncOperation:
         return (yield self)
 
     def _check_can_block(self, what: str) -> None:
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 f"{what} on operation {self.name!r} would block a worker thread inside a "
                 "coroutine; write 'await op' instead"
             )
-        node = current_state.op
+        node = current_operation()
         while node is not None:
             if node is self:
                 raise RuntimeError(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, OperationState
-from ..operations._current import current_state
+from ..operations._current import current_operation
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ _FAILED = OperationState.FAILED
 
 def current_runtime(what: str) -> Runtime:
     """The runtime of the operation the calling thread is running."""
-    op = current_state.op
+    op = current_operation()
     if op is None:
         raise RuntimeError(
             f"{what} needs a running asyncop operation, and this thread is not running one; "

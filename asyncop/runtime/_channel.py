@@ -200,7 +200,7 @@ class Channel(Generic[T]):
     # -- threads -------------------------------------------------------------------
 
     def _no_blocking_in_coroutine(self, what: str, instead: str) -> None:
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 f"Channel.{what}() would block a worker inside a coroutine; write "
                 f"'await channel.{instead}()' instead"

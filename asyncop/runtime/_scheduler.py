@@ -40,8 +40,8 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
-from ..operations._current import current_state
-from ..operations._node import OpKind, Outcome, _user_frame, run_after
+from ..operations._current import current_operation, current_state
+from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
 from ._blocking import BlockingPool
@@ -427,7 +427,7 @@ class Runtime:
         filename, lineno = _user_frame()
         if kind is OpKind.SCOPE:
             ctx = None
-        elif parent is None or current_state.op is parent or parent._ctx is None:
+        elif parent is None or current_operation() is parent or parent._ctx is None:
             ctx = contextvars.copy_context()
         else:
             ctx = parent._ctx.copy()
@@ -506,7 +506,7 @@ class Runtime:
                     f"operation {op.name!r} is a scope, whose work is its with-block; "
                     "it cannot be submitted"
                 )
-            if op._outcome is not Outcome.NONE or op._state.final:
+            if op._outcome is not Outcome.NONE or _is_final(op._state):
                 if spawned and op.token._cancelled:
                     return
                 raise RuntimeError(
@@ -555,7 +555,11 @@ class Runtime:
             self._timers.cancel(timer)
         if op.parent is None:
             self._roots.pop(op, None)
+        # Break the operation <-> task state <-> waker cycle, and drop the
+        # context: a finished operation is then freed by reference counting
+        # alone, without waiting for (and feeding) the garbage collector.
         op._ctx = None
+        op._task = None
 
     def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
         """A RUNNING operation's token was cancelled: wake it if it is a parked task.

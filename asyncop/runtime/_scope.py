@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import current_state
+from ..operations._current import current_operation, current_state
 from ..operations._node import OpKind, Outcome
 from ._waker import Subscription, WaitEvent
 
@@ -137,7 +137,7 @@ class Scope:
     # -- sync block ----------------------------------------------------------
 
     def __enter__(self) -> AsyncOperation:
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 "a sync 'with scope()' inside a coroutine would block its worker; "
                 "write 'async with asyncop.scope()' instead"
@@ -191,8 +191,7 @@ class Scope:
             )
         op = self._open(parent)
         op._task = task
-        task.scopes.append(op)
-        current_state.op = op
+        task.scopes.append(op)  # current_operation() is now the scope
         return op
 
     async def __aexit__(
@@ -206,7 +205,6 @@ class Scope:
         task = op._task
         assert task is not None and task.scopes[-1] is op, "async scopes exited out of order"
         task.scopes.pop()
-        current_state.op = task.scopes[-1]
         self._end_block(op, exc)
         await ScopeDone(op)
         return self._outcome(op, exc)
@@ -276,7 +274,7 @@ def scope(
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
     """
-    op = current_state.op
+    op = current_operation()
     if op is None:
         raise RuntimeError(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "

@@ -197,7 +197,7 @@ class Lock:
             BrokenResourceError: the lock is broken.
             RuntimeError: called from a coroutine (use ``lock_async``).
         """
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
                 "write 'await lock.lock_async()' or 'async with lock' instead"
@@ -348,7 +348,7 @@ class Event:
         Returns:
             True if the flag is set, False if the timeout passed first.
         """
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 "Event.wait() would block a worker inside a coroutine; "
                 "write 'await event.wait_async()' instead"
@@ -431,7 +431,7 @@ class Semaphore:
         Returns:
             True once a permit is taken, False if the timeout passed first.
         """
-        if current_state.in_coroutine:
+        if current_state.task is not None:
             raise RuntimeError(
                 "Semaphore.acquire() would block a worker inside a coroutine; "
                 "write 'await sem.acquire_async()' or 'async with sem' instead"

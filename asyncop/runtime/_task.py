@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_state
 from ..operations._node import Outcome
+from ._awaitables import CHECKPOINT, OpWait
 from ._waker import Subscription, Waker, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -118,8 +119,6 @@ def _bad_await(ev: object) -> TypeError:
 
 def step(runtime: Runtime, op: AsyncOperation) -> None:
     """Resume a coroutine task until it suspends or ends."""
-    from ._awaitables import CHECKPOINT, OpWait
-
     task: TaskState = op._task
     waker = task.waker
     lock = runtime._lock
@@ -157,8 +156,6 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
     state = current_state
     inline = 0
     while True:
-        state.op = task.scopes[-1]
-        state.in_coroutine = True
         state.task = task
         try:
             if error is None:
@@ -175,8 +172,6 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
             _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
         finally:
-            state.op = None
-            state.in_coroutine = False
             state.task = None
         task.checkpoints += 1
         value = error = None
