@@ -608,10 +608,16 @@ class AsyncOperation:
 
     def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
         """Record how the own work ended; finalize if no child is live."""
+        run_after(self._end_work_deferred(outcome, value, error))
+
+    def _end_work_deferred(
+        self, outcome: Outcome, value: Any, error: BaseException | None
+    ) -> After:
+        """Like ``_end_work``, but return the after-actions for the caller to run."""
         after: After = []
         with self.runtime._lock:
             self._end_work_locked(outcome, value, error, after)
-        run_after(after)
+        return after
 
     def _end_work_locked(
         self, outcome: Outcome, value: Any, error: BaseException | None, after: After

@@ -533,9 +533,7 @@ class Runtime:
         """Queue ``op`` and wake a parked worker (or arrange for one)."""
         self._ready.append(op)
         if self._idle:
-            worker = self._idle.pop()
-            self._active += 1
-            worker.event.set()
+            self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
             self._start_worker_locked(extra=False)
         elif not self._watchdog_armed and not self._stopping:
@@ -596,9 +594,7 @@ class Runtime:
             # one to re-park on the new one (or, on an autojumping virtual
             # clock, to notice that time may jump now).
             if self._idle:
-                worker = self._idle.pop()
-                self._active += 1
-                worker.event.set()
+                self._wake_one_locked()
         return timer
 
     def _cancel_timer_locked(self, timer: Timer) -> None:
@@ -623,9 +619,7 @@ class Runtime:
         """The virtual clock moved: have a worker fire what became due."""
         with self._lock:
             if self._idle:
-                worker = self._idle.pop()
-                self._active += 1
-                worker.event.set()
+                self._wake_one_locked()
 
     # ------------------------------------------------------------------
     # Workers
@@ -645,8 +639,21 @@ class Runtime:
     def _unstuck_locked(self) -> int:
         return sum(1 for worker in self._workers if not worker.replaced)
 
+    def _wake_one_locked(self) -> None:
+        """Pop the most recently parked worker and wake it."""
+        worker = self._idle.pop()
+        worker.parked = False
+        self._active += 1
+        worker.event.set()
+
     def _worker_main(self, worker: Worker) -> None:
         ready = self._ready
+        # What the last item left to do outside the lock (waking its waiters).
+        # It is run before the next item, or, when there is none, only once
+        # this worker is on the idle stack and about to block: the thread it
+        # wakes then gets the interpreter at once instead of waiting for
+        # this worker's parking bookkeeping.
+        pending: After | None = None
         try:
             while True:
                 # 1. Run ready work.
@@ -655,10 +662,13 @@ class Runtime:
                         op = ready.popleft()
                     except IndexError:
                         break
+                    if pending:
+                        run_after(pending)
+                        pending = None
                     worker.item_seq += 1
                     worker.busy_since = monotonic()
                     try:
-                        self._run_item(op)
+                        pending = self._run_item(op)
                     except BaseException:  # pragma: no cover - a bug in asyncop
                         logger.exception("asyncop: worker failed running %r", op)
                     # Do not keep the last item alive from this frame: an
@@ -668,11 +678,17 @@ class Runtime:
                     worker.replaced = False
                 # 2. Fire due timers.
                 if self._next_deadline <= self.now():
+                    if pending:
+                        run_after(pending)
+                        pending = None
                     self._fire_due_timers()
                 # 3. Park until the next deadline.
-                if not self._park(worker):
+                carry, pending = pending, None
+                if not self._park(worker, carry):
                     return
         finally:
+            if pending:
+                run_after(pending)
             with self._lock:
                 if worker in self._workers:
                     self._workers.remove(worker)
@@ -681,62 +697,81 @@ class Runtime:
                 else:
                     self._active -= 1
 
-    def _park(self, worker: Worker) -> bool:
-        """Park until woken or the next deadline; False when the worker must exit."""
-        with self._lock:
-            if self._ready:
-                return True
-            if self._stopping:
-                return False
-            if worker.extra and self._unstuck_locked() > self._target:
-                self._workers.remove(worker)
-                return False
-            deadline = self._timers.next_deadline()
-            self._next_deadline = _INF if deadline is None else deadline
-            timeout: float | None
-            if self._active == 1 and self._idle_watchers and self._outside_work == 0:
-                # This worker is the last one busy and is about to park:
-                # every task is blocked. Wake the wait_all_blocked() waiters.
-                watchers = self._idle_watchers
-                self._idle_watchers = []
-                for sub in watchers:
-                    sub.fire(None)
-                return True
-            if self._virtual:
-                if deadline is not None and deadline <= self.now():
+    def _park(self, worker: Worker, pending: After | None) -> bool:
+        """Park until woken or the next deadline; False when the worker must exit.
+
+        ``pending`` (the last item's after-actions) is run in every case,
+        and when the worker parks, only once it is on the idle stack.
+        """
+        try:
+            with self._lock:
+                if self._ready:
                     return True
-                if (
-                    self._autojump
-                    and deadline is not None
-                    and self._active == 1
-                    and self._outside_work == 0
-                ):
-                    # Every other worker is parked and nothing outside the
-                    # workers can make progress: jump to the next deadline.
-                    self._clock._jump_to(deadline)
+                if self._stopping:
+                    return False
+                if worker.extra and self._unstuck_locked() > self._target:
+                    self._workers.remove(worker)
+                    return False
+                if pending and (self._virtual or self._idle_watchers):
+                    # Those actions may wake tasks: run them before deciding
+                    # that everything is blocked (or jumping the clock).
                     return True
-                timeout = None
-            elif deadline is None:
-                timeout = None
-            else:
-                timeout = deadline - self.now()
-                if timeout <= 0:
+                deadline = self._timers.next_deadline()
+                self._next_deadline = _INF if deadline is None else deadline
+                timeout: float | None
+                if self._active == 1 and self._idle_watchers and self._outside_work == 0:
+                    # This worker is the last one busy and is about to park:
+                    # every task is blocked. Wake the wait_all_blocked() waiters.
+                    watchers = self._idle_watchers
+                    self._idle_watchers = []
+                    for sub in watchers:
+                        sub.fire(None)
                     return True
-            if worker.extra or (self._dynamic and len(self._workers) > 1):
-                # May retire: look again after a while even if nobody pushes.
-                # An extra worker parks while the worker it replaced is still
-                # stuck; once that one is back, the LIFO idle stack never
-                # wakes the extra, so it must notice the surplus by itself.
-                limit = EXTRA_IDLE if worker.extra else self.idle_retire
-                timeout = limit if timeout is None else min(timeout, limit)
-            self._idle.append(worker)
-            self._active -= 1
-            worker.parked_at = monotonic()
+                if self._virtual:
+                    if deadline is not None and deadline <= self.now():
+                        return True
+                    if (
+                        self._autojump
+                        and deadline is not None
+                        and self._active == 1
+                        and self._outside_work == 0
+                    ):
+                        # Every other worker is parked and nothing outside the
+                        # workers can make progress: jump to the next deadline.
+                        self._clock._jump_to(deadline)
+                        return True
+                    timeout = None
+                elif deadline is None:
+                    timeout = None
+                else:
+                    timeout = deadline - self.now()
+                    if timeout <= 0:
+                        return True
+                if worker.extra or (self._dynamic and len(self._workers) > 1):
+                    # May retire: look again after a while even if nobody pushes.
+                    # An extra worker parks while the worker it replaced is still
+                    # stuck; once that one is back, the LIFO idle stack never
+                    # wakes the extra, so it must notice the surplus by itself.
+                    limit = EXTRA_IDLE if worker.extra else self.idle_retire
+                    timeout = limit if timeout is None else min(timeout, limit)
+                self._idle.append(worker)
+                worker.parked = True
+                self._active -= 1
+                worker.parked_at = monotonic()
+            if pending:
+                run_after(pending)
+                pending = None
+        finally:
+            if pending:
+                run_after(pending)
         woken = worker.event.wait(timeout)
+        if woken and not worker.parked:
+            return True  # popped and woken by a push: nothing to undo
         with self._lock:
             if worker in self._idle:
-                # Timed out: nobody popped us.
+                # Timed out (or a stale wake-up): nobody popped us.
                 self._idle.remove(worker)
+                worker.parked = False
                 self._active += 1
                 if not woken and not self._ready and self._may_retire_locked(worker):
                     # Leave the pool now, under the lock, so that two workers
@@ -754,16 +789,14 @@ class Runtime:
             and monotonic() - worker.parked_at >= self.idle_retire
         )
 
-    def _run_item(self, op: AsyncOperation) -> None:
+    def _run_item(self, op: AsyncOperation) -> After | None:
+        """Run one ready item; return what is left to run outside the lock."""
         if op._kind is OpKind.CORO:
             step(self, op)
-            return
+            return None
         with self._lock:
             if not op._transition_to_running():
-                return  # cancelled while queued: already finalized, never runs
-        self._run_sync(op)
-
-    def _run_sync(self, op: AsyncOperation) -> None:
+                return None  # cancelled while queued: already finalized, never runs
         fn = op._fn
         args = op._args
         ctx = op._ctx
@@ -780,7 +813,7 @@ class Runtime:
             outcome, error = Outcome.VALUE, None
         finally:
             state.op = None
-        op._end_work(outcome, value, error)
+        return op._end_work_deferred(outcome, value, error)
 
     # ------------------------------------------------------------------
     # Watchdog: replace workers stuck in long synchronous calls

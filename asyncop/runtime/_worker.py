@@ -57,6 +57,7 @@ class Worker:
         "handle",
         "index",
         "item_seq",
+        "parked",
         "parked_at",
         "replaced",
         "runtime",
@@ -73,6 +74,9 @@ class Worker:
         self.item_seq = 0
         # True once the watchdog started a replacement for the current item.
         self.replaced = False
+        # True while on the idle stack; cleared by whoever pops it (under the
+        # runtime lock, before setting the event).
+        self.parked = False
         self.parked_at = 0.0
 
     def __repr__(self) -> str:
