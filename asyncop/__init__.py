@@ -44,12 +44,15 @@ from .runtime import async_worker_limit as async_worker_limit
 from .runtime import default_runtime as default_runtime
 from .runtime._awaitables import checkpoint as checkpoint
 from .runtime._awaitables import current_time as current_time
+from .runtime._awaitables import notify_closing as notify_closing
 from .runtime._awaitables import race as race
+from .runtime._awaitables import readable as readable
 from .runtime._awaitables import select as select
 from .runtime._awaitables import sleep as sleep
 from .runtime._awaitables import sleep_until as sleep_until
 from .runtime._awaitables import spawn_blocking as spawn_blocking
 from .runtime._awaitables import timeout as timeout
+from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
 from .runtime._scope import scope as scope
 from .runtime._sync import Event as Event
@@ -92,11 +95,14 @@ __all__ = [
     "current_operation",
     "current_time",
     "default_runtime",
+    "notify_closing",
     "race",
+    "readable",
     "scope",
     "select",
     "sleep",
     "sleep_until",
     "spawn_blocking",
     "timeout",
+    "writable",
 ]

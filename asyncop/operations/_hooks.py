@@ -45,7 +45,9 @@ class RuntimeHooks(Protocol):
 
     def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...
 
-    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None: ...
+    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
+        """A RUNNING, CREATED or PENDING operation's token was just cancelled."""
+        ...
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         """(Re)arm the deadline timer; True if the deadline has already passed."""

@@ -358,6 +358,7 @@ class AsyncOperation:
                     node._fn = None
                     node._args = ()
                     unstarted.append(node)
+                    node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
                 node.runtime._on_cancel_running_locked(node, after)
             child = node.first_child

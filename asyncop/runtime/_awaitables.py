@@ -33,12 +33,15 @@ __all__ = [
     "checkpoint",
     "current_runtime",
     "current_time",
+    "notify_closing",
     "race",
+    "readable",
     "select",
     "sleep",
     "sleep_until",
     "spawn_blocking",
     "timeout",
+    "writable",
 ]
 
 _COMPLETED = OperationState.COMPLETED
@@ -468,3 +471,45 @@ def spawn_blocking(fn: Callable[..., Any], *args: Any, abandon: bool = False) ->
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
     return Blocking(fn, args, bool(abandon))
+
+
+# -- readiness ------------------------------------------------------------------
+
+
+def readable(fd: Any) -> WaitEvent:
+    """Wait until ``fd`` (an int or an object with ``fileno()``) is readable.
+
+    One-shot: the task re-registers for each wait. The wake may be spurious,
+    so retry the read and wait again on ``BlockingIOError``. A cancellation
+    point: a cancel wakes the task at once and removes its registration.
+
+    Raises:
+        BusyResourceError: another task already waits for ``fd`` to be readable.
+        ClosedResourceError: ``fd`` is closed, or ``notify_closing(fd)`` was called.
+    """
+    from ._reactor import READ, IoWait
+
+    return IoWait(fd, READ)
+
+
+def writable(fd: Any) -> WaitEvent:
+    """Wait until ``fd`` is writable; see ``readable``."""
+    from ._reactor import WRITE, IoWait
+
+    return IoWait(fd, WRITE)
+
+
+def notify_closing(fd: Any) -> None:
+    """Tell waiters that ``fd`` is about to be closed; they get ``ClosedResourceError``.
+
+    Call it before closing a socket that a task may be waiting on. A plain
+    function, not an awaitable; it reaches the reactors of every runtime.
+    """
+    from ._reactor import fileno_of
+    from ._scheduler import live_runtimes
+
+    number = fileno_of(fd)
+    for runtime in live_runtimes():
+        reactor = runtime._reactor
+        if reactor is not None:
+            reactor.notify_closing(number)

@@ -94,6 +94,7 @@ class _Recv(WaitEvent):
     def _arm(self, sub: Subscription) -> None:
         channel = self.channel
         with channel._mutex:
+            from_buffer = bool(channel._buffer)
             try:
                 item = channel._take_locked()
             except EndOfChannel as exc:
@@ -103,8 +104,13 @@ class _Recv(WaitEvent):
                 channel._receivers.append(sub)
             elif not sub.fire(item):
                 # Inside a select another event won while we armed: the item
-                # goes back in front, for the next receiver.
-                channel._buffer.appendleft(item)
+                # goes back in front, for the next receiver. One taken from a
+                # sender (who was told it was delivered) goes back as a
+                # paid-for send, since a rendezvous keeps no buffer.
+                if from_buffer:
+                    channel._buffer.appendleft(item)
+                else:
+                    channel._senders.appendleft((_PREPAID, item))
 
     def _disarm(self, sub: Subscription) -> None:
         channel = self.channel

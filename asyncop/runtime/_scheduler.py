@@ -46,6 +46,7 @@ from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
+from ._reactor import Reactor
 from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
 from ._timers import Timer, TimerHeap
 from ._worker import BLOCKED_AFTER, EXTRA_IDLE, IDLE_RETIRE, Worker, monotonic
@@ -77,6 +78,11 @@ def _shutdown_all_at_exit() -> None:
 
 
 atexit.register(_shutdown_all_at_exit)
+
+
+def live_runtimes() -> list[Runtime]:
+    """The runtimes not yet shut down."""
+    return list(_live_runtimes)
 
 
 def _noop() -> None:
@@ -154,6 +160,7 @@ class Runtime:
         self._watchdog: Any = None
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)
+        self._reactor: Reactor | None = None
         # Subscriptions of wait_all_blocked(), fired when the runtime idles.
         self._idle_watchers: list[Any] = []
         if isinstance(self._clock, VirtualClock):
@@ -291,7 +298,22 @@ class Runtime:
             return len(self._timers) + self._extra_registrations_locked()
 
     def _extra_registrations_locked(self) -> int:
-        return 0
+        reactor = self._reactor
+        return reactor.waits() if reactor is not None else 0
+
+    def _get_reactor(self) -> Reactor:
+        """The runtime's reactor, made on the first I/O wait."""
+        reactor = self._reactor
+        if reactor is None:
+            with self._lock:
+                if self._reactor is None:
+                    self._reactor = Reactor(self)
+                reactor = self._reactor
+        return reactor
+
+    def _io_waiting(self) -> bool:
+        reactor = self._reactor
+        return reactor is not None and reactor.waits() > 0
 
     def dump(self) -> str:
         """Return the live operation tree as indented text, one node per line."""
@@ -371,8 +393,12 @@ class Runtime:
         return ended
 
     def _stop_extras(self, timeout: float | None) -> bool:
-        """Stop the threads beside the workers: blocking-call threads."""
-        return self._blocking.shutdown(timeout)
+        """Stop the threads beside the workers: blocking-call threads, the reactor."""
+        ended = self._blocking.shutdown(timeout)
+        reactor = self._reactor
+        if reactor is not None and not reactor.shutdown(timeout):
+            ended = False
+        return ended
 
     def __enter__(self) -> Runtime:
         return self
@@ -564,8 +590,15 @@ class Runtime:
 
         Sync work polls its token instead.
         """
-        if op._task is not None:
+        task = op._task
+        if task is None:
+            return
+        if op._state is OperationState.RUNNING:
             on_cancel_running(op, after)
+        else:
+            # Cancelled before its first step: if a worker pops it anyway,
+            # it finalizes it without running it.
+            task.waker._transition_to_ignored()
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
@@ -735,6 +768,7 @@ class Runtime:
                         and deadline is not None
                         and self._active == 1
                         and self._outside_work == 0
+                        and not self._io_waiting()
                     ):
                         # Every other worker is parked and nothing outside the
                         # workers can make progress: jump to the next deadline.

@@ -119,7 +119,9 @@ def _bad_await(ev: object) -> TypeError:
 
 def step(runtime: Runtime, op: AsyncOperation) -> None:
     """Resume a coroutine task until it suspends or ends."""
-    task: TaskState = op._task
+    task: TaskState | None = op._task
+    if task is None:
+        return  # already final: cancelled while queued (its waker IGNORED)
     waker = task.waker
     lock = runtime._lock
     with lock:

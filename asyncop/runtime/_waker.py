@@ -202,8 +202,9 @@ class Waker:
         return True
 
     def _transition_to_result(self) -> bool:
-        # Invariant: resumed from the queue, or fired while still arming.
-        if self.status is _QUEUED or self.status is _NO_STATUS:
+        # Invariant: only a QUEUED waker is resumed by a worker. (An event
+        # that fires while the task is still arming sets RESULT itself.)
+        if self.status is _QUEUED:
             self.status = _RESULT
             return True
         return False

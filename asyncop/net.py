@@ -1,0 +1,173 @@
+"""Socket I/O for coroutine operations, on non-blocking sockets.
+
+Each helper tries the operation first and, on ``BlockingIOError``, awaits
+``readable``/``writable`` and tries again (a wake may be spurious). They are
+cancellation points at every wait.
+
+Errors are the standard ones, with a message that says what to do:
+``ConnectionRefusedError`` when nobody listens, ``ConnectionResetError``
+when the peer reset the connection, ``ClosedResourceError`` for a socket that
+is closed (locally, or by ``notify_closing`` while a task waited).
+
+Cancellation and partial transfers:
+
+- ``recv_async``: a cancel while waiting takes nothing from the socket;
+  bytes are only taken by a ``recv`` that returns them to the caller.
+- ``send_all_async``: a cancel while waiting for room leaves a prefix of the
+  data sent and the rest unsent; the ``Cancelled`` carries a note saying how
+  many bytes went out. The stream is then at an unknown message boundary:
+  close the socket rather than send on it again.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import Any
+
+from .operations import Cancelled, ClosedResourceError
+from .runtime._awaitables import readable, spawn_blocking, writable
+
+__all__ = ["accept_async", "connect_async", "recv_async", "send_all_async"]
+
+
+def _check_open(sock: socket.socket, what: str) -> None:
+    """Refuse a closed socket; switch an open one to non-blocking mode.
+
+    A blocking socket would block the worker inside ``recv``/``send``; the
+    helpers only work on non-blocking ones, so they switch it themselves.
+    """
+    if sock.fileno() < 0:
+        raise ClosedResourceError(f"{what} on a closed socket; open a new connection instead")
+    if sock.getblocking():
+        sock.setblocking(False)
+
+
+def _numeric_host(host: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+async def connect_async(host: str, port: int) -> socket.socket:
+    """Open a TCP connection to ``(host, port)``; returns a non-blocking socket.
+
+    A hostname is resolved in a blocking-call thread; a numeric address is not.
+
+    Raises:
+        ConnectionRefusedError: nobody listens at that address.
+        OSError: the address cannot be resolved or reached.
+        Cancelled: the task was cancelled; the half-open socket is closed.
+    """
+    if _numeric_host(host):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]
+    else:
+        infos = await spawn_blocking(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    last: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            code = sock.connect_ex(address)
+            if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+                await writable(sock)
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code == 0:
+                return sock
+            if code == errno.ECONNREFUSED:
+                last = ConnectionRefusedError(
+                    code,
+                    f"connection to {host}:{port} refused: nobody listens there; "
+                    "start the server first or check the port",
+                )
+            else:
+                last = OSError(
+                    code, f"cannot connect to {host}:{port}: {errno.errorcode.get(code, code)}"
+                )
+        except BaseException:
+            sock.close()
+            raise
+        sock.close()
+    assert last is not None
+    raise last
+
+
+async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
+    """Accept a connection on a listening socket, like ``socket.accept()``.
+
+    The listener is switched to non-blocking mode; the accepted socket is
+    non-blocking too.
+
+    Returns:
+        ``(sock, addr)``.
+
+    Raises:
+        ClosedResourceError: the listener is closed.
+        Cancelled: the task was cancelled while waiting; nothing was accepted.
+    """
+    _check_open(listener, "accept_async()")
+    while True:
+        try:
+            sock, addr = listener.accept()
+        except BlockingIOError:
+            await readable(listener)
+            _check_open(listener, "accept_async()")
+            continue
+        sock.setblocking(False)
+        return sock, addr
+
+
+async def recv_async(sock: socket.socket, n: int) -> bytes:
+    """Receive up to ``n`` bytes; ``b""`` means the peer closed its side.
+
+    Raises:
+        ClosedResourceError: the socket is closed.
+        ConnectionResetError: the peer reset the connection.
+        Cancelled: the task was cancelled while waiting; nothing was taken.
+    """
+    _check_open(sock, "recv_async()")
+    while True:
+        try:
+            return sock.recv(n)
+        except BlockingIOError:
+            await readable(sock)
+            _check_open(sock, "recv_async()")
+        except ConnectionResetError as exc:
+            raise ConnectionResetError(
+                exc.errno, "the peer reset the connection; reconnect to go on"
+            ) from None
+
+
+async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryview) -> None:
+    """Send all of ``data``, waiting for room as needed.
+
+    Raises:
+        ClosedResourceError: the socket is closed.
+        ConnectionResetError, BrokenPipeError: the peer is gone.
+        Cancelled: the task was cancelled while waiting; a prefix of ``data``
+            was sent (the exception's note says how many bytes).
+    """
+    _check_open(sock, "send_all_async()")
+    view = memoryview(data).cast("B")
+    total = 0
+    size = len(view)
+    while total < size:
+        try:
+            total += sock.send(view[total:])
+        except BlockingIOError:
+            try:
+                await writable(sock)
+            except Cancelled as exc:
+                exc.add_note(f"send_all_async sent {total} of {size} bytes before the cancel")
+                raise
+            _check_open(sock, "send_all_async()")
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise type(exc)(
+                exc.errno,
+                f"the peer is gone after {total} of {size} bytes; reconnect to go on",
+            ) from None
