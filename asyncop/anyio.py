@@ -1,0 +1,129 @@
+"""The bridge to anyio: await asyncop work from asyncio or trio code.
+
+::
+
+    import anyio, asyncop.anyio
+
+    async def main():
+        value = await asyncop.anyio.spawn(crunch, data)   # runs on asyncop
+        op = runtime.spawn(fetch_all)
+        with anyio.move_on_after(5):
+            await asyncop.anyio.wait(op)                  # the host loop keeps running
+
+Neither call blocks the host's event loop: the operation's completion is
+handed to the host loop thread-safely (``call_soon_threadsafe`` on asyncio
+and uvloop, the trio token on trio). When the host's cancel scope is
+cancelled while waiting, the operation's subtree is cancelled and the host
+sees its own cancellation, not an asyncop error. The host does not wait for
+the cancelled operation to finish unwinding: asyncop runs it to its end on
+its own threads.
+
+This module needs the ``asyncop[anyio]`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import sniffio
+
+from .operations import AsyncOperation
+from .runtime._helpers import default_runtime
+from .runtime._scheduler import Runtime
+
+__all__ = ["spawn", "wait"]
+
+
+def _threadsafe(fn: Callable[[], object]) -> Callable[[], None]:
+    """Wrap ``fn`` so that any thread can schedule it on the host loop."""
+    library = sniffio.current_async_library()
+    if library == "trio":
+        import trio
+
+        token = trio.lowlevel.current_trio_token()
+
+        def notify() -> None:
+            try:
+                token.run_sync_soon(fn)
+            except trio.RunFinishedError:
+                pass  # the host run is over: nobody is waiting any more
+
+        return notify
+    if library == "asyncio":
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+
+        def notify_asyncio() -> None:
+            try:
+                loop.call_soon_threadsafe(fn)
+            except RuntimeError:
+                pass  # the host loop is closed: nobody is waiting any more
+
+        return notify_asyncio
+    raise RuntimeError(
+        f"asyncop.anyio does not know the {library!r} event loop; "
+        "run it under anyio on asyncio or trio"
+    )
+
+
+async def wait(op: AsyncOperation) -> Any:
+    """Wait for an asyncop operation from anyio code, without blocking the loop.
+
+    A checkpoint of the host: cancelling the host's scope while waiting
+    cancels ``op``'s subtree and raises the host's own cancellation.
+
+    Returns:
+        The operation's value.
+
+    Raises:
+        BaseException: the operation's failure.
+        asyncop.CancellationError: the operation was cancelled by someone else.
+        TypeError: ``op`` is not an operation.
+    """
+    if not isinstance(op, AsyncOperation):
+        raise TypeError(
+            f"asyncop.anyio.wait() needs an AsyncOperation, got {type(op).__name__}; "
+            "pass what runtime.spawn() returned"
+        )
+    if op.done:
+        await anyio.lowlevel.checkpoint()
+        return op.result()
+    event = anyio.Event()
+    notify = _threadsafe(event.set)
+    with op.runtime._lock:
+        registered = not op.done
+        if registered:
+            op._add_waiter_locked(notify)
+    if registered:
+        try:
+            await event.wait()
+        except BaseException:
+            # The host was cancelled (or interrupted): the work it waited for
+            # is no longer wanted.
+            op._remove_waiter(notify)
+            op.cancel("the anyio task waiting for it was cancelled")
+            raise
+    else:
+        await anyio.lowlevel.checkpoint()
+    return op.result()
+
+
+async def spawn(fn: Callable[..., Any], *args: Any, runtime: Runtime | None = None) -> Any:
+    """Run ``fn(*args)`` on an asyncop runtime and wait for its value from anyio code.
+
+    ``fn`` may be a plain function (run on a worker thread) or an ``async
+    def`` function (run as an asyncop coroutine task, where asyncop's own
+    awaitables apply). Cancelling the host's scope cancels the work.
+
+    Args:
+        fn: the work.
+        *args: its arguments.
+        runtime: where to run it; the default runtime when None.
+    """
+    target = runtime if runtime is not None else default_runtime()
+    op = target.spawn(fn, *args)
+    return await wait(op)
