@@ -424,8 +424,15 @@ class Runtime:
         kind: OpKind | None = None,
         seed_shape: bool = False,
         shield: bool = False,
+        submit: bool = False,
+        supervise: bool = False,
     ) -> AsyncOperation:
-        """Make an operation, link it under ``parent``, apply born-cancelled."""
+        """Make an operation, link it under ``parent``, apply born-cancelled.
+
+        With ``submit``, also queue it, in the same locked step as the link
+        (``spawn``): one lock round trip per spawn, and no cancel can land
+        between linking and queueing.
+        """
         if kind is None:
             if not callable(fn):
                 what = "callback" if seed_shape else "function"
@@ -468,12 +475,18 @@ class Runtime:
                 f"cannot link operation {name!r} under {parent.name!r}, which belongs to "
                 f"runtime {parent.runtime.name!r}; make it with that runtime"
             )
-        if parent is None and kind is not OpKind.SCOPE:
+        op._supervised = supervise
+        if parent is None and kind is not OpKind.SCOPE and not submit:
             return op
         after: After = []
         with self._lock:
             if parent is not None:
                 parent._link_child_locked(op)
+            elif submit and self._closing:
+                raise RuntimeError(
+                    f"Runtime {self.name!r} is shut down and takes no new operations; "
+                    f"cannot start {name!r}, make a new Runtime"
+                )
             if kind is OpKind.SCOPE:
                 # A scope's work (its block) is already running: it is RUNNING
                 # from birth, in the same step as the link, so no cancel can
@@ -491,6 +504,11 @@ class Runtime:
                 op.cancel_reason = parent.cancel_reason
                 op.token._cancel_locked(after)
                 op._end_work_locked(Outcome.CANCELLED, None, None, after)
+            elif submit:
+                if parent is None:
+                    self._roots[op] = None
+                op._transition_to_pending()
+                self._push_locked(op)
         run_after(after)
         return op
 
@@ -508,15 +526,11 @@ class Runtime:
                 f"Runtime {self.name!r} is shut down and takes no new operations; "
                 "make a new Runtime"
             )
-        op = self._new_operation(fn, args, parent=parent, name=name)
-        op._supervised = bool(supervise)
-        # A cancel of the parent may land between the link and the submit:
-        # the child is then already CANCELLED, which is what spawning into a
-        # cancelled parent gives, so it is not an error here.
-        self._submit(op, spawned=True)
-        return op
+        return self._new_operation(
+            fn, args, parent=parent, name=name, submit=True, supervise=bool(supervise)
+        )
 
-    def _submit(self, op: AsyncOperation, *, spawned: bool = False) -> None:
+    def _submit(self, op: AsyncOperation) -> None:
         if not isinstance(op, AsyncOperation):
             raise TypeError(
                 f"submit() needs an AsyncOperation, got {type(op).__name__}; "
@@ -533,8 +547,6 @@ class Runtime:
                     "it cannot be submitted"
                 )
             if op._outcome is not Outcome.NONE or _is_final(op._state):
-                if spawned and op.token._cancelled:
-                    return
                 raise RuntimeError(
                     f"cannot submit operation {op.name!r}: it is {op._state.name}"
                     f"{' and cancelled' if op.token._cancelled else ''}; "
