@@ -1,0 +1,242 @@
+"""The command line: start the server, load a page, watch the tree, cancel it on request.
+
+The main thread does the watching. It spawns ``load_page(<id>)`` on the
+loader's runtime, then loops: draw the tree, wait on the root for one tick
+(``root.wait(TICK)``), and, when asked to, cancel. Every kind of cancel is
+the same single call, ``root.cancel(reason)``, which cancels the whole tree:
+
+- ``--cancel-after S``: the loop cancels once S seconds have passed;
+- ``--switch-to PAGE``: the same (after ``--cancel-after`` seconds, default
+  0.3), then it loads PAGE;
+- Ctrl-C: the SIGINT handler only sets a flag, which the loop turns into
+  the cancel within one tick. A handler that raised ``KeyboardInterrupt``
+  could land anywhere in the main thread, even halfway through a redraw.
+  A second Ctrl-C raises ``KeyboardInterrupt`` as usual, as an escape hatch.
+
+Exit status: 0 when the page loaded, or when the load was cancelled by
+``--cancel-after``; 1 when the load failed; 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+
+import asyncop
+
+from .loader import PageLoader
+from .pages import KINDS, Site
+from .recorder import OpRecorder
+from .render import (
+    ChangeLog,
+    LiveTree,
+    View,
+    failed_nodes,
+    format_failure,
+    format_page,
+    format_traceback,
+    format_tree,
+)
+from .server import running_server
+
+__all__ = ["main"]
+
+TICK = 0.05
+SWITCH_DELAY = 0.3
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+class CtrlC:
+    """While active, turns SIGINT into a flag that the watch loop reads."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: object = None
+
+    def __enter__(self) -> CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt  # pressed twice: stop waiting for a clean end
+        self.pressed = True
+
+
+@dataclass
+class Load:
+    """How one load went: its root, its recorded tree, and the cancel, if any."""
+
+    root: asyncop.AsyncOperation
+    recorder: OpRecorder
+    cancel_reason: str | None = None
+    cancelled_at: float | None = None
+    ended_at: float | None = None
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the load: one call on the root cancels the whole tree."""
+        self.root.cancel(reason)
+        self.cancel_reason, self.cancelled_at = reason, time.monotonic()
+
+
+def load(
+    runtime: asyncop.Runtime,
+    server: tuple[str, int],
+    page_id: int,
+    ctrl_c: CtrlC,
+    *,
+    cancel_after: float | None = None,
+    cancel_reason: str = "",
+) -> Load:
+    """Load one page while showing its tree; cancel it after ``cancel_after`` s or on Ctrl-C."""
+    host, port = server
+    print(f"loading page {page_id} from http://{host}:{port}/page/{page_id}/", flush=True)
+    recorder = OpRecorder()
+    loader = PageLoader(host, port, recorder)
+    root = recorder.spawn_root(runtime, loader.load_page, page_id, name=f"load_page({page_id})")
+    done = Load(root, recorder)
+    view = _make_view(recorder)
+    deadline = None if cancel_after is None else recorder.started_at + cancel_after
+    while not root.done:
+        view.show(recorder.rows())
+        if done.cancel_reason is None:
+            if ctrl_c.pressed:
+                done.cancel("Ctrl-C")
+            elif deadline is not None and time.monotonic() >= deadline:
+                done.cancel(cancel_reason)
+        _wait_one_tick(root, None if done.cancel_reason else deadline)
+    done.ended_at = time.monotonic()
+    view.show(recorder.rows())
+    view.close()
+    return done
+
+
+def _make_view(recorder: OpRecorder) -> View:
+    if sys.stdout.isatty():
+        return LiveTree(sys.stdout, "Ctrl-C cancels the whole tree")
+    return ChangeLog(sys.stdout, recorder.started_at)
+
+
+def _wait_one_tick(root: asyncop.AsyncOperation, deadline: float | None) -> None:
+    """Wait until the root ends, one tick passes, or the deadline comes, whichever is first."""
+    timeout = TICK if deadline is None else min(TICK, max(0.0, deadline - time.monotonic()))
+    try:
+        root.wait(timeout)  # returns as soon as the root ends
+    except TimeoutError:
+        pass
+
+
+def report(done: Load, *, debug: bool) -> None:
+    """Print the final tree, then the page or the failures."""
+    root = done.root
+    heading = f"final tree: {root.name} {root.state.name}"
+    if done.cancelled_at is not None and done.ended_at is not None:
+        heading += (
+            f" (cancelled by {done.cancel_reason}; the tree ended "
+            f"{done.ended_at - done.cancelled_at:.3f} s after the cancel)"
+        )
+    print(heading)
+    print("\n".join("  " + line for line in format_tree(done.recorder.rows())))
+    if root.state is asyncop.OperationState.COMPLETED:
+        print()
+        print("\n".join(format_page(root.result())))
+    elif root.state is asyncop.OperationState.FAILED:
+        failed = failed_nodes(done.recorder.nodes())
+        count = f"{len(failed)} failure" + ("" if len(failed) == 1 else "s")
+        print(
+            f"{root.name} failed with an {type(root.error).__name__} of {count}; "
+            "the fetches still running were cancelled:"
+        )
+        print("\n".join("  " + format_failure(node) for node in failed))
+        if debug and root.error is not None:
+            print("\n".join(format_traceback(root.error)))
+    print(flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Read the command line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.page_loader",
+        description="Load a page as a tree of asyncop operations, from a local HTTP server.",
+        epilog="Exit status: 0 loaded or cancelled on request, 1 failed, 130 Ctrl-C.",
+    )
+    parser.add_argument("--page", type=int, default=1, help="the page to load (default 1)")
+    parser.add_argument(
+        "--cancel-after", type=float, metavar="SECONDS", help="cancel the load after SECONDS"
+    )
+    parser.add_argument(
+        "--switch-to",
+        type=int,
+        metavar="PAGE",
+        help=f"cancel the load (after --cancel-after, default {SWITCH_DELAY}) and load PAGE",
+    )
+    parser.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        choices=KINDS,
+        metavar="RESOURCE",
+        help=f"make RESOURCE ({', '.join(KINDS)}) answer 503; may be repeated",
+    )
+    parser.add_argument(
+        "--failure-rate",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="chance of a 503 on any request, from 0 to 1 (default 0)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.25,
+        metavar="SECONDS",
+        help="base latency; each resource takes a multiple of it (default 0.25)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seeds latency jitter and failures")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
+    args = parser.parse_args(argv)
+    if args.page < 1 or (args.switch_to is not None and args.switch_to < 1):
+        parser.error("pages are numbered from 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the program; returns the exit status."""
+    args = parse_args(argv)
+    site = Site.build(
+        latency=args.latency, failure_rate=args.failure_rate, fail=args.fail, seed=args.seed
+    )
+    cancel_after, reason = args.cancel_after, f"--cancel-after {args.cancel_after}"
+    switching = args.switch_to is not None
+    if switching:
+        cancel_after = SWITCH_DELAY if cancel_after is None else cancel_after
+        reason = f"switching to page {args.switch_to}"
+    with (
+        running_server(site) as server,
+        asyncop.Runtime(2, name="page-loader") as runtime,
+        CtrlC() as ctrl_c,
+    ):
+        done = load(
+            runtime, server, args.page, ctrl_c, cancel_after=cancel_after, cancel_reason=reason
+        )
+        report(done, debug=args.debug)
+        failed = done.root.state is asyncop.OperationState.FAILED
+        if switching and not ctrl_c.pressed and not failed:
+            done = load(runtime, server, args.switch_to, ctrl_c)
+            report(done, debug=args.debug)
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    print(f"threads left: {', '.join(left) if left else 'none'}")
+    if ctrl_c.pressed:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if done.root.state is asyncop.OperationState.FAILED else 0

@@ -1,0 +1,3 @@
+"""Tests of the example programs."""
+
+from __future__ import annotations

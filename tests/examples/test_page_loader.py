@@ -1,0 +1,243 @@
+"""The page loader: its HTTP pieces in-process, and the program end to end in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import asyncop
+from examples.page_loader.client import HTTPError, fetch, http_get
+from examples.page_loader.pages import Site
+from examples.page_loader.recorder import OpRecorder
+from examples.page_loader.server import running_server
+from examples.page_loader.wire import parse_head
+
+pytestmark = pytest.mark.timeout(30)
+
+ROOT = Path(__file__).resolve().parents[2]
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED"}
+_ROW = re.compile(r"^  +(?P<name>\S+) +(?P<state>[A-Z]+)\b")
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, int]]:
+    """A page server with short latencies and the header of every page failing."""
+    with running_server(Site.build(latency=0.02, fail=["header"])) as address:
+        yield address
+
+
+# -- the HTTP pieces, in-process ----------------------------------------------
+
+
+def test_get_returns_the_resource_body(runtime: asyncop.Runtime, server: tuple[str, int]) -> None:
+    response = runtime.run(http_get, *server, "/page/3/sidebar")
+    assert response.status == 200
+    assert response.body.decode().startswith("Related: Page 2")
+    assert response.headers["content-length"] == str(len(response.body))
+
+
+def test_unknown_path_answers_404(runtime: asyncop.Runtime, server: tuple[str, int]) -> None:
+    response = runtime.run(http_get, *server, "/page/1/footer")
+    assert response.status == 404
+
+
+def test_injected_failure_answers_503(runtime: asyncop.Runtime, server: tuple[str, int]) -> None:
+    response = runtime.run(http_get, *server, "/page/1/header")
+    assert response.status == 503
+
+
+def test_fetch_raises_http_error_naming_status_and_path(
+    runtime: asyncop.Runtime, server: tuple[str, int]
+) -> None:
+    with pytest.raises(HTTPError, match=r"^HTTP 503 Service Unavailable from /page/2/header$"):
+        runtime.run(fetch, *server, "/page/2/header")
+
+
+def test_server_answers_connections_concurrently(runtime: asyncop.Runtime) -> None:
+    async def get_four(host: str, port: int) -> list[int]:
+        me = asyncop.current_operation()
+        assert me is not None
+        ops = [me.spawn(http_get, host, port, f"/page/{n}/header") for n in range(1, 5)]
+        return [(await op).status for op in ops]
+
+    with running_server(Site.build(latency=0.3)) as (host, port):
+        started = time.monotonic()
+        statuses = runtime.run(get_four, host, port)
+        elapsed = time.monotonic() - started
+    assert statuses == [200] * 4
+    assert elapsed < 0.9, f"4 requests of 0.3 s each took {elapsed:.2f} s: served one by one?"
+
+
+def test_cancelled_request_leaves_the_server_serving(runtime: asyncop.Runtime) -> None:
+    with running_server(Site.build(latency=0.5)) as (host, port):
+        slow = runtime.spawn(http_get, host, port, "/page/1/body")
+        time.sleep(0.1)
+        slow.cancel("test")
+        assert slow.wait(5).state is asyncop.OperationState.CANCELLED
+        response = runtime.run(http_get, host, port, "/page/1/header")
+    assert response.status == 200
+
+
+def test_parse_head_splits_start_line_and_lowercases_header_names() -> None:
+    start, headers = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Thing:  a b ")
+    assert (start, headers) == ("HTTP/1.1 200 OK", {"content-length": "5", "x-thing": "a b"})
+
+
+def test_recorder_keeps_children_that_ended(runtime: asyncop.Runtime) -> None:
+    recorder = OpRecorder()
+
+    async def leaf() -> None:
+        await asyncop.sleep(0)
+
+    async def parent() -> None:
+        await recorder.spawn(leaf, name="leaf")
+
+    root = recorder.spawn_root(runtime, parent, name="parent")
+    root.wait(5)
+    rows = [(row.depth, row.path, row.state.name) for row in recorder.rows()]
+    assert rows == [(0, "parent", "COMPLETED"), (1, "parent/leaf", "COMPLETED")]
+
+
+# -- the program, in a subprocess -----------------------------------------------
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "examples.page_loader", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def run_app(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the program to its end; returns the finished process and its wall time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        _command(*args), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=30
+    )
+    return done, time.monotonic() - started
+
+
+def final_trees(output: str) -> list[dict[str, str]]:
+    """Every final tree printed, each as ``{node name: state}``."""
+    trees: list[dict[str, str]] = []
+    lines = iter(output.splitlines())
+    for line in lines:
+        if line.startswith("final tree:"):
+            tree: dict[str, str] = {}
+            for row in lines:
+                match = _ROW.match(row)
+                if match is None:
+                    break
+                tree[match["name"]] = match["state"]
+            trees.append(tree)
+    return trees
+
+
+def assert_unfinished_nodes_cancelled(tree: dict[str, str]) -> None:
+    assert set(tree.values()) <= {"COMPLETED", "CANCELLED"}, tree
+
+
+def test_normal_load_completes_every_node_and_prints_the_page() -> None:
+    done, _ = run_app()
+    assert done.returncode == 0, done.stderr
+    [tree] = final_trees(done.stdout)
+    assert {"load_page(1)", "fetch_header", "fetch_body", "fetch_comments", "fetch_sidebar"} < set(
+        tree
+    )
+    assert any(name.startswith("fetch_author(") for name in tree)
+    assert set(tree.values()) == {"COMPLETED"}
+    assert "== Page 1: on night trains ==" in done.stdout
+    assert "threads left: none" in done.stdout
+
+
+def test_cancel_after_cancels_every_unfinished_node_promptly() -> None:
+    done, elapsed = run_app("--cancel-after", "0.2")
+    assert done.returncode == 0, done.stderr
+    [tree] = final_trees(done.stdout)
+    assert tree["load_page(1)"] == "CANCELLED"
+    assert_unfinished_nodes_cancelled(tree)
+    match = re.search(r"the tree ended ([0-9.]+) s after the cancel", done.stdout)
+    assert match is not None and float(match[1]) < 2.0, done.stdout
+    assert elapsed < 5.0
+    assert "threads left: none" in done.stdout
+
+
+def test_switch_to_cancels_the_first_tree_and_loads_the_other_page() -> None:
+    done, _ = run_app("--switch-to", "2")
+    assert done.returncode == 0, done.stderr
+    first, second = final_trees(done.stdout)
+    assert first["load_page(1)"] == "CANCELLED"
+    assert_unfinished_nodes_cancelled(first)
+    assert second["load_page(2)"] == "COMPLETED"
+    assert set(second.values()) == {"COMPLETED"}
+    assert "== Page 2: on sourdough ==" in done.stdout
+    assert "threads left: none" in done.stdout
+
+
+def test_failing_resource_gives_one_readable_line_and_cancels_its_siblings() -> None:
+    # A long latency: the body's 503 comes well before any sibling could finish.
+    done, _ = run_app("--fail", "body", "--latency", "1.0")
+    assert done.returncode == 1
+    [tree] = final_trees(done.stdout)
+    assert tree["load_page(1)"] == "FAILED"
+    assert tree["fetch_body"] == "FAILED"
+    siblings = {name: state for name, state in tree.items() if name.startswith("fetch_")}
+    del siblings["fetch_body"]
+    assert set(siblings.values()) == {"CANCELLED"}, siblings
+    failures = [line.strip() for line in done.stdout.splitlines() if " failed: " in line]
+    assert failures == ["fetch_body failed: HTTP 503 Service Unavailable from /page/1/body"]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "threads left: none" in done.stdout
+
+
+def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
+    """Read the process's stdout line by line until a line contains ``text``."""
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if selector.select(deadline - time.monotonic()):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                seen += line
+                if text in line:
+                    return seen
+    raise AssertionError(f"no line with {text!r} within {timeout} s; got:\n{seen}")
+
+
+def test_sigint_cancels_the_tree_and_exits_130() -> None:
+    proc = subprocess.Popen(
+        _command(), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        head = _read_until(proc, "loading page 1", timeout=15)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        rest, errors = proc.communicate(timeout=10)
+        exited_after = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, errors
+    assert exited_after < 2.0
+    [tree] = final_trees(head + rest)
+    assert tree["load_page(1)"] == "CANCELLED"
+    assert_unfinished_nodes_cancelled(tree)
+    assert "cancelled by Ctrl-C" in rest
+    assert "threads left: none" in rest
+    assert "Traceback" not in errors
