@@ -261,7 +261,10 @@ class Select(WaitEvent):
         transform: Callable[[int, Any], Any] | None = None,
     ) -> None:
         if not events:
-            raise ValueError("select() needs at least one awaitable to wait on")
+            raise ValueError(
+                "select() got nothing to wait on; pass at least one awaitable, "
+                "e.g. select(channel.recv_async(), asyncop.sleep(1))"
+            )
         converted = []
         for event in events:
             if isinstance(event, AsyncOperation):
@@ -339,7 +342,7 @@ def race(*ops: AsyncOperation) -> WaitEvent:
         When awaited, the first operation to end (whatever its outcome).
     """
     if not ops:
-        raise ValueError("race() needs at least one operation")
+        raise ValueError("race() got no operation; pass at least one operation to race")
     return Select(tuple(OpWait(op, as_op=True) for op in ops), lambda _i, op: op)
 
 

@@ -136,7 +136,8 @@ class Channel(Generic[T]):
             )
         if capacity < 0:
             raise ValueError(
-                f"Channel({capacity}) needs a capacity of 0 or more; 0 makes a rendezvous"
+                f"Channel({capacity}) needs a capacity of 0 or more; "
+                "pass 0 for a rendezvous or a positive buffer size"
             )
         self.capacity = capacity
         self._mutex = threading.Lock()
@@ -295,7 +296,7 @@ class Channel(Generic[T]):
                 )
             while self._receivers:
                 self._receivers.popleft().fire(
-                    None, EndOfChannel("the channel is closed and drained")
+                    None, EndOfChannel("the channel is closed and drained; stop receiving")
                 )
 
     @property

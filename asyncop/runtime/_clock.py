@@ -76,7 +76,7 @@ class VirtualClock:
         if not seconds >= 0:
             raise ValueError(
                 f"VirtualClock.advance() needs a non-negative number of seconds, got "
-                f"{seconds!r}; a clock never moves backwards"
+                f"{seconds!r}; pass 0 or more, since a clock never moves backwards"
             )
         with self._lock:
             self._now += seconds

@@ -248,6 +248,11 @@ class Runtime:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
         """
+        if current_state.task is not None:
+            raise RuntimeError(
+                f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
+                "write 'await runtime.spawn(fn)' instead"
+            )
         op = self.spawn(fn, *args)
         op._check_can_block("Runtime.run()")
         try:
@@ -543,8 +548,8 @@ class Runtime:
         with self._lock:
             if op._kind is OpKind.SCOPE:
                 raise RuntimeError(
-                    f"operation {op.name!r} is a scope, whose work is its with-block; "
-                    "it cannot be submitted"
+                    f"operation {op.name!r} is a scope, whose work is its with-block, "
+                    "and cannot be submitted; spawn the work into the scope instead"
                 )
             if op._outcome is not Outcome.NONE or _is_final(op._state):
                 raise RuntimeError(

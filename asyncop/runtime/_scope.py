@@ -76,8 +76,10 @@ class Scope:
                     f"scope({label}=...) needs a number of seconds, got "
                     f"{type(value).__name__}; pass a float or None"
                 )
-        if timeout is not None and timeout != timeout:
-            raise ValueError("scope(timeout=nan) is not a duration; pass seconds or None")
+            if value != value:
+                raise ValueError(
+                    f"scope({label}=nan) is not a time; pass a number of seconds or None"
+                )
         self._runtime = runtime
         self._name = name
         self._timeout = timeout

@@ -406,7 +406,8 @@ class Semaphore:
     def __init__(self, value: int = 1) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(
-                f"Semaphore() needs an int number of permits, got {type(value).__name__}"
+                f"Semaphore() needs an int number of permits, got {type(value).__name__}; "
+                "pass an int such as Semaphore(3)"
             )
         if value < 0:
             raise ValueError(

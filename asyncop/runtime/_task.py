@@ -110,10 +110,10 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         waker.runtime._push_locked(task.op)
 
 
-def _bad_await(ev: object) -> TypeError:
+def _bad_await(ev: object, name: str) -> TypeError:
     return TypeError(
-        f"a coroutine operation awaited {ev!r}, which asyncop cannot wait on; await asyncop "
-        "awaitables (asyncop.sleep, an operation, a channel...), not another event loop's"
+        f"coroutine operation {name!r} awaited {ev!r}, which asyncop cannot wait on; await "
+        "asyncop awaitables (asyncop.sleep, an operation, a channel...), not another loop's"
     )
 
 
@@ -180,7 +180,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         if type(ev) is AsyncOperation:
             ev = OpWait(ev)
         elif not hasattr(ev, "_arm"):
-            error = _bad_await(ev)
+            error = _bad_await(ev, op.name)
             continue
         cancellable = ev.cancellable
         # Cancellation point, check 1: on entry.

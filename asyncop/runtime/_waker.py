@@ -109,7 +109,10 @@ class WaitEvent:
         return (yield self)
 
     def _arm(self, sub: Subscription) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement _arm(); "
+            "define _arm(sub) in the subclass: register sub and fire it when ready"
+        )
 
     def _disarm(self, sub: Subscription) -> None:
         """Take back a subscription; the default has nothing to take back."""

@@ -1,0 +1,152 @@
+"""The built wheel installs in a fresh virtual environment and runs the README tour.
+
+The distributions are built with ``python -m build`` (an sdist and a wheel)
+when the ``build`` package is installed, and otherwise with ``pip wheel``
+(a wheel only). Building and installing fetch hatchling and attrs from the
+package index.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.test_docs import extract_blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@dataclass(frozen=True)
+class Dist:
+    wheel: Path
+    sdist: Path | None  # None when ``build`` is not installed
+
+
+def source_version() -> str:
+    text = (ROOT / "asyncop" / "_version.py").read_text(encoding="utf-8")
+    match = re.search(r"""__version__\s*=\s*["']([^"']+)["']""", text)
+    assert match is not None, "asyncop/_version.py has no __version__"
+    return match.group(1)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that would point Python at the checkout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def run(args: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        args,
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, (
+        f"{' '.join(map(str, args))} exited with {result.returncode}\n"
+        f"--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n{result.stderr[-4000:]}"
+    )
+    return result
+
+
+def tour_code() -> str:
+    """The first ```python block after the README's "## A tour" heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    heading = re.search(r"^## A tour\s*$", text, flags=re.MULTILINE)
+    assert heading is not None, 'README.md has no "## A tour" heading'
+    offset = text.count("\n", 0, heading.start())
+    blocks = [b for b in extract_blocks(text, "README.md") if b.line > offset]
+    assert blocks, 'README.md has no ```python block after "## A tour"'
+    return blocks[0].code
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    out = tmp_path_factory.mktemp("dist")
+    if importlib.util.find_spec("build") is not None:
+        run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out)
+    else:
+        run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+            cwd=out,
+        )
+    wheels = sorted(out.glob("asyncop-*.whl"))
+    sdists = sorted(out.glob("asyncop-*.tar.gz"))
+    assert len(wheels) == 1, f"expected one wheel in {sorted(p.name for p in out.iterdir())}"
+    return Dist(wheels[0], sdists[0] if sdists else None)
+
+
+@pytest.fixture(scope="module")
+def venv_python(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the wheel (and attrs) installed."""
+    venv = tmp_path_factory.mktemp("venv")
+    run([sys.executable, "-m", "venv", str(venv)], cwd=venv)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    run([str(python), "-m", "pip", "install", "-q", str(dist.wheel)], cwd=venv)
+    return python
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A working directory outside the checkout, so ``import asyncop`` finds the wheel."""
+    assert ROOT not in tmp_path.parents
+    return tmp_path
+
+
+def test_wheel_is_named_after_the_source_version(dist: Dist) -> None:
+    assert dist.wheel.name.startswith(f"asyncop-{source_version()}-")
+
+
+def test_wheel_contains_py_typed(dist: Dist) -> None:
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        names = set(wheel.namelist())
+    assert "asyncop/py.typed" in names
+    assert "asyncop/__init__.py" in names
+
+
+def test_wheel_contains_only_the_package(dist: Dist) -> None:
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        tops = {name.split("/", 1)[0] for name in wheel.namelist()}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"asyncop"}
+
+
+def test_sdist_contains_the_sources_and_py_typed(dist: Dist) -> None:
+    if dist.sdist is None:
+        pytest.skip("the `build` package is not installed, so no sdist was made")
+    with tarfile.open(dist.sdist) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"pyproject.toml", "README.md", "asyncop/__init__.py", "asyncop/py.typed"} <= names
+
+
+def test_installed_version_equals_the_source_version(venv_python: Path, outside: Path) -> None:
+    code = "import asyncop; print(asyncop.__version__)"
+    result = run([str(venv_python), "-c", code], cwd=outside, timeout=60)
+    assert result.stdout.strip() == source_version()
+
+
+def test_installed_package_is_the_wheel_not_the_checkout(venv_python: Path, outside: Path) -> None:
+    code = "import asyncop, pathlib; print(pathlib.Path(asyncop.__file__).resolve())"
+    result = run([str(venv_python), "-c", code], cwd=outside, timeout=60)
+    location = Path(result.stdout.strip())
+    assert ROOT not in location.parents
+    assert "site-packages" in location.parts
+
+
+def test_readme_tour_runs_on_the_installed_wheel(venv_python: Path, outside: Path) -> None:
+    result = run([str(venv_python), "-c", tour_code()], cwd=outside, timeout=60)
+    assert "<header>" in result.stdout

@@ -1,0 +1,1 @@
+"""Maintenance scripts for the asyncop repository (not part of the package)."""
