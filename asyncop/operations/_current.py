@@ -25,6 +25,9 @@ class _Current(threading.local):
     # it is set, the current operation is the task's innermost scope, and
     # blocking waits refuse to run (they would block a worker).
     task: Any = None
+    # Set by a worker that is about to run the ready queue itself: the next
+    # push from this thread need not wake another worker for it.
+    keep_next_push: bool = False
 
 
 current_state = _Current()

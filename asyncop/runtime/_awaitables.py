@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, OperationState
 from ..operations._current import current_operation
+from ._reactor import READ, WRITE, IoWait, fileno_of
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus
 
 if TYPE_CHECKING:
@@ -490,15 +491,11 @@ def readable(fd: Any) -> WaitEvent:
         BusyResourceError: another task already waits for ``fd`` to be readable.
         ClosedResourceError: ``fd`` is closed, or ``notify_closing(fd)`` was called.
     """
-    from ._reactor import READ, IoWait
-
     return IoWait(fd, READ)
 
 
 def writable(fd: Any) -> WaitEvent:
     """Wait until ``fd`` is writable; see ``readable``."""
-    from ._reactor import WRITE, IoWait
-
     return IoWait(fd, WRITE)
 
 
@@ -508,7 +505,6 @@ def notify_closing(fd: Any) -> None:
     Call it before closing a socket that a task may be waiting on. A plain
     function, not an awaitable; it reaches the reactors of every runtime.
     """
-    from ._reactor import fileno_of
     from ._scheduler import live_runtimes
 
     number = fileno_of(fd)

@@ -575,7 +575,12 @@ class Runtime:
     def _push_locked(self, op: AsyncOperation) -> None:
         """Queue ``op`` and wake a parked worker (or arrange for one)."""
         self._ready.append(op)
-        if self._idle:
+        state = current_state
+        if state.keep_next_push:
+            # This worker runs the queue next: waking another worker for
+            # this item would only hand it across threads.
+            state.keep_next_push = False
+        elif self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
             self._start_worker_locked(extra=False)
@@ -732,6 +737,21 @@ class Runtime:
                         run_after(pending)
                         pending = None
                     self._fire_due_timers()
+                # 2b. Take the readiness of parked fds without the reactor's
+                # two thread hops, if that wakes something to run.
+                reactor = self._reactor
+                if reactor is not None and reactor._table:
+                    if pending:
+                        run_after(pending)
+                        pending = None
+                    state = current_state
+                    state.keep_next_push = True
+                    try:
+                        woke = reactor.poll_ready()
+                    finally:
+                        state.keep_next_push = False
+                    if woke:
+                        continue
                 # 3. Park until the next deadline.
                 carry, pending = pending, None
                 if not self._park(worker, carry):
