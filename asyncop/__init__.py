@@ -17,6 +17,7 @@ This module only re-exports the public names.
 
 from __future__ import annotations
 
+from ._exports import publish as _publish
 from ._version import __version__ as __version__
 from .operations import AsyncOperation as AsyncOperation
 from .operations import AsyncResult as AsyncResult
@@ -106,3 +107,5 @@ __all__ = [
     "timeout",
     "writable",
 ]
+
+_publish("asyncop", globals(), __all__)

@@ -9,6 +9,7 @@ See ``asyncop/runtime/_waker.py`` for the states and their invariants.
 
 from __future__ import annotations
 
+from ._exports import publish as _publish
 from .runtime._waker import Subscription as Subscription
 from .runtime._waker import WaitEvent as WaitEvent
 from .runtime._waker import Waker as Waker
@@ -30,3 +31,5 @@ __all__ = [
     "timeout",
     "waker_new",
 ]
+
+_publish("asyncop.lowlevel", globals(), __all__)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import final
 
+from ._exports import publish as _publish
 from .operations._current import current_state
 from .runtime._clock import VirtualClock as VirtualClock
 from .runtime._waker import Subscription, WaitEvent
@@ -73,3 +74,6 @@ def assert_checkpoints() -> Iterator[None]:
     yield
     if task.checkpoints == before:
         raise AssertionError("the block passed no cancellation point (no await of asyncop)")
+
+
+_publish("asyncop.testing", globals(), __all__)

@@ -73,9 +73,22 @@ def test_testing_module_exports_the_virtual_clock() -> None:
     assert asyncop.testing.VirtualClock(autojump=False).now() == 0.0
 
 
-def test_public_classes_show_their_public_module() -> None:
-    for name in ("AsyncOperation", "AsyncResult", "OperationState", "Cancelled"):
-        assert getattr(asyncop, name).__module__ == "asyncop", name
+def test_public_names_show_their_public_module() -> None:
+    import inspect
+
+    import asyncop.lowlevel
+
+    for module in (asyncop, asyncop.lowlevel, asyncop.testing):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                # WakerStatus is exported by both asyncop and asyncop.lowlevel.
+                assert obj.__module__ in (module.__name__, "asyncop"), (module, name)
+
+
+def test_repr_of_a_public_class_names_the_public_module() -> None:
+    assert repr(asyncop.Lock) == "<class 'asyncop.Lock'>"
+    assert asyncop.testing.VirtualClock.__module__ == "asyncop.testing"
 
 
 def test_version_is_a_string() -> None:

@@ -1,0 +1,31 @@
+"""Make public names show the module users import them from.
+
+``asyncop.Lock`` is defined in ``asyncop.runtime._sync``; without this, its
+repr, tracebacks and pickles would name that private module. Each public
+module calls :func:`publish` on its ``__all__`` once, at import.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = ["publish"]
+
+
+def publish(module_name: str, namespace: dict[str, Any], names: list[str]) -> None:
+    """Set ``__module__`` of the classes and functions in ``names`` to ``module_name``.
+
+    Objects already published by a module higher up (``asyncop`` itself) keep
+    that module, and objects from outside asyncop are left alone.
+    """
+    for name in names:
+        obj = namespace.get(name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        current = getattr(obj, "__module__", "") or ""
+        if current.startswith("asyncop.") and current != module_name:
+            try:
+                obj.__module__ = module_name
+            except (AttributeError, TypeError):  # pragma: no cover - builtins
+                pass
