@@ -280,6 +280,17 @@ def t_spawn_not_callable(c: Ctx) -> BaseException:
     return caught(c.rt.spawn, 42)
 
 
+def t_function_returning_a_coroutine(c: Ctx) -> BaseException:
+    async def body() -> None:
+        pass
+
+    op = c.rt.spawn(lambda: body(), name="wrapped_body")
+    op.wait(5)
+    error = op.error
+    assert error is not None
+    return error
+
+
 def t_create_not_callable(c: Ctx) -> BaseException:
     return caught(c.rt.create, "not a callback", name="loader")
 
@@ -965,6 +976,9 @@ CASES = [
     Case("workers-zero", t_workers_zero, ValueError, "workers=0"),
     Case("clock-type", t_clock_type, TypeError, "object"),
     Case("spawn-not-callable", t_spawn_not_callable, TypeError, "42"),
+    Case(
+        "function-returns-coroutine", t_function_returning_a_coroutine, TypeError, "'wrapped_body'"
+    ),
     Case("create-not-callable", t_create_not_callable, TypeError, "'loader'"),
     Case("name-type", t_name_type, TypeError, "int"),
     Case("parent-type", t_parent_type, TypeError, "str"),

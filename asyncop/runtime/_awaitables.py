@@ -281,7 +281,10 @@ class Select(WaitEvent):
 
     @property
     def cancellable(self) -> bool:  # type: ignore[override]
-        return all(event.cancellable for event in self.events)
+        # Interruptible if any branch is: a cancel then wins like any event,
+        # and the uninterruptible branches lose (a blocking call's late
+        # result is dropped, as for a losing branch).
+        return any(event.cancellable for event in self.events)
 
     def _arm(self, sub: Subscription) -> None:
         waker = sub.waker

@@ -36,7 +36,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from inspect import CO_COROUTINE
-from types import FunctionType
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
@@ -552,9 +552,9 @@ class Runtime:
                     "and cannot be submitted; spawn the work into the scope instead"
                 )
             if op._outcome is not Outcome.NONE or _is_final(op._state):
+                state = "cancelled" if op.token._cancelled else op._state.name
                 raise RuntimeError(
-                    f"cannot submit operation {op.name!r}: it is {op._state.name}"
-                    f"{' and cancelled' if op.token._cancelled else ''}; "
+                    f"cannot submit operation {op.name!r}: it is {state}; "
                     "create a new operation to run the callback again"
                 )
             if op._state is not OperationState.CREATED:
@@ -876,6 +876,13 @@ class Runtime:
         state.op = op
         try:
             value = ctx.run(fn, *args)
+            if type(value) is CoroutineType:
+                value.close()
+                raise TypeError(
+                    f"operation {op.name!r} ran a plain function that returned a coroutine, "
+                    "which would never run; pass the async def function itself, as in "
+                    "spawn(fn, arg), not a lambda or wrapper that calls it"
+                ) from None
         except Cancelled:
             outcome, value, error = Outcome.CANCELLED, None, None
         except BaseException as exc:

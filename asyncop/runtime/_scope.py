@@ -232,6 +232,7 @@ class ScopeDone(WaitEvent):
 
     __slots__ = ("op",)
     cancellable = False
+    entry_checked = False
 
     def __init__(self, op: AsyncOperation) -> None:
         self.op = op

@@ -102,8 +102,7 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task.waker
-    if waker.status is _WAITING and task.cancellable and task.scopes[-1].token._cancelled:
-        waker.status = _QUEUED
+    if task.cancellable and task.scopes[-1].token._cancelled and waker._transition_to_queued():
         waker.triggered = None
         waker.result = None
         waker.error = Cancelled()
@@ -182,9 +181,10 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         elif not hasattr(ev, "_arm"):
             error = _bad_await(ev, op.name)
             continue
-        cancellable = ev.cancellable
-        # Cancellation point, check 1: on entry.
-        if cancellable and task.scopes[-1].token._cancelled:
+        # Cancellation point, check 1: on entry. Every runtime awaitable is
+        # one, even those a cancel cannot interrupt once they wait (a
+        # blocking call); only a scope's wait for its children is exempt.
+        if ev.entry_checked and task.scopes[-1].token._cancelled:
             error = Cancelled()
             continue
         inline += 1
@@ -198,12 +198,12 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
                 with lock:
                     waker._reset()
                     waker.result, waker.error = value, error
-                    waker.status = _QUEUED
+                    waker._transition_to_requeued()
                     runtime._push_locked(op)
                 return
             with lock:
                 waker._reset()
-                waker.status = _QUEUED
+                waker._transition_to_requeued()
                 runtime._push_locked(op)
             return
         value, error = _arm_now(task, ev)
@@ -240,10 +240,10 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
             value, error = waker.result, waker.error
         elif cancellable and task.scopes[-1].token._cancelled:
             # Cancellation point, check 2: just before suspending.
-            waker.status = _RESULT
+            waker._transition_to_result_early()
             value, error = None, Cancelled()
         else:
-            waker.status = _WAITING
+            waker._transition_to_waiting()
             task.cancellable = cancellable
             return _NOT_READY, None
     waker.result = waker.error = None

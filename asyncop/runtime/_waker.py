@@ -13,15 +13,18 @@ States
 ::
 
     NO_STATUS --suspend--> WAITING --event fires--> QUEUED --worker pops--> RESULT
-        |                                              |
-        +--event fires while still arming--> RESULT    +--task destroyed--> IGNORED
+        |   |
+        |   +--event fires while still arming, or a cancel just before
+        |      suspending--> RESULT (the task carries on without suspending)
+        +--checkpoint--> QUEUED
+        +--cancelled before the first step--> IGNORED
 
 - NO_STATUS: the task is running; the waker is not waiting.
 - WAITING: the task is suspended on its events.
 - QUEUED: an event fired; its result is stored and the task is in the ready
   queue.
-- IGNORED: the task was queued but must not run (it was cancelled before its
-  first step); the scheduler finalizes it without running it.
+- IGNORED: the task was queued for its first step but must not run (it was
+  cancelled before it); the worker that pops it drops it without running it.
 - RESULT: the task is being resumed; ``error`` is raised into the coroutine,
   or ``result`` is what ``await`` returns.
 
@@ -104,6 +107,9 @@ class WaitEvent:
     #: A cancel of the waiting task wakes it with ``Cancelled``. False for
     #: waits that must run to the end (a blocking call in another thread).
     cancellable = True
+    #: An already-cancelled task raises ``Cancelled`` here instead of waiting.
+    #: False only for a scope's wait for its children, which must happen.
+    entry_checked = True
 
     def __await__(self) -> Generator[Any, Any, Any]:
         return (yield self)
@@ -195,6 +201,22 @@ class Waker:
         if self.status is not _WAITING:
             return False
         self.status = _QUEUED
+        return True
+
+    def _transition_to_requeued(self) -> bool:
+        # Invariant: a running task that yields (checkpoint) goes straight
+        # back to the queue, with no event to wait for.
+        if self.status is not _NO_STATUS:
+            return False
+        self.status = _QUEUED
+        return True
+
+    def _transition_to_result_early(self) -> bool:
+        # Invariant: a running task that must not suspend after all (a
+        # cancel seen just before suspending) resumes at once.
+        if self.status is not _NO_STATUS:
+            return False
+        self.status = _RESULT
         return True
 
     def _transition_to_ignored(self) -> bool:
