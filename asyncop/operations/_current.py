@@ -42,6 +42,6 @@ def current_operation() -> AsyncOperation | None:
     state = current_state
     task = state.task
     if task is not None:
-        op: AsyncOperation = task.scopes[-1]
+        op: AsyncOperation = task.current
         return op
     return state.op

@@ -108,9 +108,14 @@ def run_after(after: After) -> None:
             logger.exception("asyncop: a cancellation or completion callback raised")
 
 
-def _user_frame() -> tuple[str, int]:
-    """Find the first frame outside asyncop: where the user made the operation."""
-    frame = sys._getframe(2)
+def _user_frame(depth: int = 2) -> tuple[str, int]:
+    """Find the first frame outside asyncop: where the user made the operation.
+
+    ``depth`` is where the caller expects the user's frame to be (counted
+    from this function), so the usual case costs one look; the walk goes on
+    outward from there if that frame is still asyncop's.
+    """
+    frame = sys._getframe(depth)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if not (module == "asyncop" or module.startswith("asyncop.")):

@@ -208,7 +208,7 @@ class OpWait(WaitEvent):
         op = self.op
         waiter = sub.waker.task
         task = sub.waker.task._task
-        node: AsyncOperation | None = task.scopes[-1] if task is not None else waiter
+        node: AsyncOperation | None = task.current if task is not None else waiter
         while node is not None:
             if node is op:
                 raise RuntimeError(

@@ -462,7 +462,8 @@ class Runtime:
                 f"parent must be an AsyncOperation, got {type(parent).__name__}; "
                 "pass an operation made by this runtime"
             )
-        filename, lineno = _user_frame()
+        # spawn() -> _spawn() -> here: the user's frame is 4 up; create() -> here: 3.
+        filename, lineno = _user_frame(4 if submit else 3)
         if kind is OpKind.SCOPE:
             ctx = None
         elif parent is None or current_operation() is parent or parent._ctx is None:

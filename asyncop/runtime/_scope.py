@@ -185,7 +185,7 @@ class Scope:
                 "'async with scope()' needs a coroutine operation of asyncop; in a "
                 "thread, write 'with runtime.scope()' instead"
             )
-        parent = task.scopes[-1]
+        parent = task.current
         if parent.runtime is not self._runtime:
             raise RuntimeError(
                 f"scope of runtime {self._runtime.name!r} entered from an operation of "
@@ -193,7 +193,10 @@ class Scope:
             )
         op = self._open(parent)
         op._task = task
-        task.scopes.append(op)  # current_operation() is now the scope
+        if task.outer is None:
+            task.outer = []
+        task.outer.append(parent)
+        task.current = op  # current_operation() is now the scope
         return op
 
     async def __aexit__(
@@ -205,8 +208,9 @@ class Scope:
         op = self._op
         assert op is not None, "scope exited without being entered"
         task = op._task
-        assert task is not None and task.scopes[-1] is op, "async scopes exited out of order"
-        task.scopes.pop()
+        assert task is not None and task.current is op, "async scopes exited out of order"
+        assert task.outer
+        task.current = task.outer.pop()
         self._end_block(op, exc)
         await ScopeDone(op)
         return self._outcome(op, exc)

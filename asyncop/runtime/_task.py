@@ -58,14 +58,17 @@ _MAX_INLINE = 32
 class TaskState:
     """The coroutine side of a coroutine operation."""
 
-    __slots__ = ("cancellable", "checkpoints", "coro", "held", "op", "scopes", "waker")
+    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "op", "outer", "waker")
 
     def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
         self.op = op
         self.waker = Waker(op, runtime)
         self.coro: Coroutine[Any, Any, Any] | None = None
-        # The task's operation, then each async scope it is inside.
-        self.scopes: list[AsyncOperation] = [op]
+        # The innermost async scope the task is in (its own operation when
+        # none): its token is the one every await checks.
+        self.current: AsyncOperation = op
+        # The enclosing ones, innermost last; made when a scope is entered.
+        self.outer: list[AsyncOperation] | None = None
         # Locks this task holds; broken if it ends holding them.
         self.held: list[Any] | None = None
         # Awaits passed, for assert_checkpoints().
@@ -102,7 +105,7 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task.waker
-    if task.cancellable and task.scopes[-1].token._cancelled and waker._transition_to_queued():
+    if task.cancellable and task.current.token._cancelled and waker._transition_to_queued():
         waker.triggered = None
         waker.result = None
         waker.error = Cancelled()
@@ -184,7 +187,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         # Cancellation point, check 1: on entry. Every runtime awaitable is
         # one, even those a cancel cannot interrupt once they wait (a
         # blocking call); only a scope's wait for its children is exempt.
-        if ev.entry_checked and task.scopes[-1].token._cancelled:
+        if ev.entry_checked and task.current.token._cancelled:
             error = Cancelled()
             continue
         inline += 1
@@ -227,7 +230,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     waker = task.waker
     waker._reset()
     sub = Subscription(waker, ev, resolve)
-    waker.events.append(sub)
+    waker._add_subscription(sub)
     try:
         ev._arm(sub)
     except BaseException as exc:
@@ -238,7 +241,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     with waker.runtime._lock:
         if waker.status is _RESULT:
             value, error = waker.result, waker.error
-        elif cancellable and task.scopes[-1].token._cancelled:
+        elif cancellable and task.current.token._cancelled:
             # Cancellation point, check 2: just before suspending.
             waker._transition_to_result_early()
             value, error = None, Cancelled()
@@ -279,7 +282,7 @@ def describe_wait(task: TaskState) -> str:
     waker = task.waker
     if waker.status is not _WAITING:
         return ""
-    what = ", ".join(sub.event._describe() for sub in list(waker.events)) or "?"
+    what = ", ".join(sub.event._describe() for sub in list(waker.events or ())) or "?"
     point = task.suspension_point()
     where = f" at {point[0]}:{point[1]}" if point else ""
     return f" waiting on {what}{where}"

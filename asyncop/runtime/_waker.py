@@ -174,8 +174,9 @@ class Waker:
         self.task = task
         self.runtime = runtime
         self.status = _NO_STATUS
-        # The subscriptions of the current wait; the list is reused.
-        self.events: list[Subscription] = []
+        # The subscriptions of the current wait; made on the first wait that
+        # subscribes, then reused (a task that only checkpoints never needs it).
+        self.events: list[Subscription] | None = None
         # The event that won the current wait, or None.
         self.triggered: Any = None
         self.result: Any = None
@@ -258,11 +259,18 @@ class Waker:
                 return True
             return False
 
+    def _add_subscription(self, sub: Subscription) -> None:
+        if self.events is None:
+            self.events = [sub]
+        else:
+            self.events.append(sub)
+
     def _reset(self) -> None:
         """Forget the last wait: the start of ``waker_new``."""
         self.generation += 1
         self.status = _NO_STATUS
-        self.events.clear()
+        if self.events:
+            self.events.clear()
         self.triggered = None
         self.result = None
         self.error = None
@@ -270,6 +278,8 @@ class Waker:
     def _disarm_all(self) -> None:
         """Take every subscription of the current wait back from its event."""
         events = self.events
+        if not events:
+            return
         for sub in events:
             sub.event._disarm(sub)
         events.clear()
@@ -328,7 +338,7 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
             "pass an awaitable such as asyncop.sleep(1) or an operation"
         )
     sub = Subscription(waker, event, callback)
-    waker.events.append(sub)
+    waker._add_subscription(sub)
     event._arm(sub)
     return sub
 
