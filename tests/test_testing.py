@@ -393,3 +393,23 @@ def test_assert_checkpoints_in_a_sync_operation_raises_runtime_error(
 
     with pytest.raises(RuntimeError):
         runtime.run(work)
+
+
+@pytest.mark.timeout(60)
+def test_wait_all_blocked_returns_when_an_extra_worker_parks_last() -> None:
+    # Spawning thousands of children in one step keeps a worker busy long
+    # enough for the watchdog to add extra workers; the last worker to park
+    # may be an extra one on its way out, and it must still wake the waiter.
+    async def sleeper() -> None:
+        await asyncop.sleep(3600)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for _ in range(3000):
+                s.spawn(sleeper)
+            await wait_all_blocked()
+            s.cancel()
+
+    for _ in range(5):
+        with asyncop.Runtime(2) as runtime:
+            assert runtime.spawn(main).wait(10).state is OperationState.COMPLETED

@@ -761,13 +761,24 @@ class Runtime:
             if pending:
                 run_after(pending)
             with self._lock:
-                if worker in self._workers:
-                    self._workers.remove(worker)
-                if worker in self._idle:
-                    self._idle.remove(worker)
-                else:
-                    self._active -= 1
+                if worker in self._workers:  # left without _retire_locked (a bug)
+                    self._retire_locked(worker)
 
+    def _retire_locked(self, worker: Worker) -> None:
+        """Take ``worker`` out of the pool, in the same locked step that decided it.
+
+        Leaving the pool and the active count at once matters: a worker that
+        still counted as active after deciding to leave would make the last
+        parking worker think another one is busy, and it would then skip
+        waking wait_all_blocked() or jumping the clock. Likewise two workers
+        timing out together cannot both count the other as staying.
+        """
+        if worker in self._workers:
+            self._workers.remove(worker)
+        if worker in self._idle:
+            self._idle.remove(worker)
+        else:
+            self._active -= 1
     def _park(self, worker: Worker, pending: After | None) -> bool:
         """Park until woken or the next deadline; False when the worker must exit.
 
@@ -779,9 +790,7 @@ class Runtime:
                 if self._ready:
                     return True
                 if self._stopping:
-                    return False
-                if worker.extra and self._unstuck_locked() > self._target:
-                    self._workers.remove(worker)
+                    self._retire_locked(worker)
                     return False
                 if pending and (self._virtual or self._idle_watchers):
                     # Those actions may wake tasks: run them before deciding
@@ -798,6 +807,13 @@ class Runtime:
                     for sub in watchers:
                         sub.fire(None)
                     return True
+                if worker.extra and self._unstuck_locked() > self._target:
+                    # Retire only after the two checks above: the last busy
+                    # worker must still wake wait_all_blocked() and jump the
+                    # clock, even when it is an extra one on its way out.
+                    if not (self._autojump and self._active == 1 and deadline is not None):
+                        self._retire_locked(worker)
+                        return False
                 if self._virtual:
                     if deadline is not None and deadline <= self.now():
                         return True
@@ -846,9 +862,7 @@ class Runtime:
                 worker.parked = False
                 self._active += 1
                 if not woken and not self._ready and self._may_retire_locked(worker):
-                    # Leave the pool now, under the lock, so that two workers
-                    # timing out together cannot both count the other.
-                    self._workers.remove(worker)
+                    self._retire_locked(worker)
                     return False
         return True
 
