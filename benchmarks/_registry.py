@@ -49,7 +49,15 @@ Metrics = dict[str, float]
 MeasureFn = Callable[[int], Metrics]
 
 # The modules that register workloads, in the order they run.
-WORKLOAD_MODULES = ("benchmarks.threads", "benchmarks.tree", "benchmarks.idle")
+WORKLOAD_MODULES = (
+    "benchmarks.threads",
+    "benchmarks.tree",
+    "benchmarks.idle",
+    "benchmarks.coro",
+    "benchmarks.timers",
+    "benchmarks.memory",
+    "benchmarks.io",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,356 @@
+"""Coroutine tasks: spawn and join n of them, cancel n sleepers.
+
+- ``spawn_join``: one scope spawns n coroutine tasks, each of which awaits
+  one checkpoint; timed from the first spawn to the scope's exit. The
+  peers do the same with their own group and checkpoint: an asyncio
+  ``TaskGroup`` and ``await asyncio.sleep(0)``, a trio nursery and
+  ``trio.lowlevel.checkpoint()``, an anyio task group and
+  ``anyio.lowlevel.checkpoint()``. Targets: asyncio's time over asyncop's
+  at least 1, trio's at least 3; the checks state them the other way up,
+  asyncop over the peer at most 1 and at most 1/3.
+
+  Diagnostics run beside it. ``asyncop_w1`` and ``asyncop_w2`` step the
+  same tasks on one and on two workers (``asyncop`` has one per CPU).
+  ``asyncop_nogc`` and ``asyncio_nogc`` turn the collector off, which
+  tells how much of each figure is garbage collection. The tight spawn
+  loop is one step of seconds, long enough for the watchdog to take its
+  worker for stuck and start extra ones (``threads`` reports the count),
+  so even ``Runtime(1)`` steps the children on several threads;
+  ``asyncop_chunk`` and ``asyncop_1thread`` (on one worker) checkpoint
+  after every 1,000 spawns, and the latter is the one-loop-thread design,
+  measured against stepping on N workers.
+
+- ``cancel_sleepers``: n tasks sleep for an hour (so that each holds a
+  real timer, on every system), then the scope is cancelled; timed from
+  the cancel to the scope's exit. The cancel happens once every task is
+  parked: every task bumps a count just before it parks; asyncop
+  checkpoints until the count is complete, trio and anyio ask their
+  scheduler (``wait_all_tasks_blocked``), asyncio runs its ready queue
+  twice, and each checks the count before the cancel. asyncio's ``TaskGroup``
+  has no cancel, so its body raises and the group cancels the children, as
+  it would for any failure. Target: asyncop's time at most asyncio's.
+  ``asyncop_w1`` runs it on one worker; the cancel of n children is one
+  step too, so a long one brings in an extra worker there as well.
+
+Both run at n and n/10, and check that every task ran (and ended) so that a
+fast but wrong run fails rather than scores.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import asyncop
+
+from ._coro_common import (
+    WARMUP,
+    Counter,
+    asyncop_all_parked,
+    expect,
+    register_anyio,
+    register_asyncio,
+    register_asyncop,
+    register_trio,
+    run_asyncop,
+)
+from ._registry import Metrics, Ratio, workload
+from ._timing import Stopwatch
+
+__all__ = ["CANCEL_SLEEPERS", "SPAWN_JOIN"]
+
+# The chunked variants checkpoint after this many spawns: no step then
+# runs long enough (BLOCKED_AFTER, 50 ms) for the watchdog to add a worker.
+_CHUNK = 1_000
+
+# Long enough to be "forever" for the run, short enough that every system
+# arms a plain timer for it (trio's sleep_forever, for one, arms none).
+_SLEEP_S = 3600.0
+
+SPAWN_JOIN = workload(
+    "spawn_join",
+    "one scope spawns n coroutine tasks that each await one checkpoint; until it exits",
+    sizes=(10_000, 100_000),
+    quick_sizes=(1_000, 5_000),
+    checks=[
+        Ratio("asyncop", "asyncio", limit=1.0),
+        Ratio("asyncop", "trio", limit=1 / 3),
+    ],
+)
+
+CANCEL_SLEEPERS = workload(
+    "cancel_sleepers",
+    "n coroutine tasks asleep in one scope, then cancel it; from the cancel to its exit",
+    sizes=(10_000, 100_000),
+    quick_sizes=(1_000, 5_000),
+    checks=[Ratio("asyncop", "asyncio", limit=1.0)],
+)
+
+
+class _Stop(Exception):
+    """Raised from a TaskGroup's body to cancel the group (it has no cancel())."""
+
+
+# ----------------------------------------------------------------------
+# spawn_join
+# ----------------------------------------------------------------------
+
+
+async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
+    """Spawn n children from one scope; with ``chunk``, checkpoint every ``chunk`` spawns."""
+    ran = Counter()
+    bump = ran.bump
+    checkpoint = asyncop.checkpoint
+
+    async def child() -> None:
+        await checkpoint()
+        bump()
+
+    async with asyncop.scope() as warm:
+        for _ in range(WARMUP):
+            warm.spawn(child)
+    with Stopwatch() as watch:
+        async with asyncop.scope() as scope:
+            spawn = scope.spawn
+            if chunk:
+                for start in range(0, n, chunk):
+                    for _ in range(min(chunk, n - start)):
+                        spawn(child)
+                    await checkpoint()
+            else:
+                for _ in range(n):
+                    spawn(child)
+            spawned = watch.elapsed()
+            # A spawn loop this long is one long step, so the watchdog may
+            # have added workers beside the Runtime's own: count the threads.
+            threads = threading.active_count()
+    expect(ran.value() == n + WARMUP, "not every child ran to its end")
+    return watch.metrics(spawn_s=spawned, threads=threads)
+
+
+async def _spawn_join_asyncop(n: int) -> Metrics:
+    return await _spawn_join_asyncop_in(n, 0)
+
+
+async def _spawn_join_asyncop_chunked(n: int) -> Metrics:
+    return await _spawn_join_asyncop_in(n, _CHUNK)
+
+
+async def _spawn_join_asyncio(n: int) -> Metrics:
+    import asyncio
+
+    ran = Counter()
+    bump = ran.bump
+    sleep = asyncio.sleep
+
+    async def child() -> None:
+        await sleep(0)
+        bump()
+
+    async with asyncio.TaskGroup() as warm:
+        for _ in range(WARMUP):
+            warm.create_task(child())
+    with Stopwatch() as watch:
+        async with asyncio.TaskGroup() as group:
+            create_task = group.create_task
+            for _ in range(n):
+                create_task(child())
+            spawned = watch.elapsed()
+    expect(ran.value() == n + WARMUP, "not every child ran to its end")
+    return watch.metrics(spawn_s=spawned)
+
+
+async def _spawn_join_trio(n: int) -> Metrics:
+    import trio
+
+    ran = Counter()
+    bump = ran.bump
+    checkpoint = trio.lowlevel.checkpoint
+
+    async def child() -> None:
+        await checkpoint()
+        bump()
+
+    async with trio.open_nursery() as warm:
+        for _ in range(WARMUP):
+            warm.start_soon(child)
+    with Stopwatch() as watch:
+        async with trio.open_nursery() as nursery:
+            start_soon = nursery.start_soon
+            for _ in range(n):
+                start_soon(child)
+            spawned = watch.elapsed()
+    expect(ran.value() == n + WARMUP, "not every child ran to its end")
+    return watch.metrics(spawn_s=spawned)
+
+
+async def _spawn_join_anyio(n: int) -> Metrics:
+    import anyio
+    import anyio.lowlevel
+
+    ran = Counter()
+    bump = ran.bump
+    checkpoint = anyio.lowlevel.checkpoint
+
+    async def child() -> None:
+        await checkpoint()
+        bump()
+
+    async with anyio.create_task_group() as warm:
+        for _ in range(WARMUP):
+            warm.start_soon(child)
+    with Stopwatch() as watch:
+        async with anyio.create_task_group() as group:
+            start_soon = group.start_soon
+            for _ in range(n):
+                start_soon(child)
+            spawned = watch.elapsed()
+    expect(ran.value() == n + WARMUP, "not every child ran to its end")
+    return watch.metrics(spawn_s=spawned)
+
+
+register_asyncop(SPAWN_JOIN, _spawn_join_asyncop, workers=(1, 2), nogc=True)
+
+
+@SPAWN_JOIN.system("asyncop_chunk")
+def _spawn_join_chunked(n: int) -> Metrics:
+    return run_asyncop(_spawn_join_asyncop_chunked, n)
+
+
+@SPAWN_JOIN.system("asyncop_1thread")
+def _spawn_join_w1_chunked(n: int) -> Metrics:
+    return run_asyncop(_spawn_join_asyncop_chunked, n, workers=1)
+
+
+register_asyncio(SPAWN_JOIN, _spawn_join_asyncio, nogc=True)
+register_trio(SPAWN_JOIN, _spawn_join_trio)
+register_anyio(SPAWN_JOIN, _spawn_join_anyio)
+
+
+# ----------------------------------------------------------------------
+# cancel_sleepers
+# ----------------------------------------------------------------------
+
+
+async def _cancel_sleepers_asyncop(n: int) -> Metrics:
+    parked = Counter()
+    ended = Counter()
+    park, end = parked.bump, ended.bump
+    sleep = asyncop.sleep
+
+    async def sleeper() -> None:
+        park()
+        try:
+            await sleep(_SLEEP_S)
+        finally:
+            end()
+
+    watch = Stopwatch()
+    async with asyncop.scope() as scope:
+        spawn = scope.spawn
+        for _ in range(n):
+            spawn(sleeper)
+        await asyncop_all_parked(parked, n)
+        watch.start()
+        scope.cancel()
+    watch.stop()
+    expect(ended.value() == n, "not every sleeper ended")
+    return watch.metrics()
+
+
+async def _cancel_sleepers_asyncio(n: int) -> Metrics:
+    import asyncio
+
+    parked = Counter()
+    ended = Counter()
+    park, end = parked.bump, ended.bump
+    sleep = asyncio.sleep
+
+    async def sleeper() -> None:
+        park()
+        try:
+            await sleep(_SLEEP_S)
+        finally:
+            end()
+
+    watch = Stopwatch()
+    try:
+        async with asyncio.TaskGroup() as group:
+            create_task = group.create_task
+            for _ in range(n):
+                create_task(sleeper())
+            # Each new task takes its first step, up to its sleep, in the
+            # next pass of the ready queue; a second pass makes sure.
+            await sleep(0)
+            await sleep(0)
+            expect(parked.value() == n, "not every sleeper was parked at the cancel")
+            watch.start()
+            raise _Stop
+    except* _Stop:
+        watch.stop()
+    expect(ended.value() == n, "not every sleeper ended")
+    return watch.metrics()
+
+
+async def _cancel_sleepers_trio(n: int) -> Metrics:
+    import trio
+    import trio.testing
+
+    parked = Counter()
+    ended = Counter()
+    park, end = parked.bump, ended.bump
+    sleep = trio.sleep
+
+    async def sleeper() -> None:
+        park()
+        try:
+            await sleep(_SLEEP_S)
+        finally:
+            end()
+
+    watch = Stopwatch()
+    async with trio.open_nursery() as nursery:
+        start_soon = nursery.start_soon
+        for _ in range(n):
+            start_soon(sleeper)
+        await trio.testing.wait_all_tasks_blocked()
+        expect(parked.value() == n, "not every sleeper was parked at the cancel")
+        watch.start()
+        nursery.cancel_scope.cancel()
+    watch.stop()
+    expect(ended.value() == n, "not every sleeper ended")
+    return watch.metrics()
+
+
+async def _cancel_sleepers_anyio(n: int) -> Metrics:
+    import anyio
+
+    parked = Counter()
+    ended = Counter()
+    park, end = parked.bump, ended.bump
+    sleep = anyio.sleep
+
+    async def sleeper() -> None:
+        park()
+        try:
+            await sleep(_SLEEP_S)
+        finally:
+            end()
+
+    watch = Stopwatch()
+    async with anyio.create_task_group() as group:
+        start_soon = group.start_soon
+        for _ in range(n):
+            start_soon(sleeper)
+        await anyio.wait_all_tasks_blocked()
+        expect(parked.value() == n, "not every sleeper was parked at the cancel")
+        watch.start()
+        group.cancel_scope.cancel()
+    watch.stop()
+    expect(ended.value() == n, "not every sleeper ended")
+    return watch.metrics()
+
+
+register_asyncop(CANCEL_SLEEPERS, _cancel_sleepers_asyncop, workers=(1,))
+register_asyncio(CANCEL_SLEEPERS, _cancel_sleepers_asyncio)
+register_trio(CANCEL_SLEEPERS, _cancel_sleepers_trio)
+register_anyio(CANCEL_SLEEPERS, _cancel_sleepers_anyio)
