@@ -807,13 +807,13 @@ class Runtime:
                     for sub in watchers:
                         sub.fire(None)
                     return True
-                if worker.extra and self._unstuck_locked() > self._target:
-                    # Retire only after the two checks above: the last busy
-                    # worker must still wake wait_all_blocked() and jump the
-                    # clock, even when it is an extra one on its way out.
-                    if not (self._autojump and self._active == 1 and deadline is not None):
-                        self._retire_locked(worker)
-                        return False
+                # Retire only after the check above, and not when a clock jump
+                # is due: the last busy worker must still wake wait_all_blocked()
+                # and jump the clock, even when it is an extra one on its way out.
+                jump_due = self._autojump and self._active == 1 and deadline is not None
+                if worker.extra and not jump_due and self._unstuck_locked() > self._target:
+                    self._retire_locked(worker)
+                    return False
                 if self._virtual:
                     if deadline is not None and deadline <= self.now():
                         return True
