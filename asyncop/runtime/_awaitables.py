@@ -185,6 +185,28 @@ def _op_outcome(op: AsyncOperation) -> tuple[Any, BaseException | None]:
     )
 
 
+def when_ended(op: AsyncOperation, sub: Subscription, deliver: Callable[[], object]) -> None:
+    """Run ``deliver()`` once ``op`` has ended: now if it has, else when it does.
+
+    The pending call is kept in ``sub.handle`` so that ``forget_end_waiter``
+    can take it back.
+    """
+    with op.runtime._lock:
+        if not op.done:
+            sub.handle = deliver
+            op._add_waiter_locked(deliver)
+            return
+    deliver()
+
+
+def forget_end_waiter(op: AsyncOperation, sub: Subscription) -> None:
+    """Take back what ``when_ended`` registered for ``sub``, if it has not run."""
+    deliver = sub.handle
+    if deliver is not None:
+        sub.handle = None
+        op._remove_waiter(deliver)
+
+
 @final
 class OpWait(WaitEvent):
     """Wait for an operation to end; ``await op`` makes one.
@@ -216,29 +238,13 @@ class OpWait(WaitEvent):
                     "descendant's), which would wait forever; await it from outside its subtree"
                 )
             node = node.parent
-        runtime = op.runtime
-        with runtime._lock:
-            if not op.done:
-
-                def fire() -> None:
-                    if self.as_op:
-                        sub.fire(op)
-                    else:
-                        sub.fire(*_op_outcome(op))
-
-                sub.handle = fire
-                op._add_waiter_locked(fire)
-                return
         if self.as_op:
-            sub.fire(op)
+            when_ended(op, sub, lambda: sub.fire(op))
         else:
-            sub.fire(*_op_outcome(op))
+            when_ended(op, sub, lambda: sub.fire(*_op_outcome(op)))
 
     def _disarm(self, sub: Subscription) -> None:
-        fire = sub.handle
-        if fire is not None:
-            sub.handle = None
-            self.op._remove_waiter(fire)
+        forget_end_waiter(self.op, sub)
 
     def _describe(self) -> str:
         return f"operation {self.op.name!r}"

@@ -779,6 +779,7 @@ class Runtime:
             self._idle.remove(worker)
         else:
             self._active -= 1
+
     def _park(self, worker: Worker, pending: After | None) -> bool:
         """Park until woken or the next deadline; False when the worker must exit.
 

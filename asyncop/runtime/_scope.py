@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, final
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_operation, current_state
 from ..operations._node import OpKind, Outcome
+from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
@@ -242,23 +243,10 @@ class ScopeDone(WaitEvent):
         self.op = op
 
     def _arm(self, sub: Subscription) -> None:
-        op = self.op
-        with op.runtime._lock:
-            if not op.done:
-
-                def fire() -> None:
-                    sub.fire(None)
-
-                sub.handle = fire
-                op._add_waiter_locked(fire)
-                return
-        sub.fire(None)
+        when_ended(self.op, sub, lambda: sub.fire(None))
 
     def _disarm(self, sub: Subscription) -> None:
-        fire = sub.handle
-        if fire is not None:
-            sub.handle = None
-            self.op._remove_waiter(fire)
+        forget_end_waiter(self.op, sub)
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"
