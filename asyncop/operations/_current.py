@@ -28,6 +28,8 @@ class _Current(threading.local):
     # Set by a worker that is about to run the ready queue itself: the next
     # push from this thread need not wake another worker for it.
     keep_next_push: bool = False
+    # The runtime Worker whose thread this is, or None on any other thread.
+    worker: Any = None
 
 
 current_state = _Current()

@@ -12,7 +12,9 @@ uses nothing but the standard library.
   not own the lock cannot release it.
 - :func:`start_thread` starts a named thread on an entry function and its
   context, and returns a handle to join it.
-- :func:`cpu_count` counts the CPUs this process may run on.
+- :func:`cpu_count` counts the CPUs this process may run on, and
+  :func:`thread_cpu_clock` lets another thread read how much CPU a thread
+  has used.
 - :func:`choose_selector` picks the best I/O multiplexer (epoll, kqueue,
   poll or select), and :class:`WakeupChannel` lets any thread interrupt a
   thread blocked in it.
@@ -21,6 +23,7 @@ uses nothing but the standard library.
 from __future__ import annotations
 
 from ._cpu import cpu_count as cpu_count
+from ._cpu import thread_cpu_clock as thread_cpu_clock
 from ._event import WakeEvent as WakeEvent
 from ._event import acquire_for as acquire_for
 from ._lock import RecursiveLock as RecursiveLock
@@ -40,4 +43,5 @@ __all__ = [
     "cpu_count",
     "selector_name",
     "start_thread",
+    "thread_cpu_clock",
 ]

@@ -43,13 +43,13 @@ from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
 from ..operations._current import current_operation, current_state
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
-from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread
+from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread, thread_cpu_clock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
 from ._reactor import Reactor
 from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
 from ._timers import Timer, TimerHeap
-from ._worker import BLOCKED_AFTER, EXTRA_IDLE, IDLE_RETIRE, Worker, monotonic
+from ._worker import BLOCKED_AFTER, COMPUTING, EXTRA_IDLE, IDLE_RETIRE, Worker, monotonic
 
 if TYPE_CHECKING:
     from ..operations._hooks import After
@@ -60,6 +60,7 @@ __all__ = ["Runtime"]
 logger = logging.getLogger("asyncop")
 
 _RUNNING = OperationState.RUNNING
+_CORO = OpKind.CORO
 # Ready items a worker runs before it looks at the timers again.
 _BATCH = 64
 # How long interpreter exit waits for cancelled work before abandoning it.
@@ -581,6 +582,20 @@ class Runtime:
             # This worker runs the queue next: waking another worker for
             # this item would only hand it across threads.
             state.keep_next_push = False
+            return
+        worker = state.worker
+        if (
+            worker is not None
+            and op._kind is _CORO
+            and state.op is None
+            and worker.runtime is self
+            and not worker.parked
+        ):
+            # A coroutine task queued by this worker's own step (or timers):
+            # the worker runs the queue when the step ends. Should the step
+            # not end, the watchdog hands the queue to another worker.
+            if not self._watchdog_armed and not self._stopping:
+                self._arm_watchdog_locked()
         elif self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
@@ -710,6 +725,8 @@ class Runtime:
         # wakes then gets the interpreter at once instead of waiting for
         # this worker's parking bookkeeping.
         pending: After | None = None
+        current_state.worker = worker
+        worker.cpu_clock = thread_cpu_clock()
         try:
             while True:
                 # 1. Run ready work.
@@ -722,6 +739,7 @@ class Runtime:
                         run_after(pending)
                         pending = None
                     worker.item_seq += 1
+                    worker.stepping = op._kind is _CORO
                     worker.busy_since = monotonic()
                     try:
                         pending = self._run_item(op)
@@ -773,6 +791,9 @@ class Runtime:
         waking wait_all_blocked() or jumping the clock. Likewise two workers
         timing out together cannot both count the other as staying.
         """
+        # Always called on the worker's own thread. From here on, what this
+        # thread pushes must wake another worker: it runs no more queue.
+        current_state.worker = None
         if worker in self._workers:
             self._workers.remove(worker)
         if worker in self._idle:
@@ -923,6 +944,8 @@ class Runtime:
 
     def _watchdog_main(self) -> None:
         event = self._watchdog_event
+        # Per worker: the item, real time and CPU time when last looked at.
+        seen: dict[Worker, tuple[int, float, float]] = {}
         while True:
             event.wait()
             while True:
@@ -934,13 +957,43 @@ class Runtime:
                         return
                     if not self._ready:
                         self._watchdog_armed = False
+                        seen.clear()
                         break
-                    if self._idle:
-                        continue
                     now = monotonic()
                     for worker in self._workers:
                         since = worker.busy_since
-                        if since and not worker.replaced and now - since >= BLOCKED_AFTER:
+                        if not since or worker.replaced:
+                            continue
+                        if worker.stepping and _computing(worker, now, seen):
+                            continue
+                        if now - since < BLOCKED_AFTER:
+                            continue
+                        if self._idle:
+                            # The queue waits behind this worker's item while
+                            # another worker is parked: wake that one.
+                            self._wake_one_locked()
+                        else:
                             worker.replaced = True
                             self._start_worker_locked(extra=True)
-                            break
+                        break
+
+
+def _computing(worker: Worker, now: float, seen: dict[Worker, tuple[int, float, float]]) -> bool:
+    """Whether ``worker``'s current coroutine step kept its thread on the CPU.
+
+    Compares the thread's CPU time with real time since the watchdog last
+    looked at the same item; the first look only takes the sample.
+    """
+    clock = worker.cpu_clock
+    if clock is None:
+        return False
+    try:
+        cpu = clock()
+    except OSError:  # pragma: no cover - the thread is just ending
+        return False
+    seq = worker.item_seq
+    last = seen.get(worker)
+    seen[worker] = (seq, now, cpu)
+    if last is None or last[0] != seq or now <= last[1]:
+        return True  # nothing to compare with yet: look again next round
+    return (cpu - last[2]) / (now - last[1]) >= COMPUTING

@@ -15,20 +15,36 @@ happens before the worker's last look at the ready queue: no wake is lost.
 The stack is LIFO so that the most recently active (cache-warm) worker is
 woken first.
 
-A worker stuck in a long synchronous callback is replaced: the watchdog
+Work a coroutine step queues stays with its worker: a push made while a
+worker steps a coroutine (or fires timers, between items) wakes nobody when
+the pushed item is a coroutine task, because that worker runs the queue
+next. Waking another worker for it would only hand the item across threads:
+under the GIL two threads stepping Python code take turns rather than run
+side by side, and every hand-over of the runtime lock between them then
+costs a pair of context switches. Sync callbacks still wake a parked worker
+at once, since they may block.
+
+A worker stuck in one item is replaced: the watchdog
 (``Runtime._watchdog_main``) notices a worker busy with one item for longer
-than ``BLOCKED_AFTER`` while work is queued, and starts an *extra* worker.
-An extra worker retires when it would park and the pool has more unstuck
+than ``BLOCKED_AFTER`` while work is queued, and wakes a parked worker, or
+starts an *extra* one when none is parked. A coroutine step that keeps its
+thread computing (it used at least ``COMPUTING`` of one CPU since the
+watchdog last looked) is left alone: another thread could only take turns
+with it for the GIL, and the step holds its worker as it would hold any
+event loop. One blocked in a system call uses no CPU and is replaced. An
+extra worker retires when it would park and the pool has more unstuck
 workers than its target size.
 
-Who writes what: ``busy_since``, ``item_seq`` and ``replaced`` are written
-by the worker itself and read by the watchdog; everything else is written
-under the runtime lock.
+Who writes what: ``busy_since``, ``item_seq``, ``stepping`` and
+``replaced`` are written by the worker itself and read by the watchdog;
+``cpu_clock`` is set once when the thread starts; everything else is
+written under the runtime lock.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
 from ..platform import ThreadHandle, WakeEvent
@@ -36,10 +52,12 @@ from ..platform import ThreadHandle, WakeEvent
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["BLOCKED_AFTER", "EXTRA_IDLE", "IDLE_RETIRE", "Worker"]
+__all__ = ["BLOCKED_AFTER", "COMPUTING", "EXTRA_IDLE", "IDLE_RETIRE", "Worker"]
 
 # A worker busy with one item for this long, while work waits, is replaced.
 BLOCKED_AFTER = 0.05
+# The share of one CPU above which a long coroutine step counts as computing.
+COMPUTING = 0.5
 # In dynamic mode, a worker parked this long with nothing to do retires.
 IDLE_RETIRE = 2.0
 # An extra worker re-checks this often whether the pool still needs it.
@@ -52,6 +70,7 @@ class Worker:
 
     __slots__ = (
         "busy_since",
+        "cpu_clock",
         "event",
         "extra",
         "handle",
@@ -61,6 +80,7 @@ class Worker:
         "parked_at",
         "replaced",
         "runtime",
+        "stepping",
     )
 
     def __init__(self, runtime: Runtime, index: int, *, extra: bool) -> None:
@@ -72,6 +92,11 @@ class Worker:
         # Real monotonic time the current item started, 0.0 when not busy.
         self.busy_since = 0.0
         self.item_seq = 0
+        # Whether the current item is a coroutine step (not a sync callback).
+        self.stepping = False
+        # Reads the thread's CPU time from any thread; None where the OS
+        # cannot, and then a long step always counts as blocked.
+        self.cpu_clock: Callable[[], float] | None = None
         # True once the watchdog started a replacement for the current item.
         self.replaced = False
         # True while on the idle stack; cleared by whoever pops it (under the

@@ -1,4 +1,4 @@
-"""Tests for cpu_count: the CPUs this process may run on."""
+"""Tests for cpu_count and thread_cpu_clock."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from asyncop.platform import cpu_count
+from asyncop.platform import cpu_count, thread_cpu_clock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,3 +68,52 @@ def test_cpu_count_respects_a_restricted_affinity() -> None:
         pytest.skip(f"sched_setaffinity refused: {value}")
     assert word == "count", done.stdout
     assert int(value) == 1
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clock")
+def test_thread_cpu_clock_reads_another_threads_cpu_time() -> None:
+    readers: list[object] = []
+    made = threading.Event()
+    go = threading.Event()
+
+    def target() -> None:
+        readers.append(thread_cpu_clock())
+        made.set()
+        go.wait(10)
+        _spin(0.2)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        assert made.wait(10)
+        reader = readers[0]
+        assert callable(reader)
+        before = reader()
+        # Parked in a wait, the thread uses no CPU, however long this one spins.
+        _spin(0.1)
+        assert reader() - before < 0.05
+        go.set()
+        thread.join(10)
+    finally:
+        go.set()
+        thread.join(10)
+    # The reader still answers the thread's total once it has ended... or
+    # fails, as the clock went with the thread: either way it spun 0.2 s.
+    try:
+        spent = reader() - before
+    except OSError:
+        return
+    assert spent >= 0.1
+
+
+def test_thread_cpu_clock_is_none_without_per_thread_clocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(time, "pthread_getcpuclockid", raising=False)
+    assert thread_cpu_clock() is None

@@ -15,6 +15,7 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, OperationState, current_operation
+from asyncop.runtime import _scheduler
 from asyncop.testing import VirtualClock
 
 # ----------------------------------------------------------------------
@@ -266,6 +267,128 @@ def test_extra_worker_retires_after_the_stuck_callback_returns(
         ]
         # The pool still runs work after the extra left.
         assert rt.spawn(lambda: 7).wait(5).value == 7
+
+
+# ----------------------------------------------------------------------
+# Coroutine work stays with the worker that queued it
+# ----------------------------------------------------------------------
+
+
+def settle(runtime: asyncop.Runtime) -> None:
+    """Let every worker of a new runtime reach its park.
+
+    A worker that has not parked yet still looks at the queue, and takes
+    whatever it finds there, whoever queued it.
+    """
+    runtime.run(lambda: None)
+    time.sleep(0.1)
+
+
+@pytest.mark.timeout(20)
+def test_coroutines_a_step_spawns_run_on_its_own_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Internal: no watchdog hand-over, however slow this machine is.
+    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
+    ran_on: list[int] = []
+
+    async def child() -> None:
+        ran_on.append(threading.get_ident())
+        await asyncop.checkpoint()
+        ran_on.append(threading.get_ident())
+
+    async def main() -> int:
+        async with asyncop.scope() as s:
+            for _ in range(50):
+                s.spawn(child)
+        return threading.get_ident()
+
+    with asyncop.Runtime(2, name=fresh_name("local")) as rt:
+        settle(rt)
+        for _ in range(3):
+            ran_on.clear()
+            spawner = rt.run(main)
+            # The other worker, parked, was never woken to take a share.
+            assert set(ran_on) == {spawner}
+
+
+@pytest.mark.timeout(20)
+def test_a_sync_callback_a_coroutine_spawns_wakes_a_parked_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
+    gate = threading.Event()
+
+    def blocker() -> str:
+        gate.wait(15)
+        return "released"
+
+    async def main() -> str:
+        async with asyncop.scope() as s:
+            held = s.spawn(blocker)
+            # The blocker may hold one worker: the other must have been woken
+            # for it or for this, or this await would wait for the gate.
+            quick = await s.spawn(lambda: "quick")
+            assert not held.done
+            gate.set()
+        return str(quick)
+
+    with asyncop.Runtime(2, name=fresh_name("syncwake")) as rt:
+        try:
+            assert rt.run(main) == "quick"
+        finally:
+            gate.set()
+
+
+@pytest.mark.timeout(20)
+def test_work_queued_behind_a_blocked_coroutine_step_moves_to_a_parked_worker() -> None:
+    child_done = threading.Event()
+
+    async def child() -> None:
+        child_done.set()
+
+    async def main() -> bool:
+        async with asyncop.scope() as s:
+            s.spawn(child)
+            # Blocking a worker inside a step is a bug, but the queue behind
+            # it must not wait for it: the watchdog hands it to the other
+            # worker. The step sleeps, so it uses no CPU.
+            deadline = time.monotonic() + 10
+            while not child_done.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return child_done.is_set()
+
+    with asyncop.Runtime(2, name=fresh_name("blocked")) as rt:
+        assert rt.run(main) is True
+
+
+@pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clock")
+@pytest.mark.timeout(20)
+def test_a_computing_coroutine_step_keeps_its_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    log: list[tuple[str, int]] = []
+
+    async def child() -> None:
+        log.append(("child", threading.get_ident()))
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(child)
+            # A step that computes holds its worker, as it would hold any
+            # event loop: another thread could only take turns with it for
+            # the GIL. Long enough for the watchdog to look several times.
+            end = time.perf_counter() + 0.4
+            while time.perf_counter() < end:
+                pass
+            log.append(("spun", threading.get_ident()))
+
+    with asyncop.Runtime(2, name=fresh_name("computing")) as rt:
+        settle(rt)
+        rt.run(main)
+        assert len(worker_threads(rt)) == 2  # no extra worker either
+    (first, spinner), (second, runner) = log
+    assert (first, second) == ("spun", "child")
+    assert runner == spinner
 
 
 # ----------------------------------------------------------------------
