@@ -952,30 +952,73 @@ class Runtime:
                 if self._stopping:
                     return
                 event.wait(BLOCKED_AFTER / 2)
-                with self._lock:
-                    if self._stopping:
-                        return
-                    if not self._ready:
-                        self._watchdog_armed = False
-                        seen.clear()
-                        break
-                    now = monotonic()
-                    for worker in self._workers:
-                        since = worker.busy_since
-                        if not since or worker.replaced:
-                            continue
-                        if worker.stepping and _computing(worker, now, seen):
-                            continue
-                        if now - since < BLOCKED_AFTER:
-                            continue
-                        if self._idle:
-                            # The queue waits behind this worker's item while
-                            # another worker is parked: wake that one.
-                            self._wake_one_locked()
-                        else:
-                            worker.replaced = True
-                            self._start_worker_locked(extra=True)
-                        break
+                if self._stopping:
+                    return
+                # Look without the lock first: a worker steps tasks under it
+                # many times a millisecond, and taking it from this thread
+                # each round would make the two trade the GIL for it.
+                if not self._ready and self._disarm_watchdog():
+                    seen.clear()
+                    break
+                stuck = self._find_stuck(seen)
+                if stuck is not None:
+                    self._replace(*stuck)
+
+    def _disarm_watchdog(self) -> bool:
+        """Stop watching if the queue is still empty; False if it is not.
+
+        Only tries the lock: a worker that holds it is busy, and waiting
+        for it here would hold that worker up.
+        """
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            if self._ready:
+                return False
+            self._watchdog_armed = False
+            return True
+        finally:
+            lock.release()
+
+    def _find_stuck(
+        self, seen: dict[Worker, tuple[int, float, float]]
+    ) -> tuple[Worker, int] | None:
+        """A worker held by one item too long, with the item's number, or None.
+
+        Reads what the workers publish without the lock; ``_replace`` checks
+        again under it.
+        """
+        now = monotonic()
+        for worker in list(self._workers):
+            since = worker.busy_since
+            if not since or worker.replaced:
+                continue
+            if worker.stepping and _computing(worker, now, seen):
+                continue
+            if now - since >= BLOCKED_AFTER:
+                return worker, worker.item_seq
+        return None
+
+    def _replace(self, worker: Worker, item: int) -> None:
+        """Hand the queue behind ``worker``'s item to a parked or an extra worker."""
+        with self._lock:
+            if (
+                self._stopping
+                or not self._ready
+                or worker.item_seq != item
+                or not worker.busy_since
+                or worker.replaced
+                or worker not in self._workers
+            ):
+                return  # it moved on meanwhile
+            if self._idle:
+                # The queue waits behind this worker's item while another
+                # worker is parked: wake that one.
+                self._wake_one_locked()
+            else:
+                worker.replaced = True
+                self._start_worker_locked(extra=True)
 
 
 def _computing(worker: Worker, now: float, seen: dict[Worker, tuple[int, float, float]]) -> bool:
