@@ -583,24 +583,33 @@ class Runtime:
             # this item would only hand it across threads.
             state.keep_next_push = False
             return
-        worker = state.worker
-        if (
-            worker is not None
-            and op._kind is _CORO
-            and state.op is None
-            and worker.runtime is self
-            and not worker.parked
-        ):
+        if op._kind is _CORO and self._on_own_worker(state):
             # A coroutine task queued by this worker's own step (or timers):
             # the worker runs the queue when the step ends. Should the step
             # not end, the watchdog hands the queue to another worker.
-            if not self._watchdog_armed and not self._stopping:
-                self._arm_watchdog_locked()
+            self._watch_locked()
         elif self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
             self._start_worker_locked(extra=False)
         elif not self._watchdog_armed and not self._stopping:
+            self._arm_watchdog_locked()
+
+    def _on_own_worker(self, state: Any) -> bool:
+        """Whether the calling thread is a worker of this runtime that will
+        look at the queue and the timers again before it parks.
+
+        That is a worker stepping a coroutine or between items, not one
+        inside a sync callback (which may block) nor one already parking.
+        """
+        worker = state.worker
+        return (
+            worker is not None and state.op is None and worker.runtime is self and not worker.parked
+        )
+
+    def _watch_locked(self) -> None:
+        """Make sure the watchdog looks: work waits on a busy worker."""
+        if not self._watchdog_armed and not self._stopping:
             self._arm_watchdog_locked()
 
     # ------------------------------------------------------------------
@@ -663,9 +672,15 @@ class Runtime:
             self._next_deadline = deadline
             # A parked worker sleeps until the old earliest deadline; wake
             # one to re-park on the new one (or, on an autojumping virtual
-            # clock, to notice that time may jump now).
+            # clock, to notice that time may jump now). Unless this thread
+            # is a worker that looks at the timers before it parks anyway:
+            # the woken one would then fire them beside it, and two threads
+            # stepping the woken tasks only take turns for the GIL.
             if self._idle:
-                self._wake_one_locked()
+                if not self._virtual and self._on_own_worker(current_state):
+                    self._watch_locked()
+                else:
+                    self._wake_one_locked()
         return timer
 
     def _cancel_timer_locked(self, timer: Timer) -> None:
@@ -957,7 +972,7 @@ class Runtime:
                 # Look without the lock first: a worker steps tasks under it
                 # many times a millisecond, and taking it from this thread
                 # each round would make the two trade the GIL for it.
-                if not self._ready and self._disarm_watchdog():
+                if not self._work_waits() and self._disarm_watchdog():
                     seen.clear()
                     break
                 stuck = self._find_stuck(seen)
@@ -974,12 +989,17 @@ class Runtime:
         if not lock.acquire(blocking=False):
             return False
         try:
-            if self._ready:
+            if self._work_waits() or (self._next_deadline < _INF and self._active and self._idle):
+                # A timer that only a busy worker would fire: keep watching.
                 return False
             self._watchdog_armed = False
             return True
         finally:
             lock.release()
+
+    def _work_waits(self) -> bool:
+        """Whether queued work or a due timer waits for a worker."""
+        return bool(self._ready) or self._next_deadline <= self.now()
 
     def _find_stuck(
         self, seen: dict[Worker, tuple[int, float, float]]
@@ -1005,7 +1025,7 @@ class Runtime:
         with self._lock:
             if (
                 self._stopping
-                or not self._ready
+                or not self._work_waits()
                 or worker.item_seq != item
                 or not worker.busy_since
                 or worker.replaced

@@ -362,6 +362,53 @@ def test_work_queued_behind_a_blocked_coroutine_step_moves_to_a_parked_worker() 
         assert rt.run(main) is True
 
 
+@pytest.mark.timeout(20)
+def test_sleeps_a_step_arms_wake_on_its_own_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
+    woke_on: list[int] = []
+
+    async def child(delay: float) -> None:
+        await asyncop.sleep(delay)
+        woke_on.append(threading.get_ident())
+
+    async def main() -> int:
+        async with asyncop.scope() as s:
+            # Each sleep is the new earliest deadline when it is armed.
+            for index in range(10):
+                s.spawn(child, 0.05 - index * 0.004)
+        return threading.get_ident()
+
+    with asyncop.Runtime(2, name=fresh_name("timers")) as rt:
+        settle(rt)
+        spawner = rt.run(main)
+    # The parked worker was not woken to fire them beside this one.
+    assert woke_on == [spawner] * 10
+
+
+@pytest.mark.timeout(20)
+def test_a_timer_due_behind_a_blocked_coroutine_step_fires_on_a_parked_worker() -> None:
+    slept = threading.Event()
+
+    async def child() -> None:
+        await asyncop.sleep(0.05)
+        slept.set()
+
+    async def main() -> bool:
+        async with asyncop.scope() as s:
+            s.spawn(child)
+            await asyncop.checkpoint()  # the child arms its sleep on this worker
+            # Then this step blocks the worker with nothing queued: the due
+            # timer is the watchdog's to hand to the parked worker.
+            deadline = time.monotonic() + 10
+            while not slept.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return slept.is_set()
+
+    with asyncop.Runtime(2, name=fresh_name("duetimer")) as rt:
+        settle(rt)
+        assert rt.run(main) is True
+
+
 @pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clock")
 @pytest.mark.timeout(20)
 def test_a_computing_coroutine_step_keeps_its_queue(monkeypatch: pytest.MonkeyPatch) -> None:
