@@ -13,12 +13,11 @@
   same tasks on one and on two workers (``asyncop`` has one per CPU).
   ``asyncop_nogc`` and ``asyncio_nogc`` turn the collector off, which
   tells how much of each figure is garbage collection. The tight spawn
-  loop is one step of seconds, long enough for the watchdog to take its
-  worker for stuck and start extra ones (``threads`` reports the count),
-  so even ``Runtime(1)`` steps the children on several threads;
+  loop is one step of seconds; it computes, so the watchdog leaves it
+  alone, and the children it queues run on its worker once it ends
+  (``threads`` counts the threads, to show that no extra worker joined).
   ``asyncop_chunk`` and ``asyncop_1thread`` (on one worker) checkpoint
-  after every 1,000 spawns, and the latter is the one-loop-thread design,
-  measured against stepping on N workers.
+  after every 1,000 spawns, so children run while the loop goes on.
 
 - ``cancel_sleepers``: n tasks sleep for an hour (so that each holds a
   real timer, on every system), then the scope is cancelled; timed from
@@ -29,8 +28,7 @@
   twice, and each checks the count before the cancel. asyncio's ``TaskGroup``
   has no cancel, so its body raises and the group cancels the children, as
   it would for any failure. Target: asyncop's time at most asyncio's.
-  ``asyncop_w1`` runs it on one worker; the cancel of n children is one
-  step too, so a long one brings in an extra worker there as well.
+  ``asyncop_w1`` runs it on one worker.
 
 Both run at n and n/10, and check that every task ran (and ended) so that a
 fast but wrong run fails rather than scores.

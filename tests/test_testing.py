@@ -398,8 +398,9 @@ def test_assert_checkpoints_in_a_sync_operation_raises_runtime_error(
 @pytest.mark.timeout(60)
 def test_wait_all_blocked_returns_when_an_extra_worker_parks_last() -> None:
     # Spawning thousands of children in one step keeps a worker busy long
-    # enough for the watchdog to add extra workers; the last worker to park
-    # may be an extra one on its way out, and it must still wake the waiter.
+    # enough for the watchdog to look at it (where there is no per-thread
+    # CPU clock, to add extra workers); the last worker to park may then be
+    # an extra one on its way out, and it must still wake the waiter.
     async def sleeper() -> None:
         await asyncop.sleep(3600)
 
