@@ -980,7 +980,7 @@ class Runtime:
                     self._replace(*stuck)
 
     def _disarm_watchdog(self) -> bool:
-        """Stop watching if the queue is still empty; False if it is not.
+        """Stop watching unless work or a timer still needs it; False if one does.
 
         Only tries the lock: a worker that holds it is busy, and waiting
         for it here would hold that worker up.
