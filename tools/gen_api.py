@@ -270,8 +270,9 @@ class _Slugs:
 
 def _is_final_class(cls: type) -> bool:
     # typing.final sets __final__ on the class: asyncop marks with it the
-    # classes the runtime makes and users only receive.
-    return bool(cls.__dict__.get("__final__", False))
+    # classes the runtime makes and users only receive. A class that the
+    # runtime itself subclasses says so with _made_by_runtime instead.
+    return bool(cls.__dict__.get("__final__", False) or cls.__dict__.get("_made_by_runtime"))
 
 
 def _class_line(cls: type) -> str:

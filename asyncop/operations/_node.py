@@ -135,7 +135,6 @@ class AsyncOperation:
 
     runtime: RuntimeHooks
     name: str
-    token: CancelToken
     filename: str
     lineno: int
     parent: AsyncOperation | None
@@ -164,6 +163,10 @@ class AsyncOperation:
     _expired: bool
     _interrupted: bool
     _task: Any
+    # The token is made on first use (most operations never hand theirs
+    # out); until then, and always for the runtime, the flag is the truth.
+    _cancelled: bool
+    _token: CancelToken | None
 
     def __init__(
         self,
@@ -172,14 +175,12 @@ class AsyncOperation:
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
         name: str,
-        token: CancelToken,
         ctx: contextvars.Context | None,
         filename: str,
         lineno: int,
     ) -> None:
         self.runtime = runtime
         self.name = name
-        self.token = token
         self.filename = filename
         self.lineno = lineno
         self.parent = None
@@ -208,10 +209,36 @@ class AsyncOperation:
         self._expired = False
         self._interrupted = False
         self._task = None
+        self._cancelled = False
+        self._token = None
 
     # ------------------------------------------------------------------
     # Public reading
     # ------------------------------------------------------------------
+
+    @property
+    def token(self) -> CancelToken:
+        """The operation's cancellation token: sync work polls it."""
+        token = self._token
+        if token is None:
+            lock = self.runtime._lock
+            with lock:
+                token = self._token
+                if token is None:
+                    token = self._token = CancelToken(lock)
+                    if self._cancelled:
+                        token._cancelled = True
+        return token
+
+    def _cancel_token_locked(self, after: After) -> bool:
+        """Mark this operation's token cancelled; False if it already was."""
+        if self._cancelled:
+            return False
+        self._cancelled = True
+        token = self._token
+        if token is not None:
+            token._cancel_locked(after)
+        return True
 
     @property
     def state(self) -> OperationState:
@@ -315,7 +342,7 @@ class AsyncOperation:
             parent = self.parent
             # Dropping the shield lets in a cancel that is already pending
             # above: the subtree must not stay live under a cancelled parent.
-            if not value and parent is not None and parent.token.cancelled:
+            if not value and parent is not None and parent._cancelled:
                 self._cancel_locked(parent.cancel_reason, after)
         run_after(after)
 
@@ -347,7 +374,7 @@ class AsyncOperation:
         child born under a cancelled parent is born cancelled), so the walk
         would find nothing to do there. This makes a repeated cancel O(1).
         """
-        if _is_final(self._state) or self.token._cancelled:
+        if _is_final(self._state) or self._cancelled:
             return
         stack = [self]
         unstarted: list[AsyncOperation] = []
@@ -355,7 +382,7 @@ class AsyncOperation:
             node = stack.pop()
             if node.cancel_reason is None:
                 node.cancel_reason = reason
-            node.token._cancel_locked(after)
+            node._cancel_token_locked(after)
             state = node._state
             if state is _CREATED or state is _PENDING:
                 if node._outcome is Outcome.NONE:
@@ -368,7 +395,7 @@ class AsyncOperation:
                 node.runtime._on_cancel_running_locked(node, after)
             child = node.first_child
             while child is not None:
-                if not child._shield and not child.token._cancelled:
+                if not child._shield and not child._cancelled:
                     stack.append(child)
                 child = child.sibling_next
         # Deepest first, so that a CREATED parent whose children were all
@@ -391,13 +418,9 @@ class AsyncOperation:
             node = self
             while not node._shield and node.parent is not None:
                 node = node.parent
-                if (
-                    node._deadline is not None
-                    and node._deadline <= now
-                    and not node.token._cancelled
-                ):
+                if node._deadline is not None and node._deadline <= now and not node._cancelled:
                     target = node
-            if target.token._cancelled:
+            if target._cancelled:
                 return
             target._expired = True
             target._cancel_locked("deadline passed", after)
@@ -614,7 +637,11 @@ class AsyncOperation:
 
     def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
         """Record how the own work ended; finalize if no child is live."""
-        run_after(self._end_work_deferred(outcome, value, error))
+        after: After = []
+        with self.runtime._lock:
+            self._end_work_locked(outcome, value, error, after)
+        if after:
+            run_after(after)
 
     def _end_work_deferred(
         self, outcome: Outcome, value: Any, error: BaseException | None
@@ -658,11 +685,13 @@ class AsyncOperation:
     def _finalize_locked(self, after: After) -> None:
         failures = self._failures
         own = self._error if self._outcome is Outcome.ERROR else None
-        if own is not None and not isinstance(own, Cancelled):
-            errors = [own, *failures] if failures else [own]
-        else:
-            errors = list(failures) if failures else []
-        if errors:
+        if own is not None and isinstance(own, Cancelled):
+            own = None
+        if own is not None or failures:
+            if own is None:
+                errors = list(failures)  # type: ignore[arg-type]
+            else:
+                errors = [own, *failures] if failures else [own]
             if len(errors) == 1 and not failures and self._kind is not OpKind.SCOPE:
                 error: BaseException = errors[0]
             else:
@@ -673,7 +702,7 @@ class AsyncOperation:
         elif self._outcome is Outcome.VALUE and not (
             # A scope's block has no value worth keeping: a scope whose cancel
             # interrupted its children ended CANCELLED, however its block left.
-            self._kind is OpKind.SCOPE and self.token._cancelled and self._interrupted
+            self._kind is OpKind.SCOPE and self._cancelled and self._interrupted
         ):
             self._error = None
             state = _COMPLETED

@@ -39,7 +39,7 @@ from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any
 
-from ..operations import AsyncOperation, Cancelled, CancelToken, OperationState
+from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_operation, current_state
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
@@ -61,6 +61,8 @@ logger = logging.getLogger("asyncop")
 
 _RUNNING = OperationState.RUNNING
 _CORO = OpKind.CORO
+_SYNC = OpKind.SYNC
+_SCOPE = OpKind.SCOPE
 # Ready items a worker runs before it looks at the timers again.
 _BATCH = 64
 # How long interpreter exit waits for cancelled work before abandoning it.
@@ -331,7 +333,7 @@ class Runtime:
 
     def _describe_locked(self, op: AsyncOperation) -> str:
         text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
-        if op.token.cancelled and not op.done:
+        if op._cancelled and not op.done:
             reason = op.cancel_reason
             text += " cancelling" + (f" ({reason})" if reason is not None else "")
         if op._deadline is not None:
@@ -440,50 +442,52 @@ class Runtime:
         between linking and queueing.
         """
         if kind is None:
-            if not callable(fn):
+            if type(fn) is FunctionType:  # fast path: read the code flags
+                kind = _CORO if fn.__code__.co_flags & CO_COROUTINE else _SYNC
+                if name is None:
+                    name = fn.__qualname__
+            elif not callable(fn):
                 what = "callback" if seed_shape else "function"
                 label = f"operation {name!r}" if isinstance(name, str) else "an operation"
                 raise TypeError(
                     f"cannot make {label} from {fn!r}: the {what} is not callable; "
                     "pass a function (def or async def)"
                 )
-            if type(fn) is FunctionType:  # fast path: read the code flags
-                is_coro = bool(fn.__code__.co_flags & CO_COROUTINE)
             else:
-                is_coro = inspect.iscoroutinefunction(fn)
-            kind = OpKind.CORO if is_coro else OpKind.SYNC
+                kind = _CORO if inspect.iscoroutinefunction(fn) else _SYNC
         if name is None:
             name = _describe(fn) if fn is not None else "scope"
-        elif not isinstance(name, str):
+        elif type(name) is not str and not isinstance(name, str):
             raise TypeError(
                 f"operation name must be a str, got {type(name).__name__}; pass name='...'"
             )
-        if parent is not None and not isinstance(parent, AsyncOperation):
-            raise TypeError(
-                f"parent must be an AsyncOperation, got {type(parent).__name__}; "
-                "pass an operation made by this runtime"
-            )
+        if parent is not None:
+            if type(parent) is not AsyncOperation:
+                raise TypeError(
+                    f"parent must be an AsyncOperation, got {type(parent).__name__}; "
+                    "pass an operation made by this runtime"
+                )
+            if parent.runtime is not self:
+                raise RuntimeError(
+                    f"cannot link operation {name!r} under {parent.name!r}, which belongs "
+                    f"to runtime {parent.runtime.name!r}; make it with that runtime"
+                )
         # spawn() -> _spawn() -> here: the user's frame is 4 up; create() -> here: 3.
         filename, lineno = _user_frame(4 if submit else 3)
-        if kind is OpKind.SCOPE:
+        if kind is _SCOPE:
             ctx = None
-        elif parent is None or current_operation() is parent or parent._ctx is None:
+        elif parent is None or parent._ctx is None or current_operation() is parent:
             ctx = contextvars.copy_context()
         else:
             ctx = parent._ctx.copy()
-        op = AsyncOperation(
-            self, kind, fn, args, name, CancelToken(self._lock), ctx, filename, lineno
-        )
-        op._shield = shield
-        if kind is OpKind.CORO:
+        op = AsyncOperation(self, kind, fn, args, name, ctx, filename, lineno)
+        if shield:
+            op._shield = True
+        if supervise:
+            op._supervised = True
+        if kind is _CORO:
             op._task = TaskState(op, self)
-        if parent is not None and parent.runtime is not self:
-            raise RuntimeError(
-                f"cannot link operation {name!r} under {parent.name!r}, which belongs to "
-                f"runtime {parent.runtime.name!r}; make it with that runtime"
-            )
-        op._supervised = supervise
-        if parent is None and kind is not OpKind.SCOPE and not submit:
+        if parent is None and kind is not _SCOPE and not submit:
             return op
         after: After = []
         with self._lock:
@@ -503,20 +507,21 @@ class Runtime:
                 op._transition_to_running()
                 if parent is None:
                     self._track_root_locked(op)
-                elif parent.token._cancelled and not shield:
+                elif parent._cancelled and not shield:
                     op.cancel_reason = parent.cancel_reason
-                    op.token._cancel_locked(after)
-            elif parent is not None and parent.token._cancelled and not shield:
+                    op._cancel_token_locked(after)
+            elif parent is not None and parent._cancelled and not shield:
                 # Born CANCELLED: it never runs, and unlinks at once.
                 op.cancel_reason = parent.cancel_reason
-                op.token._cancel_locked(after)
+                op._cancel_token_locked(after)
                 op._end_work_locked(Outcome.CANCELLED, None, None, after)
             elif submit:
                 if parent is None:
                     self._roots[op] = None
                 op._transition_to_pending()
                 self._push_locked(op)
-        run_after(after)
+        if after:
+            run_after(after)
         return op
 
     def _spawn(
@@ -554,7 +559,7 @@ class Runtime:
                     "and cannot be submitted; spawn the work into the scope instead"
                 )
             if op._outcome is not Outcome.NONE or _is_final(op._state):
-                state = "cancelled" if op.token._cancelled else op._state.name
+                state = "cancelled" if op._cancelled else op._state.name
                 raise RuntimeError(
                     f"cannot submit operation {op.name!r}: it is {state}; "
                     "create a new operation to run the callback again"
@@ -583,11 +588,20 @@ class Runtime:
             # this item would only hand it across threads.
             state.keep_next_push = False
             return
-        if op._kind is _CORO and self._on_own_worker(state):
+        worker = state.worker
+        if (
+            op._kind is _CORO
+            and worker is not None
+            and state.op is None
+            and worker.runtime is self
+            and not worker.parked
+        ):
             # A coroutine task queued by this worker's own step (or timers):
-            # the worker runs the queue when the step ends. Should the step
-            # not end, the watchdog hands the queue to another worker.
-            self._watch_locked()
+            # the worker runs the queue when the step ends (the test of
+            # _on_own_worker, inline: this is the hottest path). Should the
+            # step not end, the watchdog hands the queue to another worker.
+            if not self._watchdog_armed and not self._stopping:
+                self._arm_watchdog_locked()
         elif self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
@@ -645,7 +659,7 @@ class Runtime:
         else:
             # Cancelled before its first step: if a worker pops it anyway,
             # it finalizes it without running it.
-            task.waker._transition_to_ignored()
+            task._transition_to_ignored()
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
@@ -754,10 +768,13 @@ class Runtime:
                         run_after(pending)
                         pending = None
                     worker.item_seq += 1
-                    worker.stepping = op._kind is _CORO
+                    coro = worker.stepping = op._kind is _CORO
                     worker.busy_since = monotonic()
                     try:
-                        pending = self._run_item(op)
+                        if coro:
+                            step(self, op)
+                        else:
+                            pending = self._run_item(op)
                     except BaseException:  # pragma: no cover - a bug in asyncop
                         logger.exception("asyncop: worker failed running %r", op)
                     # Do not keep the last item alive from this frame: an
@@ -913,10 +930,10 @@ class Runtime:
         )
 
     def _run_item(self, op: AsyncOperation) -> After | None:
-        """Run one ready item; return what is left to run outside the lock."""
-        if op._kind is OpKind.CORO:
-            step(self, op)
-            return None
+        """Run one ready sync item; return what is left to run outside the lock.
+
+        (The worker loop steps a coroutine item itself.)
+        """
         with self._lock:
             if not op._transition_to_running():
                 return None  # cancelled while queued: already finalized, never runs

@@ -225,7 +225,7 @@ class Scope:
             raise TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled") from None
         if isinstance(exc, Cancelled):
             parent = self._parent
-            outside = not op.shield and parent is not None and parent.token.cancelled
+            outside = not op.shield and parent is not None and parent._cancelled
             # Swallow the Cancelled that this scope's own cancel caused.
             return not outside
         return False

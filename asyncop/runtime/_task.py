@@ -55,14 +55,14 @@ _MAX_INLINE = 32
 
 
 @final
-class TaskState:
-    """The coroutine side of a coroutine operation."""
+class TaskState(Waker):
+    """The coroutine side of a coroutine operation, and its one waker."""
 
-    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "op", "outer", "waker")
+    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "op", "outer")
 
     def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
+        Waker.__init__(self, op, runtime)
         self.op = op
-        self.waker = Waker(op, runtime)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -90,8 +90,13 @@ class TaskState:
             return None
         return frame.f_code.co_filename, frame.f_lineno
 
+    @property
+    def waker(self) -> Waker:
+        """The task's waker: the task state itself."""
+        return self
+
     def __repr__(self) -> str:
-        return f"<TaskState of {self.op.name!r} {self.waker.status.name}>"
+        return f"<TaskState of {self.op.name!r} {self.status.name}>"
 
 
 def on_cancel_running(op: AsyncOperation, after: After) -> None:
@@ -104,8 +109,8 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     task: TaskState | None = op._task
     if task is None:
         return
-    waker = task.waker
-    if task.cancellable and task.current.token._cancelled and waker._transition_to_queued():
+    waker = task
+    if task.cancellable and task.current._cancelled and waker._transition_to_queued():
         waker.triggered = None
         waker.result = None
         waker.error = Cancelled()
@@ -124,7 +129,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
     task: TaskState | None = op._task
     if task is None:
         return  # already final: cancelled while queued (its waker IGNORED)
-    waker = task.waker
+    waker = task
     lock = runtime._lock
     with lock:
         if op._state is _PENDING:
@@ -148,7 +153,7 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         except BaseException as exc:
             _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
-        if not isinstance(coro, CoroutineType | Coroutine):
+        if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
             _finish(task, Outcome.VALUE, coro, None)
             return
         task.coro = coro
@@ -179,6 +184,17 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
             state.task = None
         task.checkpoints += 1
         value = error = None
+        if ev is CHECKPOINT:
+            # The commonest await, on its own short path: a cancellation
+            # point (check 1), then the back of the ready queue.
+            if task.current._cancelled:
+                error = Cancelled()
+                continue
+            with lock:
+                waker._reset()
+                waker._transition_to_requeued()
+                runtime._push_locked(op)
+            return
         if type(ev) is AsyncOperation:
             ev = OpWait(ev)
         elif not hasattr(ev, "_arm"):
@@ -187,25 +203,19 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
         # Cancellation point, check 1: on entry. Every runtime awaitable is
         # one, even those a cancel cannot interrupt once they wait (a
         # blocking call); only a scope's wait for its children is exempt.
-        if ev.entry_checked and task.current.token._cancelled:
+        if ev.entry_checked and task.current._cancelled:
             error = Cancelled()
             continue
         inline += 1
-        if ev is CHECKPOINT or inline > _MAX_INLINE:
-            if ev is not CHECKPOINT:
-                # Too many ready-at-once waits in a row: deliver this one
-                # after a trip through the ready queue.
-                value, error = _arm_now(task, ev)
-                if value is _NOT_READY:
-                    return
-                with lock:
-                    waker._reset()
-                    waker.result, waker.error = value, error
-                    waker._transition_to_requeued()
-                    runtime._push_locked(op)
+        if inline > _MAX_INLINE:
+            # Too many ready-at-once waits in a row: deliver this one
+            # after a trip through the ready queue.
+            value, error = _arm_now(task, ev)
+            if value is _NOT_READY:
                 return
             with lock:
                 waker._reset()
+                waker.result, waker.error = value, error
                 waker._transition_to_requeued()
                 runtime._push_locked(op)
             return
@@ -227,7 +237,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     Returns ``(_NOT_READY, None)`` when the task suspended (the caller must
     return without touching the task), else the value or error to deliver.
     """
-    waker = task.waker
+    waker = task
     waker._reset()
     sub = Subscription(waker, ev, resolve)
     waker._add_subscription(sub)
@@ -241,7 +251,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     with waker.runtime._lock:
         if waker.status is _RESULT:
             value, error = waker.result, waker.error
-        elif cancellable and task.current.token._cancelled:
+        elif cancellable and task.current._cancelled:
             # Cancellation point, check 2: just before suspending.
             waker._transition_to_result_early()
             value, error = None, Cancelled()
@@ -279,7 +289,7 @@ def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException 
 
 def describe_wait(task: TaskState) -> str:
     """What a parked task waits on, and where, for ``dump()``."""
-    waker = task.waker
+    waker = task
     if waker.status is not _WAITING:
         return ""
     what = ", ".join(sub.event._describe() for sub in list(waker.events or ())) or "?"

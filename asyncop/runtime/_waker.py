@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ..operations import Cancelled
 
@@ -153,9 +153,12 @@ class Subscription:
         return f"<Subscription to {self.event!r}>"
 
 
-@final
+# Not final: the runtime's task state subclasses it, so that a task and its
+# waker are one object (one allocation, one object for the collector).
 class Waker:
     """The wake-up state of one coroutine task; see the module docstring."""
+
+    _made_by_runtime: ClassVar[bool] = True
 
     __slots__ = (
         "error",
@@ -316,7 +319,7 @@ def _waker_of(task: AsyncOperation) -> Waker:
             f"operation {task.name!r} is not a coroutine task and has no waker; "
             "pass an operation made from an async def function"
         )
-    waker: Waker = state.waker
+    waker: Waker = state
     return waker
 
 

@@ -227,3 +227,64 @@ def test_wait_in_the_calling_thread_is_released_by_a_cancel_from_another_thread(
         assert op.token.wait(10) is True
     finally:
         timer.join(5)
+
+
+# -- the token is made on first use -------------------------------------------
+
+
+def test_a_token_first_read_after_the_cancel_is_already_cancelled(
+    runtime: asyncop.Runtime,
+) -> None:
+    op = make_op(runtime)
+    op.cancel()
+    token = op.token
+    assert token.cancelled
+    with pytest.raises(Cancelled):
+        token.check()
+    assert token.wait(0) is True
+
+
+def test_an_operation_hands_out_the_same_token_every_time(runtime: asyncop.Runtime) -> None:
+    op = make_op(runtime)
+    assert op.token is op.token
+
+
+def test_threads_reading_a_new_token_together_all_get_the_same_one(
+    runtime: asyncop.Runtime,
+) -> None:
+    for _ in range(50):
+        op = make_op(runtime)
+        start = threading.Barrier(4)
+        seen: list[CancelToken] = []
+
+        def read(op: asyncop.AsyncOperation = op, start: threading.Barrier = start) -> None:
+            start.wait(5)
+            seen.append(op.token)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert len(seen) == 4 and all(token is seen[0] for token in seen)
+        fired: list[int] = []
+        seen[0].on_cancel(lambda: fired.append(1))
+        op.cancel()
+        assert fired == [1] and op.token.cancelled
+
+
+def test_a_coroutine_that_never_reads_its_token_still_sees_the_cancel(
+    vruntime: asyncop.Runtime,
+) -> None:
+    async def sleeper() -> None:
+        await asyncop.sleep(3600)
+
+    async def main() -> asyncop.OperationState:
+        async with asyncop.scope() as scope:
+            child = scope.spawn(sleeper)
+            await asyncop.sleep(1)
+            scope.cancel()
+        assert child._token is None  # nothing asked for it: never made
+        return child.state
+
+    assert vruntime.run(main) is asyncop.OperationState.CANCELLED
