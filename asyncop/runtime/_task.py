@@ -99,6 +99,10 @@ class TaskState(Waker):
         return f"<TaskState of {self.op.name!r} {self.status.name}>"
 
 
+# Stands in a woken waker's error for a Cancelled still to be made; never raised.
+CANCEL_LATER = Cancelled()
+
+
 def on_cancel_running(op: AsyncOperation, after: After) -> None:
     """A RUNNING coroutine task (or an async scope in one) was cancelled.
 
@@ -113,7 +117,10 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task.cancellable and task.current._cancelled and waker._transition_to_queued():
         waker.triggered = None
         waker.result = None
-        waker.error = Cancelled()
+        # The exception itself is made when the task is stepped: a cancel
+        # walk over many tasks then allocates nothing per task while it
+        # holds the lock (and feeds the collector nothing in one burst).
+        waker.error = CANCEL_LATER
         waker.runtime._push_locked(task.op)
 
 
@@ -160,6 +167,8 @@ def step(runtime: Runtime, op: AsyncOperation) -> None:
     else:
         value, error = waker.result, waker.error
         waker.result = waker.error = None
+        if error is CANCEL_LATER:
+            error = Cancelled()
         waker._disarm_all()
         coro = task.coro
     state = current_state

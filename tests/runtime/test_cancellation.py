@@ -779,3 +779,46 @@ def test_awaiting_an_ancestor_from_a_descendant_raises_runtime_error(
         return await me().spawn(child, me())
 
     assert runtime.run(root) == "refused"
+
+
+def test_a_cancel_walk_over_parked_tasks_makes_no_exception_per_task(
+    rt1: asyncop.Runtime,
+) -> None:
+    # Each woken task gets its Cancelled when it is stepped, not during the
+    # walk: a walk over many tasks must not allocate (and hand the collector)
+    # one exception per task while it holds the runtime lock.
+    import gc
+
+    n = 300
+
+    async def sleeper() -> None:
+        await asyncop.sleep(3600)
+
+    async def main() -> tuple[int, int]:
+        async with asyncop.scope() as scope:
+            for _ in range(n):
+                scope.spawn(sleeper)
+            await wait_all_blocked()
+            before = sum(type(o) is Cancelled for o in gc.get_objects())
+            # The only worker is running this step: no woken task runs yet.
+            scope.cancel()
+            made = sum(type(o) is Cancelled for o in gc.get_objects()) - before
+            queued = sum(
+                1
+                for child in _children(scope)
+                if child._task is not None and child._task.status is WakerStatus.QUEUED
+            )
+        return made, queued
+
+    made, queued = rt1.run(main)
+    assert queued == n  # every sleeper was woken by the walk...
+    assert made < n // 10  # ...without an exception made for each
+
+
+def _children(op: asyncop.AsyncOperation) -> list[asyncop.AsyncOperation]:
+    found = []
+    child = op.first_child
+    while child is not None:
+        found.append(child)
+        child = child.sibling_next
+    return found
