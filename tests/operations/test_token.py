@@ -249,26 +249,31 @@ def test_an_operation_hands_out_the_same_token_every_time(runtime: asyncop.Runti
     assert op.token is op.token
 
 
+def _read_token_in_four_threads(op: asyncop.AsyncOperation) -> list[CancelToken]:
+    start = threading.Barrier(4)
+    seen: list[CancelToken] = []
+
+    def read() -> None:
+        start.wait(5)
+        seen.append(op.token)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    return seen
+
+
 def test_threads_reading_a_new_token_together_all_get_the_same_one(
     runtime: asyncop.Runtime,
 ) -> None:
     for _ in range(50):
         op = make_op(runtime)
-        start = threading.Barrier(4)
-        seen: list[CancelToken] = []
-
-        def read(op: asyncop.AsyncOperation = op, start: threading.Barrier = start) -> None:
-            start.wait(5)
-            seen.append(op.token)
-
-        threads = [threading.Thread(target=read) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(5)
+        seen = _read_token_in_four_threads(op)
         assert len(seen) == 4 and all(token is seen[0] for token in seen)
         fired: list[int] = []
-        seen[0].on_cancel(lambda: fired.append(1))
+        seen[0].on_cancel(lambda fired=fired: fired.append(1))
         op.cancel()
         assert fired == [1] and op.token.cancelled
 
