@@ -643,15 +643,6 @@ class AsyncOperation:
         if after:
             run_after(after)
 
-    def _end_work_deferred(
-        self, outcome: Outcome, value: Any, error: BaseException | None
-    ) -> After:
-        """Like ``_end_work``, but return the after-actions for the caller to run."""
-        after: After = []
-        with self.runtime._lock:
-            self._end_work_locked(outcome, value, error, after)
-        return after
-
     def _end_work_locked(
         self, outcome: Outcome, value: Any, error: BaseException | None, after: After
     ) -> None:

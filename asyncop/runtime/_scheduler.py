@@ -748,12 +748,6 @@ class Runtime:
 
     def _worker_main(self, worker: Worker) -> None:
         ready = self._ready
-        # What the last item left to do outside the lock (waking its waiters).
-        # It is run before the next item, or, when there is none, only once
-        # this worker is on the idle stack and about to block: the thread it
-        # wakes then gets the interpreter at once instead of waiting for
-        # this worker's parking bookkeeping.
-        pending: After | None = None
         current_state.worker = worker
         worker.cpu_clock = thread_cpu_clock()
         try:
@@ -764,9 +758,6 @@ class Runtime:
                         op = ready.popleft()
                     except IndexError:
                         break
-                    if pending:
-                        run_after(pending)
-                        pending = None
                     worker.item_seq += 1
                     coro = worker.stepping = op._kind is _CORO
                     worker.busy_since = monotonic()
@@ -774,7 +765,7 @@ class Runtime:
                         if coro:
                             step(self, op)
                         else:
-                            pending = self._run_item(op)
+                            self._run_item(op)
                     except BaseException:  # pragma: no cover - a bug in asyncop
                         logger.exception("asyncop: worker failed running %r", op)
                     # Do not keep the last item alive from this frame: an
@@ -784,17 +775,11 @@ class Runtime:
                     worker.replaced = False
                 # 2. Fire due timers.
                 if self._next_deadline <= self.now():
-                    if pending:
-                        run_after(pending)
-                        pending = None
                     self._fire_due_timers()
                 # 2b. Take the readiness of parked fds without the reactor's
                 # two thread hops, if that wakes something to run.
                 reactor = self._reactor
                 if reactor is not None and reactor._table:
-                    if pending:
-                        run_after(pending)
-                        pending = None
                     state = current_state
                     state.keep_next_push = True
                     try:
@@ -804,12 +789,9 @@ class Runtime:
                     if woke:
                         continue
                 # 3. Park until the next deadline.
-                carry, pending = pending, None
-                if not self._park(worker, carry):
+                if not self._park(worker):
                     return
         finally:
-            if pending:
-                run_after(pending)
             with self._lock:
                 if worker in self._workers:  # left without _retire_locked (a bug)
                     self._retire_locked(worker)
@@ -833,79 +815,64 @@ class Runtime:
         else:
             self._active -= 1
 
-    def _park(self, worker: Worker, pending: After | None) -> bool:
-        """Park until woken or the next deadline; False when the worker must exit.
-
-        ``pending`` (the last item's after-actions) is run in every case,
-        and when the worker parks, only once it is on the idle stack.
-        """
-        try:
-            with self._lock:
-                if self._ready:
+    def _park(self, worker: Worker) -> bool:
+        """Park until woken or the next deadline; False when the worker must exit."""
+        with self._lock:
+            if self._ready:
+                return True
+            if self._stopping:
+                self._retire_locked(worker)
+                return False
+            deadline = self._timers.next_deadline()
+            self._next_deadline = _INF if deadline is None else deadline
+            timeout: float | None
+            if self._active == 1 and self._idle_watchers and self._outside_work == 0:
+                # This worker is the last one busy and is about to park:
+                # every task is blocked. Wake the wait_all_blocked() waiters.
+                watchers = self._idle_watchers
+                self._idle_watchers = []
+                for sub in watchers:
+                    sub.fire(None)
+                return True
+            # Retire only after the check above, and not when a clock jump
+            # is due: the last busy worker must still wake wait_all_blocked()
+            # and jump the clock, even when it is an extra one on its way out.
+            jump_due = self._autojump and self._active == 1 and deadline is not None
+            if worker.extra and not jump_due and self._unstuck_locked() > self._target:
+                self._retire_locked(worker)
+                return False
+            if self._virtual:
+                if deadline is not None and deadline <= self.now():
                     return True
-                if self._stopping:
-                    self._retire_locked(worker)
-                    return False
-                if pending and (self._virtual or self._idle_watchers):
-                    # Those actions may wake tasks: run them before deciding
-                    # that everything is blocked (or jumping the clock).
+                if (
+                    self._autojump
+                    and deadline is not None
+                    and self._active == 1
+                    and self._outside_work == 0
+                    and not self._io_waiting()
+                ):
+                    # Every other worker is parked and nothing outside the
+                    # workers can make progress: jump to the next deadline.
+                    self._clock._jump_to(deadline)
                     return True
-                deadline = self._timers.next_deadline()
-                self._next_deadline = _INF if deadline is None else deadline
-                timeout: float | None
-                if self._active == 1 and self._idle_watchers and self._outside_work == 0:
-                    # This worker is the last one busy and is about to park:
-                    # every task is blocked. Wake the wait_all_blocked() waiters.
-                    watchers = self._idle_watchers
-                    self._idle_watchers = []
-                    for sub in watchers:
-                        sub.fire(None)
+                timeout = None
+            elif deadline is None:
+                timeout = None
+            else:
+                timeout = deadline - self.now()
+                if timeout <= 0:
                     return True
-                # Retire only after the check above, and not when a clock jump
-                # is due: the last busy worker must still wake wait_all_blocked()
-                # and jump the clock, even when it is an extra one on its way out.
-                jump_due = self._autojump and self._active == 1 and deadline is not None
-                if worker.extra and not jump_due and self._unstuck_locked() > self._target:
-                    self._retire_locked(worker)
-                    return False
-                if self._virtual:
-                    if deadline is not None and deadline <= self.now():
-                        return True
-                    if (
-                        self._autojump
-                        and deadline is not None
-                        and self._active == 1
-                        and self._outside_work == 0
-                        and not self._io_waiting()
-                    ):
-                        # Every other worker is parked and nothing outside the
-                        # workers can make progress: jump to the next deadline.
-                        self._clock._jump_to(deadline)
-                        return True
-                    timeout = None
-                elif deadline is None:
-                    timeout = None
-                else:
-                    timeout = deadline - self.now()
-                    if timeout <= 0:
-                        return True
-                if worker.extra or (self._dynamic and len(self._workers) > 1):
-                    # May retire: look again after a while even if nobody pushes.
-                    # An extra worker parks while the worker it replaced is still
-                    # stuck; once that one is back, the LIFO idle stack never
-                    # wakes the extra, so it must notice the surplus by itself.
-                    limit = EXTRA_IDLE if worker.extra else self.idle_retire
-                    timeout = limit if timeout is None else min(timeout, limit)
-                self._idle.append(worker)
-                worker.parked = True
-                self._active -= 1
-                worker.parked_at = monotonic()
-            if pending:
-                run_after(pending)
-                pending = None
-        finally:
-            if pending:
-                run_after(pending)
+            if worker.extra or (self._dynamic and len(self._workers) > 1):
+                # May retire: look again after a while even if nobody pushes.
+                # An extra worker parks while the worker it replaced is still
+                # stuck; once that one is back, the LIFO idle stack never
+                # wakes the extra, so it must notice the surplus by itself.
+                limit = EXTRA_IDLE if worker.extra else self.idle_retire
+                timeout = limit if timeout is None else min(timeout, limit)
+            self._idle.append(worker)
+            worker.parked = True
+            self._active -= 1
+            worker.parked_at = monotonic()
         woken = worker.event.wait(timeout)
         if woken and not worker.parked:
             return True  # popped and woken by a push: nothing to undo
@@ -929,14 +896,11 @@ class Runtime:
             and monotonic() - worker.parked_at >= self.idle_retire
         )
 
-    def _run_item(self, op: AsyncOperation) -> After | None:
-        """Run one ready sync item; return what is left to run outside the lock.
-
-        (The worker loop steps a coroutine item itself.)
-        """
+    def _run_item(self, op: AsyncOperation) -> None:
+        """Run one ready sync item. (The worker loop steps a coroutine item itself.)"""
         with self._lock:
             if not op._transition_to_running():
-                return None  # cancelled while queued: already finalized, never runs
+                return  # cancelled while queued: already finalized, never runs
         fn = op._fn
         args = op._args
         ctx = op._ctx
@@ -960,7 +924,11 @@ class Runtime:
             outcome, error = Outcome.VALUE, None
         finally:
             state.op = None
-        return op._end_work_deferred(outcome, value, error)
+        # Its waiters are woken before this worker looks for more work or
+        # parks: a thread woken now has the OS's wake-up latency to cover,
+        # and this worker's own bookkeeping then overlaps it instead of
+        # coming first.
+        op._end_work(outcome, value, error)
 
     # ------------------------------------------------------------------
     # Watchdog: replace workers stuck in long synchronous calls
