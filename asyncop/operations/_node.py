@@ -46,6 +46,7 @@ import enum
 import logging
 import sys
 from collections.abc import Callable, Generator, Iterator
+from types import CodeType
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -108,20 +109,22 @@ def run_after(after: After) -> None:
             logger.exception("asyncop: a cancellation or completion callback raised")
 
 
-def _user_frame(depth: int = 2) -> tuple[str, int]:
+def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """Find the first frame outside asyncop: where the user made the operation.
 
     ``depth`` is where the caller expects the user's frame to be (counted
     from this function), so the usual case costs one look; the walk goes on
-    outward from there if that frame is still asyncop's.
+    outward from there if that frame is still asyncop's. Returns the frame's
+    code and instruction offset: the line number is worked out from them
+    only when somebody reads it (it is not free, and rarely read).
     """
     frame = sys._getframe(depth)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if not (module == "asyncop" or module.startswith("asyncop.")):
-            return frame.f_code.co_filename, frame.f_lineno
+            return frame.f_code, frame.f_lasti
         frame = frame.f_back  # type: ignore[assignment]
-    return "<unknown>", 0
+    return None, 0
 
 
 @final
@@ -135,8 +138,6 @@ class AsyncOperation:
 
     runtime: RuntimeHooks
     name: str
-    filename: str
-    lineno: int
     parent: AsyncOperation | None
     first_child: AsyncOperation | None
     sibling_next: AsyncOperation | None
@@ -167,6 +168,9 @@ class AsyncOperation:
     # out); until then, and always for the runtime, the flag is the truth.
     _cancelled: bool
     _token: CancelToken | None
+    # Where the operation was made: code object and instruction offset.
+    _code: CodeType | None
+    _lasti: int
 
     def __init__(
         self,
@@ -176,13 +180,13 @@ class AsyncOperation:
         args: tuple[Any, ...],
         name: str,
         ctx: contextvars.Context | None,
-        filename: str,
-        lineno: int,
+        code: CodeType | None,
+        lasti: int,
     ) -> None:
         self.runtime = runtime
         self.name = name
-        self.filename = filename
-        self.lineno = lineno
+        self._code = code
+        self._lasti = lasti
         self.parent = None
         self.first_child = None
         self.sibling_next = None
@@ -215,6 +219,24 @@ class AsyncOperation:
     # ------------------------------------------------------------------
     # Public reading
     # ------------------------------------------------------------------
+
+    @property
+    def filename(self) -> str:
+        """The file of the user code that made the operation."""
+        code = self._code
+        return "<unknown>" if code is None else code.co_filename
+
+    @property
+    def lineno(self) -> int:
+        """The line of the user code that made the operation (0 if unknown)."""
+        code = self._code
+        if code is None:
+            return 0
+        lasti = self._lasti
+        for start, end, line in code.co_lines():
+            if start <= lasti < end:
+                return line if line is not None else code.co_firstlineno
+        return code.co_firstlineno
 
     @property
     def token(self) -> CancelToken:

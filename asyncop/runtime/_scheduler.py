@@ -473,14 +473,14 @@ class Runtime:
                     f"to runtime {parent.runtime.name!r}; make it with that runtime"
                 )
         # spawn() -> _spawn() -> here: the user's frame is 4 up; create() -> here: 3.
-        filename, lineno = _user_frame(4 if submit else 3)
+        code, lasti = _user_frame(4 if submit else 3)
         if kind is _SCOPE:
             ctx = None
         elif parent is None or parent._ctx is None or current_operation() is parent:
             ctx = contextvars.copy_context()
         else:
             ctx = parent._ctx.copy()
-        op = AsyncOperation(self, kind, fn, args, name, ctx, filename, lineno)
+        op = AsyncOperation(self, kind, fn, args, name, ctx, code, lasti)
         if shield:
             op._shield = True
         if supervise:
