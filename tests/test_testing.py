@@ -201,8 +201,9 @@ def test_advance_wakes_sleepers_in_deadline_order(
     ops = [rt.spawn(sleeper, s) for s in (3, 1, 2)]
     assert wait_until(lambda: rt.registrations() >= 3)
     for _ in range(3):
-        clock.advance(1)
+        # Count before advancing: the sleeper may log before advance() returns.
         count = len(log) + 1
+        clock.advance(1)
         assert wait_until(lambda count=count: len(log) >= count)
     for op in ops:
         assert op.wait(5).state is OperationState.COMPLETED
