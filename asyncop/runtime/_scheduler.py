@@ -338,7 +338,7 @@ class Runtime:
             text += " cancelling" + (f" ({reason})" if reason is not None else "")
         if op._deadline is not None:
             text += f" deadline={op._deadline:.3f}"
-        if op._task is not None and op._task.op is op:
+        if op._task is not None and op._task.task is op:
             text += describe_wait(op._task)
         return text
 

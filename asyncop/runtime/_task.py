@@ -58,11 +58,11 @@ _MAX_INLINE = 32
 class TaskState(Waker):
     """The coroutine side of a coroutine operation, and its one waker."""
 
-    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "op", "outer")
+    # The operation is the waker's ``task``.
+    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer")
 
     def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
         Waker.__init__(self, op, runtime)
-        self.op = op
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -96,7 +96,7 @@ class TaskState(Waker):
         return self
 
     def __repr__(self) -> str:
-        return f"<TaskState of {self.op.name!r} {self.status.name}>"
+        return f"<TaskState of {self.task.name!r} {self.status.name}>"
 
 
 # Stands in a woken waker's error for a Cancelled still to be made; never raised.
@@ -121,7 +121,7 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         # walk over many tasks then allocates nothing per task while it
         # holds the lock (and feeds the collector nothing in one burst).
         waker.error = CANCEL_LATER
-        waker.runtime._push_locked(task.op)
+        waker.runtime._push_locked(waker.task)
 
 
 def _bad_await(ev: object, name: str) -> TypeError:
@@ -293,7 +293,7 @@ def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException 
         task.held = None
         for lock in list(held):
             lock._break(task)
-    task.op._end_work(outcome, value, error)
+    task.task._end_work(outcome, value, error)
 
 
 def describe_wait(task: TaskState) -> str:
