@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import final
 
 from ._exports import publish as _publish
-from .operations._current import current_state
+from .operations._current import thread_state
 from .runtime._clock import VirtualClock as VirtualClock
 from .runtime._waker import Subscription, WaitEvent
 
@@ -64,7 +64,7 @@ def assert_checkpoints() -> Iterator[None]:
     Raises:
         RuntimeError: not inside a coroutine operation.
     """
-    task = current_state.task
+    task = thread_state().task
     if task is None:
         raise RuntimeError(
             "assert_checkpoints() checks the awaits of a coroutine operation; "

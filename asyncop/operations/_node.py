@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 
 from ..platform import acquire_for
-from ._current import current_operation, current_state
+from ._current import thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
@@ -492,12 +492,13 @@ class AsyncOperation:
         return (yield self)
 
     def _check_can_block(self, what: str) -> None:
-        if current_state.task is not None:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 f"{what} on operation {self.name!r} would block a worker thread inside a "
                 "coroutine; write 'await op' instead"
             )
-        node = current_operation()
+        node = state.op  # current_operation(), outside a coroutine
         while node is not None:
             if node is self:
                 raise RuntimeError(
@@ -660,8 +661,12 @@ class AsyncOperation:
     def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
         """Record how the own work ended; finalize if no child is live."""
         after: After = []
-        with self.runtime._lock:
+        lock = self.runtime._lock
+        lock.acquire()  # not a with-statement: this is a hot path
+        try:
             self._end_work_locked(outcome, value, error, after)
+        finally:
+            lock.release()
         if after:
             run_after(after)
 

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Generic, TypeVar, final
 
 from ..operations import ClosedResourceError, EndOfChannel, WouldBlock
-from ..operations._current import current_state
+from ..operations._current import thread_state
 from ._sync import ThreadWaiter, _remove_waiter
 from ._waker import Subscription, WaitEvent
 
@@ -207,7 +207,7 @@ class Channel(Generic[T]):
     # -- threads -------------------------------------------------------------------
 
     def _no_blocking_in_coroutine(self, what: str, instead: str) -> None:
-        if current_state.task is not None:
+        if thread_state().task is not None:
             raise RuntimeError(
                 f"Channel.{what}() would block a worker inside a coroutine; write "
                 f"'await channel.{instead}()' instead"

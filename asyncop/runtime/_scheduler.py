@@ -40,7 +40,7 @@ from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import current_operation, current_state
+from ..operations._current import ThreadState, thread_state
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
 from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread, thread_cpu_clock
@@ -251,7 +251,7 @@ class Runtime:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
         """
-        if current_state.task is not None:
+        if thread_state().task is not None:
             raise RuntimeError(
                 f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
                 "write 'await runtime.spawn(fn)' instead"
@@ -474,12 +474,17 @@ class Runtime:
                 )
         # spawn() -> _spawn() -> here: the user's frame is 4 up; create() -> here: 3.
         code, lasti = _user_frame(4 if submit else 3)
+        state: ThreadState | None = None
         if kind is _SCOPE:
             ctx = None
-        elif parent is None or parent._ctx is None or current_operation() is parent:
+        elif parent is None or parent._ctx is None:
             ctx = contextvars.copy_context()
         else:
-            ctx = parent._ctx.copy()
+            state = thread_state()
+            running = state.task.current if state.task is not None else state.op
+            # From the parent's own code, the live context is the parent's
+            # (with what the code set since); from elsewhere, copy the parent's.
+            ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
         op = AsyncOperation(self, kind, fn, args, name, ctx, code, lasti)
         if shield:
             op._shield = True
@@ -490,7 +495,9 @@ class Runtime:
         if parent is None and kind is not _SCOPE and not submit:
             return op
         after: After = []
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not a with-statement: this is the spawn hot path
+        try:
             if parent is not None:
                 parent._link_child_locked(op)
             elif submit and self._closing:
@@ -519,7 +526,9 @@ class Runtime:
                 if parent is None:
                     self._roots[op] = None
                 op._transition_to_pending()
-                self._push_locked(op)
+                self._push_locked(op, state)
+        finally:
+            lock.release()
         if after:
             run_after(after)
         return op
@@ -579,10 +588,14 @@ class Runtime:
             op._transition_to_pending()
             self._push_locked(op)
 
-    def _push_locked(self, op: AsyncOperation) -> None:
-        """Queue ``op`` and wake a parked worker (or arrange for one)."""
+    def _push_locked(self, op: AsyncOperation, state: ThreadState | None = None) -> None:
+        """Queue ``op`` and wake a parked worker (or arrange for one).
+
+        ``state`` is the calling thread's state, for callers that hold it.
+        """
         self._ready.append(op)
-        state = current_state
+        if state is None:
+            state = thread_state()
         if state.keep_next_push:
             # This worker runs the queue next: waking another worker for
             # this item would only hand it across threads.
@@ -691,7 +704,7 @@ class Runtime:
             # the woken one would then fire them beside it, and two threads
             # stepping the woken tasks only take turns for the GIL.
             if self._idle:
-                if not self._virtual and self._on_own_worker(current_state):
+                if not self._virtual and self._on_own_worker(thread_state()):
                     self._watch_locked()
                 else:
                     self._wake_one_locked()
@@ -748,7 +761,8 @@ class Runtime:
 
     def _worker_main(self, worker: Worker) -> None:
         ready = self._ready
-        current_state.worker = worker
+        state = thread_state()
+        state.worker = worker
         worker.cpu_clock = thread_cpu_clock()
         try:
             while True:
@@ -763,9 +777,9 @@ class Runtime:
                     worker.busy_since = monotonic()
                     try:
                         if coro:
-                            step(self, op)
+                            step(self, op, state)
                         else:
-                            self._run_item(op)
+                            self._run_item(op, state)
                     except BaseException:  # pragma: no cover - a bug in asyncop
                         logger.exception("asyncop: worker failed running %r", op)
                     # Do not keep the last item alive from this frame: an
@@ -780,7 +794,6 @@ class Runtime:
                 # two thread hops, if that wakes something to run.
                 reactor = self._reactor
                 if reactor is not None and reactor._table:
-                    state = current_state
                     state.keep_next_push = True
                     try:
                         woke = reactor.poll_ready()
@@ -807,7 +820,7 @@ class Runtime:
         """
         # Always called on the worker's own thread. From here on, what this
         # thread pushes must wake another worker: it runs no more queue.
-        current_state.worker = None
+        thread_state().worker = None
         if worker in self._workers:
             self._workers.remove(worker)
         if worker in self._idle:
@@ -896,16 +909,19 @@ class Runtime:
             and monotonic() - worker.parked_at >= self.idle_retire
         )
 
-    def _run_item(self, op: AsyncOperation) -> None:
+    def _run_item(self, op: AsyncOperation, state: ThreadState) -> None:
         """Run one ready sync item. (The worker loop steps a coroutine item itself.)"""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if not op._transition_to_running():
                 return  # cancelled while queued: already finalized, never runs
+        finally:
+            lock.release()
         fn = op._fn
         args = op._args
         ctx = op._ctx
         assert fn is not None and ctx is not None
-        state = current_state
         state.op = op
         try:
             value = ctx.run(fn, *args)

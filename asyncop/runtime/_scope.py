@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import current_operation, current_state
+from ..operations._current import current_operation, thread_state
 from ..operations._node import OpKind, Outcome
 from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
@@ -140,17 +140,18 @@ class Scope:
     # -- sync block ----------------------------------------------------------
 
     def __enter__(self) -> AsyncOperation:
-        if current_state.task is not None:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 "a sync 'with scope()' inside a coroutine would block its worker; "
                 "write 'async with asyncop.scope()' instead"
             )
-        current = current_state.op
+        current = state.op
         runtime = self._runtime
         parent = current if current is not None and current.runtime is runtime else None
         op = self._open(parent)
         self._saved = current
-        current_state.op = op
+        state.op = op
         return op
 
     def __exit__(
@@ -161,7 +162,7 @@ class Scope:
     ) -> bool:
         op = self._op
         assert op is not None, "scope exited without being entered"
-        current_state.op = self._saved
+        thread_state().op = self._saved
         interrupt = exc if isinstance(exc, KeyboardInterrupt) else None
         self._end_block(op, exc)
         while True:
@@ -180,7 +181,7 @@ class Scope:
     # -- async block ---------------------------------------------------------
 
     async def __aenter__(self) -> AsyncOperation:
-        task = current_state.task
+        task = thread_state().task
         if task is None:
             raise RuntimeError(
                 "'async with scope()' needs a coroutine operation of asyncop; in a "

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, final
 
 from ..operations import BrokenResourceError
-from ..operations._current import current_state
+from ..operations._current import thread_state
 from ..platform import acquire_for
 from ._task import TaskState
 from ._waker import Subscription, WaitEvent
@@ -68,7 +68,7 @@ class ThreadWaiter:
 
 def _owner_key() -> object:
     """Who is acquiring: the coroutine task, or else the calling thread."""
-    task = current_state.task
+    task = thread_state().task
     return task if task is not None else threading.get_ident()
 
 
@@ -197,7 +197,7 @@ class Lock:
             BrokenResourceError: the lock is broken.
             RuntimeError: called from a coroutine (use ``lock_async``).
         """
-        if current_state.task is not None:
+        if thread_state().task is not None:
             raise RuntimeError(
                 f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
                 "write 'await lock.lock_async()' or 'async with lock' instead"
@@ -348,7 +348,7 @@ class Event:
         Returns:
             True if the flag is set, False if the timeout passed first.
         """
-        if current_state.task is not None:
+        if thread_state().task is not None:
             raise RuntimeError(
                 "Event.wait() would block a worker inside a coroutine; "
                 "write 'await event.wait_async()' instead"
@@ -432,7 +432,7 @@ class Semaphore:
         Returns:
             True once a permit is taken, False if the timeout passed first.
         """
-        if current_state.task is not None:
+        if thread_state().task is not None:
             raise RuntimeError(
                 "Semaphore.acquire() would block a worker inside a coroutine; "
                 "write 'await sem.acquire_async()' or 'async with sem' instead"
