@@ -14,8 +14,9 @@ Who writes what
 ---------------
 Every field below the public ones is written only under the runtime lock,
 except ``_fn``/``_args``/``_ctx``, which the worker running the operation
-clears after the work ends, and ``_observed``, a latch that only goes from
-False to True. Public readers (``state``, ``done``, ``token.cancelled``) read
+clears after the work ends, ``_observed``, a latch that only goes from
+False to True, and ``_unobserved``, which whoever observes a failure drops.
+Public readers (``state``, ``done``, ``token.cancelled``) read
 one reference and need no lock.
 
 Tree links
@@ -155,6 +156,9 @@ class AsyncOperation:
     _failures: list[BaseException] | None
     _waiters: list[Callable[[], object]] | None
     _observed: bool
+    # Logs the failure when the operation is collected, unless it is
+    # observed first; made only for a failure nobody has taken over.
+    _unobserved: _Unobserved | None
     _propagates: bool
     _supervised: bool
     _supervise: bool
@@ -204,6 +208,7 @@ class AsyncOperation:
         self._failures = None
         self._waiters = None
         self._observed = False
+        self._unobserved = None
         self._propagates = True
         self._supervised = False
         self._supervise = False
@@ -229,14 +234,7 @@ class AsyncOperation:
     @property
     def lineno(self) -> int:
         """The line of the user code that made the operation (0 if unknown)."""
-        code = self._code
-        if code is None:
-            return 0
-        lasti = self._lasti
-        for start, end, line in code.co_lines():
-            if start <= lasti < end:
-                return line if line is not None else code.co_firstlineno
-        return code.co_firstlineno
+        return _line_of(self._code, self._lasti)
 
     @property
     def token(self) -> CancelToken:
@@ -281,7 +279,7 @@ class AsyncOperation:
     def error(self) -> BaseException | None:
         """The failure of a FAILED operation, else None. Reading it observes it."""
         if self._state is _FAILED:
-            self._observed = True
+            self._observe()
             return self._error
         return None
 
@@ -297,7 +295,7 @@ class AsyncOperation:
         if state is _COMPLETED:
             return self._value
         if state is _FAILED:
-            self._observed = True
+            self._observe()
             assert self._error is not None
             raise self._error
         if state is _CANCELLED:
@@ -545,7 +543,7 @@ class AsyncOperation:
             return AsyncResult(state, self._value, None)
         if state is _FAILED:
             if observe:
-                self._observed = True
+                self._observe()
             return AsyncResult(state, None, self._error)
         return AsyncResult(state, None, None)
 
@@ -729,22 +727,29 @@ class AsyncOperation:
             self._value = None
             state = _CANCELLED
         self._failures = None
+        parent = self.parent
+        taken_over = (
+            state is _FAILED
+            and parent is not None
+            and self._propagates
+            and not self._supervised
+            and not parent._supervise
+        )
+        if taken_over:
+            # The parent takes the failure over: it is observed there.
+            self._observed = True
+        elif state is _FAILED and not self._observed:
+            # Made before the state reads FAILED: whoever sees FAILED and
+            # observes the failure then finds it, and disarms it.
+            self._unobserved = _Unobserved(self)
         self._transition_to_final(state)
         self.runtime._on_final_locked(self, after)
 
-        parent = self.parent
         if parent is not None:
             self._unlink_locked()
             if state is _CANCELLED:
                 parent._interrupted = True
-            elif (
-                state is _FAILED
-                and self._propagates
-                and not self._supervised
-                and not parent._supervise
-            ):
-                # The parent takes the failure over: it is observed there.
-                self._observed = True
+            elif taken_over:
                 if parent._failures is None:
                     parent._failures = [self._error]  # type: ignore[list-item]
                 else:
@@ -762,14 +767,52 @@ class AsyncOperation:
     def __repr__(self) -> str:
         return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
+    def _observe(self) -> None:
+        """Mark the failure as seen: it is not logged when the operation is collected."""
+        self._observed = True
+        report = self._unobserved
+        if report is not None:
+            self._unobserved = None
+            report.error = None
+
+
+def _line_of(code: CodeType | None, lasti: int) -> int:
+    """The line of instruction offset ``lasti`` in ``code`` (0 if unknown)."""
+    if code is None:
+        return 0
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
+
+
+@final
+class _Unobserved:
+    """Logs a failure nobody observed, when its operation is collected.
+
+    Only a failed operation has one, so the operations that end well carry
+    no finalizer: collecting them runs no Python code.
+    """
+
+    __slots__ = ("code", "error", "lasti", "name")
+
+    def __init__(self, op: AsyncOperation) -> None:
+        self.name = op.name
+        self.code = op._code
+        self.lasti = op._lasti
+        # None once the failure was observed.
+        self.error: BaseException | None = op._error
+
     def __del__(self) -> None:
-        if self._state is _FAILED and not self._observed:
+        error = self.error
+        if error is not None:
+            code = self.code
             logger.error(
                 "asyncop: operation %r failed and nobody observed the failure (made at %s:%d)",
                 self.name,
-                self.filename,
-                self.lineno,
-                exc_info=self._error,
+                "<unknown>" if code is None else code.co_filename,
+                _line_of(code, self.lasti),
+                exc_info=error,
             )
 
 

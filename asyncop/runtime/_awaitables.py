@@ -79,6 +79,15 @@ class _Checkpoint(WaitEvent):
 
 CHECKPOINT = _Checkpoint()
 
+# ``await checkpoint()`` yields CHECKPOINT once, through an iterator over a
+# one-item tuple rather than the generator of WaitEvent.__await__: the
+# commonest await then runs no Python frame of asyncop's own. A bound C
+# method has no __get__, so the class attribute is called as it is, with no
+# arguments, and returns a fresh iterator each time. Resumed with None (all
+# the stepper ever sends it), the iterator ends the await; an exception
+# thrown in is raised at the await itself.
+_Checkpoint.__await__ = (CHECKPOINT,).__iter__  # type: ignore[assignment,method-assign]
+
 
 def checkpoint() -> WaitEvent:
     """A cancellation point that also lets every other ready task run first.
@@ -177,7 +186,7 @@ def _op_outcome(op: AsyncOperation) -> tuple[Any, BaseException | None]:
     if state is _COMPLETED:
         return op._value, None
     if state is _FAILED:
-        op._observed = True
+        op._observe()
         return None, op._error
     return None, CancellationError(
         f"operation {op.name!r} was cancelled and has no result; "

@@ -30,6 +30,7 @@ import atexit
 import contextvars
 import inspect
 import logging
+import math
 import os
 import threading
 import weakref
@@ -772,9 +773,10 @@ class Runtime:
                         op = ready.popleft()
                     except IndexError:
                         break
+                    # Odd while busy: the watchdog times an item by seeing
+                    # the same odd number on its looks (no clock read here).
                     worker.item_seq += 1
                     coro = worker.stepping = op._kind is _CORO
-                    worker.busy_since = monotonic()
                     try:
                         if coro:
                             step(self, op, state)
@@ -785,7 +787,7 @@ class Runtime:
                     # Do not keep the last item alive from this frame: an
                     # unobserved failure is reported when it is collected.
                     op = None  # type: ignore[assignment]
-                    worker.busy_since = 0.0
+                    worker.item_seq += 1
                     worker.replaced = False
                 # 2. Fire due timers.
                 if self._next_deadline <= self.now():
@@ -960,8 +962,9 @@ class Runtime:
 
     def _watchdog_main(self) -> None:
         event = self._watchdog_event
-        # Per worker: the item, real time and CPU time when last looked at.
-        seen: dict[Worker, tuple[int, float, float]] = {}
+        # Per worker: the item, when it was first seen, and the real time
+        # and CPU time when last looked at.
+        seen: dict[Worker, _Look] = {}
         while True:
             event.wait()
             while True:
@@ -1002,23 +1005,28 @@ class Runtime:
         """Whether queued work or a due timer waits for a worker."""
         return bool(self._ready) or self._next_deadline <= self.now()
 
-    def _find_stuck(
-        self, seen: dict[Worker, tuple[int, float, float]]
-    ) -> tuple[Worker, int] | None:
+    def _find_stuck(self, seen: dict[Worker, _Look]) -> tuple[Worker, int] | None:
         """A worker held by one item too long, with the item's number, or None.
 
+        A worker is timed by sampling: the item it was busy with when first
+        seen has run at least since then, so one still running
+        ``BLOCKED_AFTER`` later is stuck (found within one more round).
         Reads what the workers publish without the lock; ``_replace`` checks
         again under it.
         """
         now = monotonic()
         for worker in list(self._workers):
-            since = worker.busy_since
-            if not since or worker.replaced:
+            seq = worker.item_seq
+            if not seq & 1 or worker.replaced:
+                continue  # between items, or already replaced
+            look = seen.get(worker)
+            if look is None or look[0] != seq:
+                seen[worker] = (seq, now, now, _cpu_time(worker))
+                continue  # first look at this item
+            if worker.stepping and _computing(worker, now, seen, look):
                 continue
-            if worker.stepping and _computing(worker, now, seen):
-                continue
-            if now - since >= BLOCKED_AFTER:
-                return worker, worker.item_seq
+            if now - look[1] >= BLOCKED_AFTER:
+                return worker, seq
         return None
 
     def _replace(self, worker: Worker, item: int) -> None:
@@ -1028,7 +1036,6 @@ class Runtime:
                 self._stopping
                 or not self._work_waits()
                 or worker.item_seq != item
-                or not worker.busy_since
                 or worker.replaced
                 or worker not in self._workers
             ):
@@ -1042,22 +1049,31 @@ class Runtime:
                 self._start_worker_locked(extra=True)
 
 
-def _computing(worker: Worker, now: float, seen: dict[Worker, tuple[int, float, float]]) -> bool:
+# What the watchdog saw of one worker: the item's number, when it first saw
+# that item, and the real time and the thread's CPU time at its last look.
+_Look = tuple[int, float, float, float]
+
+
+def _cpu_time(worker: Worker) -> float:
+    """The worker thread's CPU time, or NaN where it cannot be read."""
+    clock = worker.cpu_clock
+    if clock is None:
+        return math.nan
+    try:
+        return clock()
+    except OSError:  # pragma: no cover - the thread is just ending
+        return math.nan
+
+
+def _computing(worker: Worker, now: float, seen: dict[Worker, _Look], look: _Look) -> bool:
     """Whether ``worker``'s current coroutine step kept its thread on the CPU.
 
     Compares the thread's CPU time with real time since the watchdog last
-    looked at the same item; the first look only takes the sample.
+    looked at the same item (``look``), and records this look.
     """
-    clock = worker.cpu_clock
-    if clock is None:
-        return False
-    try:
-        cpu = clock()
-    except OSError:  # pragma: no cover - the thread is just ending
-        return False
-    seq = worker.item_seq
-    last = seen.get(worker)
-    seen[worker] = (seq, now, cpu)
-    if last is None or last[0] != seq or now <= last[1]:
+    cpu = _cpu_time(worker)
+    seen[worker] = (look[0], look[1], now, cpu)
+    if now <= look[2]:
         return True  # nothing to compare with yet: look again next round
-    return (cpu - last[2]) / (now - last[1]) >= COMPUTING
+    # NaN (no CPU clock) compares false: the step counts as blocked.
+    return (cpu - look[3]) / (now - look[2]) >= COMPUTING

@@ -174,7 +174,7 @@ class Scope:
                     interrupt = caught
                 op.cancel("KeyboardInterrupt")
         if interrupt is not None:
-            op._observed = True
+            op._observe()
             raise interrupt
         return self._outcome(op, exc)
 

@@ -177,7 +177,8 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
         waker.result = waker.error = None
         if error is CANCEL_LATER:
             error = Cancelled()
-        waker._disarm_all()
+        if waker.events:
+            waker._disarm_all()
         coro = task.coro
     inline = 0
     while True:
@@ -208,8 +209,7 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
                 continue
             lock.acquire()
             try:
-                waker._reset()
-                waker._transition_to_requeued()
+                waker._requeue()
                 runtime._push_locked(op, state)
             finally:
                 lock.release()

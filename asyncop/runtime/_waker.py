@@ -215,6 +215,23 @@ class Waker:
         self.status = _QUEUED
         return True
 
+    def _requeue(self) -> bool:
+        """Forget the last wait and go straight back to the queue (checkpoint).
+
+        ``_reset`` then ``_transition_to_requeued``, in one call: this is the
+        commonest transition of all.
+        """
+        if self.status is not _NO_STATUS and self.status is not _RESULT:
+            return False
+        self.generation += 1
+        if self.events:
+            self.events.clear()
+        self.triggered = None
+        self.result = None
+        self.error = None
+        self.status = _QUEUED
+        return True
+
     def _transition_to_result_early(self) -> bool:
         # Invariant: a running task that must not suspend after all (a
         # cancel seen just before suspending) resumes at once.

@@ -35,7 +35,7 @@ event loop. One blocked in a system call uses no CPU and is replaced. An
 extra worker retires when it would park and the pool has more unstuck
 workers than its target size.
 
-Who writes what: ``busy_since``, ``item_seq``, ``stepping`` and
+Who writes what: ``item_seq``, ``stepping`` and
 ``replaced`` are written by the worker itself and read by the watchdog;
 ``cpu_clock`` is set once when the thread starts; everything else is
 written under the runtime lock.
@@ -69,7 +69,6 @@ class Worker:
     """One worker thread's state, shared with the scheduler and the watchdog."""
 
     __slots__ = (
-        "busy_since",
         "cpu_clock",
         "event",
         "extra",
@@ -89,8 +88,8 @@ class Worker:
         self.extra = extra
         self.event = WakeEvent()
         self.handle: ThreadHandle | None = None
-        # Real monotonic time the current item started, 0.0 when not busy.
-        self.busy_since = 0.0
+        # Bumped when an item starts and when it ends: odd while busy. The
+        # watchdog times an item by seeing the same number on its looks.
         self.item_seq = 0
         # Whether the current item is a coroutine step (not a sync callback).
         self.stepping = False
@@ -106,7 +105,7 @@ class Worker:
 
     def __repr__(self) -> str:
         kind = "extra" if self.extra else "base"
-        busy = "busy" if self.busy_since else "idle"
+        busy = "busy" if self.item_seq & 1 else "idle"
         return f"<Worker {self.index} {kind} {busy}>"
 
 

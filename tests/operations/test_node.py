@@ -621,6 +621,19 @@ def test_unobserved_failure_is_logged_once_its_runtime_is_gone(
     assert isinstance(records[0].exc_info[1], ValueError)
 
 
+def test_unobserved_failure_log_names_where_the_operation_was_made(
+    runtime: asyncop.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="asyncop")
+    line = sys._getframe().f_lineno + 1
+    op = runtime.spawn(fail_with_value_error, name="lost-with-line")
+    wait_done(op)
+    del op
+    gc.collect()
+    [record] = asyncop_errors(caplog, "lost-with-line")
+    assert f"{__file__}:{line}" in record.getMessage()
+
+
 def read_result(op: AsyncOperation) -> None:
     with pytest.raises(ValueError):
         op.result()
