@@ -509,12 +509,16 @@ class AsyncOperation:
         """Park the calling thread until the operation is final, or time out."""
         waiter = _thread.allocate_lock()
         waiter.acquire()
-        with self.runtime._lock:
+        lock = self.runtime._lock
+        lock.acquire()  # not a with-statement: every submit-and-wait comes here
+        try:
             if _is_final(self._state):
                 return True
             self._add_waiter_locked(waiter.release)
+        finally:
+            lock.release()
         try:
-            got = acquire_for(waiter, timeout)
+            got = waiter.acquire() if timeout is None else acquire_for(waiter, timeout)
         except BaseException:
             self._remove_waiter(waiter.release)
             raise

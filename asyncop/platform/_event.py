@@ -35,11 +35,14 @@ class WakeEvent:
 
     def set(self) -> None:
         """Signal the event, waking one waiter now or the next one to wait."""
-        with self._guard:
-            if self._signalled:
-                return
+        # acquire()/release() rather than a with-statement, which costs twice
+        # as much: every push to a parked worker comes through here.
+        guard = self._guard
+        guard.acquire()
+        if not self._signalled:
             self._signalled = True
             self._signal.release()
+        guard.release()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the event is signalled, then reset it.
@@ -58,8 +61,10 @@ class WakeEvent:
         else:
             got = self._signal.acquire(timeout=timeout)
         if got:
-            with self._guard:
-                self._signalled = False
+            guard = self._guard
+            guard.acquire()
+            self._signalled = False
+            guard.release()
         return got
 
     def is_set(self) -> bool:

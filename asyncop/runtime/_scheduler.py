@@ -789,8 +789,9 @@ class Runtime:
                     op = None  # type: ignore[assignment]
                     worker.item_seq += 1
                     worker.replaced = False
-                # 2. Fire due timers.
-                if self._next_deadline <= self.now():
+                # 2. Fire due timers (without reading the clock when none is set).
+                next_deadline = self._next_deadline
+                if next_deadline < _INF and next_deadline <= self.now():
                     self._fire_due_timers()
                 # 2b. Take the readiness of parked fds without the reactor's
                 # two thread hops, if that wakes something to run.
@@ -832,7 +833,9 @@ class Runtime:
 
     def _park(self, worker: Worker) -> bool:
         """Park until woken or the next deadline; False when the worker must exit."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not a with-statement: a worker parks after every burst of work
+        try:
             if self._ready:
                 return True
             if self._stopping:
@@ -887,7 +890,10 @@ class Runtime:
             self._idle.append(worker)
             worker.parked = True
             self._active -= 1
-            worker.parked_at = monotonic()
+            if self._dynamic:
+                worker.parked_at = monotonic()  # for _may_retire_locked
+        finally:
+            lock.release()
         woken = worker.event.wait(timeout)
         if woken and not worker.parked:
             return True  # popped and woken by a push: nothing to undo
