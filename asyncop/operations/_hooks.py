@@ -31,15 +31,18 @@ class RuntimeHooks(Protocol):
 
     def _submit(self, op: AsyncOperation) -> None: ...
 
-    def _spawn(
+    def _new_operation(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
         *,
         parent: AsyncOperation | None,
         name: str | None,
-        supervise: bool,
-    ) -> AsyncOperation: ...
+        submit: bool = False,
+        supervise: bool = False,
+    ) -> AsyncOperation:
+        """Make an operation; with ``submit``, link and queue it in one locked step."""
+        ...
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 

@@ -583,7 +583,9 @@ class AsyncOperation:
             TypeError: ``fn`` is not callable.
             RuntimeError: this operation has ended (a scope that exited).
         """
-        return self.runtime._spawn(fn, args, parent=self, name=name, supervise=supervise)
+        return self.runtime._new_operation(
+            fn, args, parent=self, name=name, submit=True, supervise=supervise
+        )
 
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""
@@ -605,27 +607,10 @@ class AsyncOperation:
             last.sibling_next = child
             child._sibling_prev = last
         self._last_child = child
-        if self.parent is None:
+        if self.parent is None and self._state is _CREATED:
+            # A root that was made but not started yet: a started one is
+            # tracked already (a scope from birth, other work from submit).
             self.runtime._track_root_locked(self)
-
-    def _unlink_locked(self) -> None:
-        """Remove this node from its parent's child list in O(1)."""
-        parent = self.parent
-        if parent is None:
-            return
-        prev = self._sibling_prev
-        nxt = self.sibling_next
-        if prev is None:
-            parent.first_child = nxt
-        else:
-            prev.sibling_next = nxt
-        if nxt is None:
-            parent._last_child = prev
-        else:
-            nxt._sibling_prev = prev
-        self.parent = None
-        self.sibling_next = None
-        self._sibling_prev = None
 
     # ------------------------------------------------------------------
     # Transitions (each asserts where it starts from)
@@ -689,80 +674,93 @@ class AsyncOperation:
         """Make this node final if its work and children have ended; climb up.
 
         Iterative: a chain of nodes each waiting only for its last child
-        finalizes bottom-up in one loop, however deep.
+        finalizes bottom-up in one loop, however deep. (Finalizing one node
+        is written out in the loop: this runs for every operation.)
         """
         node: AsyncOperation | None = self
         while (
             node is not None
             and node._outcome is not Outcome.NONE
             and node.first_child is None
-            and not _is_final(node._state)
+            # not _is_final(node._state), inline
+            and (state := node._state) is not _COMPLETED
+            and state is not _FAILED
+            and state is not _CANCELLED
         ):
-            parent = node.parent
-            node._finalize_locked(after)
-            node = parent
-
-    def _finalize_locked(self, after: After) -> None:
-        failures = self._failures
-        own = self._error if self._outcome is Outcome.ERROR else None
-        if own is not None and isinstance(own, Cancelled):
-            own = None
-        if own is not None or failures:
-            if own is None:
-                errors = list(failures)  # type: ignore[arg-type]
-            else:
-                errors = [own, *failures] if failures else [own]
-            if len(errors) == 1 and not failures and self._kind is not OpKind.SCOPE:
-                error: BaseException = errors[0]
-            else:
-                error = BaseExceptionGroup(f"operation {self.name!r} failed", errors)
-            self._error = error
-            self._value = None
-            state = _FAILED
-        elif self._outcome is Outcome.VALUE and not (
-            # A scope's block has no value worth keeping: a scope whose cancel
-            # interrupted its children ended CANCELLED, however its block left.
-            self._kind is OpKind.SCOPE and self._cancelled and self._interrupted
-        ):
-            self._error = None
-            state = _COMPLETED
-        else:
-            self._error = None
-            self._value = None
-            state = _CANCELLED
-        self._failures = None
-        parent = self.parent
-        taken_over = (
-            state is _FAILED
-            and parent is not None
-            and self._propagates
-            and not self._supervised
-            and not parent._supervise
-        )
-        if taken_over:
-            # The parent takes the failure over: it is observed there.
-            self._observed = True
-        elif state is _FAILED and not self._observed:
-            # Made before the state reads FAILED: whoever sees FAILED and
-            # observes the failure then finds it, and disarms it.
-            self._unobserved = _Unobserved(self)
-        self._transition_to_final(state)
-        self.runtime._on_final_locked(self, after)
-
-        if parent is not None:
-            self._unlink_locked()
-            if state is _CANCELLED:
-                parent._interrupted = True
-            elif taken_over:
-                if parent._failures is None:
-                    parent._failures = [self._error]  # type: ignore[list-item]
+            failures = node._failures
+            own = node._error if node._outcome is Outcome.ERROR else None
+            if own is not None and isinstance(own, Cancelled):
+                own = None
+            if own is not None or failures:
+                if own is None:
+                    errors = list(failures)  # type: ignore[arg-type]
                 else:
-                    parent._failures.append(self._error)  # type: ignore[arg-type]
-                parent._cancel_locked(f"child {self.name!r} failed", after)
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            after.extend(waiters)
+                    errors = [own, *failures] if failures else [own]
+                if len(errors) == 1 and not failures and node._kind is not OpKind.SCOPE:
+                    error: BaseException = errors[0]
+                else:
+                    error = BaseExceptionGroup(f"operation {node.name!r} failed", errors)
+                node._error = error
+                node._value = None
+                state = _FAILED
+            elif node._outcome is Outcome.VALUE and not (
+                # A scope's block has no value worth keeping: a scope whose cancel
+                # interrupted its children ended CANCELLED, however its block left.
+                node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
+            ):
+                node._error = None
+                state = _COMPLETED
+            else:
+                node._error = None
+                node._value = None
+                state = _CANCELLED
+            node._failures = None
+            parent = node.parent
+            taken_over = (
+                state is _FAILED
+                and parent is not None
+                and node._propagates
+                and not node._supervised
+                and not parent._supervise
+            )
+            if taken_over:
+                # The parent takes the failure over: it is observed there.
+                node._observed = True
+            elif state is _FAILED and not node._observed:
+                # Made before the state reads FAILED: whoever sees FAILED and
+                # observes the failure then finds it, and disarms it.
+                node._unobserved = _Unobserved(node)
+            node._transition_to_final(state)
+            node.runtime._on_final_locked(node, after)
+
+            if parent is not None:
+                # Unlink from the parent's child list, in O(1).
+                prev = node._sibling_prev
+                nxt = node.sibling_next
+                if prev is None:
+                    parent.first_child = nxt
+                else:
+                    prev.sibling_next = nxt
+                if nxt is None:
+                    parent._last_child = prev
+                else:
+                    nxt._sibling_prev = prev
+                node.parent = None
+                node.sibling_next = None
+                node._sibling_prev = None
+                if state is _CANCELLED:
+                    parent._interrupted = True
+                elif taken_over:
+                    if parent._failures is None:
+                        parent._failures = [node._error]  # type: ignore[list-item]
+                    else:
+                        parent._failures.append(node._error)  # type: ignore[arg-type]
+                    parent._cancel_locked(f"child {node.name!r} failed", after)
+            waiters = node._waiters
+            if waiters is not None:
+                node._waiters = None
+                after.extend(waiters)
+            node = parent
 
     # ------------------------------------------------------------------
     # Debugging

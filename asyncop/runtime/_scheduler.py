@@ -239,7 +239,9 @@ class Runtime:
             TypeError: ``fn`` is not callable.
             RuntimeError: the runtime is shut down.
         """
-        return self._spawn(fn, args, parent=None, name=name, supervise=supervise)
+        return self._new_operation(
+            fn, args, parent=None, name=name, submit=True, supervise=supervise
+        )
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` as a root operation, wait, and return its value.
@@ -473,8 +475,8 @@ class Runtime:
                     f"cannot link operation {name!r} under {parent.name!r}, which belongs "
                     f"to runtime {parent.runtime.name!r}; make it with that runtime"
                 )
-        # spawn() -> _spawn() -> here: the user's frame is 4 up; create() -> here: 3.
-        code, lasti = _user_frame(4 if submit else 3)
+        # spawn() or create() -> here: the user's frame is 3 up.
+        code, lasti = _user_frame(3)
         state: ThreadState | None = None
         if kind is _SCOPE:
             ctx = None
@@ -533,24 +535,6 @@ class Runtime:
         if after:
             run_after(after)
         return op
-
-    def _spawn(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        *,
-        parent: AsyncOperation | None,
-        name: str | None,
-        supervise: bool,
-    ) -> AsyncOperation:
-        if parent is None and self._closing:
-            raise RuntimeError(
-                f"Runtime {self.name!r} is shut down and takes no new operations; "
-                "make a new Runtime"
-            )
-        return self._new_operation(
-            fn, args, parent=parent, name=name, submit=True, supervise=bool(supervise)
-        )
 
     def _submit(self, op: AsyncOperation) -> None:
         if not isinstance(op, AsyncOperation):
@@ -769,10 +753,12 @@ class Runtime:
             while True:
                 # 1. Run ready work.
                 for _ in range(_BATCH):
+                    if not ready:
+                        break  # (cheaper than the IndexError below)
                     try:
                         op = ready.popleft()
                     except IndexError:
-                        break
+                        break  # another worker took it
                     # Odd while busy: the watchdog times an item by seeing
                     # the same odd number on its looks (no clock read here).
                     worker.item_seq += 1
