@@ -73,6 +73,12 @@ _FAILED = OperationState.FAILED
 _CANCELLED = OperationState.CANCELLED
 
 
+# The results that carry nothing but a state, made once: results are
+# immutable, and a callback that returns None is the common case.
+_NO_VALUE = {state: AsyncResult(state, None, None) for state in OperationState}
+_COMPLETED_NONE = _NO_VALUE[OperationState.COMPLETED]
+
+
 def _is_final(state: OperationState) -> bool:
     # Identity tests: several times cheaper than the enum property on the
     # hot path (every operation checks this a few times).
@@ -544,12 +550,13 @@ class AsyncOperation:
     def _snapshot(self, *, observe: bool) -> AsyncResult:
         state = self._state
         if state is _COMPLETED:
-            return AsyncResult(state, self._value, None)
+            value = self._value
+            return _COMPLETED_NONE if value is None else AsyncResult(state, value, None)
         if state is _FAILED:
             if observe:
                 self._observe()
             return AsyncResult(state, None, self._error)
-        return AsyncResult(state, None, None)
+        return _NO_VALUE[state]
 
     # ------------------------------------------------------------------
     # Children
