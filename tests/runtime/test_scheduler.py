@@ -269,6 +269,31 @@ def test_extra_worker_retires_after_the_stuck_callback_returns(
         assert rt.spawn(lambda: 7).wait(5).value == 7
 
 
+@pytest.mark.timeout(20)
+def test_a_run_of_short_callbacks_is_not_taken_for_one_stuck_callback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The watchdog times an item by seeing the worker on the same item at
+    # its looks: a worker busy without a break, but never long on one item,
+    # must not count as stuck. 60 callbacks of 5 ms each keep the one
+    # worker busy for 300 ms, with work always queued behind it.
+    # (An extra worker would take some of the queued callbacks: they must
+    # all run on the one worker.)
+    monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    threads: set[str] = set()
+
+    def short() -> None:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.005)
+
+    with asyncop.Runtime(1, name=fresh_name("short")) as rt:
+        settle(rt)
+        ops = [rt.spawn(short) for _ in range(60)]
+        for op in ops:
+            assert op.wait(5).state is OperationState.COMPLETED
+    assert len(threads) == 1, threads
+
+
 # ----------------------------------------------------------------------
 # Coroutine work stays with the worker that queued it
 # ----------------------------------------------------------------------
