@@ -32,7 +32,8 @@ such awaits cannot keep a worker forever, a task that completes
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from types import CoroutineType
+from inspect import CO_COROUTINE
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
@@ -164,7 +165,13 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
         fn = op._fn
         assert fn is not None
         try:
-            coro = ctx.run(fn, *op._args)
+            if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
+                # Calling an async def function only binds its arguments and
+                # makes the coroutine: no user code runs, so no context is
+                # needed yet (the first send below runs in it).
+                coro = fn(*op._args)
+            else:
+                coro = ctx.run(fn, *op._args)
         except BaseException as exc:
             _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
