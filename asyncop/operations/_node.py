@@ -643,9 +643,13 @@ class AsyncOperation:
         return True
 
     def _transition_to_final(self, state: OperationState) -> None:
-        # Invariant: exactly one final state, set once.
-        assert not _is_final(self._state), f"{self.name!r} is already {self._state.name}"
-        assert _is_final(state)
+        # Invariant: exactly one final state, set once. (The final states are
+        # the three after RUNNING: identity tests, as _is_final does, inline.)
+        old = self._state
+        assert old is _CREATED or old is _PENDING or old is _RUNNING, (
+            f"{self.name!r} is already {old.name}"
+        )
+        assert state is _COMPLETED or state is _FAILED or state is _CANCELLED, state
         self._state = state
 
     # ------------------------------------------------------------------
