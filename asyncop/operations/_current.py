@@ -43,6 +43,14 @@ class ThreadState:
         # The runtime Worker whose thread this is, or None on any other thread.
         self.worker: Any = None
 
+    def running(self) -> AsyncOperation | None:
+        """The operation whose code this thread runs: see current_operation()."""
+        task = self.task
+        if task is not None:
+            op: AsyncOperation = task.current
+            return op
+        return self.op
+
     def __repr__(self) -> str:
         return f"<ThreadState op={self.op!r} task={self.task!r} worker={self.worker!r}>"
 
@@ -65,9 +73,4 @@ def current_operation() -> AsyncOperation | None:
     Inside a sync callback, a coroutine operation or a scope's block, that is
     the operation itself; anywhere else it is None.
     """
-    state = thread_state()
-    task = state.task
-    if task is not None:
-        op: AsyncOperation = task.current
-        return op
-    return state.op
+    return thread_state().running()

@@ -39,10 +39,12 @@ class WakeEvent:
         # as much: every push to a parked worker comes through here.
         guard = self._guard
         guard.acquire()
-        if not self._signalled:
-            self._signalled = True
-            self._signal.release()
-        guard.release()
+        try:
+            if not self._signalled:
+                self._signalled = True
+                self._signal.release()
+        finally:
+            guard.release()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the event is signalled, then reset it.

@@ -484,10 +484,12 @@ class Runtime:
             ctx = contextvars.copy_context()
         else:
             state = thread_state()
-            running = state.task.current if state.task is not None else state.op
             # From the parent's own code, the live context is the parent's
             # (with what the code set since); from elsewhere, copy the parent's.
-            ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
+            if state.running() is parent:
+                ctx = contextvars.copy_context()
+            else:
+                ctx = parent._ctx.copy()
         op = AsyncOperation(self, kind, fn, args, name, ctx, code, lasti)
         if shield:
             op._shield = True

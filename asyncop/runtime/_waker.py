@@ -221,6 +221,8 @@ class Waker:
         ``_reset`` then ``_transition_to_requeued``, in one call: this is the
         commonest transition of all.
         """
+        # Invariant: only a running task yields, and a running task's waker
+        # is NO_STATUS (first step) or RESULT (resumed from a wait).
         if self.status is not _NO_STATUS and self.status is not _RESULT:
             return False
         self.generation += 1
