@@ -10,7 +10,10 @@ Workloads live in one module per family (``threads``, ``tree``, ``idle``)
 and register themselves in ``_registry``; ``_harness`` drives the runs and
 ``_run`` is the per-repetition entry point. To see where a workload spends
 its time, on every thread: ``python -m benchmarks._profile WORKLOAD SYSTEM N``.
-This package is not part of the test suite.
+To compare two versions of the code on a noisy machine, count instructions
+per item instead of timing them: ``python -m benchmarks._instructions
+WORKLOAD SYSTEM`` (needs valgrind). This package is not part of the test
+suite.
 """
 
 from __future__ import annotations
