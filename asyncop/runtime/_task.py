@@ -274,7 +274,9 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
         waker._reset()
         return None, exc
     cancellable = ev.cancellable
-    with waker.runtime._lock:
+    lock = waker.runtime._lock
+    lock.acquire()  # not a with-statement: every wait that suspends comes here
+    try:
         if waker.status is _RESULT:
             value, error = waker.result, waker.error
         elif cancellable and task.current._cancelled:
@@ -285,6 +287,8 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
             waker._transition_to_waiting()
             task.cancellable = cancellable
             return _NOT_READY, None
+    finally:
+        lock.release()
     waker.result = waker.error = None
     waker._disarm_all()
     return value, error

@@ -260,7 +260,9 @@ class Waker:
     def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
         """Let ``sub``'s event win this wait, if nothing has won it yet."""
         runtime = self.runtime
-        with runtime._lock:
+        lock = runtime._lock
+        lock.acquire()  # not a with-statement: every event that fires comes here
+        try:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             status = self.status
@@ -280,6 +282,8 @@ class Waker:
                 self.error = error
                 return True
             return False
+        finally:
+            lock.release()
 
     def _add_subscription(self, sub: Subscription) -> None:
         if self.events is None:
