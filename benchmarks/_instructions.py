@@ -83,12 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed; on Debian: apt install valgrind")
-    sizes = args.sizes.split(",")
-    if len(sizes) != 2 or not all(size.isdigit() for size in sizes):
+    sizes = [int(size) for size in args.sizes.split(",") if size.isdigit()]
+    if len(sizes) != 2 or not 0 < sizes[0] < sizes[1] or args.sizes.count(",") != 1:
         parser.error(f"--sizes takes two sizes, small first, as in 2000,6000; got {args.sizes!r}")
-    small, large = int(sizes[0]), int(sizes[1])
-    if not 0 < small < large:
-        parser.error(f"--sizes takes two sizes, small first, as in 2000,6000; got {args.sizes!r}")
+    small, large = sizes
     registry = load_workloads()
     if args.system not in getattr(registry.get(args.workload), "systems", {}):
         parser.error(
