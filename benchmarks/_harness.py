@@ -15,7 +15,8 @@ Output, on stdout, one JSON object per line:
 - per skipped system ``{"workload", "system", "skipped"}``, per failed one
   ``{"workload", "system", "n", "error"}``;
 - per check ``{"ratio" | "limit", "workload", ..., "value", "target",
-  "met"}``.
+  "met"}``; a ratio also gives ``paired``, the median of the per-round
+  ratios, which the machine's slow phases move less.
 
 A human-readable table of the same goes to stderr at the end.
 """
@@ -96,6 +97,23 @@ class Measurement:
             if key != "seconds":
                 line[key] = _round(self.median(key))
         return line
+
+
+def _paired_ratio(top: Measurement, bottom: Measurement, metric: str) -> float | None:
+    """The median over rounds of one round's ratio, or None if the rounds differ.
+
+    The systems take turns round by round, and the machine's slow phases
+    last longer than a round: a slow phase then lifts both sides of one
+    round's ratio, and the median of those ratios moves less than the ratio
+    of the two medians, which may take its top and its bottom from
+    different phases. It is reported beside the check's value, not instead
+    of it.
+    """
+    if len(top.runs) != len(bottom.runs):
+        return None
+    pairs = zip(top.runs, bottom.runs, strict=True)
+    ratios = [a[metric] / b[metric] for a, b in pairs if b[metric] > 0]
+    return float(statistics.median(ratios)) if ratios else None
 
 
 def _round(value: float) -> float:
@@ -318,6 +336,10 @@ class Harness:
             value /= present[1].median(metric)
         met = value <= limit if op == "<=" else value < limit
         line.update(value=_round(value), target=target, met=met)
+        if len(present) == 2:
+            paired = _paired_ratio(present[0], present[1], metric)
+            if paired is not None:
+                line["paired"] = _round(paired)
         return line
 
     # ------------------------------------------------------------------
@@ -353,7 +375,10 @@ class Harness:
                     label += f" [{line['metric']}]"
                 value = "-" if line["value"] is None else f"{line['value']:g}"
                 verdict = {True: "met", False: "MISSED", None: "n/a"}[line["met"]]
-                write(f"{where + ' ' + label:<52} {value:>9}  {line['target']:<8} {verdict}")
+                paired = f"  (paired {line['paired']:g})" if "paired" in line else ""
+                write(
+                    f"{where + ' ' + label:<52} {value:>9}  {line['target']:<8} {verdict}{paired}"
+                )
         write("")
         load = _loadavg()
         write(f"total wall time: {total:.1f} s; load average now: {load}")

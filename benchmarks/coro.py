@@ -18,6 +18,10 @@
   (``threads`` counts the threads, to show that no extra worker joined).
   ``asyncop_chunk`` and ``asyncop_1thread`` (on one worker) checkpoint
   after every 1,000 spawns, so children run while the loop goes on.
+  ``pyfloor`` and ``pyfloor_locked`` run the same children on the least
+  scheduler Python allows (``_floor.py``: a task object, a context copy,
+  a deque, one thread; the second adds a lock round trip per spawn, step
+  and end): the part of every figure that no pure-Python design avoids.
 
 - ``cancel_sleepers``: n tasks sleep for an hour (so that each holds a
   real timer, on every system), then the scope is cancelled; timed from
@@ -51,6 +55,7 @@ from ._coro_common import (
     register_trio,
     run_asyncop,
 )
+from ._floor import run_floor
 from ._registry import Metrics, Ratio, workload
 from ._timing import Stopwatch
 
@@ -217,6 +222,16 @@ def _spawn_join_chunked(n: int) -> Metrics:
 @SPAWN_JOIN.system("asyncop_1thread")
 def _spawn_join_w1_chunked(n: int) -> Metrics:
     return run_asyncop(_spawn_join_asyncop_chunked, n, workers=1)
+
+
+@SPAWN_JOIN.system("pyfloor")
+def _spawn_join_floor(n: int) -> Metrics:
+    return run_floor(n)
+
+
+@SPAWN_JOIN.system("pyfloor_locked")
+def _spawn_join_floor_locked(n: int) -> Metrics:
+    return run_floor(n, locked=True)
 
 
 register_asyncio(SPAWN_JOIN, _spawn_join_asyncio, nogc=True)
