@@ -515,14 +515,11 @@ class AsyncOperation:
         """Park the calling thread until the operation is final, or time out."""
         waiter = _thread.allocate_lock()
         waiter.acquire()
-        lock = self.runtime._lock
-        lock.acquire()  # not a with-statement: every submit-and-wait comes here
-        try:
+        # A with-statement: see _end_work.
+        with self.runtime._lock:
             if _is_final(self._state):
                 return True
             self._add_waiter_locked(waiter.release)
-        finally:
-            lock.release()
         try:
             got = waiter.acquire() if timeout is None else acquire_for(waiter, timeout)
         except BaseException:
@@ -657,10 +654,30 @@ class AsyncOperation:
     # ------------------------------------------------------------------
 
     def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
-        """Record how the own work ended; finalize if no child is live."""
+        """Record how the own work ended; finalize if no child is live.
+
+        From any thread (a sync scope's exit comes here on the user's).
+        """
+        after: After = []
+        # A with-statement, not acquire() then try, wherever a user thread
+        # may take the lock: on the main thread, a Ctrl-C raised as acquire()
+        # returns would land before the try and leave the lock held for good.
+        with self.runtime._lock:
+            self._end_work_locked(outcome, value, error, after)
+        if after:
+            run_after(after)
+
+    def _end_work_on_worker(
+        self, outcome: Outcome, value: Any, error: BaseException | None
+    ) -> None:
+        """``_end_work`` for the worker that ran the work: every operation ends here.
+
+        A worker thread never runs signal handlers, so it may take the lock
+        with acquire() then try, which costs half a with-statement.
+        """
         after: After = []
         lock = self.runtime._lock
-        lock.acquire()  # not a with-statement: this is a hot path
+        lock.acquire()
         try:
             self._end_work_locked(outcome, value, error, after)
         finally:

@@ -6,10 +6,12 @@ The event is either *signalled* or not. ``set()`` signals it from any thread;
 nobody waits is remembered: the next ``wait()`` returns at once. Two
 ``set()`` calls with no ``wait()`` between them count as one.
 
-Design: the signal is a plain lock used as a binary semaphore. It is held
-while the event is not signalled; ``set()`` releases it and ``wait()``
-acquires it. ``_guard`` makes the check-and-release in ``set()`` atomic, so a
-second ``set()`` never releases an unlocked lock. The blocking part is a
+Design: the event is one plain lock used as a binary semaphore, held while
+the event is not signalled. ``set()`` releases it and ``wait()`` acquires it;
+releasing a lock that is already free raises, and ``set()`` takes that to
+mean the event was signalled already. Each step is one atomic operation on
+the lock, so no second lock guards a flag, and an exception (a Ctrl-C on the
+main thread) can never leave the event half-set. The blocking part is a
 single ``Lock.acquire`` with a timeout, which the OS implements as a futex
 or condition wait: a parked thread uses no CPU.
 """
@@ -24,27 +26,19 @@ __all__ = ["WakeEvent", "acquire_for"]
 class WakeEvent:
     """An auto-reset event: each ``set()`` releases one ``wait()``."""
 
-    __slots__ = ("_guard", "_signal", "_signalled")
+    __slots__ = ("_signal",)
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
+        # Free exactly when the event is signalled.
         self._signal = threading.Lock()
         self._signal.acquire()
-        # Invariant: _signalled is True exactly when _signal is unlocked.
-        self._signalled = False
 
     def set(self) -> None:
         """Signal the event, waking one waiter now or the next one to wait."""
-        # acquire()/release() rather than a with-statement, which costs twice
-        # as much: every push to a parked worker comes through here.
-        guard = self._guard
-        guard.acquire()
         try:
-            if not self._signalled:
-                self._signalled = True
-                self._signal.release()
-        finally:
-            guard.release()
+            self._signal.release()
+        except RuntimeError:
+            pass  # already signalled: two set() calls in a row count as one
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the event is signalled, then reset it.
@@ -57,24 +51,17 @@ class WakeEvent:
             True if the event was signalled, False if the timeout passed.
         """
         if timeout is None:
-            got = self._signal.acquire()
-        elif timeout <= 0:
-            got = self._signal.acquire(blocking=False)
-        else:
-            got = self._signal.acquire(timeout=timeout)
-        if got:
-            guard = self._guard
-            guard.acquire()
-            self._signalled = False
-            guard.release()
-        return got
+            return self._signal.acquire()
+        if timeout <= 0:
+            return self._signal.acquire(blocking=False)
+        return self._signal.acquire(timeout=timeout)
 
     def is_set(self) -> bool:
         """Tell whether the event is signalled, without resetting it."""
-        return self._signalled
+        return not self._signal.locked()
 
     def __repr__(self) -> str:
-        state = "signalled" if self._signalled else "clear"
+        state = "signalled" if self.is_set() else "clear"
         return f"<WakeEvent {state}>"
 
 

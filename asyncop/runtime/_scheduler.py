@@ -500,9 +500,10 @@ class Runtime:
         if parent is None and kind is not _SCOPE and not submit:
             return op
         after: After = []
-        lock = self._lock
-        lock.acquire()  # not a with-statement: this is the spawn hot path
-        try:
+        # A with-statement, not acquire() then try: user threads come here,
+        # and on the main thread a Ctrl-C raised as acquire() returns would
+        # land before the try and leave the lock held for good.
+        with self._lock:
             if parent is not None:
                 parent._link_child_locked(op)
             elif submit and self._closing:
@@ -532,8 +533,6 @@ class Runtime:
                     self._roots[op] = None
                 op._transition_to_pending()
                 self._push_locked(op, state)
-        finally:
-            lock.release()
         if after:
             run_after(after)
         return op
@@ -822,7 +821,7 @@ class Runtime:
     def _park(self, worker: Worker) -> bool:
         """Park until woken or the next deadline; False when the worker must exit."""
         lock = self._lock
-        lock.acquire()  # not a with-statement: a worker parks after every burst of work
+        lock.acquire()  # (worker thread only, see step): a worker parks after every burst
         try:
             if self._ready:
                 return True
@@ -908,7 +907,7 @@ class Runtime:
     def _run_item(self, op: AsyncOperation, state: ThreadState) -> None:
         """Run one ready sync item. (The worker loop steps a coroutine item itself.)"""
         lock = self._lock
-        lock.acquire()
+        lock.acquire()  # (worker thread only, see step)
         try:
             if not op._transition_to_running():
                 return  # cancelled while queued: already finalized, never runs
@@ -940,7 +939,7 @@ class Runtime:
         # parks: a thread woken now has the OS's wake-up latency to cover,
         # and this worker's own bookkeeping then overlaps it instead of
         # coming first.
-        op._end_work(outcome, value, error)
+        op._end_work_on_worker(outcome, value, error)
 
     # ------------------------------------------------------------------
     # Watchdog: replace workers stuck in long synchronous calls

@@ -142,8 +142,10 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
         return  # already final: cancelled while queued (its waker IGNORED)
     waker = task
     lock = runtime._lock
-    # The runtime lock is taken with acquire()/release() on the hot paths:
-    # a with-statement costs twice as much for a C lock.
+    # The runtime lock is taken with acquire()/release() on the hot paths: a
+    # with-statement costs twice as much for a C lock. That is safe only on
+    # a worker thread, which never runs signal handlers; on the main thread a
+    # Ctrl-C raised as acquire() returns would skip the release.
     lock.acquire()
     try:
         if op._state is _PENDING:
@@ -275,7 +277,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
         return None, exc
     cancellable = ev.cancellable
     lock = waker.runtime._lock
-    lock.acquire()  # not a with-statement: every wait that suspends comes here
+    lock.acquire()  # (worker thread only, see step): every wait that suspends comes here
     try:
         if waker.status is _RESULT:
             value, error = waker.result, waker.error
@@ -314,7 +316,7 @@ def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException 
         task.held = None
         for lock in list(held):
             lock._break(task)
-    task.task._end_work(outcome, value, error)
+    task.task._end_work_on_worker(outcome, value, error)
 
 
 def describe_wait(task: TaskState) -> str:

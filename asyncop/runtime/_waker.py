@@ -260,9 +260,9 @@ class Waker:
     def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
         """Let ``sub``'s event win this wait, if nothing has won it yet."""
         runtime = self.runtime
-        lock = runtime._lock
-        lock.acquire()  # not a with-statement: every event that fires comes here
-        try:
+        # A with-statement: an event may fire from a user thread (see
+        # AsyncOperation._end_work).
+        with runtime._lock:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             status = self.status
@@ -282,8 +282,6 @@ class Waker:
                 self.error = error
                 return True
             return False
-        finally:
-            lock.release()
 
     def _add_subscription(self, sub: Subscription) -> None:
         if self.events is None:

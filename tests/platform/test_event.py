@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -241,3 +244,34 @@ def test_acquire_for_none_waits_until_released_from_another_thread() -> None:
         assert acquire_for(lock, None) is True
     finally:
         timer.cancel()
+
+
+def test_an_interrupt_as_set_returns_leaves_the_event_signalled() -> None:
+    # A Ctrl-C on the main thread is raised as a call returns: here, as the
+    # release inside set() returns (simulated with a profile hook).
+    event = WakeEvent()
+    raised = False
+
+    def hook(frame: FrameType, event_name: str, arg: Any) -> None:
+        nonlocal raised
+        if event_name == "c_return":
+            raised = True
+            sys.setprofile(None)
+            raise KeyboardInterrupt
+
+    sys.setprofile(hook)
+    try:
+        event.set()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.setprofile(None)
+    assert raised
+    # Interrupted or not, the set() happened: the next wait() takes it, and
+    # the event then works as before.
+    assert event.wait(0)
+    assert not event.wait(0)
+    event.set()
+    event.set()
+    assert event.wait(0)
+    assert not event.is_set()
