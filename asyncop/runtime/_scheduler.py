@@ -960,21 +960,26 @@ class Runtime:
         seen: dict[Worker, _Look] = {}
         while True:
             event.wait()
+            # Look at once, then every half BLOCKED_AFTER: work that starts
+            # waiting behind a stuck worker is handed on BLOCKED_AFTER later.
             while True:
-                if self._stopping:
-                    return
-                event.wait(BLOCKED_AFTER / 2)
                 if self._stopping:
                     return
                 # Look without the lock first: a worker steps tasks under it
                 # many times a millisecond, and taking it from this thread
                 # each round would make the two trade the GIL for it.
                 if not self._work_waits() and self._disarm_watchdog():
-                    seen.clear()
+                    # Keep the looks at items still running: one that was
+                    # running then has run at least since, so it is judged
+                    # by its whole age when the watchdog is armed again.
+                    for worker, look in list(seen.items()):
+                        if worker.item_seq != look[0]:
+                            del seen[worker]
                     break
                 stuck = self._find_stuck(seen)
                 if stuck is not None:
                     self._replace(*stuck)
+                event.wait(BLOCKED_AFTER / 2)
 
     def _disarm_watchdog(self) -> bool:
         """Stop watching unless work or a timer still needs it; False if one does.

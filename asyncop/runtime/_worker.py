@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BLOCKED_AFTER", "COMPUTING", "EXTRA_IDLE", "IDLE_RETIRE", "Worker"]
 
-# A worker busy with one item for this long, while work waits, is replaced.
+# A worker busy with one item for this long, while work waits, is replaced
+# (timed from when the watchdog first saw the item: at most when work
+# started to wait, so queued work waits about this long at most).
 BLOCKED_AFTER = 0.05
 # The share of one CPU above which a long coroutine step counts as computing.
 COMPUTING = 0.5
