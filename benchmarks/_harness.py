@@ -99,8 +99,11 @@ class Measurement:
         return line
 
 
-def _paired_ratio(top: Measurement, bottom: Measurement, metric: str) -> float | None:
+def _paired_ratio(sides: list[Measurement], metric: str) -> float | None:
     """The median over rounds of one round's ratio, or None if the rounds differ.
+
+    ``sides`` are two measurements (a ratio) or four (a ratio of ratios),
+    whose k-th repetitions ran in the same round.
 
     The systems take turns round by round, and the machine's slow phases
     last longer than a round: a slow phase then lifts both sides of one
@@ -109,10 +112,15 @@ def _paired_ratio(top: Measurement, bottom: Measurement, metric: str) -> float |
     different phases. It is reported beside the check's value, not instead
     of it.
     """
-    if len(top.runs) != len(bottom.runs):
+    rounds = len(sides[0].runs)
+    if any(len(side.runs) != rounds for side in sides):
         return None
-    pairs = zip(top.runs, bottom.runs, strict=True)
-    ratios = [a[metric] / b[metric] for a, b in pairs if b[metric] > 0]
+    ratios = []
+    for k in range(rounds):
+        a, b, *rest = (side.runs[k][metric] for side in sides)
+        if b <= 0 or (rest and (rest[0] <= 0 or rest[1] <= 0)):
+            continue
+        ratios.append(a / b if not rest else (a / b) / (rest[0] / rest[1]))
     return float(statistics.median(ratios)) if ratios else None
 
 
@@ -290,13 +298,18 @@ class Harness:
             if len(sizes) < 2:
                 return []
             small, big = sizes[0], sizes[-1]
+            sides = [results.get((check.system, big)), results.get((check.system, small))]
+            label = f"n={big}/n={small}"
+            if check.baseline is not None:
+                sides += [results.get((check.baseline, big)), results.get((check.baseline, small))]
+                label += f" over {check.baseline}'s"
             return [
                 self._judge(
-                    {"ratio": f"n={big}/n={small}", "workload": item.name, "system": check.system},
+                    {"ratio": label, "workload": item.name, "system": check.system},
                     check.metric,
                     "<=",
                     check.limit,
-                    [results.get((check.system, big)), results.get((check.system, small))],
+                    sides,
                 )
             ]
         return [
@@ -320,9 +333,10 @@ class Harness:
     ) -> dict[str, Any]:
         """Fill in ``value``, ``target`` and ``met``.
 
-        ``sides`` is one measurement (its median is the value) or two (the
-        value is their ratio). When a side was skipped or failed, ``value``
-        and ``met`` are null.
+        ``sides`` is one measurement (its median is the value), two (the
+        value is their ratio) or four (the first ratio over the second: a
+        scaling over a baseline's). When a side was skipped or failed,
+        ``value`` and ``met`` are null.
         """
         if metric != "seconds" and "limit" not in line:
             line["metric"] = metric
@@ -331,13 +345,16 @@ class Harness:
         if len(present) != len(sides):
             line.update(value=None, target=target, met=None, note="a side was skipped or failed")
             return line
-        value = present[0].median(metric)
-        if len(present) == 2:
-            value /= present[1].median(metric)
+        medians = [side.median(metric) for side in present]
+        value = medians[0]
+        if len(medians) >= 2:
+            value /= medians[1]
+        if len(medians) == 4:
+            value /= medians[2] / medians[3]
         met = value <= limit if op == "<=" else value < limit
         line.update(value=_round(value), target=target, met=met)
-        if len(present) == 2:
-            paired = _paired_ratio(present[0], present[1], metric)
+        if len(present) >= 2:
+            paired = _paired_ratio(present, metric)
             if paired is not None:
                 line["paired"] = _round(paired)
         return line

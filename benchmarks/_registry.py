@@ -93,11 +93,17 @@ class Scaling:
 
     The sizes of a scaling workload are ten times apart, so a linear cost
     gives 10 and ``limit`` leaves room for noise and cache effects.
+
+    With ``baseline``, the value is that growth over the baseline system's
+    own: a control that does the same memory accesses with no algorithm to
+    speak of, so what the machine's caches add at the larger size cancels
+    out, and ``limit`` is then near 1.
     """
 
     system: str
     limit: float
     metric: str = "seconds"
+    baseline: str | None = None
 
 
 @dataclass(frozen=True)
