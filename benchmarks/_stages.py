@@ -23,12 +23,12 @@ internals of both, and is not part of ``python -m benchmarks``.
 
 from __future__ import annotations
 
+import _thread
 import bisect
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, _base
 from typing import Any
 
@@ -108,7 +108,22 @@ def _asyncop(n: int) -> tuple[float, _Stamps]:
             s.worker_up.append(_ns())
         return got
 
-    def add_(self: _node.AsyncOperation, fn: Callable[[], object]) -> None:
+    class StampedLock:
+        """A thread waiter's lock, stamping its release (the runtime releases
+        waiters of this type where it would release the lock itself)."""
+
+        def __init__(self, lock: Any) -> None:
+            self._lock = lock
+
+        def release(self) -> None:
+            s.wake_main.append(_ns())
+            self._lock.release()
+
+    def add_(self: _node.AsyncOperation, fn: Any) -> None:
+        if isinstance(fn, _thread.LockType):
+            original_add(self, StampedLock(fn))  # type: ignore[arg-type]
+            return
+
         def wake() -> None:
             s.wake_main.append(_ns())
             fn()
@@ -119,6 +134,7 @@ def _asyncop(n: int) -> tuple[float, _Stamps]:
         (_event.WakeEvent, "set", set_),
         (_event.WakeEvent, "wait", wait_),
         (_node.AsyncOperation, "_add_waiter_locked", add_),
+        (_node, "_LockType", StampedLock),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     for owner, name, fn in patches:

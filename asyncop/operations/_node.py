@@ -116,6 +116,9 @@ def run_after(after: After) -> None:
             logger.exception("asyncop: a cancellation or completion callback raised")
 
 
+_LockType = _thread.LockType
+
+
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """Find the first frame outside asyncop: where the user made the operation.
 
@@ -160,7 +163,9 @@ class AsyncOperation:
     _value: Any
     _error: BaseException | None
     _failures: list[BaseException] | None
-    _waiters: list[Callable[[], object]] | None
+    # What to wake when the operation is final: the lock a thread blocked in
+    # wait() sleeps on, or a callback to run once the runtime lock is free.
+    _waiters: list[Callable[[], object] | _thread.LockType] | None
     _observed: bool
     # Logs the failure when the operation is collected, unless it is
     # observed first; made only for a failure nobody has taken over.
@@ -519,23 +524,25 @@ class AsyncOperation:
         with self.runtime._lock:
             if _is_final(self._state):
                 return True
-            self._add_waiter_locked(waiter.release)
+            self._add_waiter_locked(waiter)
         try:
             got = waiter.acquire() if timeout is None else acquire_for(waiter, timeout)
         except BaseException:
-            self._remove_waiter(waiter.release)
+            self._remove_waiter(waiter)
             raise
         if not got:
-            self._remove_waiter(waiter.release)
+            self._remove_waiter(waiter)
         return _is_final(self._state)
 
-    def _add_waiter_locked(self, fn: Callable[[], object]) -> None:
+    def _add_waiter_locked(self, fn: Callable[[], object] | _thread.LockType) -> None:
+        """Wake ``fn`` when the operation is final: a held lock is released, a
+        callable is called once the runtime lock is free."""
         if self._waiters is None:
             self._waiters = [fn]
         else:
             self._waiters.append(fn)
 
-    def _remove_waiter(self, fn: Callable[[], object]) -> None:
+    def _remove_waiter(self, fn: Callable[[], object] | _thread.LockType) -> None:
         with self.runtime._lock:
             waiters = self._waiters
             if waiters is not None:
@@ -787,7 +794,14 @@ class AsyncOperation:
             waiters = node._waiters
             if waiters is not None:
                 node._waiters = None
-                after.extend(waiters)
+                for waiter in waiters:
+                    if type(waiter) is _LockType:
+                        # A thread blocked in wait(): release it now, under
+                        # the lock (one C call), so that its OS wake-up
+                        # starts before this worker's remaining bookkeeping.
+                        waiter.release()
+                    else:
+                        after.append(waiter)  # type: ignore[arg-type]
             node = parent
 
     # ------------------------------------------------------------------
