@@ -475,9 +475,23 @@ class Runtime:
                     f"cannot link operation {name!r} under {parent.name!r}, which belongs "
                     f"to runtime {parent.runtime.name!r}; make it with that runtime"
                 )
+        state: ThreadState | None = None
+        woken: Worker | None = None
+        if submit and self._idle and kind is not _SCOPE:
+            state = thread_state()
+            if state.worker is None:
+                # A user thread submits, and usually waits next. Wake a parked
+                # worker first and build the operation while the OS wakes it
+                # (tens of microseconds across CPUs), not before: the build
+                # is then off the round trip's critical path. The push below
+                # wakes nobody else, unless that worker has gone back to
+                # sleep meanwhile (it looks at the queue under the lock first).
+                with self._lock:
+                    if self._idle and not self._closing:
+                        woken = self._idle[-1]
+                        self._wake_one_locked()
         # spawn() or create() -> here: the user's frame is 3 up.
         code, lasti = _user_frame(3)
-        state: ThreadState | None = None
         if kind is _SCOPE:
             ctx = None
         elif parent is None or parent._ctx is None:
@@ -532,7 +546,7 @@ class Runtime:
                 if parent is None:
                     self._roots[op] = None
                 op._transition_to_pending()
-                self._push_locked(op, state)
+                self._push_locked(op, state, woken)
         if after:
             run_after(after)
         return op
@@ -574,12 +588,26 @@ class Runtime:
             op._transition_to_pending()
             self._push_locked(op)
 
-    def _push_locked(self, op: AsyncOperation, state: ThreadState | None = None) -> None:
+    def _push_locked(
+        self, op: AsyncOperation, state: ThreadState | None = None, woken: Worker | None = None
+    ) -> None:
         """Queue ``op`` and wake a parked worker (or arrange for one).
 
         ``state`` is the calling thread's state, for callers that hold it.
+        ``woken`` is a worker the caller woke for this item beforehand: if it
+        is still up, between items (it took none meanwhile), and this is the
+        only item queued, it will find the item, and nobody else is woken.
         """
-        self._ready.append(op)
+        ready = self._ready
+        ready.append(op)
+        if (
+            woken is not None
+            and len(ready) == 1
+            and not woken.parked
+            and not woken.item_seq & 1
+            and woken in self._workers
+        ):
+            return
         if state is None:
             state = thread_state()
         if state.keep_next_push:

@@ -138,6 +138,49 @@ def test_one_worker_starts_operations_in_submission_order() -> None:
     assert log == list(range(300))
 
 
+@pytest.mark.timeout(20)
+def test_a_submit_from_a_thread_wakes_a_worker_before_building_the_operation() -> None:
+    woken_before_build: list[bool] = []
+    with asyncop.Runtime(1, name=fresh_name("early")) as rt:
+        (worker,) = rt._workers
+        assert eventually(lambda: worker.parked)
+        original = _scheduler.AsyncOperation
+
+        def spy(*args: Any) -> Any:
+            woken_before_build.append(not worker.parked)
+            return original(*args)
+
+        _scheduler.AsyncOperation = spy  # type: ignore[misc]
+        try:
+            op = rt.spawn(time.monotonic)
+        finally:
+            _scheduler.AsyncOperation = original  # type: ignore[misc]
+        assert op.wait(10).state is OperationState.COMPLETED
+    assert woken_before_build == [True]
+
+
+@pytest.mark.timeout(20)
+def test_an_item_for_an_early_woken_worker_that_went_back_to_sleep_still_runs() -> None:
+    # A user thread's submit wakes a parked worker before it builds the
+    # operation, and the push then wakes nobody else. Should that worker find
+    # the queue still empty and park again first, the push must wake it.
+    with asyncop.Runtime(1, name=fresh_name("repark")) as rt:
+        (worker,) = rt._workers
+        assert eventually(lambda: worker.parked)
+        with rt._lock:
+            woken = rt._idle[-1]
+            rt._wake_one_locked()
+        assert woken is worker
+        # It wakes, finds nothing to run, and parks again.
+        assert eventually(lambda: worker.parked)
+        op = rt.create(lambda operation, context: None)
+        with rt._lock:
+            rt._roots[op] = None
+            op._transition_to_pending()
+            rt._push_locked(op, None, woken)
+        assert op.wait(10).state is OperationState.COMPLETED
+
+
 # ----------------------------------------------------------------------
 # run()
 # ----------------------------------------------------------------------
