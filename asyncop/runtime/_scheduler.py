@@ -722,6 +722,18 @@ class Runtime:
                     self._watch_locked()
                 else:
                     self._wake_one_locked()
+            elif (
+                self._dynamic
+                and self._unstuck_locked() < self._target
+                and not self._on_own_worker(thread_state())
+            ):
+                # Every worker started so far is busy: start one to fire it.
+                self._start_worker_locked(extra=False)
+            else:
+                # Every worker is busy. Should none look at the timers by the
+                # deadline (each stuck in a long callback), the watchdog hands
+                # the due timer to an extra worker.
+                self._watch_locked()
         return timer
 
     def _cancel_timer_locked(self, timer: Timer) -> None:
@@ -1019,8 +1031,9 @@ class Runtime:
         if not lock.acquire(blocking=False):
             return False
         try:
-            if self._work_waits() or (self._next_deadline < _INF and self._active and self._idle):
-                # A timer that only a busy worker would fire: keep watching.
+            if self._work_waits() or (self._next_deadline < _INF and self._active):
+                # A timer that a busy worker may be the only one to fire (it
+                # was to fire it itself, or every worker is busy): keep watching.
                 return False
             self._watchdog_armed = False
             return True

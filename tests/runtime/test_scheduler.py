@@ -285,6 +285,31 @@ def test_worker_stuck_in_a_callback_is_replaced(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.timeout(20)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_deadline_fires_while_every_worker_is_busy(
+    monkeypatch: pytest.MonkeyPatch, dynamic: bool
+) -> None:
+    # The only worker (the only one started, in dynamic mode) runs a callback
+    # that waits for its own cancel; the deadline set meanwhile must still fire.
+    if dynamic:
+        monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    else:
+        monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    started = threading.Event()
+
+    def work() -> str:
+        started.set()
+        return wait_for_cancel()
+
+    with asyncop.Runtime(2 if dynamic else 1, name=fresh_name("busy")) as rt:
+        op = rt.spawn(work)
+        assert started.wait(5)
+        op.deadline = rt.now() + 0.05
+        assert op.wait(10).state is OperationState.CANCELLED
+        assert op.expired
+
+
+@pytest.mark.timeout(20)
 def test_extra_worker_retires_after_the_stuck_callback_returns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
