@@ -29,6 +29,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, _base
 from typing import Any
 
@@ -142,18 +143,10 @@ def _asyncop(n: int) -> tuple[float, _Stamps]:
     try:
         with asyncop.Runtime(2, name="stages") as runtime:
             spawn = runtime.spawn
-            for _ in range(_WARMUP):
-                spawn(_noop).wait()
-            s.clear()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                spawn(_noop).wait()
-                s.back.append(_ns())
-            elapsed = time.perf_counter() - t0
+            return _round_trips(lambda: spawn(_noop).wait(), n, s), s
     finally:
         for owner, name, fn in saved:
             setattr(owner, name, fn)
-    return elapsed / n * 1e6, s
 
 
 class _Queue:
@@ -197,21 +190,25 @@ def _threadpool(n: int) -> tuple[float, _Stamps]:
         with ThreadPoolExecutor(2) as pool:
             pool._work_queue = _Queue(pool._work_queue, s)  # type: ignore[assignment]
             submit = pool.submit
-            for _ in range(_WARMUP):
-                submit(_noop).result()
-            s.clear()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                submit(_noop).result()
-                s.back.append(_ns())
-            elapsed = time.perf_counter() - t0
+            return _round_trips(lambda: submit(_noop).result(), n, s), s
     finally:
         _base.Future.set_result = original  # type: ignore[method-assign]
-    return elapsed / n * 1e6, s
 
 
 def _noop() -> None:
     return None
+
+
+def _round_trips(one: Callable[[], object], n: int, s: _Stamps) -> float:
+    """Warm up, then time ``n`` calls of ``one``; µs per call, stamping each return."""
+    for _ in range(_WARMUP):
+        one()
+    s.clear()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        one()
+        s.back.append(_ns())
+    return (time.perf_counter() - t0) / n * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
