@@ -15,6 +15,10 @@ uses nothing but the standard library.
 - :func:`cpu_count` counts the CPUs this process may run on, and
   :func:`thread_cpu_clock` lets another thread read how much CPU a thread
   has used.
+- :func:`check_timeout` says what a user's timeout means (``None``,
+  ``inf`` and huge values are "no limit"; NaN and non-numbers raise), and
+  :func:`acquire_for` blocks on a lock for any such timeout, in slices, so
+  that the main thread notices a Ctrl-C promptly.
 - :func:`choose_selector` picks the best I/O multiplexer (epoll, kqueue,
   poll or select), and :class:`WakeupChannel` lets any thread interrupt a
   thread blocked in it.
@@ -25,22 +29,28 @@ from __future__ import annotations
 from ._cpu import cpu_count as cpu_count
 from ._cpu import thread_cpu_clock as thread_cpu_clock
 from ._event import WakeEvent as WakeEvent
-from ._event import acquire_for as acquire_for
 from ._lock import RecursiveLock as RecursiveLock
 from ._selector import WakeupChannel as WakeupChannel
 from ._selector import choose_selector as choose_selector
 from ._selector import selector_name as selector_name
 from ._thread import ThreadHandle as ThreadHandle
 from ._thread import start_thread as start_thread
+from ._timeout import MAIN_SLICE as MAIN_SLICE
+from ._timeout import acquire_for as acquire_for
+from ._timeout import check_timeout as check_timeout
+from ._timeout import is_main_thread as is_main_thread
 
 __all__ = [
+    "MAIN_SLICE",
     "RecursiveLock",
     "ThreadHandle",
     "WakeEvent",
     "WakeupChannel",
     "acquire_for",
+    "check_timeout",
     "choose_selector",
     "cpu_count",
+    "is_main_thread",
     "selector_name",
     "start_thread",
     "thread_cpu_clock",

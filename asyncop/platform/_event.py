@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["WakeEvent", "acquire_for"]
+from ._timeout import acquire_for
+
+__all__ = ["WakeEvent"]
 
 
 class WakeEvent:
@@ -45,16 +47,13 @@ class WakeEvent:
 
         Args:
             timeout: seconds to wait at most; ``None`` waits forever and a
-                value of 0 or less only polls.
+                value of 0 or less only polls. Any length works: long waits
+                are made of slices (see ``_timeout.py``).
 
         Returns:
             True if the event was signalled, False if the timeout passed.
         """
-        if timeout is None:
-            return self._signal.acquire()
-        if timeout <= 0:
-            return self._signal.acquire(blocking=False)
-        return self._signal.acquire(timeout=timeout)
+        return acquire_for(self._signal, timeout)
 
     def is_set(self) -> bool:
         """Tell whether the event is signalled, without resetting it."""
@@ -64,13 +63,3 @@ class WakeEvent:
         state = "signalled" if self.is_set() else "clear"
         return f"<WakeEvent {state}>"
 
-
-def acquire_for(lock: threading.Lock, timeout: float | None) -> bool:
-    """Acquire ``lock`` waiting ``timeout`` seconds at most (None: forever).
-
-    The one-shot parking used for thread waiters: the waiter holds a fresh
-    lock, publishes its ``release`` as the wake-up, and blocks here.
-    """
-    if timeout is None:
-        return lock.acquire()
-    return lock.acquire(timeout=max(0.0, timeout))

@@ -1,0 +1,115 @@
+"""Timeouts as users write them, and blocking waits that honour them.
+
+Users pass timeouts as numbers of seconds: ``None`` or ``math.inf`` for "no
+limit", ``0`` to poll, a large number such as ``1e10`` for "practically
+never". The OS cannot wait that long in one call (``threading.TIMEOUT_MAX``
+is about 49 days on Linux, and ``Lock.acquire`` raises OverflowError past
+it), so every blocking wait in asyncop goes through :func:`acquire_for`,
+which waits in slices.
+
+Slicing serves a second purpose. On the main thread, a Ctrl-C that the
+kernel delivers to another thread only sets a flag; Python raises
+KeyboardInterrupt in the main thread when it next runs bytecode. A main
+thread parked in one long ``acquire()`` would not notice for as long as it
+sleeps, so the main thread waits in slices of :data:`MAIN_SLICE` seconds.
+Other threads never receive KeyboardInterrupt and wait in the longest slice
+the OS allows.
+
+:func:`check_timeout` is the one place that decides what a timeout value
+means. Call it first, before any state changes, so that a bad value raises
+and leaves nothing half done.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+from typing import Protocol
+
+__all__ = ["MAIN_SLICE", "acquire_for", "check_timeout", "is_main_thread"]
+
+# The longest single wait, in seconds, that every OS accepts: below
+# threading.TIMEOUT_MAX, and short enough that a clock jump is recovered.
+_OS_SLICE = min(threading.TIMEOUT_MAX, 3600.0)
+# How long the main thread blocks at most before it looks for a Ctrl-C.
+MAIN_SLICE = 0.05
+
+_main_thread = threading.main_thread()
+
+
+class _Acquirable(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+
+def is_main_thread() -> bool:
+    """Tell whether the caller runs on the main thread (the one that gets Ctrl-C)."""
+    return threading.current_thread() is _main_thread
+
+
+def check_timeout(timeout: object, what: str) -> float | None:
+    """Validate a user's timeout and say what it means.
+
+    Args:
+        timeout: the value the user passed, in seconds.
+        what: the call that took it, for the error message, e.g.
+            ``"Lock.acquire(timeout=...)"``.
+
+    Returns:
+        None for no limit (``None``, ``inf``, or a value beyond what any OS
+        can wait for); otherwise the timeout as a float, 0.0 for a value of
+        zero or less (a poll).
+
+    Raises:
+        TypeError: ``timeout`` is not a real number (or is a bool).
+        ValueError: ``timeout`` is NaN.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(
+            f"{what} needs a number of seconds or None, got {type(timeout).__name__}; "
+            "pass a float, or None for no limit"
+        )
+    value = float(timeout)
+    if math.isnan(value):
+        raise ValueError(f"{what} got NaN seconds; pass a number, or None for no limit")
+    if value <= 0.0:
+        return 0.0
+    if value >= 1e9:  # about 31 years: the same as no limit, and safe for deadlines
+        return None
+    return value
+
+
+def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
+    """Acquire ``lock``, waiting ``timeout`` seconds at most (None: no limit).
+
+    ``timeout`` must have been through :func:`check_timeout` (or be a float
+    the runtime computed). Waits longer than the OS allows are made of
+    slices, and the main thread waits in slices of :data:`MAIN_SLICE` so a
+    Ctrl-C reaches it promptly. A KeyboardInterrupt raised between two
+    slices propagates with the lock not acquired.
+
+    Returns:
+        True if the lock was acquired, False if the timeout passed.
+    """
+    if timeout is not None:
+        if timeout <= 0.0:
+            return lock.acquire(False)
+        if timeout <= MAIN_SLICE:  # the common short wait: one call, on any thread
+            return lock.acquire(True, timeout)
+    slice_max = MAIN_SLICE if threading.current_thread() is _main_thread else _OS_SLICE
+    if timeout is None:
+        while not lock.acquire(True, slice_max):
+            pass
+        return True
+    if timeout <= slice_max:
+        return lock.acquire(True, timeout)
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0.0:
+            return lock.acquire(False)
+        if lock.acquire(True, min(left, slice_max)):
+            return True
