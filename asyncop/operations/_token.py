@@ -166,5 +166,22 @@ class CancelToken:
             self._callbacks = None
         return True
 
+    def _refire_locked(self, after: list[Callable[[], object]]) -> None:
+        """Finish a cancel that a Ctrl-C interrupted: wake and call what is left.
+
+        Waiters and callbacks are dropped as they are handed over, so this
+        does nothing for a cancel that completed.
+        """
+        if not self._cancelled:
+            return
+        waiters = self._waiters
+        self._waiters = None
+        for waiter in waiters or ():
+            if waiter.locked():
+                waiter.release()
+        if self._callbacks is not None:
+            after.extend(self._callbacks.values())
+            self._callbacks = None
+
     def __repr__(self) -> str:
         return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"
