@@ -265,6 +265,7 @@ class AsyncOperation:
                     token = self._token = CancelToken(lock)
                     if self._cancelled:
                         token._cancelled = True
+                        token._about = (self.name, self.cancel_reason)
         return token
 
     def _cancel_token_locked(self, after: After) -> bool:
@@ -274,6 +275,7 @@ class AsyncOperation:
         self._cancelled = True
         token = self._token
         if token is not None:
+            token._about = (self.name, self.cancel_reason)
             token._cancel_locked(after)
         return True
 

@@ -137,7 +137,7 @@ class Scope:
             if op is None and parent is not None:
                 op = _unclaimed_scope(parent)
             if op is not None:
-                _abandon(op, "the scope's entry was interrupted")
+                abandon_scope(op, "the scope's entry was interrupted")
             raise
         self._op = op
         self._parent = parent
@@ -181,7 +181,7 @@ class Scope:
             state.op = op
         except BaseException:
             state.op = current
-            _abandon(op, "the scope's entry was interrupted")
+            abandon_scope(op, "the scope's entry was interrupted")
             raise
         return op
 
@@ -398,7 +398,7 @@ def _interrupt_tree(op: AsyncOperation) -> None:
     run_after(after)
 
 
-def _abandon(op: AsyncOperation, reason: str) -> None:
+def abandon_scope(op: AsyncOperation, reason: str) -> None:
     """End the block of a scope nobody will exit, so it can become final."""
     after: After = []
     with op.runtime._lock:
@@ -444,7 +444,7 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     index = stack.index(op)
     inner = stack[index + 1 :]
     for scope_op in reversed(inner):
-        _abandon(scope_op, f"scope {op.name!r} was exited before this scope")
+        abandon_scope(scope_op, f"scope {op.name!r} was exited before this scope")
     task.current = stack[index - 1]
     del task.outer[index - 1 :]
     names = ", ".join(repr(node.name) for node in inner)

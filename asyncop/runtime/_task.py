@@ -41,6 +41,7 @@ from ..operations._current import ThreadState
 from ..operations._errors import cancelled_for, only_cancelled
 from ..operations._node import Outcome
 from ._awaitables import CHECKPOINT, OpWait
+from ._scope import abandon_scope
 from ._waker import Subscription, Waker, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -356,12 +357,36 @@ def strip_own_frame(exc: BaseException) -> BaseException:
 def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException | None) -> None:
     # Drop the finished coroutine now: its frames reference the operation.
     task.coro = None
+    if task.outer:
+        # Scopes left open (an async generator holding one across a yield):
+        # close them, or the task could never end.
+        error = _close_open_scopes(task, error)
+        outcome, value = Outcome.ERROR, None
     held = task.held
     if held:
         task.held = None
         for lock in list(held):
             lock._break(task)
     task.task._end_work_on_worker(outcome, value, error)
+
+
+def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
+    """Close the async scopes a finished task left open; make the task's error."""
+    outer = task.outer
+    assert outer
+    scopes = [*outer[1:], task.current]
+    for scope_op in reversed(scopes):
+        abandon_scope(scope_op, f"task {task.task.name!r} ended with this scope open")
+    task.current = task.task
+    task.outer = None
+    names = ", ".join(repr(node.name) for node in scopes)
+    failure = RuntimeError(
+        f"task {task.task.name!r} ended while scope {names} it entered was still open "
+        "(an async generator holding a scope across a yield?); the scope was cancelled "
+        "and closed; leave every 'async with scope()' before the task returns"
+    )
+    failure.__context__ = error
+    return failure
 
 
 def describe_wait(task: TaskState) -> str:
