@@ -222,12 +222,15 @@ class Scope:
                     break
                 interrupt = caught if interrupt is None else interrupt
                 waited = True
+        verdict = self._verdict(op, exc, interrupt)
         try:
-            return self._leave(op, exc, interrupt)
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
         finally:
-            # The frames stay in the raised exception's traceback: drop what
-            # they hold that could lead back to it.
-            del exc, tb, interrupt
+            # The frame stays in the raised exception's traceback: drop what
+            # it holds that could lead back to the exception.
+            del exc, tb, interrupt, verdict
 
     # -- async block ---------------------------------------------------------
 
@@ -297,15 +300,22 @@ class Scope:
                 raise misuse
             finally:
                 del misuse, exc, tb
+        verdict = self._verdict(op, exc, interrupt)
         try:
-            return self._leave(op, exc, interrupt)
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
         finally:
-            del exc, tb, interrupt
+            del exc, tb, interrupt, verdict
 
-    def _leave(
+    def _verdict(
         self, op: AsyncOperation, exc: BaseException | None, interrupt: BaseException | None
-    ) -> bool:
-        """Raise what the block came to, or return whether to swallow ``exc``."""
+    ) -> BaseException | bool:
+        """What the exit raises, or whether it swallows ``exc``.
+
+        Returned, not raised: a frame that raises stays in the traceback,
+        and this one's locals would lead back to the exception.
+        """
         error: BaseException | None = None
         if op._state is OperationState.FAILED:
             error = op.error  # reading it marks it observed
@@ -316,23 +326,23 @@ class Scope:
         if interrupt is not None:
             if error is not None and error is not interrupt:
                 interrupt.__context__ = error
-            _throw(interrupt)
+            return interrupt
         if error is not None:
-            _throw(error)
+            return error
         parent = self._parent
         if op._outside_cancel and parent is not None:
             # Cancelled from outside the scope: leave as a cancelled
             # operation does, so the code after the block never runs.
             if exc is not None and only_cancelled(exc):
                 return False
-            _throw(cancelled_for(parent.name, parent.cancel_reason))
+            return cancelled_for(parent.name, parent.cancel_reason)
         if op.expired and op._interrupted:
             timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
             if isinstance(exc, Cancelled):
                 timeout.__cause__ = exc
             else:
                 timeout.__suppress_context__ = True
-            _throw(timeout)
+            return timeout
         # Swallow the Cancelled that this scope's own cancel caused.
         return exc is not None and only_cancelled(exc)
 
