@@ -178,6 +178,11 @@ class AsyncOperation:
     _deadline_timer: Any
     _expired: bool
     _interrupted: bool
+    # True once a cancel walk that started above this node reached it (or
+    # found it already cancelled) through no shield: the node was cancelled
+    # from outside, whatever its own cancel() or deadline did. A scope's
+    # exit reads it to decide whether its Cancelled passes on.
+    _outside_cancel: bool
     _task: Any
     # The token is made on first use (most operations never hand theirs
     # out); until then, and always for the runtime, the flag is the truth.
@@ -228,6 +233,7 @@ class AsyncOperation:
         self._deadline_timer = None
         self._expired = False
         self._interrupted = False
+        self._outside_cancel = False
         self._task = None
         self._cancelled = False
         self._token = None
@@ -259,6 +265,7 @@ class AsyncOperation:
                     token = self._token = CancelToken(lock)
                     if self._cancelled:
                         token._cancelled = True
+                        token._about = (self.name, self.cancel_reason)
         return token
 
     def _cancel_token_locked(self, after: After) -> bool:
@@ -268,6 +275,7 @@ class AsyncOperation:
         self._cancelled = True
         token = self._token
         if token is not None:
+            token._about = (self.name, self.cancel_reason)
             token._cancel_locked(after)
         return True
 
@@ -307,7 +315,11 @@ class AsyncOperation:
             return self._value
         if state is _FAILED:
             self._observe()
-            assert self._error is not None
+            if self._error is None:
+                raise InvalidStateError(
+                    f"scope {self.name!r} failed, and its error was raised out of its "
+                    "block, which keeps no copy of it; catch the error around the block"
+                )
             raise self._error
         if state is _CANCELLED:
             raise CancellationError(
@@ -374,6 +386,7 @@ class AsyncOperation:
             # Dropping the shield lets in a cancel that is already pending
             # above: the subtree must not stay live under a cancelled parent.
             if not value and parent is not None and parent._cancelled:
+                self._outside_cancel = True
                 self._cancel_locked(parent.cancel_reason, after)
         run_after(after)
 
@@ -397,15 +410,21 @@ class AsyncOperation:
             self._cancel_locked(reason, after)
         run_after(after)
 
-    def _cancel_locked(self, reason: object, after: After) -> None:
+    def _cancel_locked(self, reason: object, after: After, *, again: bool = False) -> None:
         """Walk the subtree iteratively and cancel every live node.
 
         A node whose token is already cancelled is skipped with its subtree:
         every non-shielded node below a cancelled one is cancelled too (a
         child born under a cancelled parent is born cancelled), so the walk
         would find nothing to do there. This makes a repeated cancel O(1).
+
+        With ``again`` (for a Ctrl-C at a scope's exit) the walk enters
+        cancelled nodes too and finishes what an earlier walk left undone:
+        a Ctrl-C that landed inside it can leave a node marked cancelled
+        with its children unreached, its parked task not woken or its
+        token's callbacks not run. Every step is idempotent.
         """
-        if _is_final(self._state) or self._cancelled:
+        if _is_final(self._state) or (self._cancelled and not again):
             return
         stack = [self]
         unstarted: list[AsyncOperation] = []
@@ -413,7 +432,8 @@ class AsyncOperation:
             node = stack.pop()
             if node.cancel_reason is None:
                 node.cancel_reason = reason
-            node._cancel_token_locked(after)
+            if not node._cancel_token_locked(after) and again and node._token is not None:
+                node._token._refire_locked(after)
             state = node._state
             if state is _CREATED or state is _PENDING:
                 if node._outcome is Outcome.NONE:
@@ -426,8 +446,11 @@ class AsyncOperation:
                 node.runtime._on_cancel_running_locked(node, after)
             child = node.first_child
             while child is not None:
-                if not child._shield and not child._cancelled:
-                    stack.append(child)
+                if not child._shield:
+                    # Cancelled from outside, even if its own cancel came first.
+                    child._outside_cancel = True
+                    if again or not child._cancelled:
+                        stack.append(child)
                 child = child.sibling_next
         # Deepest first, so that a CREATED parent whose children were all
         # unstarted becomes final in the same call.
@@ -731,10 +754,7 @@ class AsyncOperation:
                     errors = list(failures)  # type: ignore[arg-type]
                 else:
                     errors = [own, *failures] if failures else [own]
-                if len(errors) == 1 and not failures and node._kind is not OpKind.SCOPE:
-                    error: BaseException = errors[0]
-                else:
-                    error = BaseExceptionGroup(f"operation {node.name!r} failed", errors)
+                error: BaseException = _failure(node, errors, bool(failures))
                 node._error = error
                 node._value = None
                 state = _FAILED
@@ -755,8 +775,11 @@ class AsyncOperation:
                 state is _FAILED
                 and parent is not None
                 and node._propagates
-                and not node._supervised
-                and not parent._supervise
+                and (
+                    not (node._supervised or parent._supervise)
+                    # Ctrl-C and SystemExit are never kept on a supervised child.
+                    or isinstance(node._error, _INTERRUPTS)
+                )
             )
             if taken_over:
                 # The parent takes the failure over: it is observed there.
@@ -818,6 +841,38 @@ class AsyncOperation:
         if report is not None:
             self._unobserved = None
             report.error = None
+
+
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
+def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -> BaseException:
+    """The error a node that failed with ``errors`` ends with.
+
+    One error of a plain operation's own work stays bare; otherwise (and
+    always for a scope, whose block's error is wrapped even alone) they are
+    grouped. A KeyboardInterrupt or SystemExit is never grouped: the first
+    one wins over the rest, which it carries as its ``__context__``, as
+    asyncio's TaskGroup re-raises it bare.
+    """
+    for exc in errors:
+        if isinstance(exc, _INTERRUPTS):
+            rest = [other for other in errors if other is not exc]
+            if rest:
+                group = BaseExceptionGroup(f"operation {node.name!r} failed", rest)
+                context = exc.__context__
+                if (
+                    context is not None
+                    and context not in rest
+                    and not isinstance(context, Cancelled)
+                ):
+                    # Keep what the interrupt was raised over, one link further.
+                    group.__context__ = context
+                exc.__context__ = group
+            return exc
+    if len(errors) == 1 and not grouped and node._kind is not OpKind.SCOPE:
+        return errors[0]
+    return BaseExceptionGroup(f"operation {node.name!r} failed", errors)
 
 
 def _line_of(code: CodeType | None, lasti: int) -> int:

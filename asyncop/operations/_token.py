@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
 from ..platform import acquire_for
-from ._errors import Cancelled
+from ._errors import Cancelled, cancelled_for
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
@@ -67,11 +67,13 @@ class CancelToken:
     the token. Only the runtime makes tokens.
     """
 
-    __slots__ = ("__weakref__", "_callbacks", "_cancelled", "_lock", "_waiters")
+    __slots__ = ("__weakref__", "_about", "_callbacks", "_cancelled", "_lock", "_waiters")
 
     def __init__(self, lock: RecursiveLock) -> None:
         self._lock = lock
         self._cancelled = False
+        # The cancelled operation's name and cancel_reason, for Cancelled's message.
+        self._about: tuple[str, object] | None = None
         # Both lazily allocated: most tokens never get a callback or waiter.
         self._callbacks: dict[CancelHandle, Callable[[], object]] | None = None
         self._waiters: list[_thread.LockType] | None = None
@@ -89,7 +91,8 @@ class CancelToken:
                 operation CANCELLED.
         """
         if self._cancelled:
-            raise Cancelled()
+            about = self._about
+            raise Cancelled() if about is None else cancelled_for(*about)
 
     def on_cancel(self, fn: Callable[[], object]) -> CancelHandle:
         """Run ``fn()`` once, in the cancelling thread, when the token is cancelled.
@@ -165,6 +168,23 @@ class CancelToken:
             after.extend(self._callbacks.values())
             self._callbacks = None
         return True
+
+    def _refire_locked(self, after: list[Callable[[], object]]) -> None:
+        """Finish a cancel that a Ctrl-C interrupted: wake and call what is left.
+
+        Waiters and callbacks are dropped as they are handed over, so this
+        does nothing for a cancel that completed.
+        """
+        if not self._cancelled:
+            return
+        waiters = self._waiters
+        self._waiters = None
+        for waiter in waiters or ():
+            if waiter.locked():
+                waiter.release()
+        if self._callbacks is not None:
+            after.extend(self._callbacks.values())
+            self._callbacks = None
 
     def __repr__(self) -> str:
         return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"

@@ -27,17 +27,21 @@ enclosing operation as a failing child, so code that catches it goes on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+import _thread
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_operation, thread_state
-from ..operations._node import OpKind, Outcome
+from ..operations._errors import cancelled_for, only_cancelled
+from ..operations._node import OpKind, Outcome, run_after
+from ..platform import acquire_for
 from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from ..operations._hooks import After
     from ._scheduler import Runtime
 
 __all__ = ["Scope", "ScopeDone", "scope"]
@@ -92,7 +96,12 @@ class Scope:
         self._parent: AsyncOperation | None = None
 
     def _open(self, parent: AsyncOperation | None) -> AsyncOperation:
-        """Make the scope operation under ``parent`` and start its block."""
+        """Make the scope operation under ``parent`` and start its block.
+
+        Whatever interrupts this after the operation exists (a Ctrl-C) ends
+        the operation's block before it propagates: no RUNNING scope is
+        left behind with nobody to close it.
+        """
         if self._op is not None:
             raise RuntimeError(
                 f"scope {self._op.name!r} was already entered; call scope() again for a new block"
@@ -103,35 +112,52 @@ class Scope:
                 f"Runtime {runtime.name!r} is shut down and takes no new operations; "
                 "make a new Runtime"
             )
-        op = runtime._new_operation(
-            None,
-            (),
-            parent=parent,
-            name=self._name if self._name is not None else "scope",
-            kind=OpKind.SCOPE,
-            shield=self._shield,
-        )
-        op._supervise = bool(self._supervise)
-        op._propagates = False
-        deadline = self._deadline
-        if self._timeout is not None:
-            by_timeout = runtime.now() + self._timeout
-            deadline = by_timeout if deadline is None else min(deadline, by_timeout)
-        if deadline is not None:
-            op.deadline = deadline
+        op: AsyncOperation | None = None
+        try:
+            op = runtime._new_operation(
+                None,
+                (),
+                parent=parent,
+                name=self._name if self._name is not None else "scope",
+                kind=OpKind.SCOPE,
+                shield=self._shield,
+            )
+            if op._cancelled:
+                # Born cancelled: only a cancel of the enclosing operation does that.
+                op._outside_cancel = True
+            op._supervise = bool(self._supervise)
+            op._propagates = False
+            deadline = self._deadline
+            if self._timeout is not None:
+                by_timeout = runtime.now() + self._timeout
+                deadline = by_timeout if deadline is None else min(deadline, by_timeout)
+            if deadline is not None:
+                op.deadline = deadline
+        except BaseException:
+            if op is None and parent is not None:
+                op = _unclaimed_scope(parent)
+            if op is not None:
+                abandon_scope(op, "the scope's entry was interrupted")
+            raise
         self._op = op
         self._parent = parent
         return op
 
     @staticmethod
     def _end_block(op: AsyncOperation, exc: BaseException | None) -> None:
-        """Record how the block ended; a failed block cancels the children."""
+        """Record how the block ended; a failed block cancels the children.
+
+        Idempotent: an exit interrupted by a Ctrl-C calls it again.
+        """
+        if op._outcome is not Outcome.NONE:
+            return
         if exc is None:
             op._end_work(Outcome.VALUE, None, None)
-        elif isinstance(exc, Cancelled):
+        elif only_cancelled(exc):
             op._end_work(Outcome.CANCELLED, None, None)
-        elif isinstance(exc, KeyboardInterrupt):
-            op.cancel("KeyboardInterrupt")
+        elif isinstance(exc, _INTERRUPTS):
+            # Not a failure of the scope: the exit re-raises it as itself.
+            op.cancel(type(exc).__name__)
             op._end_work(Outcome.CANCELLED, None, None)
         else:
             op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
@@ -150,8 +176,13 @@ class Scope:
         runtime = self._runtime
         parent = current if current is not None and current.runtime is runtime else None
         op = self._open(parent)
-        self._saved = current
-        state.op = op
+        try:
+            self._saved = current
+            state.op = op
+        except BaseException:
+            state.op = current
+            abandon_scope(op, "the scope's entry was interrupted")
+            raise
         return op
 
     def __exit__(
@@ -160,23 +191,46 @@ class Scope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
+        """Leave the block: wait for the children, then raise what the block came to.
+
+        A cancellation point when the thread runs an operation: a cancel of
+        that operation cancels the children, and once they have ended the
+        exit raises ``Cancelled``. On the main thread it notices a Ctrl-C
+        while it waits; a first one cancels the tree and waits for it, a
+        second one stops waiting at once. Either is re-raised as itself.
+        """
         op = self._op
-        assert op is not None, "scope exited without being entered"
+        if op is None:
+            raise RuntimeError("scope exited without being entered; use it in a with statement")
         thread_state().op = self._saved
-        interrupt = exc if isinstance(exc, KeyboardInterrupt) else None
-        self._end_block(op, exc)
+        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        waited = False
         while True:
             try:
-                op._block_until_final(None)
+                self._end_block(op, exc)
+                if interrupt is not None and not waited:
+                    waited = True
+                    _interrupt_tree(op)
+                _wait_final(op)
                 break
             except KeyboardInterrupt as caught:
-                if interrupt is None:
+                _interrupt_tree(op)
+                if interrupt is not None and waited:
+                    # A second Ctrl-C: stop waiting. The tree is cancelled
+                    # and the scope ends once its children have.
                     interrupt = caught
-                op.cancel("KeyboardInterrupt")
-        if interrupt is not None:
-            op._observe()
-            raise interrupt
-        return self._outcome(op, exc)
+                    break
+                interrupt = caught if interrupt is None else interrupt
+                waited = True
+        verdict = self._verdict(op, exc, interrupt)
+        try:
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
+        finally:
+            # The frame stays in the raised exception's traceback: drop what
+            # it holds that could lead back to the exception.
+            del exc, tb, interrupt, verdict
 
     # -- async block ---------------------------------------------------------
 
@@ -207,29 +261,208 @@ class Scope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        op = self._op
-        assert op is not None, "scope exited without being entered"
-        task = op._task
-        assert task is not None and task.current is op, "async scopes exited out of order"
-        assert task.outer
-        task.current = task.outer.pop()
-        self._end_block(op, exc)
-        await ScopeDone(op)
-        return self._outcome(op, exc)
+        """Leave the block: wait for the children, then raise what the block came to.
 
-    def _outcome(self, op: AsyncOperation, exc: BaseException | None) -> bool:
-        if op.state is OperationState.FAILED:
+        The wait for the children is not interrupted by a cancel (the cancel
+        reaches them instead). Once they have ended, a cancel of the
+        enclosing operation from outside the scope raises ``Cancelled``.
+
+        Raises:
+            RuntimeError: scopes were exited out of order (an async generator
+                holding one open); the scopes inside this one are closed
+                first, so that the task still ends.
+        """
+        op = self._op
+        if op is None:
+            raise RuntimeError("scope exited without being entered; use it in an async with")
+        task = op._task
+        misuse: RuntimeError | None = None
+        if op._outcome is not Outcome.NONE:
+            # Closed already, by an out-of-order exit of an enclosing scope.
+            if exc is not None:
+                return False
+            raise RuntimeError(
+                f"scope {op.name!r} was already closed, because a scope around it "
+                "was exited first; do not keep a scope open across a yield of an "
+                "async generator"
+            )
+        if task.current is not op:
+            misuse = _unwind_to(task, op)
+        else:
+            task.current = task.outer.pop()
+        self._end_block(op, misuse if misuse is not None else exc)
+        await ScopeDone(op)
+        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        if misuse is not None:
+            op._observe()
+            op._error = None
+            try:
+                raise misuse
+            finally:
+                del misuse, exc, tb
+        verdict = self._verdict(op, exc, interrupt)
+        try:
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
+        finally:
+            del exc, tb, interrupt, verdict
+
+    def _verdict(
+        self, op: AsyncOperation, exc: BaseException | None, interrupt: BaseException | None
+    ) -> BaseException | bool:
+        """What the exit raises, or whether it swallows ``exc``.
+
+        Returned, not raised: a frame that raises stays in the traceback,
+        and this one's locals would lead back to the exception.
+        """
+        error: BaseException | None = None
+        if op._state is OperationState.FAILED:
             error = op.error  # reading it marks it observed
-            assert error is not None
-            raise error from None
+            # The error leaves through the block only, and the scope does
+            # not keep it: its traceback holds the frame that holds the
+            # scope, so keeping it would make a reference cycle.
+            op._error = None
+        if interrupt is not None:
+            if error is not None and error is not interrupt:
+                interrupt.__context__ = error
+            return interrupt
+        if error is not None:
+            return error
+        parent = self._parent
+        if op._outside_cancel and parent is not None:
+            # Cancelled from outside the scope: leave as a cancelled
+            # operation does, so the code after the block never runs.
+            if exc is not None and only_cancelled(exc):
+                return False
+            return cancelled_for(parent.name, parent.cancel_reason)
         if op.expired and op._interrupted:
-            raise TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled") from None
-        if isinstance(exc, Cancelled):
-            parent = self._parent
-            outside = not op.shield and parent is not None and parent._cancelled
-            # Swallow the Cancelled that this scope's own cancel caused.
-            return not outside
-        return False
+            timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
+            if isinstance(exc, Cancelled):
+                timeout.__cause__ = exc
+            else:
+                timeout.__suppress_context__ = True
+            return timeout
+        # Swallow the Cancelled that this scope's own cancel caused.
+        return exc is not None and only_cancelled(exc)
+
+
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
+def _throw(error: BaseException) -> NoReturn:
+    """Raise ``error`` with no reference cycle and no misleading context.
+
+    A group raised where one of its members is being handled (the block's
+    own error, at the exit) would get that member as ``__context__``; the
+    context is dropped then. The frame forgets ``error`` as it unwinds, so
+    the traceback does not keep the exception alive through it.
+    """
+    try:
+        raise error
+    except BaseException as raised:
+        if raised.__context__ is not None and _contains(raised, raised.__context__):
+            raised.__context__ = None
+        raise
+    finally:
+        del error
+
+
+def _contains(error: BaseException, inner: BaseException) -> bool:
+    if error is inner:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(member, inner) for member in error.exceptions)
+    return False
+
+
+def _wait_final(op: AsyncOperation) -> None:
+    """Block the calling thread until the scope operation is final.
+
+    Waits in slices (``acquire_for``), so the main thread notices a Ctrl-C
+    within a fraction of a second; an interrupted wait takes its waiter back.
+    """
+    waiter = _thread.allocate_lock()
+    waiter.acquire()
+    with op.runtime._lock:
+        if op.done:
+            return
+        op._add_waiter_locked(waiter)
+    try:
+        acquire_for(waiter, None)
+    except BaseException:
+        op._remove_waiter(waiter)
+        raise
+
+
+def _interrupt_tree(op: AsyncOperation) -> None:
+    """Cancel ``op``'s tree for a Ctrl-C, completing any cancel a Ctrl-C tore.
+
+    A Ctrl-C that landed inside an earlier ``cancel()`` can leave nodes
+    marked cancelled whose children were never reached; the plain walk
+    skips marked nodes, so this one goes everywhere a cancel goes.
+    """
+    after: After = []
+    with op.runtime._lock:
+        op._cancel_locked("KeyboardInterrupt", after, again=True)
+    run_after(after)
+
+
+def abandon_scope(op: AsyncOperation, reason: str) -> None:
+    """End the block of a scope nobody will exit, so it can become final."""
+    after: After = []
+    with op.runtime._lock:
+        op._cancel_locked(reason, after, again=True)
+        if op._outcome is Outcome.NONE:
+            op._end_work_locked(Outcome.CANCELLED, None, None, after)
+    run_after(after)
+
+
+def _unclaimed_scope(parent: AsyncOperation) -> AsyncOperation | None:
+    """The scope just made under ``parent`` whose entry was interrupted, if any.
+
+    The calling thread is the only one opening sync scopes under the
+    operation it runs (and a task the only one under its current scope);
+    an open one would be that current operation, so a live SCOPE child whose
+    block has not ended, right at the end of the list, is the orphan.
+    """
+    with parent.runtime._lock:
+        child = parent._last_child
+        if (
+            child is not None
+            and child._kind is OpKind.SCOPE
+            and child._outcome is Outcome.NONE
+            and child is not thread_state().running()
+        ):
+            return child
+    return None
+
+
+def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
+    """Close the scopes opened inside ``op`` that are still open; make the error.
+
+    An async generator that holds a scope open across a ``yield`` lets its
+    caller exit an enclosing scope first. The inner scopes are closed
+    (cancelled, their blocks ended) so that every operation can still end.
+    """
+    stack: list[AsyncOperation] = [*(task.outer or ()), task.current]
+    if op not in stack:
+        return RuntimeError(
+            f"scope {op.name!r} was exited from a task that did not enter it; "
+            "exit a scope in the task that entered it"
+        )
+    index = stack.index(op)
+    inner = stack[index + 1 :]
+    for scope_op in reversed(inner):
+        abandon_scope(scope_op, f"scope {op.name!r} was exited before this scope")
+    task.current = stack[index - 1]
+    del task.outer[index - 1 :]
+    names = ", ".join(repr(node.name) for node in inner)
+    return RuntimeError(
+        f"scope {op.name!r} was exited while scope {names} inside it was still open "
+        "(an async generator holding a scope across a yield?); the inner scope was "
+        "cancelled and closed; exit scopes in the reverse order of entering them"
+    )
 
 
 @final

@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState
+from ..operations._errors import cancelled_for, only_cancelled
 from ..operations._node import Outcome
 from ._awaitables import CHECKPOINT, OpWait
+from ._scope import abandon_scope
 from ._waker import Subscription, Waker, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ class TaskState(Waker):
     """The coroutine side of a coroutine operation, and its one waker."""
 
     # The operation is the waker's ``task``.
-    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer")
+    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
         Waker.__init__(self, op, runtime)
@@ -76,6 +78,9 @@ class TaskState(Waker):
         self.checkpoints = 0
         # Whether the current wait may be interrupted by a cancel.
         self.cancellable = True
+        # Set once a Cancelled caused by the task's own cancel was raised
+        # into the coroutine: from then on its result is discarded.
+        self.saw_cancel = False
 
     def suspension_point(self) -> tuple[str, int] | None:
         """Where the coroutine is suspended: its innermost awaiting frame."""
@@ -123,6 +128,37 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         # holds the lock (and feeds the collector nothing in one burst).
         waker.error = CANCEL_LATER
         waker.runtime._push_locked(waker.task)
+
+
+def deliver_cancel(task: TaskState) -> Cancelled:
+    """Make the ``Cancelled`` to raise into a task whose innermost scope is cancelled.
+
+    It carries the scope's ``cancel_reason``. When the cancel reached that
+    scope from the task's own operation (through no shield), the task is
+    marked: it ends CANCELLED even if it catches the exception and returns.
+    """
+    current = task.current
+    exc = cancelled_for(current.name, current.cancel_reason)
+    note_cancel(task)
+    return exc
+
+
+def note_cancel(task: TaskState) -> None:
+    """Mark ``task`` if the Cancelled being raised into it comes from its own cancel."""
+    op = task.task
+    if task.saw_cancel or not op._cancelled:
+        return
+    node = task.current
+    outer = task.outer
+    depth = len(outer) if outer else 0
+    while node is not op:
+        # A scope cancelled only by itself (or behind a shield) stops its
+        # Cancelled: that one is not the task's.
+        if not node._outside_cancel or depth == 0:
+            return
+        depth -= 1
+        node = outer[depth]  # type: ignore[index]
+    task.saw_cancel = True
 
 
 def _bad_await(ev: object, name: str) -> TypeError:
@@ -184,8 +220,11 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
     else:
         value, error = waker.result, waker.error
         waker.result = waker.error = None
-        if error is CANCEL_LATER:
-            error = Cancelled()
+        if error is not None:
+            if error is CANCEL_LATER:
+                error = deliver_cancel(task)
+            elif isinstance(error, Cancelled):
+                note_cancel(task)
         if waker.events:
             waker._disarm_all()
         coro = task.coro
@@ -198,13 +237,20 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
             else:
                 ev = ctx.run(coro.throw, error)
         except StopIteration as stop:
-            _finish(task, Outcome.VALUE, stop.value, None)
+            if task.saw_cancel:
+                # Cancelled was delivered and caught: the value is discarded.
+                _finish(task, Outcome.CANCELLED, None, None)
+            else:
+                _finish(task, Outcome.VALUE, stop.value, None)
             return
         except Cancelled:
             _finish(task, Outcome.CANCELLED, None, None)
             return
         except BaseException as exc:
-            _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
+            if only_cancelled(exc):
+                _finish(task, Outcome.CANCELLED, None, None)
+            else:
+                _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
             return
         finally:
             state.task = None
@@ -214,7 +260,7 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
             # The commonest await, on its own short path: a cancellation
             # point (check 1), then the back of the ready queue.
             if task.current._cancelled:
-                error = Cancelled()
+                error = deliver_cancel(task)
                 continue
             lock.acquire()
             try:
@@ -232,7 +278,7 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
         # one, even those a cancel cannot interrupt once they wait (a
         # blocking call); only a scope's wait for its children is exempt.
         if ev.entry_checked and task.current._cancelled:
-            error = Cancelled()
+            error = deliver_cancel(task)
             continue
         inline += 1
         if inline > _MAX_INLINE:
@@ -284,7 +330,7 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
         elif cancellable and task.current._cancelled:
             # Cancellation point, check 2: just before suspending.
             waker._transition_to_result_early()
-            value, error = None, Cancelled()
+            value, error = None, deliver_cancel(task)
         else:
             waker._transition_to_waiting()
             task.cancellable = cancellable
@@ -311,12 +357,36 @@ def strip_own_frame(exc: BaseException) -> BaseException:
 def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException | None) -> None:
     # Drop the finished coroutine now: its frames reference the operation.
     task.coro = None
+    if task.outer:
+        # Scopes left open (an async generator holding one across a yield):
+        # close them, or the task could never end.
+        error = _close_open_scopes(task, error)
+        outcome, value = Outcome.ERROR, None
     held = task.held
     if held:
         task.held = None
         for lock in list(held):
             lock._break(task)
     task.task._end_work_on_worker(outcome, value, error)
+
+
+def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
+    """Close the async scopes a finished task left open; make the task's error."""
+    outer = task.outer
+    assert outer
+    scopes = [*outer[1:], task.current]
+    for scope_op in reversed(scopes):
+        abandon_scope(scope_op, f"task {task.task.name!r} ended with this scope open")
+    task.current = task.task
+    task.outer = None
+    names = ", ".join(repr(node.name) for node in scopes)
+    failure = RuntimeError(
+        f"task {task.task.name!r} ended while scope {names} it entered was still open "
+        "(an async generator holding a scope across a yield?); the scope was cancelled "
+        "and closed; leave every 'async with scope()' before the task returns"
+    )
+    failure.__context__ = error
+    return failure
 
 
 def describe_wait(task: TaskState) -> str:
