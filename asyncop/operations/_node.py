@@ -44,7 +44,10 @@ from __future__ import annotations
 import _thread
 import contextvars
 import enum
+import functools
 import logging
+import math
+import numbers
 import sys
 from collections.abc import Callable, Generator, Iterator
 from types import CodeType
@@ -52,9 +55,10 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
-from ..platform import acquire_for
-from ._current import thread_state
+from ..platform import check_timeout
+from ._current import ThreadState, thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
+from ._park import blocking_operation, cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
 
@@ -188,6 +192,9 @@ class AsyncOperation:
     # out); until then, and always for the runtime, the flag is the truth.
     _cancelled: bool
     _token: CancelToken | None
+    # Set while a cancel walk from this node runs: still set afterwards only
+    # if a Ctrl-C cut the walk short, and then the next walk redoes it.
+    _cancel_unfinished: bool
     # Where the operation was made: code object and instruction offset.
     _code: CodeType | None
     _lasti: int
@@ -237,6 +244,7 @@ class AsyncOperation:
         self._task = None
         self._cancelled = False
         self._token = None
+        self._cancel_unfinished = False
 
     # ------------------------------------------------------------------
     # Public reading
@@ -267,6 +275,15 @@ class AsyncOperation:
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)
         return token
+
+    def _finish_token_cancel_locked(self, after: After) -> None:
+        """Redo the token side of a cancel that a Ctrl-C cut short."""
+        token = self._token
+        if token is not None:
+            if token._cancelled:
+                token._release_waiters_locked()
+            else:
+                token._cancel_locked(after)
 
     def _cancel_token_locked(self, after: After) -> bool:
         """Mark this operation's token cancelled; False if it already was."""
@@ -351,19 +368,32 @@ class AsyncOperation:
         """When the operation's subtree is cancelled, on the runtime's clock.
 
         Setting it (or None, to clear it) re-arms the timer; a deadline that
-        has already passed cancels at once.
+        has already passed cancels at once. ``math.inf`` clears it, as a
+        deadline that never comes; a far-away one such as ``now() + 1e12``
+        is kept and simply never fires.
+
+        Raises:
+            TypeError: the new value is not a number (or None).
+            ValueError: the new value is NaN.
         """
         return self._deadline
 
     @deadline.setter
     def deadline(self, value: float | None) -> None:
         if value is not None:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(
+                    f"deadline of operation {self.name!r} must be a number of seconds "
+                    f"on the runtime clock, got {type(value).__name__}; pass None to clear it"
+                )
             value = float(value)
-            if value != value:  # NaN never compares due; refuse it.
+            if math.isnan(value):  # NaN never compares due; refuse it.
                 raise ValueError(
                     f"deadline of operation {self.name!r} must be a number of seconds "
                     "on the runtime clock, got NaN; pass None to clear it"
                 )
+            if value == math.inf:
+                value = None  # a deadline that never comes is no deadline
         with self.runtime._lock:
             self._deadline = value
             if _is_final(self._state):
@@ -406,9 +436,13 @@ class AsyncOperation:
             reason: kept as ``cancel_reason`` and shown by ``dump()``.
         """
         after: After = []
-        with self.runtime._lock:
-            self._cancel_locked(reason, after)
-        run_after(after)
+        try:
+            with self.runtime._lock:
+                self._cancel_locked(reason, after)
+        finally:
+            # Also when a Ctrl-C cut the walk short: the wake-ups it queued
+            # still run (the walk itself is redone by the next cancel).
+            run_after(after)
 
     def _cancel_locked(self, reason: object, after: After, *, again: bool = False) -> None:
         """Walk the subtree iteratively and cancel every live node.
@@ -418,28 +452,38 @@ class AsyncOperation:
         child born under a cancelled parent is born cancelled), so the walk
         would find nothing to do there. This makes a repeated cancel O(1).
 
-        With ``again`` (for a Ctrl-C at a scope's exit) the walk enters
-        cancelled nodes too and finishes what an earlier walk left undone:
-        a Ctrl-C that landed inside it can leave a node marked cancelled
-        with its children unreached, its parked task not woken or its
-        token's callbacks not run. Every step is idempotent.
+        The exception is a walk that did not finish: on the main thread a
+        Ctrl-C can land anywhere in it, after a token is marked but before
+        the task parked under it is woken, or before its children are
+        reached. ``_cancel_unfinished`` stays set on the walk's first node
+        until the walk ends, and any later walk that meets such a node
+        redoes its whole subtree; every step below is idempotent. With
+        ``again`` (a Ctrl-C at a scope's exit) the walk redoes the whole
+        subtree whatever its marks say.
         """
-        if _is_final(self._state) or (self._cancelled and not again):
+        if _is_final(self._state) or (
+            self._cancelled and not self._cancel_unfinished and not again
+        ):
             return
+        redo = again or self._cancel_unfinished
+        self._cancel_unfinished = True
         stack = [self]
         unstarted: list[AsyncOperation] = []
         while stack:
             node = stack.pop()
             if node.cancel_reason is None:
                 node.cancel_reason = reason
-            if not node._cancel_token_locked(after) and again and node._token is not None:
-                node._token._refire_locked(after)
+            if not node._cancel_token_locked(after) and redo:
+                node._finish_token_cancel_locked(after)
             state = node._state
             if state is _CREATED or state is _PENDING:
                 if node._outcome is Outcome.NONE:
                     node._outcome = Outcome.CANCELLED
                     node._fn = None
                     node._args = ()
+                    unstarted.append(node)
+                    node.runtime._on_cancel_running_locked(node, after)
+                elif redo and node._outcome is Outcome.CANCELLED:
                     unstarted.append(node)
                     node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
@@ -449,13 +493,16 @@ class AsyncOperation:
                 if not child._shield:
                     # Cancelled from outside, even if its own cancel came first.
                     child._outside_cancel = True
-                    if again or not child._cancelled:
+                    if not child._cancelled or redo:
                         stack.append(child)
+                    elif child._cancel_unfinished:
+                        child._cancel_locked(reason, after)
                 child = child.sibling_next
         # Deepest first, so that a CREATED parent whose children were all
         # unstarted becomes final in the same call.
         for node in reversed(unstarted):
             node._try_finalize_locked(after)
+        self._cancel_unfinished = False
 
     def _expire(self) -> None:
         """The deadline timer fired: cancel the subtree and mark it expired."""
@@ -487,23 +534,35 @@ class AsyncOperation:
     def wait(self, timeout: float | None = None) -> AsyncResult:
         """Block the calling thread until the operation ends.
 
-        Inside a coroutine operation use ``await op`` instead. This is a
-        blocking call, not a cancellation point.
+        Inside a coroutine operation use ``await op`` instead. Called from
+        inside an operation (a plain function running as one, or the block
+        of a sync scope), it is a cancellation point: if the caller is
+        cancelled while the operation has not ended, it raises ``Cancelled``
+        at once. From any other thread it only blocks.
 
         Args:
-            timeout: seconds to wait at most, or None to wait forever.
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only looks.
 
         Returns:
             The ``AsyncResult`` the operation ended with.
 
         Raises:
             TimeoutError: the operation had not ended after ``timeout``.
+            Cancelled: the calling operation is cancelled.
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
             RuntimeError: called from a coroutine, or from the operation's own
                 code or a descendant's, which would wait for itself forever.
         """
+        limit = check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
         if not _is_final(self._state):
-            self._check_can_block("wait()")
-            if not self._block_until_final(timeout):
+            state = thread_state()
+            self._check_can_block("wait()", state)
+            caller = blocking_operation(state)
+            if not self._block_until_final(limit, caller):
+                if caller is not None and caller._cancelled:
+                    raise cancelled_error(caller)
                 raise TimeoutError(
                     f"operation {self.name!r} did not end within {timeout} s; "
                     "wait again, or cancel it with op.cancel()"
@@ -523,8 +582,9 @@ class AsyncOperation:
         # The worker stepping the task turns the operation into an event.
         return (yield self)
 
-    def _check_can_block(self, what: str) -> None:
-        state = thread_state()
+    def _check_can_block(self, what: str, state: ThreadState | None = None) -> None:
+        if state is None:
+            state = thread_state()
         if state.task is not None:
             raise RuntimeError(
                 f"{what} on operation {self.name!r} would block a worker thread inside a "
@@ -539,22 +599,34 @@ class AsyncOperation:
                 )
             node = node.parent
 
-    def _block_until_final(self, timeout: float | None) -> bool:
-        """Park the calling thread until the operation is final, or time out."""
+    def _block_until_final(
+        self, timeout: float | None, caller: AsyncOperation | None = None
+    ) -> bool:
+        """Park the calling thread until the operation is final, or time out.
+
+        ``timeout`` went through ``check_timeout``. With ``caller`` (the
+        operation the thread runs), a cancel of the caller ends the wait
+        early too: it returns False and the caller tells which from its
+        token. A KeyboardInterrupt removes the waiter and propagates; the
+        main thread waits in slices, so it notices one promptly.
+        """
         waiter = _thread.allocate_lock()
         waiter.acquire()
+        # With a caller, the lock has a second waker (the caller's cancel),
+        # so the finalizer must release it quietly: queue a callable then.
+        wake: Callable[[], object] | _thread.LockType = (
+            waiter if caller is None else functools.partial(release_quietly, waiter)
+        )
         # A with-statement: see _end_work.
         with self.runtime._lock:
             if _is_final(self._state):
                 return True
-            self._add_waiter_locked(waiter)
+            self._add_waiter_locked(wake)
         try:
-            got = waiter.acquire() if timeout is None else acquire_for(waiter, timeout)
-        except BaseException:
-            self._remove_waiter(waiter)
-            raise
-        if not got:
-            self._remove_waiter(waiter)
+            park(waiter, timeout, caller)
+        finally:
+            if not _is_final(self._state):  # else the finalizer took the list
+                self._remove_waiter(wake)
         return _is_final(self._state)
 
     def _add_waiter_locked(self, fn: Callable[[], object] | _thread.LockType) -> None:

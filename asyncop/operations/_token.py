@@ -16,8 +16,9 @@ import _thread
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
-from ..platform import acquire_for
+from ..platform import check_timeout
 from ._errors import Cancelled, cancelled_for
+from ._park import blocking_operation, cancelled_error, park, release_quietly
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
@@ -127,29 +128,68 @@ class CancelToken:
     def wait(self, timeout: float | None = None) -> bool:
         """Block the calling thread until the token is cancelled.
 
-        This is a blocking call, not a cancellation point: do not use it in a
-        coroutine.
+        Not for coroutines (they learn of a cancel at every await). Called
+        from inside an operation (a plain function running as one, or the
+        block of a sync scope), it is a cancellation point: if that
+        operation is cancelled while this token is not, it raises
+        ``Cancelled``. Waiting on the operation's own token, or an
+        ancestor's, returns True as the cancel arrives.
 
         Args:
-            timeout: seconds to wait at most, or None to wait forever.
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only looks.
 
         Returns:
             True if the token is cancelled, False if the timeout passed first.
+
+        Raises:
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
+            Cancelled: the calling operation was cancelled while this token
+                was not.
         """
-        with self._lock:
-            if self._cancelled:
-                return True
-            waiter = _thread.allocate_lock()
-            waiter.acquire()
-            if self._waiters is None:
-                self._waiters = []
-            self._waiters.append(waiter)
-        got = acquire_for(waiter, timeout)
-        if not got:
+        limit = check_timeout(timeout, "CancelToken.wait(timeout=...)")
+        if self._cancelled:
+            return True
+        op = blocking_operation()
+        if op is not None and op._token is self:
+            op = None  # its cancel is what we wait for: no second waker needed
+        waiter = _thread.allocate_lock()
+        waiter.acquire()
+        try:
             with self._lock:
-                if self._waiters is not None and waiter in self._waiters:
-                    self._waiters.remove(waiter)
-        return self._cancelled
+                if self._cancelled:
+                    return True
+                if self._waiters is None:
+                    self._waiters = [waiter]
+                else:
+                    self._waiters.append(waiter)
+            park(waiter, limit, op)
+        finally:
+            # Also on a Ctrl-C: no released-for-nobody lock stays queued.
+            with self._lock:
+                waiters = self._waiters
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
+        if self._cancelled:
+            return True
+        if op is not None and op._cancelled:
+            raise cancelled_error(op)
+        return False
+
+    def _release_waiters_locked(self) -> None:
+        """Wake every thread parked on the token. Under the runtime lock.
+
+        One at a time, popping each before its release: a Ctrl-C landing in
+        between leaves the rest queued for the next cancel walk to wake. A
+        parked thread may have been woken already by what it waits for,
+        hence the quiet release.
+        """
+        waiters = self._waiters
+        if waiters is not None:
+            while waiters:
+                release_quietly(waiters.pop())
+            self._waiters = None
 
     def _cancel_locked(self, after: list[Callable[[], object]]) -> bool:
         """Mark the token cancelled; queue its callbacks on ``after``.
@@ -160,31 +200,11 @@ class CancelToken:
         if self._cancelled:
             return False
         self._cancelled = True
-        if self._waiters is not None:
-            for waiter in self._waiters:
-                waiter.release()
-            self._waiters = None
+        self._release_waiters_locked()
         if self._callbacks is not None:
             after.extend(self._callbacks.values())
             self._callbacks = None
         return True
-
-    def _refire_locked(self, after: list[Callable[[], object]]) -> None:
-        """Finish a cancel that a Ctrl-C interrupted: wake and call what is left.
-
-        Waiters and callbacks are dropped as they are handed over, so this
-        does nothing for a cancel that completed.
-        """
-        if not self._cancelled:
-            return
-        waiters = self._waiters
-        self._waiters = None
-        for waiter in waiters or ():
-            if waiter.locked():
-                waiter.release()
-        if self._callbacks is not None:
-            after.extend(self._callbacks.values())
-            self._callbacks = None
 
     def __repr__(self) -> str:
         return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"

@@ -26,7 +26,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Generic, TypeVar, final
 
 from ..operations import ClosedResourceError, EndOfChannel, WouldBlock
-from ..operations._current import thread_state
+from ..operations._current import ThreadState, thread_state
+from ..operations._park import blocking_operation
+from ..platform import check_timeout
 from ._sync import ThreadWaiter, _remove_waiter
 from ._waker import Subscription, WaitEvent
 
@@ -206,54 +208,124 @@ class Channel(Generic[T]):
 
     # -- threads -------------------------------------------------------------------
 
-    def _no_blocking_in_coroutine(self, what: str, instead: str) -> None:
-        if thread_state().task is not None:
+    def _blocking_caller(self, what: str, instead: str) -> ThreadState:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 f"Channel.{what}() would block a worker inside a coroutine; write "
                 f"'await channel.{instead}()' instead"
             )
+        return state
 
     def send(self, item: T, timeout: float | None = None) -> None:
         """Send from a thread, blocking up to ``timeout`` seconds for room.
 
+        Called from inside an operation (a plain function running as one,
+        or the block of a sync scope), it is a cancellation point: it raises
+        ``Cancelled`` within milliseconds when that operation is cancelled
+        while the call waits, or at once if it would have to wait, with the item not
+        sent. An item taken just before the cancel counts as sent (the call
+        returns). From any other thread it only blocks. A KeyboardInterrupt
+        while waiting leaves the item either sent or not queued at all.
+
+        Args:
+            item: what to send.
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only tries.
+
         Raises:
             ClosedResourceError: the channel is closed.
             TimeoutError: no room (or receiver) within ``timeout``; not sent.
+            Cancelled: the calling operation is cancelled; not sent.
+            RuntimeError: called from a coroutine (use ``send_async``).
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
         """
-        self._no_blocking_in_coroutine("send", "send_async")
-        with self._mutex:
-            if self._offer_locked(item):
-                return
-            waiter = ThreadWaiter()
-            self._senders.append((waiter, item))
-        if not waiter.block(self._mutex, timeout):
+        state = self._blocking_caller("send", "send_async")
+        limit = check_timeout(timeout, "Channel.send(timeout=...)")
+        op = blocking_operation(state)
+        waiter: ThreadWaiter | None = None
+        try:
             with self._mutex:
-                _remove_waiter(self._senders, waiter)
-            raise TimeoutError(f"send did not complete within {timeout} s; the item was not sent")
-        if waiter.error is not None:
-            raise waiter.error
+                if self._offer_locked(item):
+                    return
+                if limit != 0.0:
+                    waiter = ThreadWaiter()
+                    self._senders.append((waiter, item))
+            if waiter is not None and waiter.wait(self._mutex, self._senders, limit, op):
+                if waiter.error is not None:
+                    raise waiter.error
+                return
+        except BaseException:
+            # A Ctrl-C while waiting: the item leaves the queue unsent (one
+            # already taken by a receiver stays sent: it cannot be unsent).
+            if waiter is not None:
+                waiter.abandon(self._mutex, self._senders)
+            raise
+        raise TimeoutError(f"send did not complete within {timeout} s; the item was not sent")
 
     def recv(self, timeout: float | None = None) -> T:
         """Receive in a thread, blocking up to ``timeout`` seconds.
 
+        Called from inside an operation (a plain function running as one,
+        or the block of a sync scope), it is a cancellation point: it raises
+        ``Cancelled`` within milliseconds when that operation is cancelled
+        while the call waits, or at once if it would have to wait, taking no item. An
+        item handed over just before the cancel is returned. From any other
+        thread it only blocks. A KeyboardInterrupt while waiting puts an
+        item it was handed back at the front of the channel.
+
+        Args:
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only tries.
+
         Raises:
             EndOfChannel: the channel is closed and drained.
             TimeoutError: nothing arrived within ``timeout``.
+            Cancelled: the calling operation is cancelled; no item was taken.
+            RuntimeError: called from a coroutine (use ``recv_async``).
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
         """
-        self._no_blocking_in_coroutine("recv", "recv_async")
-        with self._mutex:
-            item = self._take_locked()
+        state = self._blocking_caller("recv", "recv_async")
+        limit = check_timeout(timeout, "Channel.recv(timeout=...)")
+        op = blocking_operation(state)
+        item: Any = _NOTHING
+        waiter: ThreadWaiter | None = None
+        try:
+            with self._mutex:
+                item = self._take_locked()
+                if item is _NOTHING and limit != 0.0:
+                    waiter = ThreadWaiter()
+                    self._receivers.append(waiter)
             if item is not _NOTHING:
                 return item  # type: ignore[no-any-return]
-            waiter = ThreadWaiter()
-            self._receivers.append(waiter)
-        if not waiter.block(self._mutex, timeout):
-            with self._mutex:
-                _remove_waiter(self._receivers, waiter)
-            raise TimeoutError(f"nothing was received within {timeout} s")
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.value  # type: ignore[no-any-return]
+            if waiter is not None and waiter.wait(self._mutex, self._receivers, limit, op):
+                if waiter.error is not None:
+                    raise waiter.error
+                return waiter.value  # type: ignore[no-any-return]
+        except BaseException:
+            # A Ctrl-C landing anywhere above: what this call took goes back.
+            if waiter is None:
+                if item is not _NOTHING:
+                    self._give_back(item)
+            elif waiter.abandon(self._mutex, self._receivers):
+                self._give_back(waiter.value)
+            raise
+        raise TimeoutError(f"nothing was received within {timeout} s")
+
+    def _give_back(self, item: T) -> None:
+        """Put back an item a receive took but will not return: it is next."""
+        with self._mutex:
+            receivers = self._receivers
+            while receivers:
+                if receivers.popleft().fire(item):
+                    return
+            if self.capacity or self._buffer or self._closed:
+                self._buffer.appendleft(item)
+            else:
+                # A rendezvous keeps no buffer: a paid-for send at the front.
+                self._senders.appendleft((_PREPAID, item))
 
     def try_send(self, item: T) -> None:
         """Send without waiting.

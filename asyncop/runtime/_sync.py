@@ -21,27 +21,38 @@ import _thread
 import threading
 from collections import deque
 from types import TracebackType
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 from ..operations import BrokenResourceError
 from ..operations._current import thread_state
-from ..platform import acquire_for
+from ..operations._park import blocking_operation, cancelled_error, park
+from ..platform import check_timeout
 from ._task import TaskState
 from ._waker import Subscription, WaitEvent
+
+if TYPE_CHECKING:
+    from ..operations import AsyncOperation
 
 __all__ = ["Event", "Lock", "LockGuard", "Semaphore", "ThreadWaiter"]
 
 
 @final
 class ThreadWaiter:
-    """A thread blocked on a primitive: a one-shot lock and a result slot."""
+    """A thread blocked on a primitive: a one-shot lock and a result slot.
 
-    __slots__ = ("_park", "done", "error", "value")
+    States, written only under the primitive's mutex: *waiting* (``done``
+    False), then either *fired* (``done`` and ``fired``: the result is the
+    waiter's, whatever happens to the thread next) or *abandoned* (``done``
+    only: it timed out, was cancelled or interrupted, and ``fire`` refuses).
+    """
+
+    __slots__ = ("_park", "done", "error", "fired", "value")
 
     def __init__(self) -> None:
         self._park = _thread.allocate_lock()
         self._park.acquire()
         self.done = False
+        self.fired = False
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -50,20 +61,60 @@ class ThreadWaiter:
         if self.done:
             return False
         self.done = True
+        self.fired = True
         self.value = value
         self.error = error
-        self._park.release()
+        # The release comes last: on the main thread a Ctrl-C can land as a
+        # call returns, and the waiter must be complete by then. It may be
+        # free already: a cancel of the waiting operation releases it too.
+        try:
+            self._park.release()
+        except RuntimeError:
+            pass
         return True
 
-    def block(self, mutex: threading.Lock, timeout: float | None) -> bool:
-        """Wait for ``fire``; on timeout give up under ``mutex``. True if fired."""
-        if acquire_for(self._park, timeout):
-            return True
+    def wait(
+        self,
+        mutex: threading.Lock,
+        queue: deque[Any],
+        timeout: float | None,
+        op: AsyncOperation | None,
+    ) -> bool:
+        """Wait to be fired; on timeout or cancel, give up under ``mutex``.
+
+        ``op`` is the operation the thread runs (None: none), whose cancel
+        ends the wait. A waiter fired before it could give up keeps what it
+        was given (the value-kept rule).
+
+        Returns:
+            True if fired; False if the timeout passed.
+
+        Raises:
+            Cancelled: ``op`` was cancelled and nothing was handed over.
+        """
+        park(self._park, timeout, op)
         with mutex:
             if self.done:
-                return True  # fired while timing out: take the result
+                return True
             self.done = True
-            return False
+            _remove_waiter(queue, self)
+        if op is not None and op._cancelled:
+            raise cancelled_error(op)
+        return False
+
+    def abandon(self, mutex: threading.Lock, queue: deque[Any]) -> bool:
+        """Give up after an interrupt: leave the queue, or report a hand-over.
+
+        Returns:
+            True if a value was handed over (no error) that the caller must
+            now give back, since it will not return it.
+        """
+        with mutex:
+            if not self.done:
+                self.done = True
+                _remove_waiter(queue, self)
+                return False
+        return self.fired and self.error is None
 
 
 def _owner_key() -> object:
@@ -154,6 +205,13 @@ class Lock:
             "make a new Lock, and release locks before a task ends"
         )
 
+    def _reentry_error(self) -> RuntimeError:
+        return RuntimeError(
+            f"lock {self.name!r} is already held by the task or thread acquiring it, "
+            "which would wait for itself forever; release it first (a Lock is not "
+            "re-entrant)"
+        )
+
     def lock_async(self) -> WaitEvent:
         """Acquire the lock from a coroutine; ``await`` it for a ``LockGuard``.
 
@@ -162,6 +220,7 @@ class Lock:
 
         Raises:
             BrokenResourceError: the lock is broken.
+            RuntimeError: the task holds the lock already.
             Cancelled: the task is cancelled while waiting.
         """
         return _LockAcquire(self)
@@ -171,6 +230,8 @@ class Lock:
         with self._mutex:
             if self._broken:
                 sub.fire(None, self._broken_error())
+            elif self._owner is task:
+                sub.fire(None, self._reentry_error())
             elif self._owner is None and not self._waiters:
                 if sub.fire(LockGuard(self)):
                     self._take(task)
@@ -190,34 +251,69 @@ class Lock:
     def acquire(self, timeout: float | None = None) -> bool:
         """Acquire the lock from a thread, waiting ``timeout`` seconds at most.
 
+        Called from inside an operation (a plain function running as one,
+        or the block of a sync scope), it is a cancellation point: it raises
+        ``Cancelled`` within milliseconds when that operation is cancelled
+        while the call waits, or at once if it would have to wait, never leaving the lock
+        held. A lock handed over just before the cancel is kept (returns
+        True). From any other thread it only blocks. A KeyboardInterrupt
+        while waiting leaves the lock as if the call never happened.
+
+        Args:
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only tries.
+
         Returns:
             True once acquired; False if the timeout passed first.
 
         Raises:
             BrokenResourceError: the lock is broken.
-            RuntimeError: called from a coroutine (use ``lock_async``).
+            RuntimeError: the calling thread holds the lock already, or the
+                call comes from a coroutine (use ``lock_async``).
+            Cancelled: the calling operation is cancelled.
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
         """
-        if thread_state().task is not None:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
                 "write 'await lock.lock_async()' or 'async with lock' instead"
             )
+        limit = check_timeout(timeout, "Lock.acquire(timeout=...)")
+        op = blocking_operation(state)
         me = threading.get_ident()
-        with self._mutex:
-            if self._broken:
-                raise self._broken_error()
-            if self._owner is None and not self._waiters:
-                self._owner = me
-                return True
-            waiter = ThreadWaiter()
-            self._waiters.append((waiter, me))
-        if not waiter.block(self._mutex, timeout):
+        waiter: ThreadWaiter | None = None
+        taken = False
+        try:
             with self._mutex:
-                _remove_waiter(self._waiters, waiter)
-            return False
-        if waiter.error is not None:
-            raise waiter.error
-        return True
+                if self._broken:
+                    raise self._broken_error()
+                owner = self._owner
+                if owner == me:
+                    raise self._reentry_error()
+                if owner is None and not self._waiters:
+                    self._owner = me
+                    taken = True
+                elif limit == 0.0:
+                    return False
+                else:
+                    waiter = ThreadWaiter()
+                    self._waiters.append((waiter, me))
+            if taken:
+                return True
+            assert waiter is not None
+            if not waiter.wait(self._mutex, self._waiters, limit, op):
+                return False
+            if waiter.error is not None:
+                raise waiter.error
+            return True
+        except BaseException:
+            # A Ctrl-C landing anywhere above: undo, so nothing stays held
+            # or queued (errors raised on purpose have nothing to undo).
+            if taken or (waiter is not None and waiter.abandon(self._mutex, self._waiters)):
+                self.release()
+            raise
 
     def release(self) -> None:
         """Release the lock, handing it to the first live waiter.
@@ -345,24 +441,49 @@ class Event:
     def wait(self, timeout: float | None = None) -> bool:
         """Block a thread until the flag is set.
 
+        Called from inside an operation (a plain function running as one,
+        or the block of a sync scope), it is a cancellation point: it raises
+        ``Cancelled`` within milliseconds when that operation is cancelled
+        while the call waits, or at once if it would have to wait (unless the flag was
+        set first). From any other thread it only blocks.
+
+        Args:
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only looks.
+
         Returns:
             True if the flag is set, False if the timeout passed first.
+
+        Raises:
+            Cancelled: the calling operation is cancelled.
+            RuntimeError: called from a coroutine (use ``wait_async``).
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
         """
-        if thread_state().task is not None:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 "Event.wait() would block a worker inside a coroutine; "
                 "write 'await event.wait_async()' instead"
             )
-        with self._mutex:
-            if self._set:
-                return True
-            waiter = ThreadWaiter()
-            self._waiters.append(waiter)
-        if not waiter.block(self._mutex, timeout):
+        limit = check_timeout(timeout, "Event.wait(timeout=...)")
+        op = blocking_operation(state)
+        if self._set:
+            return True
+        if limit == 0.0:
+            return False
+        waiter: ThreadWaiter | None = None
+        try:
             with self._mutex:
-                _remove_waiter(self._waiters, waiter)
-            return self._set
-        return True
+                if self._set:
+                    return True
+                waiter = ThreadWaiter()
+                self._waiters.append(waiter)
+            return waiter.wait(self._mutex, self._waiters, limit, op) or self._set
+        except BaseException:
+            if waiter is not None:
+                waiter.abandon(self._mutex, self._waiters)
+            raise
 
     def __repr__(self) -> str:
         return f"<Event {'set' if self._set else 'clear'} waiters={len(self._waiters)}>"
@@ -429,25 +550,56 @@ class Semaphore:
     def acquire(self, timeout: float | None = None) -> bool:
         """Take a permit in a thread, waiting ``timeout`` seconds at most.
 
+        Called from inside an operation (a plain function running as one,
+        or the block of a sync scope), it is a cancellation point: it raises
+        ``Cancelled`` within milliseconds when that operation is cancelled
+        while the call waits, or at once if it would have to wait, taking no permit. A
+        permit handed over just before the cancel is kept (returns True).
+        From any other thread it only blocks. A KeyboardInterrupt while
+        waiting takes no permit.
+
+        Args:
+            timeout: seconds to wait at most; None, ``math.inf`` or a huge
+                value wait without limit, and 0 or less only tries.
+
         Returns:
             True once a permit is taken, False if the timeout passed first.
+
+        Raises:
+            Cancelled: the calling operation is cancelled.
+            RuntimeError: called from a coroutine (use ``acquire_async``).
+            TypeError: ``timeout`` is not a number.
+            ValueError: ``timeout`` is NaN.
         """
-        if thread_state().task is not None:
+        state = thread_state()
+        if state.task is not None:
             raise RuntimeError(
                 "Semaphore.acquire() would block a worker inside a coroutine; "
                 "write 'await sem.acquire_async()' or 'async with sem' instead"
             )
-        with self._mutex:
-            if self._value > 0 and not self._waiters:
-                self._value -= 1
-                return True
-            waiter = ThreadWaiter()
-            self._waiters.append(waiter)
-        if not waiter.block(self._mutex, timeout):
+        limit = check_timeout(timeout, "Semaphore.acquire(timeout=...)")
+        op = blocking_operation(state)
+        waiter: ThreadWaiter | None = None
+        taken = False
+        try:
             with self._mutex:
-                _remove_waiter(self._waiters, waiter)
-            return False
-        return True
+                if self._value > 0 and not self._waiters:
+                    self._value -= 1
+                    taken = True
+                elif limit == 0.0:
+                    return False
+                else:
+                    waiter = ThreadWaiter()
+                    self._waiters.append(waiter)
+            if taken:
+                return True
+            assert waiter is not None
+            return waiter.wait(self._mutex, self._waiters, limit, op)
+        except BaseException:
+            # A Ctrl-C landing anywhere above: the permit goes back.
+            if taken or (waiter is not None and waiter.abandon(self._mutex, self._waiters)):
+                self.release()
+            raise
 
     def release(self) -> None:
         """Return a permit: to the first live waiter, or to the pool."""

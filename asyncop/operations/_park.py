@@ -1,0 +1,107 @@
+"""Parking a thread in a blocking call so that its operation's cancel wakes it.
+
+asyncop's blocking calls (``Channel.recv``, ``Lock.acquire``, ``op.wait``,
+``token.wait`` ...) are cancellation points when the calling thread runs an
+operation: a plain function running as an operation, or the block of a sync
+``with runtime.scope()``. From any other thread they only block.
+
+The protocol every blocking call follows::
+
+    op = blocking_operation()        # None: only block
+    ... return at once if the call can complete without waiting
+    ... queue a waiter whose `lock` is held; whoever resolves the wait
+    ... marks it done under the primitive's mutex, then releases `lock`
+    park(lock, timeout, op)          # returns when released, timed out or cancelled
+    ... under the mutex: done? take the result; else give up (remove it)
+    ... gave up and op cancelled? raise Cancelled; else it timed out
+
+:func:`park` registers ``lock`` with the operation's token for the length
+of the wait: the cancel walk releases it (under the runtime lock, so a
+Ctrl-C that interrupts ``cancel()`` cannot lose the wake-up; a later
+``cancel()`` redoes the walk). The lock may thus be released twice, by the
+resolver and by the cancel: both use :func:`release_quietly`, and the waiter
+decides what happened under the primitive's mutex, never from how it woke.
+That keeps the value-kept rule: a result handed over before the cancel is
+returned, and the next call that has to wait raises ``Cancelled`` at once
+(``park`` returns at once under a cancelled token). A call that completes
+without waiting (a free lock, an item ready, an operation already ended)
+completes even in a cancelled operation, so cleanup code keeps working.
+
+A sync scope's exit (or any other blocking wait of the runtime) can reuse
+:func:`park` with its own lock and resolver.
+"""
+
+from __future__ import annotations
+
+import _thread
+from typing import TYPE_CHECKING
+
+from ..platform import acquire_for
+from ._current import ThreadState, thread_state
+from ._errors import Cancelled, cancelled_for
+
+if TYPE_CHECKING:
+    from ._node import AsyncOperation
+
+__all__ = ["blocking_operation", "cancelled_error", "park", "release_quietly"]
+
+
+def release_quietly(lock: _thread.LockType) -> None:
+    """Release ``lock`` unless it is free already: a parked thread has two wakers."""
+    try:
+        lock.release()
+    except RuntimeError:
+        pass
+
+
+def cancelled_error(op: AsyncOperation) -> Cancelled:
+    """The ``Cancelled`` a blocking call raises in cancelled operation ``op``."""
+    return cancelled_for(op.name, op.cancel_reason)
+
+
+def blocking_operation(state: ThreadState | None = None) -> AsyncOperation | None:
+    """Return the operation whose cancel must end a blocking wait of this thread.
+
+    None on a thread that runs no operation: its waits only block.
+    """
+    if state is None:
+        state = thread_state()
+    return state.op
+
+
+def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
+    """Block until ``lock`` is released, ``op`` is cancelled, or ``timeout`` passes.
+
+    ``lock`` is held by the caller's waiter and released by whoever resolves
+    the wait. ``timeout`` went through ``check_timeout`` (None: no limit).
+    The main thread waits in slices, so a Ctrl-C reaches it promptly; the
+    KeyboardInterrupt propagates and the caller must then remove its waiter.
+
+    Returns:
+        True if woken (resolved or cancelled: the caller finds out which
+        under its mutex), False if the timeout passed.
+    """
+    if op is None:
+        return acquire_for(lock, timeout)
+    token = op.token
+    runtime_lock = token._lock
+    # A with-statement, not acquire() then try: on the main thread a Ctrl-C
+    # landing as acquire() returns would leave the runtime lock held.
+    with runtime_lock:
+        if token._cancelled:
+            return True
+        waiters = token._waiters
+        if waiters is None:
+            token._waiters = [lock]
+        else:
+            waiters.append(lock)
+    try:
+        return acquire_for(lock, timeout)
+    finally:
+        with runtime_lock:
+            waiters = token._waiters
+            if waiters is not None:
+                try:
+                    waiters.remove(lock)
+                except ValueError:
+                    pass
