@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..platform import ThreadHandle, WakeEvent, start_thread
+from ._worker import join_by
 
 __all__ = ["BlockingPool"]
 
@@ -84,8 +85,26 @@ class BlockingPool:
                     if thread in self._idle:
                         self._idle.remove(thread)
 
-    def shutdown(self, timeout: float | None) -> bool:
-        """Stop taking jobs, let queued ones finish, join the threads."""
+    def runs_on_current_thread(self) -> bool:
+        """Tell whether the caller is one of this pool's threads."""
+        me = threading.get_ident()
+        with self._lock:
+            return any(
+                thread.handle is not None and thread.handle.ident == me for thread in self._threads
+            )
+
+    def shutdown(self, end: float | None) -> bool:
+        """Stop taking jobs, let queued ones finish, join the threads.
+
+        Args:
+            end: the ``time.monotonic()`` reading by which to give up on the
+                threads still running (None: wait for all of them). One
+                bound for the whole pool, not one per thread: a call stuck
+                in each thread must not multiply the wait.
+
+        Returns:
+            True if every thread ended.
+        """
         with self._lock:
             self._closed = True
             threads = list(self._threads)
@@ -94,6 +113,6 @@ class BlockingPool:
             self._idle.clear()
         ended = True
         for thread in threads:
-            if thread.handle is not None and not thread.handle.join(timeout):
+            if thread.handle is not None and not join_by(thread.handle, end):
                 ended = False
         return ended

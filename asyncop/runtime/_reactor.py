@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import BusyResourceError, ClosedResourceError
 from ..platform import ThreadHandle, WakeupChannel, choose_selector, selector_name, start_thread
 from ._waker import Subscription, WaitEvent
+from ._worker import join_by
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
@@ -422,8 +423,13 @@ class Reactor:
             for sub in fired:
                 sub.fire(None)
 
-    def shutdown(self, timeout: float | None) -> bool:
-        """Stop the thread, wake every waiter (with ``ClosedResourceError``), close."""
+    def shutdown(self, end: float | None) -> bool:
+        """Stop the thread, wake every waiter (with ``ClosedResourceError``), close.
+
+        Args:
+            end: the ``time.monotonic()`` reading by which to give up on the
+                thread (None: no limit).
+        """
         with self._lock:
             self._stopping = True
             fds = {fd for fd, _ in self._table}
@@ -431,7 +437,7 @@ class Reactor:
         for fd in fds:
             self.notify_closing(fd)
         self._wakeup.wake()
-        ended = thread.join(timeout) if thread is not None else True
+        ended = join_by(thread, end) if thread is not None else True
         if ended:
             if self._epoll is not None:
                 self._epoll.close()

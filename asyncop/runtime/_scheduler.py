@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -44,13 +45,28 @@ from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState, thread_state
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
-from ..platform import RecursiveLock, WakeEvent, cpu_count, start_thread, thread_cpu_clock
+from ..platform import (
+    RecursiveLock,
+    WakeEvent,
+    check_timeout,
+    cpu_count,
+    start_thread,
+    thread_cpu_clock,
+)
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
 from ._reactor import Reactor
 from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
-from ._timers import Timer, TimerHeap
-from ._worker import BLOCKED_AFTER, COMPUTING, EXTRA_IDLE, IDLE_RETIRE, Worker, monotonic
+from ._timers import FAR, Timer, TimerHeap, is_far
+from ._worker import (
+    BLOCKED_AFTER,
+    COMPUTING,
+    EXTRA_IDLE,
+    IDLE_RETIRE,
+    Worker,
+    join_by,
+    monotonic,
+)
 
 if TYPE_CHECKING:
     from ..operations._hooks import After
@@ -68,6 +84,10 @@ _SCOPE = OpKind.SCOPE
 _BATCH = 64
 # How long interpreter exit waits for cancelled work before abandoning it.
 EXIT_GRACE = 1.0
+# The most worker threads a Runtime takes. Far more than any CPU count; a
+# number past it is a mistake (a count of tasks, not of threads) that would
+# start threads until the OS refuses.
+MAX_WORKERS = 1024
 _INF = float("inf")
 
 _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -93,6 +113,22 @@ def _noop() -> None:
     pass
 
 
+# How long a worker pauses after an error escaped its loop.
+_RECOVER_PAUSE = 0.01
+
+
+def _log_exception(message: str, *args: object) -> None:
+    """Log the exception being handled; never raise, whatever it or the args are.
+
+    The args (an operation, a timer) are formatted by the logging module,
+    which reports a ``__repr__`` that raises instead of raising itself.
+    """
+    try:
+        logger.error(message, *args, exc_info=True)
+    except BaseException:  # pragma: no cover - a broken handler or stream
+        pass
+
+
 def _describe(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
@@ -107,8 +143,11 @@ class Runtime:
             tests. Defaults to the monotonic clock.
 
     Raises:
-        ValueError: ``workers`` is less than 1.
+        ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
+            (1024).
         TypeError: ``workers`` is not an integer.
+        RuntimeError: the OS refused to start a thread; the threads already
+            started are stopped first.
 
     Use it as a context manager: leaving the block calls ``shutdown()``.
     With ``ASYNCOP_DYNAMIC_WORKERS=1`` in the environment, workers start on
@@ -134,6 +173,12 @@ class Runtime:
                 f"Runtime(workers={workers}) needs at least one worker thread; "
                 "pass a positive number, or None for the CPU count"
             )
+        if workers > MAX_WORKERS:
+            raise ValueError(
+                f"Runtime(workers={workers}) asks for more than {MAX_WORKERS} worker "
+                "threads; pass a smaller number (blocking calls belong in "
+                "spawn_blocking, not in extra workers)"
+            )
         self.name = name if name is not None else f"asyncop-{id(self):x}"
         self._lock = RecursiveLock()
         self._clock: Any = clock if clock is not None else MonotonicClock()
@@ -153,6 +198,8 @@ class Runtime:
         self._active = 0  # workers not parked
         self._timers = TimerHeap()
         self._next_deadline = _INF  # cached earliest deadline, read without the lock
+        # No deadline below this is far (the clock only moves forward).
+        self._far_floor = self.now() + FAR
         self._roots: dict[AsyncOperation, None] = {}
         # Things that can make progress without a worker: autojump waits
         # for them (I/O waits, blocking calls in other threads).
@@ -169,9 +216,15 @@ class Runtime:
         self._idle_watchers: list[Any] = []
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
-        with self._lock:
-            for _ in range(1 if self._dynamic else workers):
-                self._start_worker_locked(extra=False)
+        try:
+            with self._lock:
+                for _ in range(1 if self._dynamic else workers):
+                    self._start_worker_locked(extra=False)
+        except BaseException:
+            # Half built (the OS refused a thread, or a Ctrl-C): nobody can
+            # reach this runtime to shut it down, so stop what did start.
+            self.shutdown(timeout=EXIT_GRACE)
+            raise
         _live_runtimes.add(self)
 
     # ------------------------------------------------------------------
@@ -348,11 +401,15 @@ class Runtime:
     def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
         """Stop the runtime: cancel live work, wait for it, join the threads.
 
+        Not a cancellation point. Callable again: a second call waits for
+        what the first left running.
+
         Args:
             cancel: cancel every live operation first; with False, wait for
                 the work to end by itself.
-            timeout: seconds to wait at most for the work and the threads;
-                None waits as long as it takes.
+            timeout: seconds to wait at most, for the work and the threads
+                together; None, ``inf`` or a value of 1e9 or more waits as
+                long as it takes, and 0 or less does not wait.
 
         Returns:
             True if every operation ended and every thread was joined; False
@@ -360,26 +417,34 @@ class Runtime:
             threads and never keep the interpreter alive).
 
         Raises:
-            RuntimeError: called from one of this runtime's own threads.
+            TypeError: ``timeout`` is not a number or None.
+            ValueError: ``timeout`` is NaN.
+            RuntimeError: called from inside this runtime: one of its worker
+                or blocking-call threads, or the block of one of its scopes,
+                each of which the call would wait for forever.
         """
-        me = threading.current_thread()
+        limit = check_timeout(timeout, f"Runtime {self.name!r}.shutdown(timeout=...)")
+        self._refuse_shutdown_from_inside()
         with self._lock:
-            for worker in self._workers:
-                if worker.handle is not None and worker.handle.ident == me.ident:
-                    raise RuntimeError(
-                        f"Runtime {self.name!r}.shutdown() was called from its own worker "
-                        "thread, which it would have to join; call it from outside the runtime"
-                    )
             self._closing = True
             roots = list(self._roots)
-        end = None if timeout is None else monotonic() + timeout
+        end = None if limit is None else monotonic() + limit
 
         def remaining() -> float | None:
             return None if end is None else max(0.0, end - monotonic())
 
+        interrupt: KeyboardInterrupt | None = None
         if cancel:
             for root in roots:
-                root.cancel("runtime shut down")
+                # One failing on_cancel callback must not leave the rest of
+                # the tree running, nor the threads unjoined.
+                try:
+                    root.cancel("runtime shut down")
+                except KeyboardInterrupt as exc:
+                    interrupt = exc  # finish stopping, without waiting, then raise it
+                    end = monotonic()
+                except BaseException:
+                    _log_exception("asyncop: cancelling %r at shutdown raised", root)
         ended = True
         for root in roots:
             if not root._block_until_final(remaining()):
@@ -392,24 +457,46 @@ class Runtime:
             self._watchdog_event.set()
             watchdog = self._watchdog
         for worker in workers:
-            if worker.handle is not None and not worker.handle.join(remaining()):
+            if worker.handle is not None and not join_by(worker.handle, end):
                 ended = False
-        if watchdog is not None and not watchdog.join(remaining()):
+        if watchdog is not None and not join_by(watchdog, end):
             ended = False
-        if not self._stop_extras(remaining()):
+        if not self._blocking.shutdown(end):
+            ended = False
+        reactor = self._reactor
+        if reactor is not None and not reactor.shutdown(end):
             ended = False
         if isinstance(self._clock, VirtualClock):
             self._clock._unsubscribe(self)
         _live_runtimes.discard(self)
+        if interrupt is not None:
+            raise interrupt
         return ended
 
-    def _stop_extras(self, timeout: float | None) -> bool:
-        """Stop the threads beside the workers: blocking-call threads, the reactor."""
-        ended = self._blocking.shutdown(timeout)
-        reactor = self._reactor
-        if reactor is not None and not reactor.shutdown(timeout):
-            ended = False
-        return ended
+    def _refuse_shutdown_from_inside(self) -> None:
+        """Raise if the calling thread is part of what shutdown() waits for."""
+        me = threading.get_ident()
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            if worker.handle is not None and worker.handle.ident == me:
+                raise RuntimeError(
+                    f"Runtime {self.name!r}.shutdown() was called from its own worker "
+                    "thread, which it would have to join; call it from outside the runtime"
+                )
+        if self._blocking.runs_on_current_thread():
+            raise RuntimeError(
+                f"Runtime {self.name!r}.shutdown() was called from one of its "
+                "spawn_blocking threads, whose task it would wait for forever; call it "
+                "from outside the runtime, or cancel the work with op.cancel() instead"
+            )
+        running = thread_state().running()
+        if running is not None and running.runtime is self:
+            raise RuntimeError(
+                f"Runtime {self.name!r}.shutdown() was called inside the block of scope "
+                f"{running.name!r}, which it would wait for forever; leave the with-block "
+                "first, or end it with scope.cancel()"
+            )
 
     def __enter__(self) -> Runtime:
         return self
@@ -632,7 +719,7 @@ class Runtime:
         elif self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
-            self._start_worker_locked(extra=False)
+            self._grow_locked(extra=False)
         elif not self._watchdog_armed and not self._stopping:
             self._arm_watchdog_locked()
 
@@ -708,6 +795,11 @@ class Runtime:
     def _add_timer_locked(
         self, deadline: float, callback: Callable[[], object], *, inline: bool
     ) -> Any:
+        if not deadline < self._far_floor and is_far(deadline, self.now()):
+            # Never due (inf, or decades away): a dormant timer, which no
+            # worker waits for and no autojump goes to. The test on
+            # _far_floor first keeps the clock read off the common path.
+            deadline = _INF
         timer = self._timers.push(deadline, callback, inline=inline)
         if deadline < self._next_deadline:
             self._next_deadline = deadline
@@ -728,7 +820,7 @@ class Runtime:
                 and not self._on_own_worker(thread_state())
             ):
                 # Every worker started so far is busy: start one to fire it.
-                self._start_worker_locked(extra=False)
+                self._grow_locked(extra=False)
             else:
                 # Every worker is busy. Should none look at the timers by the
                 # deadline (each stuck in a long callback), the watchdog hands
@@ -747,12 +839,21 @@ class Runtime:
             for timer in due:
                 callback = timer.callback
                 if timer.inline:
-                    callback()
+                    # Each on its own: the timers behind a failing one are
+                    # already out of the heap and must fire all the same.
+                    try:
+                        callback()
+                    except BaseException:
+                        _log_exception("asyncop: timer %r failed", timer)
                 else:
                     after.append(callback)
             nxt = self._timers.next_deadline()
             self._next_deadline = _INF if nxt is None else nxt
-        run_after(after)
+        for callback in after:
+            try:
+                callback()  # a deadline: cancels a subtree, runs its on_cancel
+            except BaseException:
+                _log_exception("asyncop: a deadline's cancel raised; the timers go on")
 
     def _clock_advanced(self) -> None:
         """The virtual clock moved: have a worker fire what became due."""
@@ -765,15 +866,38 @@ class Runtime:
     # ------------------------------------------------------------------
 
     def _start_worker_locked(self, *, extra: bool) -> Worker:
+        """Start a worker thread.
+
+        Raises:
+            RuntimeError: the OS refused the thread; the pool is unchanged.
+        """
         self._worker_seq += 1
         worker = Worker(self, self._worker_seq, extra=extra)
-        self._workers.append(worker)
-        self._active += 1
         kind = "extra" if extra else "worker"
+        # Start first, then count it: a refused thread leaves no worker
+        # behind that the pool would wait for. The new thread cannot look
+        # at the pool before this returns: it parks under the lock we hold.
         worker.handle = start_thread(
             self._worker_main, worker, name=f"{self.name}-{kind}-{worker.index}"
         )
+        self._workers.append(worker)
+        self._active += 1
         return worker
+
+    def _grow_locked(self, *, extra: bool) -> bool:
+        """Start a worker for work that waits; False if the OS refused the thread.
+
+        The work stays queued either way: the watchdog tries again on its
+        next round while it waits, so a refusal is logged, never raised into
+        the push or the timer that asked.
+        """
+        try:
+            self._start_worker_locked(extra=extra)
+        except RuntimeError:
+            _log_exception("asyncop: runtime %r could not start another worker thread", self)
+            self._watch_locked()
+            return False
+        return True
 
     def _unstuck_locked(self) -> int:
         return sum(1 for worker in self._workers if not worker.replaced)
@@ -792,52 +916,77 @@ class Runtime:
         worker.cpu_clock = thread_cpu_clock()
         try:
             while True:
-                # 1. Run ready work.
-                for _ in range(_BATCH):
-                    if not ready:
-                        break  # (cheaper than the IndexError below)
-                    try:
-                        op = ready.popleft()
-                    except IndexError:
-                        break  # another worker took it
-                    # Odd while busy: the watchdog times an item by seeing
-                    # the same odd number on its looks (no clock read here).
-                    worker.item_seq += 1
-                    coro = worker.stepping = op._kind is _CORO
-                    try:
-                        if coro:
-                            step(self, op, state)
-                        else:
-                            self._run_item(op, state)
-                    except BaseException:  # pragma: no cover - a bug in asyncop
-                        logger.exception("asyncop: worker failed running %r", op)
-                    # Do not keep the last item alive from this frame: an
-                    # unobserved failure is reported when it is collected.
-                    op = None  # type: ignore[assignment]
-                    worker.item_seq += 1
-                    worker.replaced = False
-                # 2. Fire due timers (without reading the clock when none is set).
-                next_deadline = self._next_deadline
-                if next_deadline < _INF and next_deadline <= self.now():
-                    self._fire_due_timers()
-                # 2b. Take the readiness of parked fds without the reactor's
-                # two thread hops, if that wakes something to run.
-                reactor = self._reactor
-                if reactor is not None and reactor._table:
-                    state.keep_next_push = True
-                    try:
-                        woke = reactor.poll_ready()
-                    finally:
-                        state.keep_next_push = False
-                    if woke:
-                        continue
-                # 3. Park until the next deadline.
-                if not self._park(worker):
-                    return
+                # No exception ends a worker: one that escaped a phase below
+                # (a bug in asyncop, or user code it calls into) is logged
+                # and the loop goes on. A dead worker would take its share
+                # of the queue and the timers with it, silently. (A try
+                # costs nothing until something raises.)
+                try:
+                    # 1. Run ready work.
+                    for _ in range(_BATCH):
+                        if not ready:
+                            break  # (cheaper than the IndexError below)
+                        try:
+                            op = ready.popleft()
+                        except IndexError:
+                            break  # another worker took it
+                        # Odd while busy: the watchdog times an item by seeing
+                        # the same odd number on its looks (no clock read here).
+                        worker.item_seq += 1
+                        coro = worker.stepping = op._kind is _CORO
+                        try:
+                            if coro:
+                                step(self, op, state)
+                            else:
+                                self._run_item(op, state)
+                        except BaseException:  # pragma: no cover - a bug in asyncop
+                            _log_exception("asyncop: worker failed running %r", op)
+                        # Do not keep the last item alive from this frame: an
+                        # unobserved failure is reported when it is collected.
+                        op = None  # type: ignore[assignment]
+                        worker.item_seq += 1
+                        worker.replaced = False
+                    # 2. Fire due timers (without reading the clock when none is set).
+                    next_deadline = self._next_deadline
+                    if next_deadline < _INF and next_deadline <= self.now():
+                        self._fire_due_timers()
+                    # 2b. Take the readiness of parked fds without the reactor's
+                    # two thread hops, if that wakes something to run.
+                    reactor = self._reactor
+                    if reactor is not None and reactor._table:
+                        state.keep_next_push = True
+                        try:
+                            woke = reactor.poll_ready()
+                        finally:
+                            state.keep_next_push = False
+                        if woke:
+                            continue
+                    # 3. Park until the next deadline.
+                    if not self._park(worker):
+                        return
+                except BaseException:
+                    self._recover_worker(worker, state)
         finally:
             with self._lock:
                 if worker in self._workers:  # left without _retire_locked (a bug)
                     self._retire_locked(worker)
+
+    def _recover_worker(self, worker: Worker, state: ThreadState) -> None:
+        """Log what escaped a worker's loop and put the worker back in shape."""
+        _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, self)
+        state.op = None
+        state.task = None
+        state.keep_next_push = False
+        if worker.item_seq & 1:
+            worker.item_seq += 1
+        worker.replaced = False
+        with self._lock:
+            if worker in self._idle:  # it failed between parking and waking
+                self._idle.remove(worker)
+                worker.parked = False
+                self._active += 1
+        # Should the same error come back at once, do not spin on it.
+        time.sleep(_RECOVER_PAUSE)
 
     def _retire_locked(self, worker: Worker) -> None:
         """Take ``worker`` out of the pool, in the same locked step that decided it.
@@ -857,6 +1006,18 @@ class Runtime:
             self._idle.remove(worker)
         else:
             self._active -= 1
+        if self._next_deadline < _INF and not self._stopping:
+            # This worker may be the one that was to fire the next timer:
+            # it armed it from a step (which wakes nobody, the arming worker
+            # looks at the timers before it parks), or a push of an earlier
+            # deadline woke it to re-park on that deadline. The parked
+            # workers still sleep towards the deadline they saw when they
+            # parked, maybe later or none: hand the timer on, or the timer
+            # waits for an unrelated wake-up, if one ever comes.
+            if self._idle:
+                self._wake_one_locked()
+            elif self._active:
+                self._watch_locked()
 
     def _park(self, worker: Worker) -> bool:
         """Park until woken or the next deadline; False when the worker must exit."""
@@ -930,7 +1091,12 @@ class Runtime:
                 self._idle.remove(worker)
                 worker.parked = False
                 self._active += 1
-                if not woken and not self._ready and self._may_retire_locked(worker):
+                if (
+                    not woken
+                    and not self._ready
+                    and not self._next_deadline <= self.now()
+                    and self._may_retire_locked(worker)
+                ):
                     self._retire_locked(worker)
                     return False
         return True
@@ -986,11 +1152,17 @@ class Runtime:
     # ------------------------------------------------------------------
 
     def _arm_watchdog_locked(self) -> None:
-        self._watchdog_armed = True
         if self._watchdog is None:
-            self._watchdog = start_thread(
-                lambda _: self._watchdog_main(), None, name=f"{self.name}-watchdog"
-            )
+            try:
+                self._watchdog = start_thread(
+                    lambda _: self._watchdog_main(), None, name=f"{self.name}-watchdog"
+                )
+            except RuntimeError:
+                # Called from pushes and timers, which must not fail for it:
+                # stay disarmed, so that the next one tries again.
+                _log_exception("asyncop: runtime %r could not start its watchdog thread", self)
+                return
+        self._watchdog_armed = True
         self._watchdog_event.set()
 
     def _watchdog_main(self) -> None:
@@ -1016,9 +1188,14 @@ class Runtime:
                         if worker.item_seq != look[0]:
                             del seen[worker]
                     break
-                stuck = self._find_stuck(seen)
-                if stuck is not None:
-                    self._replace(*stuck)
+                try:
+                    stuck = self._find_stuck(seen)
+                    if stuck is not None:
+                        self._replace(*stuck)
+                except BaseException:
+                    # The watchdog is what fires timers when every worker is
+                    # stuck: it must outlive any error, like the workers.
+                    _log_exception("asyncop: the watchdog of %r hit an error; it carries on", self)
                 event.wait(BLOCKED_AFTER / 2)
 
     def _disarm_watchdog(self) -> bool:
@@ -1083,9 +1260,8 @@ class Runtime:
                 # The queue waits behind this worker's item while another
                 # worker is parked: wake that one.
                 self._wake_one_locked()
-            else:
+            elif self._grow_locked(extra=True):
                 worker.replaced = True
-                self._start_worker_locked(extra=True)
 
 
 # What the watchdog saw of one worker: the item's number, when it first saw

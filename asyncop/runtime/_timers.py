@@ -13,6 +13,14 @@ rebuilt without them in O(n). Each rebuild at least halves the heap, so its
 cost is amortised O(1) per cancel and churn cannot grow the heap without
 bound.
 
+A deadline of ``inf`` (or NaN, which no caller should pass but which
+would corrupt the heap's order) never comes: such a timer is *dormant*. It
+counts as armed, so ``registrations()`` still shows the wait, and it can be
+cancelled, but it never enters the heap, so it never reaches
+``next_deadline``, never makes a worker compute a wait of infinite length,
+and never draws an autojumping virtual clock to infinity. Callers turn
+far-away finite deadlines into ``inf`` first (see :func:`is_far`).
+
 Not thread-safe by itself: the runtime calls it under its lock.
 
 States of a timer: *armed* -> *fired* | *cancelled*. ``pop_due`` moves an
@@ -26,9 +34,22 @@ import heapq
 from collections.abc import Callable
 from typing import final
 
-__all__ = ["Timer", "TimerHeap"]
+__all__ = ["FAR", "Timer", "TimerHeap", "is_far"]
 
 _COMPACT_MIN = 64
+_INF = float("inf")
+# A wait this long (about 31 years) means "never", as for a user's timeout
+# (asyncop.platform.check_timeout): no OS call waits that long, and a clock
+# jumped that far would lose the precision of every later deadline.
+FAR = 1e9
+
+
+def is_far(deadline: float, now: float) -> bool:
+    """Tell whether ``deadline`` is as good as never, seen from ``now``.
+
+    True for ``inf``, NaN, and any deadline ``FAR`` or more seconds ahead.
+    """
+    return not deadline - now < FAR
 
 
 @final
@@ -71,7 +92,12 @@ class TimerHeap:
         return len(self._heap)
 
     def push(self, deadline: float, callback: Callable[[], object], *, inline: bool) -> Timer:
-        """Arm a timer; O(log n)."""
+        """Arm a timer; O(log n). A deadline of ``inf`` or NaN arms a dormant timer."""
+        if not deadline < _INF:
+            # Never due: kept out of the heap (see the module docstring).
+            timer = Timer(_INF, callback, inline)
+            self._live += 1
+            return timer
         timer = Timer(deadline, callback, inline)
         self._seq += 1
         heapq.heappush(self._heap, (deadline, self._seq, timer))
@@ -84,6 +110,8 @@ class TimerHeap:
             return False
         timer.active = False
         self._live -= 1
+        if timer.deadline == _INF:
+            return True  # dormant: it never entered the heap
         self._cancelled += 1
         if self._cancelled > _COMPACT_MIN and self._cancelled * 2 > len(self._heap):
             self._compact()

@@ -47,12 +47,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
-from ..platform import ThreadHandle, WakeEvent
+from ..platform import MAIN_SLICE, ThreadHandle, WakeEvent, is_main_thread
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["BLOCKED_AFTER", "COMPUTING", "EXTRA_IDLE", "IDLE_RETIRE", "Worker"]
+__all__ = ["BLOCKED_AFTER", "COMPUTING", "EXTRA_IDLE", "IDLE_RETIRE", "Worker", "join_by"]
 
 # A worker busy with one item for this long, while work waits, is replaced
 # (timed from when the watchdog first saw the item: at most when work
@@ -113,3 +113,28 @@ class Worker:
 
 # Real time for the watchdog, whatever clock the runtime uses.
 monotonic = time.monotonic
+
+# The longest single join of a thread off the main thread (the main thread
+# joins in slices of MAIN_SLICE, to notice a Ctrl-C).
+_JOIN_SLICE = 1.0
+
+
+def join_by(handle: ThreadHandle, end: float | None) -> bool:
+    """Join a thread until the ``monotonic()`` time ``end`` (None: no limit).
+
+    Waits in slices, so that any ``end`` works and the main thread notices
+    a Ctrl-C between two of them.
+
+    Returns:
+        True if the thread has ended.
+    """
+    slice_max = MAIN_SLICE if is_main_thread() else _JOIN_SLICE
+    while True:
+        if end is None:
+            wait = slice_max
+        else:
+            wait = end - monotonic()
+            if wait <= 0.0:
+                return not handle.is_alive()
+        if handle.join(min(wait, slice_max)):
+            return True

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import math
 import os
 import resource
 import sys
@@ -66,6 +68,14 @@ def wait_for_cancel() -> str:
         pass
     token.check()
     return "not reached"
+
+
+def set_dynamic(monkeypatch: pytest.MonkeyPatch, dynamic: bool) -> None:
+    """Run the test with ASYNCOP_DYNAMIC_WORKERS on or off."""
+    if dynamic:
+        monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    else:
+        monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
 
 
 def fresh_name(label: str) -> str:
@@ -291,10 +301,7 @@ def test_a_deadline_fires_while_every_worker_is_busy(
 ) -> None:
     # The only worker (the only one started, in dynamic mode) runs a callback
     # that waits for its own cancel; the deadline set meanwhile must still fire.
-    if dynamic:
-        monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
-    else:
-        monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    set_dynamic(monkeypatch, dynamic)
     started = threading.Event()
 
     def work() -> str:
@@ -335,6 +342,86 @@ def test_extra_worker_retires_after_the_stuck_callback_returns(
         ]
         # The pool still runs work after the extra left.
         assert rt.spawn(lambda: 7).wait(5).value == 7
+
+
+async def _hold_both_workers() -> None:
+    """Block both workers of a 2-worker runtime, so an extra one takes the task."""
+    async with asyncop.scope() as s:
+        for _ in range(3):
+            s.spawn(time.sleep, 0.5)
+        await asyncop.sleep(0.2)
+
+
+async def _timed_sleep(seconds: float) -> float:
+    start = time.monotonic()
+    await asyncop.sleep(seconds)
+    return time.monotonic() - start
+
+
+async def _sleep_after_replacement(seconds: float) -> float:
+    await _hold_both_workers()
+    return await _timed_sleep(seconds)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_sleep_after_a_stuck_worker_was_replaced_wakes_on_time(
+    monkeypatch: pytest.MonkeyPatch, dynamic: bool
+) -> None:
+    # The blocking callbacks hold both workers, an extra one is started for
+    # the task, and retires once they return: the timer the task arms next
+    # must not leave with it.
+    set_dynamic(monkeypatch, dynamic)
+    with asyncop.Runtime(2, name=fresh_name("replaced")) as rt:
+        for _ in range(3):
+            slept = rt.spawn(_sleep_after_replacement, 1.0).wait(15).value
+            assert 0.95 <= slept < 4.0, slept
+
+
+@pytest.mark.timeout(30)
+def test_a_sleep_after_replacement_wakes_on_time_under_a_long_outer_deadline() -> None:
+    async def main() -> float:
+        async with asyncop.scope(timeout=20):
+            await _hold_both_workers()
+        return await _timed_sleep(1.0)
+
+    with asyncop.Runtime(2, name=fresh_name("outer")) as rt:
+        slept = rt.run(main)
+        assert 0.95 <= slept < 4.0, slept
+
+
+@pytest.mark.timeout(30)
+def test_a_scope_timeout_after_a_stuck_worker_was_replaced_fires_on_time() -> None:
+    async def main() -> float:
+        await _hold_both_workers()
+        start = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with asyncop.scope(timeout=1.0):
+                await asyncop.sleep(math.inf)
+        return time.monotonic() - start
+
+    with asyncop.Runtime(2, name=fresh_name("scoped")) as rt:
+        waited = rt.run(main)
+        assert 0.95 <= waited < 4.0, waited
+
+
+@pytest.mark.timeout(30)
+def test_a_sleep_armed_by_a_retiring_extra_worker_is_handed_on() -> None:
+    # Many rounds of replace-then-retire, each ending in a short sleep.
+    async def round_trip() -> float:
+        async with asyncop.scope() as s:
+            for _ in range(3):
+                s.spawn(time.sleep, 0.1)
+            await asyncop.checkpoint()
+        start = time.monotonic()
+        await asyncop.sleep(0.3)
+        return time.monotonic() - start
+
+    with asyncop.Runtime(2, name=fresh_name("rounds")) as rt:
+        for _ in range(8):
+            slept = rt.run(round_trip)
+            assert 0.29 <= slept < 3.0, slept
+            time.sleep(0.6)  # let the extra worker retire between rounds
 
 
 @pytest.mark.timeout(20)
