@@ -56,6 +56,8 @@ from .runtime._awaitables import timeout as timeout
 from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
 from .runtime._scope import scope as scope
+from .runtime._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
+from .runtime._start import TaskStatus as TaskStatus
 from .runtime._sync import Event as Event
 from .runtime._sync import Lock as Lock
 from .runtime._sync import LockGuard as LockGuard
@@ -82,6 +84,8 @@ __all__ = [
     "Runtime",
     "Scope",
     "Semaphore",
+    "TASK_STATUS_IGNORED",
+    "TaskStatus",
     "WakerStatus",
     "WouldBlock",
     "__version__",

@@ -43,6 +43,8 @@ TOP_LEVEL = {
     "sleep_until",
     "spawn_blocking",
     "timeout",
+    "TaskStatus",
+    "TASK_STATUS_IGNORED",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
