@@ -55,6 +55,8 @@ from .runtime._awaitables import spawn_blocking as spawn_blocking
 from .runtime._awaitables import timeout as timeout
 from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
+from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
+from .runtime._channel_ends import ChannelSender as ChannelSender
 from .runtime._scope import scope as scope
 from .runtime._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from .runtime._start import TaskStatus as TaskStatus
@@ -72,6 +74,8 @@ __all__ = [
     "CancelHandle",
     "CancelToken",
     "Channel",
+    "ChannelReceiver",
+    "ChannelSender",
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",

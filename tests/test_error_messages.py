@@ -1140,6 +1140,76 @@ CASES = [
     ),
 ]
 
+
+# -- start(), channel ends ---------------------------------------------------
+
+
+def t_start_twice(c: Ctx) -> BaseException:
+    seen: list[BaseException] = []
+
+    async def starts_twice(*, task_status: asyncop.TaskStatus[None]) -> None:
+        task_status.started()
+        seen.append(caught(task_status.started))
+
+    with c.vrt.scope() as root:
+        root.start(starts_twice)
+    return seen[0]
+
+
+def t_start_after_end(c: Ctx) -> BaseException:
+    kept: list[asyncop.TaskStatus[None]] = []
+
+    def keeps_its_status(*, task_status: asyncop.TaskStatus[None]) -> None:
+        kept.append(task_status)
+        raise ValueError("gave up before it was ready")
+
+    with c.vrt.scope() as root:
+        caught(root.start, keeps_its_status)
+    return caught(kept[0].started)
+
+
+def t_start_without_started(c: Ctx) -> BaseException:
+    def never_ready(*, task_status: asyncop.TaskStatus[None]) -> None:
+        return None
+
+    with c.vrt.scope() as root:
+        return caught(root.start, never_ready)
+
+
+def t_start_not_callable(c: Ctx) -> BaseException:
+    with c.vrt.scope() as root:
+        return caught(root.start, 42)
+
+
+def t_start_on_unentered_scope(c: Ctx) -> BaseException:
+    return caught(c.vrt.scope().start, noop)
+
+
+def t_channel_end_closed(c: Ctx) -> BaseException:
+    channel: Channel[int] = Channel(1)
+    tx = channel.sender()
+    tx.clone()
+    tx.close()
+    return caught(tx.send, 1)
+
+
+def t_channel_receivers_closed(c: Ctx) -> BaseException:
+    channel: Channel[int] = Channel(1)
+    tx = channel.sender()
+    channel.receiver().close()
+    return caught(tx.try_send, 1)
+
+
+CASES += [
+    Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
+    Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
+    Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
+    Case("start-not-callable", t_start_not_callable, TypeError, "int"),
+    Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
+    Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
+    Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),
+]
+
 REFUSED_PORT = free_port()
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 

@@ -45,6 +45,8 @@ TOP_LEVEL = {
     "timeout",
     "TaskStatus",
     "TASK_STATUS_IGNORED",
+    "ChannelSender",
+    "ChannelReceiver",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
