@@ -57,6 +57,8 @@ from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
 from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
 from .runtime._channel_ends import ChannelSender as ChannelSender
+from .runtime._limiter import CapacityLimiter as CapacityLimiter
+from .runtime._limiter import current_default_limiter as current_default_limiter
 from .runtime._scope import scope as scope
 from .runtime._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from .runtime._start import TaskStatus as TaskStatus
@@ -73,6 +75,7 @@ __all__ = [
     "BusyResourceError",
     "CancelHandle",
     "CancelToken",
+    "CapacityLimiter",
     "Channel",
     "ChannelReceiver",
     "ChannelSender",
@@ -101,6 +104,7 @@ __all__ = [
     "async_submit",
     "async_worker_limit",
     "checkpoint",
+    "current_default_limiter",
     "current_operation",
     "current_time",
     "default_runtime",

@@ -1200,6 +1200,37 @@ def t_channel_receivers_closed(c: Ctx) -> BaseException:
     return caught(tx.try_send, 1)
 
 
+def t_limiter_type(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter, 2.5)
+
+
+def t_limiter_too_few(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter, 0)
+
+
+def t_limiter_twice(c: Ctx) -> BaseException:
+    limiter = asyncop.CapacityLimiter(2)
+    limiter.acquire_on_behalf_of("greedy_borrower")
+    return caught(limiter.acquire_on_behalf_of, "greedy_borrower")
+
+
+def t_limiter_release_unheld(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter(1).release_on_behalf_of, "idle_borrower")
+
+
+def t_limiter_acquire_in_coroutine(c: Ctx) -> BaseException:
+    limiter = asyncop.CapacityLimiter(1)
+
+    async def borrows_in_a_coroutine() -> None:
+        limiter.acquire()
+
+    return failure_of(c.rt, borrows_in_a_coroutine)
+
+
+def t_spawn_blocking_bad_limiter(c: Ctx) -> BaseException:
+    return caught(asyncop.spawn_blocking, noop, limiter=3)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1208,6 +1239,12 @@ CASES += [
     Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
     Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),
+    Case("limiter-type", t_limiter_type, TypeError, "float"),
+    Case("limiter-too-few", t_limiter_too_few, ValueError, "total_tokens=0"),
+    Case("limiter-twice", t_limiter_twice, RuntimeError, "'greedy_borrower'"),
+    Case("limiter-release-unheld", t_limiter_release_unheld, RuntimeError, "'idle_borrower'"),
+    Case("limiter-in-coroutine", t_limiter_acquire_in_coroutine, RuntimeError, "CapacityLimiter"),
+    Case("spawn-blocking-limiter", t_spawn_blocking_bad_limiter, TypeError, "int"),
 ]
 
 REFUSED_PORT = free_port()

@@ -47,6 +47,8 @@ TOP_LEVEL = {
     "TASK_STATUS_IGNORED",
     "ChannelSender",
     "ChannelReceiver",
+    "CapacityLimiter",
+    "current_default_limiter",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
