@@ -57,6 +57,7 @@ from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
 from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
 from .runtime._channel_ends import ChannelSender as ChannelSender
+from .runtime._condition import Condition as Condition
 from .runtime._limiter import CapacityLimiter as CapacityLimiter
 from .runtime._limiter import current_default_limiter as current_default_limiter
 from .runtime._scope import scope as scope
@@ -82,6 +83,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "Condition",
     "EndOfChannel",
     "Event",
     "InvalidStateError",

@@ -1231,6 +1231,24 @@ def t_spawn_blocking_bad_limiter(c: Ctx) -> BaseException:
     return caught(asyncop.spawn_blocking, noop, limiter=3)
 
 
+def t_condition_not_held(c: Ctx) -> BaseException:
+    return caught(asyncop.Condition().notify)
+
+
+def t_condition_wait_in_coroutine(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+
+    async def waits_in_a_coroutine() -> None:
+        async with cond:
+            cond.wait()
+
+    return failure_of(c.rt, waits_in_a_coroutine)
+
+
+def t_condition_lock_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Condition, threading.Lock())
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1245,6 +1263,9 @@ CASES += [
     Case("limiter-release-unheld", t_limiter_release_unheld, RuntimeError, "'idle_borrower'"),
     Case("limiter-in-coroutine", t_limiter_acquire_in_coroutine, RuntimeError, "CapacityLimiter"),
     Case("spawn-blocking-limiter", t_spawn_blocking_bad_limiter, TypeError, "int"),
+    Case("condition-not-held", t_condition_not_held, RuntimeError, "notify()"),
+    Case("condition-wait-in-coroutine", t_condition_wait_in_coroutine, RuntimeError, "Condition"),
+    Case("condition-lock-type", t_condition_lock_type, TypeError, "lock"),
 ]
 
 REFUSED_PORT = free_port()

@@ -49,6 +49,7 @@ TOP_LEVEL = {
     "ChannelReceiver",
     "CapacityLimiter",
     "current_default_limiter",
+    "Condition",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
