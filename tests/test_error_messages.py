@@ -1249,6 +1249,18 @@ def t_condition_lock_type(c: Ctx) -> BaseException:
     return caught(asyncop.Condition, threading.Lock())
 
 
+def t_semaphore_past_max(c: Ctx) -> BaseException:
+    return caught(Semaphore(1, max_value=1).release)
+
+
+def t_semaphore_max_type(c: Ctx) -> BaseException:
+    return caught(Semaphore, 1, "2")
+
+
+def t_semaphore_max_below_value(c: Ctx) -> BaseException:
+    return caught(Semaphore, 3, 2)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1266,6 +1278,9 @@ CASES += [
     Case("condition-not-held", t_condition_not_held, RuntimeError, "notify()"),
     Case("condition-wait-in-coroutine", t_condition_wait_in_coroutine, RuntimeError, "Condition"),
     Case("condition-lock-type", t_condition_lock_type, TypeError, "lock"),
+    Case("semaphore-past-max", t_semaphore_past_max, ValueError, "max_value=1"),
+    Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
+    Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
 ]
 
 REFUSED_PORT = free_port()
