@@ -55,7 +55,14 @@ from .runtime._awaitables import spawn_blocking as spawn_blocking
 from .runtime._awaitables import timeout as timeout
 from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
+from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
+from .runtime._channel_ends import ChannelSender as ChannelSender
+from .runtime._condition import Condition as Condition
+from .runtime._limiter import CapacityLimiter as CapacityLimiter
+from .runtime._limiter import current_default_limiter as current_default_limiter
 from .runtime._scope import scope as scope
+from .runtime._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
+from .runtime._start import TaskStatus as TaskStatus
 from .runtime._sync import Event as Event
 from .runtime._sync import Lock as Lock
 from .runtime._sync import LockGuard as LockGuard
@@ -69,10 +76,14 @@ __all__ = [
     "BusyResourceError",
     "CancelHandle",
     "CancelToken",
+    "CapacityLimiter",
     "Channel",
+    "ChannelReceiver",
+    "ChannelSender",
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "Condition",
     "EndOfChannel",
     "Event",
     "InvalidStateError",
@@ -82,6 +93,8 @@ __all__ = [
     "Runtime",
     "Scope",
     "Semaphore",
+    "TASK_STATUS_IGNORED",
+    "TaskStatus",
     "WakerStatus",
     "WouldBlock",
     "__version__",
@@ -93,6 +106,7 @@ __all__ = [
     "async_submit",
     "async_worker_limit",
     "checkpoint",
+    "current_default_limiter",
     "current_operation",
     "current_time",
     "default_runtime",

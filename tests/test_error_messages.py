@@ -1140,6 +1140,149 @@ CASES = [
     ),
 ]
 
+
+# -- start(), channel ends ---------------------------------------------------
+
+
+def t_start_twice(c: Ctx) -> BaseException:
+    seen: list[BaseException] = []
+
+    async def starts_twice(*, task_status: asyncop.TaskStatus[None]) -> None:
+        task_status.started()
+        seen.append(caught(task_status.started))
+
+    with c.vrt.scope() as root:
+        root.start(starts_twice)
+    return seen[0]
+
+
+def t_start_after_end(c: Ctx) -> BaseException:
+    kept: list[asyncop.TaskStatus[None]] = []
+
+    def keeps_its_status(*, task_status: asyncop.TaskStatus[None]) -> None:
+        kept.append(task_status)
+        raise ValueError("gave up before it was ready")
+
+    with c.vrt.scope() as root:
+        caught(root.start, keeps_its_status)
+    return caught(kept[0].started)
+
+
+def t_start_without_started(c: Ctx) -> BaseException:
+    def never_ready(*, task_status: asyncop.TaskStatus[None]) -> None:
+        return None
+
+    with c.vrt.scope() as root:
+        return caught(root.start, never_ready)
+
+
+def t_start_not_callable(c: Ctx) -> BaseException:
+    with c.vrt.scope() as root:
+        return caught(root.start, 42)
+
+
+def t_start_on_unentered_scope(c: Ctx) -> BaseException:
+    return caught(c.vrt.scope().start, noop)
+
+
+def t_channel_end_closed(c: Ctx) -> BaseException:
+    channel: Channel[int] = Channel(1)
+    tx = channel.sender()
+    tx.clone()
+    tx.close()
+    return caught(tx.send, 1)
+
+
+def t_channel_receivers_closed(c: Ctx) -> BaseException:
+    channel: Channel[int] = Channel(1)
+    tx = channel.sender()
+    channel.receiver().close()
+    return caught(tx.try_send, 1)
+
+
+def t_limiter_type(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter, 2.5)
+
+
+def t_limiter_too_few(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter, 0)
+
+
+def t_limiter_twice(c: Ctx) -> BaseException:
+    limiter = asyncop.CapacityLimiter(2)
+    limiter.acquire_on_behalf_of("greedy_borrower")
+    return caught(limiter.acquire_on_behalf_of, "greedy_borrower")
+
+
+def t_limiter_release_unheld(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter(1).release_on_behalf_of, "idle_borrower")
+
+
+def t_limiter_acquire_in_coroutine(c: Ctx) -> BaseException:
+    limiter = asyncop.CapacityLimiter(1)
+
+    async def borrows_in_a_coroutine() -> None:
+        limiter.acquire()
+
+    return failure_of(c.rt, borrows_in_a_coroutine)
+
+
+def t_spawn_blocking_bad_limiter(c: Ctx) -> BaseException:
+    return caught(asyncop.spawn_blocking, noop, limiter=3)
+
+
+def t_condition_not_held(c: Ctx) -> BaseException:
+    return caught(asyncop.Condition().notify)
+
+
+def t_condition_wait_in_coroutine(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+
+    async def waits_in_a_coroutine() -> None:
+        async with cond:
+            cond.wait()
+
+    return failure_of(c.rt, waits_in_a_coroutine)
+
+
+def t_condition_lock_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Condition, threading.Lock())
+
+
+def t_semaphore_past_max(c: Ctx) -> BaseException:
+    return caught(Semaphore(1, max_value=1).release)
+
+
+def t_semaphore_max_type(c: Ctx) -> BaseException:
+    return caught(Semaphore, 1, "2")
+
+
+def t_semaphore_max_below_value(c: Ctx) -> BaseException:
+    return caught(Semaphore, 3, 2)
+
+
+CASES += [
+    Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
+    Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
+    Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
+    Case("start-not-callable", t_start_not_callable, TypeError, "int"),
+    Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
+    Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
+    Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),
+    Case("limiter-type", t_limiter_type, TypeError, "float"),
+    Case("limiter-too-few", t_limiter_too_few, ValueError, "total_tokens=0"),
+    Case("limiter-twice", t_limiter_twice, RuntimeError, "'greedy_borrower'"),
+    Case("limiter-release-unheld", t_limiter_release_unheld, RuntimeError, "'idle_borrower'"),
+    Case("limiter-in-coroutine", t_limiter_acquire_in_coroutine, RuntimeError, "CapacityLimiter"),
+    Case("spawn-blocking-limiter", t_spawn_blocking_bad_limiter, TypeError, "int"),
+    Case("condition-not-held", t_condition_not_held, RuntimeError, "notify()"),
+    Case("condition-wait-in-coroutine", t_condition_wait_in_coroutine, RuntimeError, "Condition"),
+    Case("condition-lock-type", t_condition_lock_type, TypeError, "lock"),
+    Case("semaphore-past-max", t_semaphore_past_max, ValueError, "max_value=1"),
+    Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
+    Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
+]
+
 REFUSED_PORT = free_port()
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 

@@ -43,6 +43,13 @@ TOP_LEVEL = {
     "sleep_until",
     "spawn_blocking",
     "timeout",
+    "TaskStatus",
+    "TASK_STATUS_IGNORED",
+    "ChannelSender",
+    "ChannelReceiver",
+    "CapacityLimiter",
+    "current_default_limiter",
+    "Condition",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}

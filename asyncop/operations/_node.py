@@ -693,6 +693,35 @@ class AsyncOperation:
             fn, args, parent=self, name=name, submit=True, supervise=supervise
         )
 
+    def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+        """Spawn ``fn(*args, task_status=...)`` as a child and wait until it is ready.
+
+        In a coroutine write ``value = await op.start(fn, *args)``; from a
+        thread, ``value = op.start(fn, *args)`` blocks. ``fn`` (async def or
+        plain) receives a ``task_status`` keyword and calls
+        ``task_status.started(value)`` once it is ready; ``start`` then
+        returns ``value`` and the child keeps running under this operation,
+        like a spawned one. Until then its failure is raised from ``start``
+        and does not touch this operation or its other children.
+
+        A cancellation point: if the caller is cancelled before the child is
+        ready, the child is cancelled, waited for, and ``Cancelled`` goes on.
+
+        Returns:
+            The value passed to ``task_status.started()`` (None by default).
+
+        Raises:
+            BaseException: what ``fn`` raised before calling ``started()``.
+            RuntimeError: ``fn`` ended without calling ``started()``, or this
+                operation has ended (a scope that exited).
+            TypeError: ``fn`` is not callable.
+        """
+        # The runtime sits above the operations package; this is its one
+        # entry point from a node method that needs runtime machinery.
+        from ..runtime._start import start
+
+        return start(self, fn, args, name)
+
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""
         if _is_final(self._state):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, OperationState
 from ..operations._current import current_operation
+from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
 from ._reactor import READ, WRITE, IoWait, fileno_of
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus
 
@@ -432,20 +433,34 @@ def timeout(seconds: float, op: AsyncOperation) -> WaitEvent:
 class Blocking(WaitEvent):
     """Run a blocking function in another OS thread; see ``spawn_blocking``."""
 
-    __slots__ = ("abandon", "args", "fn")
+    __slots__ = ("abandon", "args", "fn", "limiter", "waiting_token")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], abandon: bool) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        abandon: bool,
+        limiter: CapacityLimiter | None = None,
+    ) -> None:
         if not callable(fn):
             raise TypeError(
                 f"spawn_blocking() needs a callable, got {type(fn).__name__}; pass a function"
             )
+        if limiter is not None and not isinstance(limiter, CapacityLimiter):
+            raise TypeError(
+                f"spawn_blocking(limiter=...) needs a CapacityLimiter, got "
+                f"{type(limiter).__name__}; pass asyncop.CapacityLimiter(n) or None"
+            )
         self.fn = fn
         self.args = args
         self.abandon = abandon
+        self.limiter = limiter
+        # True while the call waits for a token: that wait is interruptible.
+        self.waiting_token = False
 
     @property
     def cancellable(self) -> bool:  # type: ignore[override]
-        return self.abandon
+        return self.abandon or self.waiting_token
 
     def _arm(self, sub: Subscription) -> None:
         waker = sub.waker
@@ -453,6 +468,10 @@ class Blocking(WaitEvent):
         source = waker.task._ctx
         ctx = source.copy() if source is not None else contextvars.copy_context()
         fn, args = self.fn, self.args
+        limiter = self.limiter if self.limiter is not None else default_limiter(runtime)
+        # The token is lent to this call, not to the task: a task may have
+        # several calls in flight (in a select).
+        borrower = self
 
         def job() -> None:
             try:
@@ -461,29 +480,48 @@ class Blocking(WaitEvent):
                 result: tuple[Any, BaseException | None] = (None, exc)
             else:
                 result = (value, None)
+            limiter.release_on_behalf_of(borrower)
             with runtime._lock:
                 runtime._outside_work -= 1
             # A late result of an abandoned call finds the waker claimed by
             # the cancel and is dropped here, silently.
             sub.fire(*result)
 
-        with runtime._lock:
-            runtime._outside_work += 1
-        runtime._blocking.submit(job)
+        def start() -> None:
+            self.waiting_token = False
+            with runtime._lock:
+                runtime._outside_work += 1
+            runtime._blocking.submit(job)
+
+        self.waiting_token = True
+        arm_token(limiter, borrower, sub, start, keep_cancellable=self.abandon)
+
+    def _disarm(self, sub: Subscription) -> None:
+        limiter = self.limiter if self.limiter is not None else default_limiter(sub.waker.runtime)
+        disarm_token(limiter, self, sub)
 
     def _describe(self) -> str:
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         return f"spawn_blocking({name})"
 
 
-def spawn_blocking(fn: Callable[..., Any], *args: Any, abandon: bool = False) -> WaitEvent:
+def spawn_blocking(
+    fn: Callable[..., Any],
+    *args: Any,
+    abandon: bool = False,
+    limiter: CapacityLimiter | None = None,
+) -> WaitEvent:
     """Run ``fn(*args)`` in another OS thread and wait for its result.
 
-    The thread gets a copy of the task's context variables. The wait is not
-    a cancellation point by default: on cancel the task waits for the thread,
-    keeps its value, and leaves at its next await. With ``abandon=True`` the
-    task is woken at once with ``Cancelled`` and the thread's late result is
-    dropped silently.
+    The thread gets a copy of the task's context variables. The call first
+    borrows a token from ``limiter`` (by default the runtime's shared one,
+    ``current_default_limiter()``, of 40 tokens) and gives it back when
+    ``fn`` returns: waiting for the token is a cancellation point. Once the
+    thread runs, the wait is not a cancellation point by default: on cancel
+    the task waits for the thread, keeps its value, and leaves at its next
+    await. With ``abandon=True`` the task is woken at once with
+    ``Cancelled`` and the thread's late result is dropped silently (the
+    thread keeps its token until it ends).
 
     Returns:
         When awaited, ``fn``'s return value.
@@ -492,7 +530,7 @@ def spawn_blocking(fn: Callable[..., Any], *args: Any, abandon: bool = False) ->
         BaseException: what ``fn`` raised.
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
-    return Blocking(fn, args, bool(abandon))
+    return Blocking(fn, args, bool(abandon), limiter)
 
 
 # -- readiness ------------------------------------------------------------------

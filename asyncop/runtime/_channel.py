@@ -16,6 +16,10 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued
   receivers ``EndOfChannel``.
+- ``sender()`` and ``receiver()`` make counted end handles
+  (``_channel_ends.py``): the last sender end closed closes the channel, and
+  the last receiver end closed breaks it (``_broken``: the buffer is dropped
+  and sends raise ``BrokenResourceError``).
 """
 
 from __future__ import annotations
@@ -25,10 +29,18 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Generic, TypeVar, final
 
-from ..operations import ClosedResourceError, EndOfChannel, WouldBlock
+from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel, WouldBlock
 from ..operations._current import ThreadState, thread_state
 from ..operations._park import blocking_operation
 from ..platform import check_timeout
+from ._channel_ends import (
+    ChannelReceiver,
+    ChannelSender,
+    EndCounts,
+    broken_error,
+    new_receiver,
+    new_sender,
+)
 from ._sync import ThreadWaiter, _remove_waiter
 from ._waker import Subscription, WaitEvent
 
@@ -147,6 +159,10 @@ class Channel(Generic[T]):
         self._senders: deque[tuple[Any, T]] = deque()
         self._receivers: deque[Any] = deque()
         self._closed = False
+        # Set when every receiver end was closed; counts of ends (see
+        # _channel_ends.py), made by the first sender() or receiver().
+        self._broken = False
+        self._ends: EndCounts | None = None
 
     # -- the hand-over core, under the mutex ----------------------------------
 
@@ -163,8 +179,9 @@ class Channel(Generic[T]):
             return True
         return False
 
-    @staticmethod
-    def _closed_error() -> ClosedResourceError:
+    def _closed_error(self) -> ClosedResourceError | BrokenResourceError:
+        if self._broken:
+            return broken_error()
         return ClosedResourceError("send on a closed channel; stop sending once close() was called")
 
     def _take_locked(self) -> Any:
@@ -370,6 +387,23 @@ class Channel(Generic[T]):
                 self._receivers.popleft().fire(
                     None, EndOfChannel("the channel is closed and drained; stop receiving")
                 )
+
+    def sender(self) -> ChannelSender[T]:
+        """Make a sender end; when every sender end made is closed, the channel closes.
+
+        See ``ChannelSender``: ends have ``clone()``, ``close()`` and the send
+        methods, and using a closed end raises ``ClosedResourceError``.
+        """
+        return new_sender(self)
+
+    def receiver(self) -> ChannelReceiver[T]:
+        """Make a receiver end; when every receiver end made is closed, sends break.
+
+        See ``ChannelReceiver``: ends have ``clone()``, ``close()``, the
+        receive methods and iteration. Once all are closed, sends raise
+        ``BrokenResourceError``.
+        """
+        return new_receiver(self)
 
     @property
     def closed(self) -> bool:

@@ -28,6 +28,7 @@ enclosing operation as a failing child, so code that catches it goes on.
 from __future__ import annotations
 
 import _thread
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from ..operations import AsyncOperation, Cancelled, OperationState
@@ -162,6 +163,20 @@ class Scope:
         else:
             op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
             op._end_work(Outcome.ERROR, None, exc)
+
+    def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+        """Start ``fn`` in the scope and wait until it is ready: see ``AsyncOperation.start``.
+
+        Raises:
+            RuntimeError: the scope has not been entered yet.
+        """
+        op = self._op
+        if op is None:
+            raise RuntimeError(
+                "start() on a scope that was not entered; write 'with runtime.scope() as s:' "
+                "and call s.start() inside the block"
+            )
+        return op.start(fn, *args, name=name)
 
     # -- sync block ----------------------------------------------------------
 

@@ -522,9 +522,11 @@ class Semaphore:
 
     Args:
         value: the initial number of permits; 0 is valid.
+        max_value: if given, a ``release()`` that would raise the permits
+            above it raises ValueError (a bounded semaphore).
     """
 
-    def __init__(self, value: int = 1) -> None:
+    def __init__(self, value: int = 1, max_value: int | None = None) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(
                 f"Semaphore() needs an int number of permits, got {type(value).__name__}; "
@@ -534,6 +536,18 @@ class Semaphore:
             raise ValueError(
                 f"Semaphore({value}) needs a non-negative number of permits; pass 0 or more"
             )
+        if max_value is not None:
+            if isinstance(max_value, bool) or not isinstance(max_value, int):
+                raise TypeError(
+                    f"Semaphore(max_value=...) needs an int or None, got "
+                    f"{type(max_value).__name__}; pass an int such as max_value=3"
+                )
+            if max_value < value:
+                raise ValueError(
+                    f"Semaphore({value}, max_value={max_value}) starts above its maximum; "
+                    "pass a max_value of at least the initial value"
+                )
+        self._max_value = max_value
         self._mutex = threading.Lock()
         self._value = value
         self._waiters: deque[Any] = deque()
@@ -542,6 +556,11 @@ class Semaphore:
     def value(self) -> int:
         """The permits available now."""
         return self._value
+
+    @property
+    def max_value(self) -> int | None:
+        """The most permits a release may bring the semaphore to, or None for no bound."""
+        return self._max_value
 
     def acquire_async(self) -> WaitEvent:
         """Take a permit in a coroutine, waiting for one. A cancellation point."""
@@ -602,11 +621,20 @@ class Semaphore:
             raise
 
     def release(self) -> None:
-        """Return a permit: to the first live waiter, or to the pool."""
+        """Return a permit: to the first live waiter, or to the pool.
+
+        Raises:
+            ValueError: the permits would go above ``max_value``.
+        """
         with self._mutex:
             while self._waiters:
                 if self._waiters.popleft().fire(None):
                     return
+            if self._max_value is not None and self._value >= self._max_value:
+                raise ValueError(
+                    f"release() on a Semaphore already at its max_value={self._max_value}; "
+                    "release only permits that were acquired"
+                )
             self._value += 1
 
     def __enter__(self) -> Semaphore:
@@ -624,4 +652,5 @@ class Semaphore:
         self.release()
 
     def __repr__(self) -> str:
-        return f"<Semaphore value={self._value} waiters={len(self._waiters)}>"
+        bound = "" if self._max_value is None else f" max_value={self._max_value}"
+        return f"<Semaphore value={self._value}{bound} waiters={len(self._waiters)}>"

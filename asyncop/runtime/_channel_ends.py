@@ -1,0 +1,276 @@
+"""Channel ends: sender and receiver handles that close the channel when the last one goes.
+
+::
+
+    channel = asyncop.Channel[int](10)
+    tx, rx = channel.sender(), channel.receiver()
+    for n in range(3):
+        s.spawn(producer, tx.clone(), n)     # each producer closes its clone
+    tx.close()
+    async for item in rx:                    # ends when every producer is done
+        ...
+
+``channel.sender()`` and ``channel.receiver()`` make end handles; ``clone()``
+makes another end of the same kind. Each end is closed once (``close()``,
+or leaving ``with``/``async with``), and the channel counts the open ends
+of each kind:
+
+- When every sender end made so far is closed, the channel closes as
+  ``Channel.close()`` would: receivers drain what is buffered, then get
+  ``EndOfChannel``; senders still blocked get ``ClosedResourceError``.
+- When every receiver end made so far is closed, nobody will ever receive:
+  the buffer is dropped, and every send, blocked or new, raises
+  ``BrokenResourceError``.
+- Using an end that was closed raises ``ClosedResourceError``.
+
+The ends only count; every send and receive is the channel's own, so they
+keep its hand-over, cancellation and timeout rules, from tasks and threads.
+The counts live under the channel's mutex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Generic, Self, TypeVar, final
+
+from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel
+
+if TYPE_CHECKING:
+    from ._channel import Channel
+    from ._waker import WaitEvent
+
+__all__ = ["ChannelReceiver", "ChannelSender", "EndCounts", "new_receiver", "new_sender"]
+
+T = TypeVar("T")
+
+
+# How many ends of each kind ("sender", "receiver") a channel has open; under
+# the channel's mutex.
+EndCounts = dict[str, int]
+
+
+def _counts(channel: Channel[T]) -> EndCounts:
+    # Under the channel's mutex.
+    counts = channel._ends
+    if counts is None:
+        counts = channel._ends = {"sender": 0, "receiver": 0}
+    return counts
+
+
+def _break(channel: Channel[T]) -> None:
+    """Every receiver end is closed: drop the buffer and fail every send."""
+    with channel._mutex:
+        channel._broken = True
+        channel._closed = True
+        channel._buffer.clear()
+        senders, channel._senders = channel._senders, type(channel._senders)()
+        receivers, channel._receivers = channel._receivers, type(channel._receivers)()
+        for waiter, _item in senders:
+            # A send already paid for (the _PREPAID entry) takes no error.
+            waiter.fire(None, channel._closed_error())
+        for waiter in receivers:
+            waiter.fire(None, EndOfChannel("the channel is closed and drained; stop receiving"))
+
+
+class _End(Generic[T]):
+    __slots__ = ("_channel", "_closed")
+
+    _kind = "end"
+
+    def __init__(self, channel: Channel[T]) -> None:
+        self._channel = channel
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once this end was closed (other ends may still be open)."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedResourceError(
+                f"this {self._kind} of the channel was closed; use another {self._kind} "
+                f"(clone one before closing), or stop using it"
+            )
+
+    def _last_closed(self) -> None:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def clone(self) -> Self:
+        """Make another end of the same kind and channel, to be closed on its own.
+
+        Raises:
+            ClosedResourceError: this end is closed.
+        """
+        channel = self._channel
+        with channel._mutex:
+            self._check_open()
+            _counts(channel)[self._kind] += 1
+        return type(self)(channel)
+
+    def close(self) -> None:
+        """Close this end; closing it twice is harmless. Not a cancellation point.
+
+        Closing the last open sender closes the channel (receivers drain,
+        then get ``EndOfChannel``); closing the last open receiver breaks it
+        (senders get ``BrokenResourceError``).
+        """
+        channel = self._channel
+        with channel._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            counts = _counts(channel)
+            counts[self._kind] -= 1
+            last = counts[self._kind] == 0
+        if last:
+            self._last_closed()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {state} of {self._channel!r}>"
+
+
+@final
+class ChannelSender(_End[T]):
+    """The sending end of a ``Channel``, made by ``channel.sender()``."""
+
+    __slots__ = ()
+
+    _kind = "sender"
+
+    def _last_closed(self) -> None:
+        self._channel.close()
+
+    def send_async(self, item: T) -> WaitEvent:
+        """``Channel.send_async`` through this end: a cancellation point.
+
+        Raises:
+            ClosedResourceError: this end or the channel is closed.
+            BrokenResourceError: every receiver end is closed.
+            Cancelled: the task is cancelled while waiting; the item was not sent.
+        """
+        self._check_open()
+        return self._channel.send_async(item)
+
+    def send(self, item: T, timeout: float | None = None) -> None:
+        """``Channel.send`` through this end, from a thread.
+
+        Raises:
+            ClosedResourceError: this end or the channel is closed.
+            BrokenResourceError: every receiver end is closed.
+            TimeoutError: no room (or receiver) within ``timeout``; not sent.
+        """
+        self._check_open()
+        self._channel.send(item, timeout)
+
+    def try_send(self, item: T) -> None:
+        """``Channel.try_send`` through this end: send without waiting.
+
+        Raises:
+            WouldBlock: no receiver is waiting and the buffer is full.
+            ClosedResourceError: this end or the channel is closed.
+            BrokenResourceError: every receiver end is closed.
+        """
+        self._check_open()
+        self._channel.try_send(item)
+
+
+@final
+class ChannelReceiver(_End[T]):
+    """The receiving end of a ``Channel``, made by ``channel.receiver()``."""
+
+    __slots__ = ()
+
+    _kind = "receiver"
+
+    def _last_closed(self) -> None:
+        _break(self._channel)
+
+    def recv_async(self) -> WaitEvent:
+        """``Channel.recv_async`` through this end: a cancellation point.
+
+        Raises:
+            ClosedResourceError: this end is closed.
+            EndOfChannel: every sender end is closed (or the channel was
+                closed) and the buffer is drained.
+            Cancelled: the task is cancelled while waiting; no item was taken.
+        """
+        self._check_open()
+        return self._channel.recv_async()
+
+    def recv(self, timeout: float | None = None) -> T:
+        """``Channel.recv`` through this end, from a thread.
+
+        Raises:
+            ClosedResourceError: this end is closed.
+            EndOfChannel: every sender end is closed and the buffer is drained.
+            TimeoutError: nothing arrived within ``timeout``.
+        """
+        self._check_open()
+        return self._channel.recv(timeout)
+
+    def try_recv(self) -> T:
+        """``Channel.try_recv`` through this end: receive without waiting.
+
+        Raises:
+            WouldBlock: nothing is available now.
+            ClosedResourceError: this end is closed.
+            EndOfChannel: every sender end is closed and the buffer is drained.
+        """
+        self._check_open()
+        return self._channel.try_recv()
+
+    def __iter__(self) -> Iterator[T]:
+        """Receive in a thread until every sender is closed and the buffer drained."""
+        self._check_open()
+        return iter(self._channel)
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        """Receive in a task (``async for``) until every sender is closed and drained."""
+        self._check_open()
+        return self._channel.__aiter__()
+
+
+def new_sender(channel: Channel[T]) -> ChannelSender[T]:
+    """``channel.sender()``: a new open sender end."""
+    with channel._mutex:
+        _counts(channel)["sender"] += 1
+    return ChannelSender(channel)
+
+
+def new_receiver(channel: Channel[T]) -> ChannelReceiver[T]:
+    """``channel.receiver()``: a new open receiver end."""
+    with channel._mutex:
+        _counts(channel)["receiver"] += 1
+    return ChannelReceiver(channel)
+
+
+def broken_error() -> BrokenResourceError:
+    """What a send gets once every receiver end is closed."""
+    return BrokenResourceError(
+        "send on a channel whose receivers are all closed; stop sending, as nobody will receive it"
+    )

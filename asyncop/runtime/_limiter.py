@@ -1,0 +1,395 @@
+"""CapacityLimiter: a semaphore whose tokens know who borrowed them.
+
+::
+
+    limiter = asyncop.CapacityLimiter(10)
+    async with limiter:              # one token, borrowed by this task
+        await fetch(url)
+
+A ``CapacityLimiter(total_tokens)`` lends at most ``total_tokens`` tokens at
+a time. Unlike a ``Semaphore`` it records the *borrower* of each token (the
+current task, else the current sync operation, else the current thread, or
+an object given to ``acquire_on_behalf_of``), so that:
+
+- a borrower that asks for a second token gets RuntimeError at once instead
+  of deadlocking itself;
+- only a borrower can give its token back;
+- ``total_tokens`` can be changed while tokens are out: raising it lets
+  waiters in at once; lowering it retires tokens as they come back.
+
+Built on a ``Semaphore`` that holds the free tokens, so waiting inherits its
+FIFO hand-over, cancellation and timeout rules, from tasks and threads. The
+limiter adds the borrower table and ``_debt``: tokens to retire as they come
+back after ``total_tokens`` was lowered below what was lent.
+
+Invariant (under ``_lock``, between calls): ``free + borrowed - debt ==
+total_tokens`` where ``free`` is the semaphore's value.
+
+Lock order: the semaphore's mutex, then ``_lock`` (a token handed to a
+``spawn_blocking`` call is recorded from inside the semaphore's hand-over).
+``_lock`` is never held while calling into the semaphore.
+
+``spawn_blocking`` takes a token for each call from its ``limiter=`` (by
+default the runtime's :func:`current_default_limiter`, 40 tokens, as trio
+and anyio do) before the call gets a thread; see :func:`arm_token`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations._current import thread_state
+from ..platform import check_timeout
+from ._waker import Subscription, WakerStatus, resolve
+
+if TYPE_CHECKING:
+    from ._scheduler import Runtime
+    from ._sync import Semaphore
+    from ._waker import Waker
+
+__all__ = [
+    "DEFAULT_BLOCKING_TOKENS",
+    "CapacityLimiter",
+    "arm_token",
+    "current_default_limiter",
+    "default_limiter",
+    "disarm_token",
+]
+
+#: Tokens of each runtime's default limiter for ``spawn_blocking`` calls.
+DEFAULT_BLOCKING_TOKENS = 40
+
+
+def _check_total(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"CapacityLimiter needs an int number of tokens, got {type(value).__name__}; "
+            "pass an int such as CapacityLimiter(10)"
+        )
+    if value < 1:
+        raise ValueError(f"CapacityLimiter total_tokens={value} is below 1; pass 1 or more tokens")
+    return value
+
+
+def _current_borrower() -> object:
+    """The current task's operation, else the sync operation, else the thread."""
+    state = thread_state()
+    task = state.task
+    if task is not None:
+        op: object = task.task
+        return op
+    if state.op is not None:
+        return state.op
+    return threading.current_thread()
+
+
+@final
+class CapacityLimiter:
+    """Lend at most ``total_tokens`` tokens at once, one per borrower.
+
+    In a coroutine: ``async with limiter:`` or ``await limiter.acquire_async()``
+    then ``limiter.release()``. In a thread: ``with limiter:`` or
+    ``limiter.acquire(timeout=None)`` then ``release()``. Waiters are served
+    in FIFO order.
+
+    Args:
+        total_tokens: how many tokens may be out at once; an int, 1 or more.
+
+    Raises:
+        TypeError: ``total_tokens`` is not an int.
+        ValueError: ``total_tokens`` is below 1.
+    """
+
+    __slots__ = ("__weakref__", "_borrowers", "_debt", "_lock", "_pending", "_sem", "_total")
+
+    def __init__(self, total_tokens: int) -> None:
+        # Imported here: spawn_blocking's module needs this one, and _sync
+        # sits above both in the import order.
+        from ._sync import Semaphore
+
+        self._total = _check_total(total_tokens)
+        self._sem: Semaphore = Semaphore(self._total)
+        self._lock = threading.Lock()
+        # Who holds a token, and who waits for one (so that a second
+        # acquire by the same borrower is refused even while it waits).
+        self._borrowers: set[object] = set()
+        self._pending: set[object] = set()
+        self._debt = 0
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def total_tokens(self) -> int:
+        """How many tokens may be out at once. Settable.
+
+        Raising it lets waiters in at once; lowering it below the tokens
+        lent retires tokens as their borrowers give them back.
+
+        Raises:
+            TypeError: the new value is not an int.
+            ValueError: the new value is below 1.
+        """
+        return self._total
+
+    @total_tokens.setter
+    def total_tokens(self, value: int) -> None:
+        value = _check_total(value)
+        sem = self._sem
+        # The semaphore's mutex first (the lock order): no hand-over runs
+        # while free tokens are taken away.
+        with sem._mutex, self._lock:
+            delta = value - self._total
+            self._total = value
+            if delta < 0:
+                taken = min(sem._value, -delta)
+                sem._value -= taken
+                self._debt += -delta - taken
+                to_release = 0
+            else:
+                repaid = min(self._debt, delta)
+                self._debt -= repaid
+                to_release = delta - repaid
+        for _ in range(to_release):
+            sem.release()
+
+    @property
+    def borrowed_tokens(self) -> int:
+        """How many tokens are lent now."""
+        return len(self._borrowers)
+
+    @property
+    def available_tokens(self) -> int:
+        """How many tokens could be lent now without waiting (0 when over the total)."""
+        return max(0, self._total - len(self._borrowers))
+
+    # -- acquiring -----------------------------------------------------------
+
+    def _claim(self, borrower: object) -> None:
+        with self._lock:
+            if borrower in self._borrowers or borrower in self._pending:
+                raise RuntimeError(
+                    f"{borrower!r} already holds (or waits for) a token of {self!r}; "
+                    "release it before acquiring again"
+                )
+            self._pending.add(borrower)
+
+    def _settle(self, borrower: object, got: bool) -> None:
+        with self._lock:
+            self._pending.discard(borrower)
+            if got:
+                self._borrowers.add(borrower)
+
+    async def acquire_on_behalf_of_async(self, borrower: object) -> None:
+        """Borrow a token for ``borrower``, waiting in FIFO order. A cancellation point.
+
+        A token already handed over when a cancel arrives is kept (the
+        borrower holds it); otherwise none is taken.
+
+        Raises:
+            RuntimeError: ``borrower`` already holds or waits for a token.
+            Cancelled: the task is cancelled while waiting.
+        """
+        self._claim(borrower)
+        got = False
+        try:
+            await self._sem.acquire_async()
+            got = True
+        finally:
+            self._settle(borrower, got)
+
+    async def acquire_async(self) -> None:
+        """Borrow a token for the current task, waiting in FIFO order. A cancellation point.
+
+        Raises:
+            RuntimeError: the task already holds a token of this limiter.
+            Cancelled: the task is cancelled while waiting; no token was taken.
+        """
+        await self.acquire_on_behalf_of_async(_current_borrower())
+
+    def acquire_on_behalf_of(self, borrower: object, timeout: float | None = None) -> bool:
+        """Borrow a token for ``borrower`` from a thread, waiting ``timeout`` s at most.
+
+        Returns:
+            True once the token is lent; False if the timeout passed first.
+
+        Raises:
+            RuntimeError: ``borrower`` already holds or waits for a token, or
+                the call is made inside a coroutine (use the async form).
+            TypeError, ValueError: ``timeout`` is not a number of seconds.
+        """
+        seconds = check_timeout(timeout, "CapacityLimiter.acquire(timeout=...)")
+        if thread_state().task is not None:
+            raise RuntimeError(
+                f"a blocking acquire of {self!r} would block a worker inside a coroutine; "
+                "write 'await limiter.acquire_async()' or 'async with limiter' instead"
+            )
+        self._claim(borrower)
+        got = False
+        try:
+            got = self._sem.acquire(seconds)
+        finally:
+            self._settle(borrower, got)
+        return got
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Borrow a token for the current thread (or sync operation); see ``acquire_on_behalf_of``.
+
+        Returns:
+            True once the token is lent; False if the timeout passed first.
+        """
+        return self.acquire_on_behalf_of(_current_borrower(), timeout)
+
+    # -- releasing -----------------------------------------------------------
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        """Give back the token lent to ``borrower``: to the first waiter, or to the pool.
+
+        Raises:
+            RuntimeError: ``borrower`` holds no token of this limiter.
+        """
+        with self._lock:
+            if borrower not in self._borrowers:
+                raise RuntimeError(
+                    f"{borrower!r} holds no token of {self!r}; release only a token "
+                    "that was acquired, by the same task or thread"
+                )
+            self._borrowers.remove(borrower)
+            if self._debt:
+                self._debt -= 1  # total_tokens was lowered: retire this token
+                return
+        self._sem.release()
+
+    def release(self) -> None:
+        """Give back the current task's (or thread's) token.
+
+        Raises:
+            RuntimeError: the current task or thread holds no token.
+        """
+        self.release_on_behalf_of(_current_borrower())
+
+    # -- context managers ----------------------------------------------------
+
+    def __enter__(self) -> CapacityLimiter:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    async def __aenter__(self) -> CapacityLimiter:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"<CapacityLimiter {len(self._borrowers)}/{self._total} borrowed, "
+            f"waiters={len(self._sem._waiters)}>"
+        )
+
+
+# -- spawn_blocking's tokens ----------------------------------------------------
+
+_defaults: weakref.WeakKeyDictionary[Runtime, CapacityLimiter] = weakref.WeakKeyDictionary()
+_defaults_lock = threading.Lock()
+
+
+def default_limiter(runtime: Runtime) -> CapacityLimiter:
+    """The limiter that ``spawn_blocking`` calls of ``runtime`` share by default."""
+    limiter = _defaults.get(runtime)
+    if limiter is None:
+        with _defaults_lock:
+            limiter = _defaults.get(runtime)
+            if limiter is None:
+                limiter = _defaults[runtime] = CapacityLimiter(DEFAULT_BLOCKING_TOKENS)
+    return limiter
+
+
+def current_default_limiter() -> CapacityLimiter:
+    """Return the limiter that ``spawn_blocking`` calls share unless given another.
+
+    Each runtime has its own, of 40 tokens: at most 40 blocking calls of the
+    runtime run at once, and later ones wait for a token. Set its
+    ``total_tokens`` to change that. Not a cancellation point.
+
+    Raises:
+        RuntimeError: the calling thread is not running an operation.
+    """
+    from ._awaitables import current_runtime
+
+    return default_limiter(current_runtime("current_default_limiter()"))
+
+
+def _still_waiting(waker: Waker, sub: Subscription) -> bool:
+    # Under the runtime lock: the wait ``sub`` belongs to can still be won.
+    status = waker.status
+    return sub.generation == waker.generation and (
+        status is WakerStatus.NO_STATUS or status is WakerStatus.WAITING
+    )
+
+
+def arm_token(
+    limiter: CapacityLimiter,
+    borrower: object,
+    sub: Subscription,
+    start: Callable[[], None],
+    keep_cancellable: bool,
+) -> None:
+    """Wait for a token for ``sub``'s wait, then call ``start()`` (from ``_arm``).
+
+    The wait for the token is the limiter's semaphore wait, composed under
+    ``sub``: it is cancellable, and a wait that was cancelled (or lost its
+    ``select``) before the token came refuses it, so it goes to the next
+    waiter. Once the token is taken, a directly awaited wait becomes
+    uninterruptible unless ``keep_cancellable``: the call then runs to its
+    end, as ``spawn_blocking`` promises. ``sub.handle`` keeps the token wait
+    for :func:`disarm_token`.
+    """
+    limiter._claim(borrower)
+    event = limiter._sem.acquire_async()
+    waker = sub.waker
+
+    def granted(
+        _waker: Waker, child: Subscription, result: Any, error: BaseException | None
+    ) -> bool:
+        if error is not None:  # pragma: no cover - a semaphore wait has no error
+            limiter._settle(borrower, False)
+            return sub.fire(None, error)
+        with waker.runtime._lock:
+            if not _still_waiting(waker, sub):
+                return False  # the permit goes on to the next waiter
+            if not keep_cancellable and sub.callback is resolve:
+                waker.cancellable = False  # type: ignore[attr-defined]
+            sub.handle = None
+        limiter._settle(borrower, True)
+        start()
+        return True
+
+    child = Subscription(waker, event, granted)
+    sub.handle = child
+    event._arm(child)
+
+
+def disarm_token(limiter: CapacityLimiter, borrower: object, sub: Subscription) -> None:
+    """Take back a token wait that has not been granted (from ``_disarm``)."""
+    child = sub.handle
+    if child is not None:
+        sub.handle = None
+        child.event._disarm(child)
+        limiter._settle(borrower, False)

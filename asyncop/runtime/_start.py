@@ -1,0 +1,245 @@
+"""Starting a task and waiting until it says it is ready: ``start`` and ``TaskStatus``.
+
+::
+
+    async def serve(port: int, *, task_status: TaskStatus[int]) -> None:
+        listener = bind(port)
+        task_status.started(listener.port)   # start() returns this value
+        ...                                   # and the task keeps running
+
+    async with asyncop.scope() as s:
+        port = await s.start(serve, 0)
+
+``op.start(fn, *args)`` spawns ``fn(*args, task_status=status)`` as a child of
+``op`` at once, as ``spawn`` would, and waits until ``fn`` calls
+``task_status.started(value)``; it then returns ``value`` and the child keeps
+running under ``op``.
+
+Until ``started()``, the child is *supervised*: a failure stays on the child
+instead of failing ``op`` and cancelling its siblings, so ``start()`` can
+raise it to its caller and nothing else in the tree sees it (as in trio and
+anyio, where the task runs under the caller until it is ready).
+``started()`` makes it an ordinary child, whose failure is the scope's.
+
+States of one start (the runtime lock guards them, with the child's
+supervision flag, so that ``started()`` and the child's end cannot cross):
+
+- WAITING: ``fn`` runs and has not called ``started()``.
+- STARTED: ``started()`` was called; its value is handed over.
+- ENDED: the child ended without calling ``started()``; ``start()`` raises
+  the child's failure, or RuntimeError.
+
+If the caller of ``start()`` is cancelled (or interrupted) while WAITING, it
+cancels the child, waits for it to end, and lets the cancel propagate: no
+task is left behind half started.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
+
+from ..operations import AsyncOperation, OperationState
+from ..operations._current import thread_state
+from ._scope import ScopeDone
+from ._sync import Event
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+__all__ = ["TASK_STATUS_IGNORED", "TaskStatus", "start"]
+
+T = TypeVar("T")
+
+
+class _Start(enum.Enum):
+    WAITING = "waiting"
+    STARTED = "started"
+    ENDED = "ended"
+
+
+class TaskStatus(Generic[T]):
+    """What a function started with ``start()`` receives as ``task_status``.
+
+    Call ``task_status.started(value)`` once the task is ready: the
+    ``start()`` call that launched it returns ``value``. Annotate the
+    parameter as ``task_status: TaskStatus[int] = TASK_STATUS_IGNORED`` so
+    the function can also be spawned or called without ``start()``.
+    """
+
+    __slots__ = ()
+
+    @overload
+    def started(self: TaskStatus[None]) -> None: ...
+
+    @overload
+    def started(self, value: T) -> None: ...
+
+    def started(self, value: Any = None) -> None:
+        """Tell the waiting ``start()`` that the task is ready, handing it ``value``.
+
+        Not a cancellation point; it never blocks.
+
+        Raises:
+            RuntimeError: ``started()`` was already called, or the task has ended.
+        """
+        raise NotImplementedError  # pragma: no cover - overridden
+
+
+@final
+class _IgnoredStatus(TaskStatus[Any]):
+    __slots__ = ()
+
+    def started(self, value: Any = None) -> None:
+        """Do nothing: the function was not launched by ``start()``."""
+
+    def __repr__(self) -> str:
+        return "TASK_STATUS_IGNORED"
+
+
+#: The default for a ``task_status`` parameter: ``started()`` on it does nothing.
+TASK_STATUS_IGNORED: TaskStatus[Any] = _IgnoredStatus()
+
+
+@final
+class _Status(TaskStatus[Any]):
+    """The real status of one ``start()``; see the module docstring."""
+
+    __slots__ = ("_op", "_ready", "_state", "_value")
+
+    def __init__(self) -> None:
+        self._op: AsyncOperation | None = None
+        self._state = _Start.WAITING
+        self._value: Any = None
+        # Set on STARTED or ENDED: what the caller of start() waits on, in
+        # a task or in a thread alike.
+        self._ready = Event()
+
+    def started(self, value: Any = None) -> None:
+        op = self._op
+        assert op is not None
+        with op.runtime._lock:
+            if self._state is _Start.STARTED:
+                raise RuntimeError(
+                    f"task_status.started() called twice by {op.name!r}; call it once, "
+                    "when the task is ready"
+                )
+            if self._state is _Start.ENDED or op.done:
+                raise RuntimeError(
+                    f"task_status.started() called after {op.name!r} ended; call it "
+                    "from the task, before it returns"
+                )
+            self._state = _Start.STARTED
+            self._value = value
+            # From now on the child is an ordinary child of its scope.
+            op._supervised = False
+        self._ready.set()
+
+    def _on_end(self) -> None:
+        """The child is final (runs outside the runtime lock)."""
+        op = self._op
+        assert op is not None
+        with op.runtime._lock:
+            if self._state is _Start.WAITING:
+                self._state = _Start.ENDED
+        self._ready.set()
+
+    def _outcome(self) -> Any:
+        """What start() gives once ``_ready`` is set: the value, or the error."""
+        op = self._op
+        assert op is not None
+        if self._state is _Start.STARTED:
+            value = self._value
+            self._value = None
+            return value
+        state = op.state
+        if state is OperationState.FAILED:
+            error = op.error  # observes it: start() reports it
+            assert error is not None
+            raise error
+        how = "was cancelled" if state is OperationState.CANCELLED else "returned"
+        raise RuntimeError(
+            f"{op.name!r} {how} without calling task_status.started(); call "
+            "task_status.started() once it is ready, or spawn it instead of starting it"
+        )
+
+    def __repr__(self) -> str:
+        name = self._op.name if self._op is not None else "?"
+        return f"<TaskStatus of {name!r} {self._state.value}>"
+
+
+def _launch(
+    target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
+) -> _Status:
+    if not callable(fn):
+        raise TypeError(
+            f"start() needs a function, got {type(fn).__name__}; pass a function that "
+            "takes a task_status keyword"
+        )
+    if name is None:
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+    status = _Status()
+    call = functools.partial(fn, task_status=status)
+    child = target.spawn(call, *args, name=name, supervise=True)
+    status._op = child
+    with child.runtime._lock:
+        if not child.done:
+            child._add_waiter_locked(status._on_end)
+            return status
+    status._on_end()  # born cancelled, or already over
+    return status
+
+
+def _abandon(status: _Status) -> bool:
+    """The caller gives up: cancel a child that is not started yet. True if it did."""
+    op = status._op
+    assert op is not None
+    with op.runtime._lock:
+        waiting = status._state is _Start.WAITING
+    if waiting:
+        op.cancel("the start() that launched it was cancelled")
+    return waiting
+
+
+async def _start_async(
+    target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
+) -> Any:
+    status = _launch(target, fn, args, name)
+    try:
+        await status._ready.wait_async()
+    except BaseException:
+        if _abandon(status):
+            assert status._op is not None
+            await ScopeDone(status._op)  # not interruptible
+            status._op._observe()  # what it did is replaced by the cancel
+        raise
+    return status._outcome()
+
+
+def _start_blocking(
+    target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
+) -> Any:
+    status = _launch(target, fn, args, name)
+    try:
+        status._ready.wait()
+    except BaseException:
+        if _abandon(status):
+            assert status._op is not None
+            status._op._block_until_final(None)
+            status._op._observe()
+        raise
+    return status._outcome()
+
+
+def start(
+    target: AsyncOperation,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    name: str | None,
+) -> Coroutine[Any, Any, Any] | Any:
+    """``target.start(fn, *args)``: see ``AsyncOperation.start``."""
+    if thread_state().task is not None:
+        return _start_async(target, fn, args, name)
+    return _start_blocking(target, fn, args, name)
