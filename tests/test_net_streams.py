@@ -35,6 +35,7 @@ from asyncop.net import (
 )
 from asyncop.runtime import _dns, _tcp
 
+from ._net import Status, finish
 from .conftest import runtime_threads
 
 pytestmark = pytest.mark.timeout(30)
@@ -42,29 +43,9 @@ pytestmark = pytest.mark.timeout(30)
 HOST = "127.0.0.1"
 
 
-class Status:
-    """A task_status that records what the server reported."""
-
-    def __init__(self) -> None:
-        self.value: Any = None
-        self.event = asyncop.Event()
-
-    def started(self, value: Any = None) -> None:
-        self.value = value
-        self.event.set()
-
-
 def port_of(listeners: Any) -> int:
     port: int = listeners[0].socket.getsockname()[1]
     return port
-
-
-def finish(runtime: asyncop.Runtime) -> None:
-    """Nothing the test did is left registered."""
-    deadline = time.monotonic() + 5
-    while runtime.registrations() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert runtime.registrations() == 0
 
 
 @pytest.fixture

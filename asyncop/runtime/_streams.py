@@ -42,7 +42,7 @@ from __future__ import annotations
 import errno
 import socket
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import BrokenResourceError, BusyResourceError, Cancelled, ClosedResourceError
@@ -61,6 +61,7 @@ __all__ = [
     "IncompleteRead",
     "SocketStream",
     "check_max_bytes",
+    "wait_ready",
     "ConflictGuard",
 ]
 
@@ -134,6 +135,22 @@ class ConflictGuard:
     @property
     def held(self) -> bool:
         return self._lock.locked()
+
+
+async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) -> None:
+    """Await ``readable``/``writable``; a socket closed meanwhile raises ``ClosedResourceError``.
+
+    Another thread may close the socket between the failed attempt and the
+    registration: the multiplexer then refuses the fd (``EBADF``).
+    """
+    try:
+        await event
+    except OSError:
+        if closed():
+            raise ClosedResourceError(
+                f"this {what} was closed while a task waited on it; open a new one"
+            ) from None
+        raise
 
 
 def check_max_bytes(value: object, what: str) -> int:
@@ -375,6 +392,9 @@ class SocketStream(_BufferedReceiver):
         """The underlying socket (non-blocking); do not read or write it directly."""
         return self._socket
 
+    def _is_closed(self) -> bool:
+        return self._closed or self._socket.fileno() < 0
+
     def _check_receive(self) -> None:
         if self._closed:
             raise ClosedResourceError("this stream was closed; open a new connection")
@@ -392,7 +412,7 @@ class SocketStream(_BufferedReceiver):
                         "this stream was closed while receiving; open a new connection"
                     ) from None
                 raise broken(exc, "receive_some()") from exc
-            await readable(sock)
+            await wait_ready(readable(sock), self._is_closed, "stream")
             self._check_receive()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -430,7 +450,7 @@ class SocketStream(_BufferedReceiver):
                             ) from None
                         raise broken(exc, f"send_all() after {total} of {size} bytes") from exc
                     try:
-                        await writable(sock)
+                        await wait_ready(writable(sock), self._is_closed, "stream")
                     except Cancelled as exc:
                         if total:
                             exc.add_note(

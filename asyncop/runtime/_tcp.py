@@ -50,7 +50,7 @@ from ..platform import check_timeout
 from . import _dns
 from ._awaitables import notify_closing, readable, select, sleep, writable
 from ._scope import scope
-from ._streams import PASS, AsyncResource, ConflictGuard, SocketStream
+from ._streams import PASS, AsyncResource, ConflictGuard, SocketStream, wait_ready
 from ._sync import Event
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class SocketListener(AsyncResource):
                 try:
                     conn, _ = sock.accept()
                 except BlockingIOError:
-                    await readable(sock)
+                    await wait_ready(readable(sock), self._is_closed, "listener")
                     self._check_open()
                     continue
                 except OSError as exc:
@@ -359,6 +359,9 @@ class SocketListener(AsyncResource):
                         continue
                     raise
                 return SocketStream(conn)
+
+    def _is_closed(self) -> bool:
+        return self._closed or self._socket.fileno() < 0
 
     def _check_open(self) -> None:
         if self._closed:

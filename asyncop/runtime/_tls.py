@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import enum
 import ssl
+import threading
 from collections.abc import Callable
 from typing import Any, final
 
@@ -104,6 +105,7 @@ class TLSStream(_BufferedReceiver):
         "_send_lock",
         "_server_hostname",
         "_ssl",
+        "_ssl_lock",
         "_state",
         "_transport",
     )
@@ -118,6 +120,11 @@ class TLSStream(_BufferedReceiver):
     ) -> None:
         self._transport = transport
         self._ssl = ssl_object
+        # OpenSSL objects and memory BIOs are not safe to use from two
+        # threads at once, and two tasks' steps may run on two workers (a
+        # parallel runtime): every touch of them holds this lock, never
+        # across an await.
+        self._ssl_lock = threading.Lock()
         self._incoming = incoming
         self._outgoing = outgoing
         self._server_hostname = server_hostname
@@ -235,7 +242,8 @@ class TLSStream(_BufferedReceiver):
         while True:
             want_read = False
             try:
-                result = fn(*args)
+                with self._ssl_lock:
+                    result = fn(*args)
             except ssl.SSLWantReadError:
                 want_read = True
             except ssl.SSLError as exc:
@@ -258,7 +266,8 @@ class TLSStream(_BufferedReceiver):
 
     async def _flush(self) -> None:
         async with self._send_lock:
-            data = self._outgoing.read()
+            with self._ssl_lock:
+                data = self._outgoing.read()
             if not data:
                 return
             try:
@@ -291,10 +300,11 @@ class TLSStream(_BufferedReceiver):
                     f"the transport under this TLS stream broke while receiving ({exc}); "
                     "close the stream and reconnect"
                 ) from exc
-            if data:
-                self._incoming.write(data)
-            else:
-                self._incoming.write_eof()
+            with self._ssl_lock:
+                if data:
+                    self._incoming.write(data)
+                else:
+                    self._incoming.write_eof()
             self._received += 1
 
     def _closed_under_us(self) -> ClosedResourceError:
@@ -317,9 +327,9 @@ class TLSStream(_BufferedReceiver):
                     "covers, or pass that name as server_hostname"
                 )
             else:
-                whose = "the server's" if peer is None else f"the certificate of {peer!r}"
+                whose = "the peer's certificate" if peer is None else f"the certificate of {peer!r}"
                 message = (
-                    f"TLS certificate check failed: {whose} certificate is not trusted "
+                    f"TLS certificate check failed: {whose} is not trusted "
                     f"({detail}); load the certificate of the authority that issued it "
                     "into the ssl_context (ssl_context.load_verify_locations(...))"
                 )
@@ -445,7 +455,8 @@ class TLSStream(_BufferedReceiver):
                     ) from exc.__cause__
                 raise
             self._state = _State.UNWRAPPED
-            trailing = bytes(self._buffer) + self._incoming.read()
+            with self._ssl_lock:
+                trailing = bytes(self._buffer) + self._incoming.read()
             self._buffer.clear()
             return self._transport, trailing
 
