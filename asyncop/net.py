@@ -40,6 +40,8 @@ from .runtime._tcp import open_tcp_stream as open_tcp_stream
 from .runtime._tcp import serve_listeners as serve_listeners
 from .runtime._tcp import serve_tcp as serve_tcp
 from .runtime._tls import TLSStream as TLSStream
+from .runtime._udp import UDPSocket as UDPSocket
+from .runtime._udp import open_udp_socket as open_udp_socket
 from .runtime._unix import open_unix_listener as open_unix_listener
 from .runtime._unix import open_unix_stream as open_unix_stream
 from .runtime._unix import serve_unix as serve_unix
@@ -51,11 +53,13 @@ __all__ = [
     "SocketStream",
     "TASK_STATUS_IGNORED",
     "TLSStream",
+    "UDPSocket",
     "accept_async",
     "connect_async",
     "getaddrinfo",
     "open_tcp_listeners",
     "open_tcp_stream",
+    "open_udp_socket",
     "open_unix_listener",
     "open_unix_stream",
     "recv_async",

@@ -61,6 +61,7 @@ __all__ = [
     "IncompleteRead",
     "SocketStream",
     "check_max_bytes",
+    "close_socket",
     "wait_ready",
     "ConflictGuard",
 ]
@@ -161,13 +162,28 @@ def check_max_bytes(value: object, what: str) -> int:
     return value
 
 
+def close_socket(sock: socket.socket) -> None:
+    """Wake the tasks waiting on ``sock`` (``ClosedResourceError``), then close it."""
+    if sock.fileno() >= 0:
+        notify_closing(sock)
+    sock.close()
+
+
 class AsyncResource:
-    """``async with`` closes the resource with ``aclose()``."""
+    """A resource closed by ``close()``/``aclose()``; ``async with`` closes it."""
 
     __slots__ = ()
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the resource; idempotent. A cancellation point, but it closes anyway.
+
+        A task waiting on the resource gets ``ClosedResourceError``.
+        """
+        self.close()
+        await PASS
 
     async def __aenter__(self) -> Self:
         return self
@@ -490,24 +506,11 @@ class SocketStream(_BufferedReceiver):
                 if exc.errno != errno.ENOTCONN:  # the peer is gone already: EOF is moot
                     raise broken(exc, "send_eof()") from exc
 
-    async def aclose(self) -> None:
-        """Close the stream; a task waiting on it gets ``ClosedResourceError``.
-
-        Idempotent. A cancellation point, but the stream is closed even when
-        the task is cancelled.
-        """
-        self.close()
-        await PASS
-
     def close(self) -> None:
         """Close the stream at once, from sync code (``aclose`` without the checkpoint)."""
-        if self._closed:
-            return
-        self._closed = True
-        sock = self._socket
-        if sock.fileno() >= 0:
-            notify_closing(sock)
-        sock.close()
+        if not self._closed:
+            self._closed = True
+            close_socket(self._socket)
 
     def getsockname(self) -> Any:
         """The local address."""

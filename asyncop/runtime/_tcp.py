@@ -48,9 +48,16 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import AsyncOperation, ClosedResourceError
 from ..platform import check_timeout
 from . import _dns
-from ._awaitables import notify_closing, readable, select, sleep, writable
+from ._awaitables import readable, select, sleep, writable
 from ._scope import scope
-from ._streams import PASS, AsyncResource, ConflictGuard, SocketStream, wait_ready
+from ._streams import (
+    PASS,
+    AsyncResource,
+    ConflictGuard,
+    SocketStream,
+    close_socket,
+    wait_ready,
+)
 from ._sync import Event
 
 if TYPE_CHECKING:
@@ -377,14 +384,7 @@ class SocketListener(AsyncResource):
             from ._unix import forget_socket_file
 
             forget_socket_file(sock)
-        if sock.fileno() >= 0:
-            notify_closing(sock)
-        sock.close()
-
-    async def aclose(self) -> None:
-        """Stop listening; idempotent. A cancellation point, but closes anyway."""
-        self.close()
-        await PASS
+        close_socket(sock)
 
     def __repr__(self) -> str:
         if self._closed:

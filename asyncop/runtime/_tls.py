@@ -480,6 +480,14 @@ class TLSStream(_BufferedReceiver):
         finally:
             await self._transport.aclose()
 
+    def close(self) -> None:
+        """Close the transport at once, without close_notify (sync code's way out)."""
+        if self._state not in (_State.CLOSED, _State.UNWRAPPED):
+            self._state = _State.CLOSED
+            close = getattr(self._transport, "close", None)
+            if callable(close):
+                close()
+
     # -- what the handshake decided ------------------------------------------------
 
     def getpeercert(self, binary_form: bool = False) -> Any:
