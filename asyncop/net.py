@@ -25,6 +25,7 @@ import errno
 import socket
 from typing import Any
 
+from ._exports import publish as _publish
 from .operations import Cancelled, ClosedResourceError
 from .runtime._awaitables import readable, spawn_blocking, writable
 
@@ -33,7 +34,6 @@ from .runtime._dns import getaddrinfo as getaddrinfo
 from .runtime._streams import DelimiterNotFound as DelimiterNotFound
 from .runtime._streams import IncompleteRead as IncompleteRead
 from .runtime._streams import SocketStream as SocketStream
-from .runtime._tcp import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from .runtime._tcp import SocketListener as SocketListener
 from .runtime._tcp import open_tcp_listeners as open_tcp_listeners
 from .runtime._tcp import open_tcp_stream as open_tcp_stream
@@ -51,7 +51,6 @@ __all__ = [
     "IncompleteRead",
     "SocketListener",
     "SocketStream",
-    "TASK_STATUS_IGNORED",
     "TLSStream",
     "UDPSocket",
     "accept_async",
@@ -210,3 +209,6 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
                 exc.errno,
                 f"the peer is gone after {total} of {size} bytes; reconnect to go on",
             ) from None
+
+
+_publish("asyncop.net", globals(), __all__)

@@ -20,7 +20,6 @@ from asyncop import (
     BusyResourceError,
     Cancelled,
     ClosedResourceError,
-    net,
 )
 from asyncop.net import (
     DelimiterNotFound,
@@ -827,9 +826,9 @@ def test_serve_tcp_refuses_a_handler_that_is_not_callable(runtime: asyncop.Runti
 
 
 def test_task_status_ignored_accepts_a_report() -> None:
-    net.TASK_STATUS_IGNORED.started()
-    net.TASK_STATUS_IGNORED.started([1])
-    assert repr(net.TASK_STATUS_IGNORED) == "TASK_STATUS_IGNORED"
+    _tcp.TASK_STATUS_IGNORED.started()
+    _tcp.TASK_STATUS_IGNORED.started([1])
+    assert repr(_tcp.TASK_STATUS_IGNORED) == "TASK_STATUS_IGNORED"
 
 
 # -- getaddrinfo --------------------------------------------------------------------
