@@ -25,10 +25,48 @@ import errno
 import socket
 from typing import Any
 
+from ._exports import publish as _publish
 from .operations import Cancelled, ClosedResourceError
 from .runtime._awaitables import readable, spawn_blocking, writable
 
-__all__ = ["accept_async", "connect_async", "recv_async", "send_all_async"]
+# Streams, servers, TLS, name resolution, Unix and UDP sockets.
+from .runtime._dns import getaddrinfo as getaddrinfo
+from .runtime._streams import DelimiterNotFound as DelimiterNotFound
+from .runtime._streams import IncompleteRead as IncompleteRead
+from .runtime._streams import SocketStream as SocketStream
+from .runtime._tcp import SocketListener as SocketListener
+from .runtime._tcp import open_tcp_listeners as open_tcp_listeners
+from .runtime._tcp import open_tcp_stream as open_tcp_stream
+from .runtime._tcp import serve_listeners as serve_listeners
+from .runtime._tcp import serve_tcp as serve_tcp
+from .runtime._tls import TLSStream as TLSStream
+from .runtime._udp import UDPSocket as UDPSocket
+from .runtime._udp import open_udp_socket as open_udp_socket
+from .runtime._unix import open_unix_listener as open_unix_listener
+from .runtime._unix import open_unix_stream as open_unix_stream
+from .runtime._unix import serve_unix as serve_unix
+
+__all__ = [
+    "DelimiterNotFound",
+    "IncompleteRead",
+    "SocketListener",
+    "SocketStream",
+    "TLSStream",
+    "UDPSocket",
+    "accept_async",
+    "connect_async",
+    "getaddrinfo",
+    "open_tcp_listeners",
+    "open_tcp_stream",
+    "open_udp_socket",
+    "open_unix_listener",
+    "open_unix_stream",
+    "recv_async",
+    "send_all_async",
+    "serve_listeners",
+    "serve_tcp",
+    "serve_unix",
+]
 
 
 def _check_open(sock: socket.socket, what: str) -> None:
@@ -171,3 +209,6 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
                 exc.errno,
                 f"the peer is gone after {total} of {size} bytes; reconnect to go on",
             ) from None
+
+
+_publish("asyncop.net", globals(), __all__)

@@ -1,0 +1,529 @@
+"""Byte streams over connected sockets: ``SocketStream`` and its buffered reads.
+
+Why a stream object, when ``asyncop.net`` already had ``recv_async`` and
+``send_all_async``? Because every real protocol needs three things those
+helpers leave to the user, and each is easy to get subtly wrong:
+
+- **Framing.** A line protocol reads "up to the next ``\\r\\n``"; a length
+  prefix reads "exactly n bytes". Both over-read from the socket, so the
+  bytes past the frame must be kept for the next read. A stream owns that
+  buffer (``receive_until``, ``receive_exactly``), and every receive method
+  serves the buffer first, so no byte is ever lost between two styles of
+  reading.
+- **One reader, one writer.** Two tasks receiving on one socket at once get
+  interleaved, meaningless halves of the data. As in trio, a second task
+  entering the same direction gets ``BusyResourceError`` at once, instead of
+  a race that only shows under load. One task receiving while another sends
+  is fine: the directions are independent.
+- **Closing under a waiter.** ``aclose()`` calls ``notify_closing`` before it
+  closes the fd, so a task parked in ``receive_some`` wakes with
+  ``ClosedResourceError`` rather than waiting on a number the OS may reuse.
+
+Cancellation. Every receive and send is a cancellation point *on entry*,
+through an event that never parks (``_PASS``): a cancelled task leaves before
+it takes bytes from the socket, so a cancelled receive never loses data. The
+same event counts toward the scheduler's bound on waits in one step, so a
+task reading a stream that always has data still lets other tasks run. A
+cancel while a send waits for room leaves a prefix of the data sent; the
+``Cancelled`` carries a note saying how much, and the stream should then be
+closed (the peer is at an unknown message boundary).
+
+Errors. A connection the peer reset, or a pipe it closed, raises
+``BrokenResourceError`` (from the ``OSError``), as trio and anyio do: the
+stream cannot be used further. A stream used after ``aclose()`` raises
+``ClosedResourceError``.
+
+``_BufferedReceiver`` holds the reading logic once, over one primitive,
+``_receive_raw``; ``TLSStream`` reuses it over decrypted bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations import BrokenResourceError, BusyResourceError, Cancelled, ClosedResourceError
+from ._awaitables import notify_closing, readable, writable
+from ._waker import Subscription, WaitEvent
+
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Self
+
+__all__ = [
+    "AsyncResource",
+    "DEFAULT_RECEIVE_SIZE",
+    "PASS",
+    "DelimiterNotFound",
+    "IncompleteRead",
+    "SocketStream",
+    "check_max_bytes",
+    "close_socket",
+    "wait_ready",
+    "ConflictGuard",
+]
+
+DEFAULT_RECEIVE_SIZE = 65536
+
+
+@final
+class _Pass(WaitEvent):
+    """A cancellation point that never parks: it fires as it is armed.
+
+    ``await PASS`` raises ``Cancelled`` in a cancelled task and otherwise
+    returns at once; it counts as a wait, so a loop of them is requeued by
+    the scheduler now and then.
+    """
+
+    __slots__ = ()
+
+    def _arm(self, sub: Subscription) -> None:
+        sub.fire(None)
+
+    def _describe(self) -> str:
+        return "cancellation check"
+
+
+PASS = _Pass()
+
+
+class IncompleteRead(EOFError):
+    """The peer closed the stream before the requested bytes arrived.
+
+    Raised by ``receive_exactly`` and ``receive_until``. ``partial`` holds
+    the bytes that did arrive (they are no longer in the stream's buffer).
+    """
+
+    __module__ = "asyncop.net"
+
+    def __init__(self, message: str, partial: bytes) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class DelimiterNotFound(Exception):
+    """``receive_until`` read ``max_bytes`` bytes without finding the delimiter.
+
+    The bytes read stay in the stream's buffer: a later receive returns them.
+    """
+
+    __module__ = "asyncop.net"
+
+
+class ConflictGuard:
+    """Refuses a second task in one direction of a stream, as trio does.
+
+    A non-blocking lock: taking it is atomic on any CPython (free-threaded
+    too), and it never blocks, so holding it across awaits is harmless.
+    """
+
+    __slots__ = ("_lock", "_message")
+
+    def __init__(self, message: str) -> None:
+        self._lock = threading.Lock()
+        self._message = message
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(False):
+            raise BusyResourceError(self._message)
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    @property
+    def held(self) -> bool:
+        return self._lock.locked()
+
+
+async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) -> None:
+    """Await ``readable``/``writable``; a socket closed meanwhile raises ``ClosedResourceError``.
+
+    Another thread may close the socket between the failed attempt and the
+    registration: the multiplexer then refuses the fd (``EBADF``).
+    """
+    try:
+        await event
+    except OSError:
+        if closed():
+            raise ClosedResourceError(
+                f"this {what} was closed while a task waited on it; open a new one"
+            ) from None
+        raise
+
+
+def check_max_bytes(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} needs an int number of bytes, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{what} needs at least 1 byte, got {value}; pass a positive int")
+    return value
+
+
+def close_socket(sock: socket.socket) -> None:
+    """Wake the tasks waiting on ``sock`` (``ClosedResourceError``), then close it."""
+    if sock.fileno() >= 0:
+        notify_closing(sock)
+    sock.close()
+
+
+class AsyncResource:
+    """A resource closed by ``close()``/``aclose()``; ``async with`` closes it."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the resource; idempotent. A cancellation point, but it closes anyway.
+
+        A task waiting on the resource gets ``ClosedResourceError``.
+        """
+        self.close()
+        await PASS
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _BufferedReceiver(AsyncResource):
+    """The receive side shared by ``SocketStream`` and ``TLSStream``.
+
+    Subclasses provide ``_receive_raw(max_bytes)``: bytes from the transport
+    (``b""`` at end of stream), called with the receive guard held.
+    """
+
+    __slots__ = ("_buffer", "_receive_guard")
+
+    # Bytes received but not yet returned (the tail of a receive_until).
+    _buffer: bytearray
+    _receive_guard: ConflictGuard
+
+    def _init_receiver(self, what: str) -> None:
+        self._buffer = bytearray()
+        self._receive_guard = ConflictGuard(
+            f"another task is already receiving on this {what}; "
+            "receive from one task at a time (hand the data over with a Channel)"
+        )
+
+    async def _receive_raw(self, max_bytes: int) -> bytes:
+        raise NotImplementedError
+
+    def _check_receive(self) -> None:
+        raise NotImplementedError
+
+    def _take(self, count: int) -> bytes:
+        buffer = self._buffer
+        data = bytes(buffer[:count])
+        del buffer[:count]
+        return data
+
+    async def receive_some(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
+        """Receive at most ``max_bytes`` bytes, waiting until some arrive.
+
+        A cancellation point, checked before any byte is taken: a cancelled
+        receive loses nothing.
+
+        Returns:
+            The bytes; ``b""`` once the peer has closed its side (and every
+            later call returns ``b""`` too).
+
+        Raises:
+            ClosedResourceError: the stream was closed (also when closed by
+                another task while this one waited).
+            BusyResourceError: another task is receiving on this stream.
+            BrokenResourceError: the connection broke (reset by the peer).
+            Cancelled: the task was cancelled; nothing was received.
+        """
+        check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
+        with self._receive_guard:
+            self._check_receive()
+            await PASS
+            if self._buffer:
+                return self._take(max_bytes)
+            return await self._receive_raw(max_bytes)
+
+    async def receive_exactly(self, n: int) -> bytes:
+        """Receive exactly ``n`` bytes, waiting for as many reads as it takes.
+
+        A cancellation point; the bytes gathered before a cancel stay in the
+        stream's buffer for the next receive.
+
+        Raises:
+            IncompleteRead: the peer closed the stream first; ``partial``
+                holds what arrived.
+            ClosedResourceError, BusyResourceError, BrokenResourceError,
+            Cancelled: as for ``receive_some``.
+        """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"receive_exactly() needs an int, got {type(n).__name__}")
+        if n < 0:
+            raise ValueError(f"receive_exactly({n}) needs a count of 0 or more")
+        with self._receive_guard:
+            self._check_receive()
+            await PASS
+            buffer = self._buffer
+            while len(buffer) < n:
+                chunk = await self._receive_raw(max(n - len(buffer), DEFAULT_RECEIVE_SIZE))
+                if not chunk:
+                    partial = self._take(len(buffer))
+                    raise IncompleteRead(
+                        f"the peer closed the stream after {len(partial)} of the {n} bytes "
+                        "receive_exactly() waited for; the message was cut short",
+                        partial,
+                    )
+                buffer += chunk
+            return self._take(n)
+
+    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
+        """Receive up to ``delimiter``; returns the bytes before it.
+
+        The delimiter is consumed and not returned. Bytes read past it stay
+        in the stream's buffer for the next receive. A cancellation point;
+        the bytes gathered before a cancel stay in the buffer.
+
+        Args:
+            delimiter: the non-empty byte string that ends the frame.
+            max_bytes: the most bytes the frame (without the delimiter) may
+                have.
+
+        Raises:
+            DelimiterNotFound: ``max_bytes`` bytes arrived without the
+                delimiter; they stay in the buffer.
+            IncompleteRead: the peer closed the stream before the delimiter.
+            ClosedResourceError, BusyResourceError, BrokenResourceError,
+            Cancelled: as for ``receive_some``.
+        """
+        if not isinstance(delimiter, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"receive_until() needs a bytes delimiter, got {type(delimiter).__name__}; "
+                "encode a str first, e.g. b'\\r\\n'"
+            )
+        delimiter = bytes(delimiter)
+        if not delimiter:
+            raise ValueError("receive_until() needs a non-empty delimiter")
+        check_max_bytes(max_bytes, "receive_until(max_bytes=...)")
+        with self._receive_guard:
+            self._check_receive()
+            await PASS
+            buffer = self._buffer
+            searched = 0  # no delimiter starts before this offset
+            while True:
+                index = buffer.find(delimiter, searched)
+                if 0 <= index <= max_bytes:
+                    data = bytes(buffer[:index])
+                    del buffer[: index + len(delimiter)]
+                    return data
+                if index > max_bytes or len(buffer) >= max_bytes + len(delimiter):
+                    raise DelimiterNotFound(
+                        f"receive_until() found no {delimiter!r} within max_bytes={max_bytes} "
+                        "bytes; raise max_bytes, or treat the peer as misbehaving"
+                    )
+                searched = max(0, len(buffer) - len(delimiter) + 1)
+                chunk = await self._receive_raw(DEFAULT_RECEIVE_SIZE)
+                if not chunk:
+                    partial = self._take(len(buffer))
+                    raise IncompleteRead(
+                        f"the peer closed the stream before {delimiter!r} arrived "
+                        f"({len(partial)} bytes without it); the message was cut short",
+                        partial,
+                    )
+                buffer += chunk
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        while chunk := await self.receive_some():
+            yield chunk
+
+
+def broken(exc: OSError, what: str) -> BrokenResourceError:
+    """The ``BrokenResourceError`` for a connection-level ``OSError``."""
+    reason = errno.errorcode.get(exc.errno or 0, "") or type(exc).__name__
+    error = BrokenResourceError(
+        f"{what} failed: the connection is broken ({reason}: {exc.strerror or exc}); "
+        "close the stream and reconnect"
+    )
+    error.__cause__ = exc
+    return error
+
+
+@final
+class SocketStream(_BufferedReceiver):
+    """A connected stream socket (TCP or Unix) as a byte stream.
+
+    Made by ``open_tcp_stream``, ``open_unix_stream`` and the servers, or
+    by hand from a connected ``socket.socket`` (which the stream then owns
+    and switches to non-blocking mode). TCP streams get ``TCP_NODELAY``.
+
+    Use it from asyncop coroutine tasks. One task may receive while
+    another sends; two tasks in the same direction raise
+    ``BusyResourceError``.
+    """
+
+    __slots__ = ("_closed", "_eof_sent", "_send_guard", "_socket")
+
+    def __init__(self, sock: socket.socket) -> None:
+        if not isinstance(sock, socket.socket):
+            raise TypeError(
+                f"SocketStream() needs a socket.socket, got {type(sock).__name__}; "
+                "use open_tcp_stream() to connect"
+            )
+        if sock.type != socket.SOCK_STREAM:
+            raise ValueError(
+                f"SocketStream() needs a SOCK_STREAM socket, got {sock.type!r}; "
+                "use open_udp_socket() for datagrams"
+            )
+        if sock.fileno() < 0:
+            raise ClosedResourceError("SocketStream() got a closed socket; connect a new one")
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # pragma: no cover - not every stream socket is TCP
+                pass
+        self._socket = sock
+        self._closed = False
+        self._eof_sent = False
+        self._init_receiver("stream")
+        self._send_guard = ConflictGuard(
+            "another task is already sending on this stream; send from one task at a "
+            "time (hand the data over with a Channel, or hold a Lock around send_all)"
+        )
+
+    @property
+    def socket(self) -> socket.socket:
+        """The underlying socket (non-blocking); do not read or write it directly."""
+        return self._socket
+
+    def _is_closed(self) -> bool:
+        return self._closed or self._socket.fileno() < 0
+
+    def _check_receive(self) -> None:
+        if self._closed:
+            raise ClosedResourceError("this stream was closed; open a new connection")
+
+    async def _receive_raw(self, max_bytes: int) -> bytes:
+        sock = self._socket
+        while True:
+            try:
+                return sock.recv(max_bytes)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if self._closed or sock.fileno() < 0:
+                    raise ClosedResourceError(
+                        "this stream was closed while receiving; open a new connection"
+                    ) from None
+                raise broken(exc, "receive_some()") from exc
+            await wait_ready(readable(sock), self._is_closed, "stream")
+            self._check_receive()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of ``data``, waiting for room in the socket as needed.
+
+        A cancellation point on entry and at every wait for room.
+
+        Raises:
+            ClosedResourceError: the stream was closed, or ``send_eof()``
+                was called.
+            BusyResourceError: another task is sending on this stream.
+            BrokenResourceError: the peer is gone (reset, or closed its side
+                for good).
+            Cancelled: the task was cancelled; a prefix of ``data`` may have
+                been sent (the exception's note says how much): close the
+                stream.
+        """
+        with self._send_guard:
+            self._check_send()
+            await PASS
+            view = memoryview(data).cast("B")
+            sock = self._socket
+            total, size = 0, len(view)
+            with view:
+                while total < size:
+                    try:
+                        total += sock.send(view[total:])
+                        continue
+                    except BlockingIOError:
+                        pass
+                    except OSError as exc:
+                        if self._closed or sock.fileno() < 0:
+                            raise ClosedResourceError(
+                                "this stream was closed while sending; open a new connection"
+                            ) from None
+                        raise broken(exc, f"send_all() after {total} of {size} bytes") from exc
+                    try:
+                        await wait_ready(writable(sock), self._is_closed, "stream")
+                    except Cancelled as exc:
+                        if total:
+                            exc.add_note(
+                                f"send_all() sent {total} of {size} bytes before the cancel"
+                            )
+                        raise
+                    self._check_send()
+
+    def _check_send(self) -> None:
+        if self._closed:
+            raise ClosedResourceError("this stream was closed; open a new connection")
+        if self._eof_sent:
+            raise ClosedResourceError(
+                "this stream already sent end-of-file with send_eof(); nothing more can be sent"
+            )
+
+    async def send_eof(self) -> None:
+        """Tell the peer no more data will be sent (a TCP half-close).
+
+        The stream can still receive. Calling it twice is harmless. A
+        cancellation point.
+
+        Raises:
+            ClosedResourceError: the stream was closed.
+            BusyResourceError: another task is sending on this stream.
+        """
+        with self._send_guard:
+            if self._closed:
+                raise ClosedResourceError("this stream was closed; open a new connection")
+            await PASS
+            if self._eof_sent:
+                return
+            self._eof_sent = True
+            try:
+                self._socket.shutdown(socket.SHUT_WR)
+            except OSError as exc:
+                if exc.errno != errno.ENOTCONN:  # the peer is gone already: EOF is moot
+                    raise broken(exc, "send_eof()") from exc
+
+    def close(self) -> None:
+        """Close the stream at once, from sync code (``aclose`` without the checkpoint)."""
+        if not self._closed:
+            self._closed = True
+            close_socket(self._socket)
+
+    def getsockname(self) -> Any:
+        """The local address."""
+        return self._socket.getsockname()
+
+    def getpeername(self) -> Any:
+        """The peer's address."""
+        return self._socket.getpeername()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<SocketStream closed>"
+        try:
+            return f"<SocketStream {self.getsockname()!r} -> {self.getpeername()!r}>"
+        except OSError:
+            return f"<SocketStream fd={self._socket.fileno()}>"

@@ -1,0 +1,248 @@
+"""asyncop.net over Unix-domain stream sockets and UDP."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop import BusyResourceError, Cancelled, ClosedResourceError
+from asyncop.net import (
+    UDPSocket,
+    open_udp_socket,
+    open_unix_listener,
+    open_unix_stream,
+    serve_unix,
+)
+
+from ._net import Status, finish
+
+pytestmark = [
+    pytest.mark.timeout(30),
+    pytest.mark.skipif(sys.platform == "win32", reason="Unix-domain sockets"),
+]
+
+
+@pytest.fixture
+def sock_path(tmp_path: Path) -> str:
+    return str(tmp_path / "server.sock")
+
+
+async def echo(stream: Any) -> None:
+    async for chunk in stream:
+        await stream.send_all(chunk)
+
+
+# -- Unix-domain streams -------------------------------------------------------------
+
+
+def test_serve_unix_and_open_unix_stream_echo_and_clean_up_the_file(
+    runtime: asyncop.Runtime, sock_path: str
+) -> None:
+    async def main() -> list[bytes]:
+        status = Status()
+        async with asyncop.scope() as s:
+            server = s.spawn(functools.partial(serve_unix, echo, sock_path, task_status=status))
+            await status.event.wait_async()
+            assert os.path.exists(sock_path)
+            replies = []
+            for text in (b"one", b"two"):
+                async with await open_unix_stream(sock_path) as stream:
+                    await stream.send_all(text)
+                    await stream.send_eof()
+                    replies.append(b"".join([chunk async for chunk in stream]))
+            server.cancel()
+        assert server.state is asyncop.OperationState.CANCELLED
+        return replies
+
+    assert runtime.run(main) == [b"one", b"two"]
+    assert not os.path.exists(sock_path)  # the listener removed its socket file
+    finish(runtime)
+
+
+def test_a_stale_socket_file_is_replaced_but_a_regular_file_is_not(
+    runtime: asyncop.Runtime, sock_path: str, tmp_path: Path
+) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(sock_path)
+    stale.close()  # the file stays behind, as after a crash
+    regular = tmp_path / "plain.txt"
+    regular.write_text("keep me")
+
+    async def main() -> None:
+        listener = await open_unix_listener(sock_path)
+        await listener.aclose()
+        with pytest.raises(FileExistsError, match="not a socket"):
+            await open_unix_listener(regular)
+
+    runtime.run(main)
+    assert regular.read_text() == "keep me"
+    finish(runtime)
+
+
+def test_a_listener_leaves_a_socket_file_another_server_took_over(
+    runtime: asyncop.Runtime, sock_path: str
+) -> None:
+    async def main() -> None:
+        first = await open_unix_listener(sock_path)
+        second = await open_unix_listener(sock_path)  # replaces the file
+        await first.aclose()
+        assert os.path.exists(sock_path)  # not first's file any more
+        await second.aclose()
+        assert not os.path.exists(sock_path)
+
+    runtime.run(main)
+    finish(runtime)
+
+
+def test_open_unix_stream_without_a_server_raises(runtime: asyncop.Runtime, sock_path: str) -> None:
+    async def main() -> None:
+        with pytest.raises(FileNotFoundError):
+            await open_unix_stream(sock_path)
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(sock_path)
+        stale.close()
+        with pytest.raises(ConnectionRefusedError):
+            await open_unix_stream(sock_path)
+        with pytest.raises(TypeError, match="path"):
+            await open_unix_stream(3)  # type: ignore[arg-type]
+
+    runtime.run(main)
+    finish(runtime)
+
+
+def test_cancelling_serve_unix_cancels_its_connections(
+    runtime: asyncop.Runtime, sock_path: str
+) -> None:
+    events: list[str] = []
+
+    async def handler(stream: Any) -> None:
+        events.append("start")
+        try:
+            await stream.receive_some()
+        except Cancelled:
+            events.append("cancelled")
+            raise
+
+    async def main() -> None:
+        status = Status()
+        async with asyncop.scope() as s:
+            server = s.spawn(functools.partial(serve_unix, handler, sock_path, task_status=status))
+            await status.event.wait_async()
+            client = await open_unix_stream(sock_path)
+            while not events:
+                await asyncop.sleep(0.01)
+            server.cancel()
+        assert await client.receive_some() == b""
+        await client.aclose()
+
+    runtime.run(main)
+    assert events == ["start", "cancelled"]
+    finish(runtime)
+
+
+# -- UDP ---------------------------------------------------------------------------------
+
+
+def test_udp_sockets_exchange_datagrams(runtime: asyncop.Runtime) -> None:
+    async def main() -> list[Any]:
+        async with (
+            await open_udp_socket("127.0.0.1") as a,
+            await open_udp_socket("127.0.0.1") as b,
+        ):
+            host, port = b.local_address
+            await a.sendto(b"first", host, port)
+            await a.sendto(b"second", "localhost", port)  # a name works too
+            got = [await b.recvfrom(), await b.recvfrom()]
+            _data, sender = got[0]
+            await b.sendto(b"reply", *sender)
+            got.append(await a.recvfrom())
+            return [(d, addr == a.local_address or addr == b.local_address) for d, addr in got]
+
+    assert runtime.run(main) == [(b"first", True), (b"second", True), (b"reply", True)]
+    finish(runtime)
+
+
+def test_udp_over_ipv6(runtime: asyncop.Runtime) -> None:
+    async def main() -> bytes:
+        async with await open_udp_socket("::1") as a, await open_udp_socket("::1") as b:
+            assert a.socket.family == socket.AF_INET6
+            await a.sendto(b"six", "::1", b.local_address[1])
+            data, _ = await b.recvfrom()
+            return data
+
+    assert runtime.run(main) == b"six"
+    finish(runtime)
+
+
+def test_recvfrom_cuts_to_max_bytes_and_async_for_yields_datagrams(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def main() -> list[bytes]:
+        async with await open_udp_socket("127.0.0.1") as a, await open_udp_socket() as b:
+            port = b.local_address[1]
+            for i in range(3):
+                await a.sendto(b"datagram %d" % i, "127.0.0.1", port)
+            first, _ = await b.recvfrom(4)
+            got = [first]
+            async for data, _addr in b:
+                got.append(data)
+                if len(got) == 3:
+                    break
+            return got
+
+    assert runtime.run(main) == [b"data", b"datagram 1", b"datagram 2"]
+    finish(runtime)
+
+
+def test_a_cancelled_recvfrom_takes_no_datagram_and_a_second_receiver_is_refused(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def main() -> bytes:
+        async with await open_udp_socket("127.0.0.1") as a, await open_udp_socket("127.0.0.1") as b:
+            async with asyncop.scope() as s:
+                waiting = s.spawn(b.recvfrom)
+                await asyncop.sleep(0.05)
+                with pytest.raises(BusyResourceError):
+                    await b.recvfrom()
+                waiting.cancel()
+            await a.sendto(b"kept", *b.local_address)
+            data, _ = await b.recvfrom()
+            return data
+
+    assert runtime.run(main) == b"kept"
+    finish(runtime)
+
+
+def test_closing_a_udp_socket_wakes_its_receiver(runtime: asyncop.Runtime) -> None:
+    async def receive(sock: UDPSocket) -> str:
+        try:
+            await sock.recvfrom()
+        except ClosedResourceError as exc:
+            return str(exc)
+        return "received"
+
+    async def main() -> str:
+        sock = await open_udp_socket("127.0.0.1")
+        async with asyncop.scope() as s:
+            waiting = s.spawn(receive, sock)
+            await asyncop.sleep(0.05)
+            await sock.aclose()
+        with pytest.raises(ClosedResourceError):
+            await sock.sendto(b"x", "127.0.0.1", 9)
+        result: str = waiting.result()
+        return result
+
+    assert "closed" in runtime.run(main)
+    finish(runtime)
+
+
+def test_udp_socket_refuses_a_stream_socket() -> None:
+    with socket.socket() as tcp, pytest.raises(TypeError, match="SOCK_DGRAM"):
+        UDPSocket(tcp)

@@ -1,0 +1,583 @@
+"""TLSStream against real peers: itself, Python's blocking ssl, curl and openssl."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop import BrokenResourceError, BusyResourceError, ClosedResourceError
+from asyncop.net import (
+    SocketStream,
+    TLSStream,
+    open_tcp_listeners,
+    open_tcp_stream,
+    serve_listeners,
+)
+
+from ._net import Status, finish
+
+trustme = pytest.importorskip("trustme")
+
+pytestmark = pytest.mark.timeout(60)
+
+HOST = "127.0.0.1"
+
+
+class Certs:
+    """A test authority, a certificate for localhost/127.0.0.1, and contexts that use them."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.ca = trustme.CA()
+        self.cert = self.ca.issue_cert("localhost", "127.0.0.1")
+        self.ca_file = tmp / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_file))
+        self.chain_file = tmp / "chain.pem"
+        self.cert.private_key_and_cert_chain_pem.write_to_path(str(self.chain_file))
+
+    def server_context(self, alpn: list[str] | None = None) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.cert.configure_cert(context)
+        if alpn:
+            context.set_alpn_protocols(alpn)
+        return context
+
+    def client_context(self, alpn: list[str] | None = None) -> ssl.SSLContext:
+        context = ssl.create_default_context()
+        self.ca.configure_trust(context)
+        if alpn:
+            context.set_alpn_protocols(alpn)
+        return context
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> Certs:
+    return Certs(tmp_path)
+
+
+async def start_server(
+    scope: asyncop.AsyncOperation, handler: Any, context: ssl.SSLContext
+) -> tuple[asyncop.AsyncOperation, int]:
+    """A TLS server in ``scope``; returns it and its port."""
+    listeners = await open_tcp_listeners(0, host=HOST)
+    status = Status()
+    server = scope.spawn(
+        functools.partial(
+            serve_listeners, handler, listeners, ssl_context=context, task_status=status
+        )
+    )
+    await status.event.wait_async()
+    port: int = listeners[0].socket.getsockname()[1]
+    return server, port
+
+
+class ThreadPeer:
+    """Run a blocking function with a listening socket in a thread; keep its result."""
+
+    def __init__(self, body: Callable[[socket.socket], Any]) -> None:
+        self.listener = socket.create_server((HOST, 0))
+        self.port = self.listener.getsockname()[1]
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(body,))
+        self.thread.start()
+
+    def _run(self, body: Callable[[socket.socket], Any]) -> None:
+        try:
+            self.result = body(self.listener)
+        except BaseException as exc:
+            self.error = exc
+
+    def join(self) -> Any:
+        self.thread.join(20)
+        assert not self.thread.is_alive()
+        self.listener.close()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+# -- asyncop on both ends --------------------------------------------------------------
+
+
+def test_client_and_server_exchange_data_over_tls(runtime: asyncop.Runtime, certs: Certs) -> None:
+    seen: dict[str, Any] = {}
+
+    async def handler(stream: Any) -> None:
+        seen["server_version"] = stream.version()
+        line = await stream.receive_until(b"\n", 1000)
+        await stream.send_all(line.upper() + b"\n")
+        await stream.send_all(await stream.receive_exactly(5))
+
+    async def main() -> list[bytes]:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream = await open_tcp_stream("localhost", port, ssl_context=certs.client_context())
+            async with stream:
+                assert isinstance(stream, TLSStream)
+                seen["client_version"] = stream.version()
+                seen["subject"] = stream.getpeercert()["subjectAltName"]
+                await stream.send_all(b"hello tls\nabcde")
+                got = [await stream.receive_until(b"\n", 1000), await stream.receive_exactly(5)]
+                got.append(await stream.receive_some())  # the server closed: end of stream
+            server.cancel()
+        return got
+
+    assert runtime.run(main) == [b"HELLO TLS", b"abcde", b""]
+    assert seen["client_version"] == seen["server_version"] == "TLSv1.3"
+    assert ("DNS", "localhost") in seen["subject"]
+    finish(runtime)
+
+
+def test_large_transfers_both_ways_at_once_from_two_tasks(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    payload = bytes(range(256)) * 20_000  # 5 MB
+
+    async def handler(stream: Any) -> None:
+        async with asyncop.scope() as s:
+            s.spawn(stream.send_all, payload)
+            received = await stream.receive_exactly(len(payload))
+        assert received == payload
+        await stream.send_all(b"!")
+
+    async def main() -> bytes:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream: Any = await open_tcp_stream(HOST, port, ssl_context=certs.client_context())
+            async with stream, asyncop.scope() as inner:
+                sender = inner.spawn(stream.send_all, payload)
+                got = await stream.receive_exactly(len(payload))
+                await sender
+                done = await stream.receive_exactly(1)
+            server.cancel()
+        assert got == payload
+        return bytes(done)
+
+    assert runtime.run(main) == b"!"
+    finish(runtime)
+
+
+def test_two_tasks_receiving_on_one_tls_stream_get_busy_resource_error(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def handler(stream: Any) -> None:
+        await stream.receive_some()
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream: Any = await open_tcp_stream(HOST, port, ssl_context=certs.client_context())
+            async with stream, asyncop.scope() as inner:
+                first = inner.spawn(stream.receive_some)
+                await asyncop.sleep(0.05)
+                with pytest.raises(BusyResourceError):
+                    await stream.receive_some()
+                await stream.send_all(b"bye")
+                assert await first == b""
+            server.cancel()
+
+    runtime.run(main)
+    finish(runtime)
+
+
+def test_unwrap_hands_back_the_transport_for_plaintext(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def handler(stream: Any) -> None:
+        assert await stream.receive_some() == b"unwrap please"
+        transport, trailing = await stream.unwrap()
+        assert trailing == b""
+        await transport.send_all(b"plain again")
+
+    async def main() -> bytes:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream: Any = await open_tcp_stream(HOST, port, ssl_context=certs.client_context())
+            await stream.send_all(b"unwrap please")
+            transport, trailing = await stream.unwrap()
+            assert isinstance(transport, SocketStream)
+            with pytest.raises(ClosedResourceError, match="unwrapped"):
+                await stream.receive_some()
+            async with transport:
+                data = trailing + await transport.receive_exactly(
+                    len(b"plain again") - len(trailing)
+                )
+            server.cancel()
+        return data
+
+    assert runtime.run(main) == b"plain again"
+    finish(runtime)
+
+
+def test_a_cancelled_handshake_breaks_the_stream_and_leaves_nothing(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def main() -> None:
+        with socket.create_server((HOST, 0)) as silent:  # accepts, never answers
+            raw = await open_tcp_stream(HOST, silent.getsockname()[1])
+            tls = TLSStream.wrap(
+                raw, ssl_context=certs.client_context(), server_hostname="localhost"
+            )
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.1):
+                    await tls.do_handshake()
+            with pytest.raises(BrokenResourceError):
+                await tls.send_all(b"x")
+            await tls.aclose()
+            assert raw.socket.fileno() == -1
+
+    runtime.run(main)
+    finish(runtime)
+
+
+def test_wrap_checks_its_arguments(certs: Certs) -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        stream = SocketStream(a)
+        with pytest.raises(TypeError, match="SSLContext"):
+            TLSStream.wrap(stream, ssl_context="tls")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="receive_some"):
+            TLSStream.wrap(b, ssl_context=certs.client_context(), server_hostname="x")
+        with pytest.raises(ValueError, match="server_hostname"):
+            TLSStream.wrap(stream, ssl_context=certs.client_context())
+        with pytest.raises(ValueError, match="server_side"):
+            TLSStream.wrap(
+                stream, ssl_context=certs.server_context(), server_side=True, server_hostname="x"
+            )
+
+
+# -- certificate checks ------------------------------------------------------------------
+
+
+def test_an_untrusted_certificate_fails_with_a_clear_error(
+    runtime: asyncop.Runtime, certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def handler(stream: Any) -> None:
+        raise AssertionError("the handler must not run after a failed handshake")
+
+    async def main() -> ssl.SSLCertVerificationError:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stranger = ssl.create_default_context()  # does not trust the test authority
+            with pytest.raises(ssl.SSLCertVerificationError) as info:
+                await open_tcp_stream("localhost", port, ssl_context=stranger)
+            await asyncop.sleep(0.1)
+            server.cancel()
+        return info.value
+
+    with caplog.at_level(logging.WARNING, logger="asyncop.net"):
+        error = runtime.run(main)
+    assert "certificate of 'localhost' is not trusted" in str(error)
+    assert "load_verify_locations" in str(error)
+    assert error.verify_code == 20  # unable to get local issuer certificate
+    assert any("TLS handshake" in r.getMessage() for r in caplog.records)
+    finish(runtime)
+
+
+def test_a_hostname_mismatch_fails_naming_the_host(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def handler(stream: Any) -> None:
+        await stream.receive_some()
+
+    async def main() -> str:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            with pytest.raises(ssl.SSLCertVerificationError) as info:
+                await open_tcp_stream(
+                    HOST, port, ssl_context=certs.client_context(), server_hostname="example.org"
+                )
+            server.cancel()
+        return str(info.value)
+
+    message = runtime.run(main)
+    assert "not valid for 'example.org'" in message
+    finish(runtime)
+
+
+def test_alpn_picks_the_protocol_both_sides_speak(runtime: asyncop.Runtime, certs: Certs) -> None:
+    chosen: list[str | None] = []
+
+    async def handler(stream: Any) -> None:
+        await stream.do_handshake()
+        chosen.append(stream.selected_alpn_protocol())
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context(alpn=["http/1.1"]))
+            stream: Any = await open_tcp_stream(
+                HOST, port, ssl_context=certs.client_context(alpn=["h2", "http/1.1"])
+            )
+            async with stream:
+                chosen.append(stream.selected_alpn_protocol())
+                assert await stream.receive_some() == b""
+            server.cancel()
+
+    runtime.run(main)
+    assert chosen == ["http/1.1", "http/1.1"]
+    finish(runtime)
+
+
+# -- Python's blocking ssl as the peer --------------------------------------------------
+
+
+def test_client_against_a_blocking_ssl_server_that_closes_without_close_notify(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    def serve(listener: socket.socket) -> bytes:
+        raw, _ = listener.accept()
+        with certs.server_context().wrap_socket(raw, server_side=True) as tls:
+            request = tls.recv(100)
+            tls.sendall(b"reply to " + request)
+        # SSLSocket.close() sends no close_notify: a bare TCP close.
+        return request
+
+    peer = ThreadPeer(serve)
+
+    async def main() -> list[bytes]:
+        stream: Any = await open_tcp_stream(HOST, peer.port, ssl_context=certs.client_context())
+        async with stream:
+            await stream.send_all(b"ping")
+            return [chunk async for chunk in stream]  # ends quietly: treated as EOF
+
+    assert b"".join(runtime.run(main)) == b"reply to ping"
+    assert peer.join() == b"ping"
+    finish(runtime)
+
+
+def test_client_sees_a_clean_close_notify_as_end_of_stream(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    def serve(listener: socket.socket) -> None:
+        raw, _ = listener.accept()
+        tls = certs.server_context().wrap_socket(raw, server_side=True)
+        tls.sendall(b"goodbye")
+        tls.unwrap().close()  # close_notify first
+
+    peer = ThreadPeer(serve)
+
+    async def main() -> list[bytes]:
+        stream: Any = await open_tcp_stream(HOST, peer.port, ssl_context=certs.client_context())
+        async with stream:
+            got = [await stream.receive_exactly(7), await stream.receive_some()]
+            got.append(await stream.receive_some())
+            return got
+
+    assert runtime.run(main) == [b"goodbye", b"", b""]
+    peer.join()
+    finish(runtime)
+
+
+def test_aclose_sends_close_notify_to_a_blocking_ssl_client(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    results: list[Any] = []
+
+    def client(port: int) -> None:
+        raw = socket.create_connection((HOST, port), timeout=10)
+        context = certs.client_context()
+        with context.wrap_socket(
+            raw, server_hostname="localhost", suppress_ragged_eofs=False
+        ) as tls:
+            tls.sendall(b"question")
+            data = b""
+            while chunk := tls.recv(100):  # a ragged EOF would raise SSLEOFError
+                data += chunk
+            results.append(data)
+
+    async def handler(stream: Any) -> None:
+        question = await stream.receive_some()
+        await stream.send_all(b"answer to " + question)
+        # returning closes the stream: close_notify, then the TCP close
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            await asyncop.spawn_blocking(client, port)
+            server.cancel()
+
+    runtime.run(main)
+    assert results == [b"answer to question"]
+    finish(runtime)
+
+
+# -- curl and openssl as peers --------------------------------------------------------
+
+
+needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+
+
+async def http_handler(stream: Any) -> None:
+    head = await stream.receive_until(b"\r\n\r\n", 65536)
+    path = head.split(b" ")[1]
+    body = b"you asked for " + path + b" over " + str(stream.selected_alpn_protocol()).encode()
+    await stream.send_all(
+        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+@needs_curl
+def test_curl_fetches_a_page_over_tls_with_alpn(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with asyncop.scope() as s:
+            server, port = await start_server(
+                s, http_handler, certs.server_context(alpn=["h2", "http/1.1"])
+            )
+            done: subprocess.CompletedProcess[str] = await asyncop.spawn_blocking(
+                functools.partial(
+                    subprocess.run,
+                    [
+                        "curl",
+                        "-sS",
+                        "--http1.1",
+                        "--cacert",
+                        str(certs.ca_file),
+                        f"https://localhost:{port}/page",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+            )
+            server.cancel()
+        return done
+
+    done = runtime.run(main)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "you asked for /page over http/1.1"
+    finish(runtime)
+
+
+@needs_curl
+def test_curl_refuses_a_certificate_it_does_not_trust(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, http_handler, certs.server_context())
+            done: subprocess.CompletedProcess[str] = await asyncop.spawn_blocking(
+                functools.partial(
+                    subprocess.run,
+                    ["curl", "-sS", f"https://localhost:{port}/"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+            )
+            server.cancel()
+        return done
+
+    done = runtime.run(main)
+    assert done.returncode == 60, done.stderr  # peer certificate cannot be authenticated
+    finish(runtime)
+
+
+@needs_openssl
+def test_openssl_s_client_talks_to_the_server(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def handler(stream: Any) -> None:
+        line = await stream.receive_until(b"\n", 100)
+        await stream.send_all(
+            b"echo: " + line + b" via " + str(stream.selected_alpn_protocol()).encode() + b"\n"
+        )
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context(alpn=["http/1.1"]))
+            done: subprocess.CompletedProcess[str] = await asyncop.spawn_blocking(
+                functools.partial(
+                    subprocess.run,
+                    [
+                        "openssl",
+                        "s_client",
+                        "-connect",
+                        f"{HOST}:{port}",
+                        "-servername",
+                        "localhost",
+                        "-CAfile",
+                        str(certs.ca_file),
+                        "-verify_return_error",
+                        "-alpn",
+                        "http/1.1",
+                        "-quiet",
+                    ],
+                    input="hello openssl\n",
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+            )
+            server.cancel()
+        return done
+
+    done = runtime.run(main)
+    assert "echo: hello openssl via http/1.1" in done.stdout, done.stderr
+    finish(runtime)
+
+
+@pytest.fixture
+def s_server(certs: Certs) -> Iterator[int]:
+    """``openssl s_server -rev`` (it sends each line back reversed) on a free port."""
+    with socket.create_server((HOST, 0)) as probe:
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            "openssl",
+            "s_server",
+            "-accept",
+            f"{HOST}:{port}",
+            "-cert",
+            str(certs.chain_file),
+            "-alpn",
+            "http/1.1",
+            "-rev",
+            "-naccept",
+            "1",
+            "-quiet",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # listening once the port cannot be bound (no connection spent)
+            with socket.socket() as probe:
+                try:
+                    probe.bind((HOST, port))
+                except OSError:
+                    break
+            assert time.monotonic() < deadline, "openssl s_server did not start"
+            time.sleep(0.05)
+        yield port
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+@needs_openssl
+def test_client_against_openssl_s_server(
+    runtime: asyncop.Runtime, certs: Certs, s_server: int
+) -> None:
+    async def main() -> tuple[bytes, str | None]:
+        context = certs.client_context(alpn=["http/1.1"])
+        stream: Any = await open_tcp_stream(HOST, s_server, ssl_context=context)
+        async with stream:
+            await stream.send_all(b"stressed\n")
+            reply = await stream.receive_until(b"\n", 100)
+            return reply, stream.selected_alpn_protocol()
+
+    reply, alpn = runtime.run(main)
+    assert reply.strip() == b"desserts"
+    assert alpn == "http/1.1"
+    finish(runtime)
