@@ -425,3 +425,190 @@ def test_a_slow_start_is_not_mistaken_for_an_exit(rt: asyncop.Runtime) -> None:
 
     elapsed, code = run(rt, main)
     assert code == 0 and elapsed >= 0.3
+
+
+# -- cancellation: terminate, grace, kill, reap ---------------------------------------
+
+IGNORE_SIGTERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+EXIT_7_ON_SIGTERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+async def _started(process: Process) -> None:
+    """Wait for the child's 'ready' line: its signal handlers are in place."""
+    assert process.stdout is not None
+    assert await process.stdout.receive_until(b"\n", 100) == b"ready"
+
+
+async def _cancel_wait_after(process: Process, seconds: float) -> float:
+    """Wait for ``process`` under a timeout; returns how long the cancelled wait took."""
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        async with asyncop.scope(timeout=seconds):
+            await process.wait()
+    elapsed = time.monotonic() - start
+    # The operation ended only after the reap: the pid is gone already.
+    assert process.pid not in child_pids()
+    return elapsed
+
+
+def test_cancelled_run_process_stops_the_process_and_reaps_it(rt: asyncop.Runtime) -> None:
+    async def main() -> float:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2):
+                await run_process(["sleep", "60"])
+        return time.monotonic() - start
+
+    assert run(rt, main) < 5.0  # SIGTERM ended sleep: no grace period was needed
+
+
+def test_cancelled_wait_terminates_first(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int | None]:
+        async with open_process(python(EXIT_7_ON_SIGTERM), stdin=DEVNULL) as process:
+            await _started(process)
+            elapsed = await _cancel_wait_after(process, 0.1)
+        return elapsed, process.returncode
+
+    elapsed, code = run(rt, main)
+    assert code == 7  # its SIGTERM handler ran: it was asked, not killed
+    assert elapsed < 4.0
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_kill_grace(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int | None]:
+        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
+        async with process:
+            await _started(process)
+            elapsed = await _cancel_wait_after(process, 0.1)
+        return elapsed, process.returncode
+
+    elapsed, code = run(rt, main)
+    assert code == -signal.SIGKILL
+    assert 0.55 <= elapsed < 4.5
+
+
+def test_kill_grace_zero_kills_at_once(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int | None]:
+        process = open_process(python(EXIT_7_ON_SIGTERM), stdin=DEVNULL, kill_grace=0)
+        async with process:
+            await _started(process)
+            elapsed = await _cancel_wait_after(process, 0.1)
+        return elapsed, process.returncode
+
+    elapsed, code = run(rt, main)
+    assert code == -signal.SIGKILL  # never got the SIGTERM it would have handled
+    assert elapsed < 4.0
+
+
+def test_kill_grace_none_waits_as_long_as_the_process_takes(rt: asyncop.Runtime) -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1.0), sys.exit(3)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+    async def main() -> tuple[float, int | None]:
+        process = open_process(python(code), stdin=DEVNULL, kill_grace=None)
+        async with process:
+            await _started(process)
+            elapsed = await _cancel_wait_after(process, 0.1)
+        return elapsed, process.returncode
+
+    elapsed, status = run(rt, main)
+    assert status == 3
+    assert elapsed >= 1.0
+
+
+def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int | None, asyncop.OperationState]:
+        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
+        await _started(process)
+        start = time.monotonic()
+        async with asyncop.scope() as s:
+            waiter = s.spawn(process.wait)
+            await wait_all_blocked()
+            waiter.cancel("first")
+            await asyncop.sleep(0.1)
+            s.cancel("second, from above")
+        elapsed = time.monotonic() - start
+        assert process.pid not in child_pids()
+        await process.aclose()
+        return elapsed, process.returncode, waiter.state
+
+    elapsed, code, state = run(rt, main)
+    assert state is asyncop.OperationState.CANCELLED
+    assert code == -signal.SIGKILL
+    assert elapsed >= 0.5
+
+
+def test_cancel_while_feeding_input_stops_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        # sleep never reads: feeding blocks once the pipe is full.
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2):
+                await run_process(["sleep", "60"], input=b"x" * (1 << 22))
+
+    run(rt, main)
+
+
+def test_leaving_async_with_under_a_cancel_stops_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> int | None:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2), open_process(["sleep", "60"]) as process:
+                pass  # the exit closes the pipes and waits, and is cancelled there
+        assert process.pid not in child_pids()
+        return process.returncode
+
+    assert run(rt, main) == -signal.SIGTERM
+
+
+def test_an_error_in_the_async_with_body_closes_the_pipes_and_waits(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> Process:
+        with pytest.raises(ZeroDivisionError):
+            async with open_process(["cat"]) as process:
+                1 / 0  # noqa: B018 - the error under test
+        return process
+
+    process = run(rt, main)
+    assert process.returncode == 0  # cat saw the end of its input and exited
+    assert process.stdin is not None and process.stdin.fileno() == -1
+
+
+def test_without_pidfd_a_cancel_still_kills_and_reaps(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_process, "use_pidfd", False)
+
+    async def main() -> tuple[float, int | None]:
+        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.3)
+        async with process:
+            await _started(process)
+            elapsed = await _cancel_wait_after(process, 0.1)
+        return elapsed, process.returncode
+
+    elapsed, code = run(rt, main)  # the rt fixture checks the waiter thread ended
+    assert code == -signal.SIGKILL
+    assert 0.35 <= elapsed < 4.5
+
+
+def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.3) as s:
+                for _ in range(20):
+                    s.spawn(run_process, ["sleep", "60"])
+
+    run(rt, main)
