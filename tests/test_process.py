@@ -449,16 +449,23 @@ async def _started(process: Process) -> None:
     assert await process.stdout.receive_until(b"\n", 100) == b"ready"
 
 
-async def _cancel_wait_after(process: Process, seconds: float) -> float:
-    """Wait for ``process`` under a timeout; returns how long the cancelled wait took."""
-    start = time.monotonic()
-    with pytest.raises(TimeoutError):
-        async with asyncop.scope(timeout=seconds):
-            await process.wait()
-    elapsed = time.monotonic() - start
-    # The operation ended only after the reap: the pid is gone already.
-    assert process.pid not in child_pids()
-    return elapsed
+def _cancel_wait(rt: asyncop.Runtime, code: str, **options: Any) -> tuple[float, int | None]:
+    """Start ``code``, cancel a wait for it once it is ready; (seconds the wait took, status)."""
+
+    async def main() -> tuple[float, int | None]:
+        async with open_process(python(code), stdin=DEVNULL, **options) as process:
+            await _started(process)
+            start = time.monotonic()
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.1):
+                    await process.wait()
+            elapsed = time.monotonic() - start
+            # The operation ended only after the reap: the pid is gone already.
+            assert process.pid not in child_pids()
+        return elapsed, process.returncode
+
+    result: tuple[float, int | None] = run(rt, main)
+    return result
 
 
 def test_cancelled_run_process_stops_the_process_and_reaps_it(rt: asyncop.Runtime) -> None:
@@ -473,39 +480,19 @@ def test_cancelled_run_process_stops_the_process_and_reaps_it(rt: asyncop.Runtim
 
 
 def test_cancelled_wait_terminates_first(rt: asyncop.Runtime) -> None:
-    async def main() -> tuple[float, int | None]:
-        async with open_process(python(EXIT_7_ON_SIGTERM), stdin=DEVNULL) as process:
-            await _started(process)
-            elapsed = await _cancel_wait_after(process, 0.1)
-        return elapsed, process.returncode
-
-    elapsed, code = run(rt, main)
+    elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM)
     assert code == 7  # its SIGTERM handler ran: it was asked, not killed
     assert elapsed < 4.0
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_kill_grace(rt: asyncop.Runtime) -> None:
-    async def main() -> tuple[float, int | None]:
-        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
-        async with process:
-            await _started(process)
-            elapsed = await _cancel_wait_after(process, 0.1)
-        return elapsed, process.returncode
-
-    elapsed, code = run(rt, main)
+    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
     assert code == -signal.SIGKILL
     assert 0.55 <= elapsed < 4.5
 
 
 def test_kill_grace_zero_kills_at_once(rt: asyncop.Runtime) -> None:
-    async def main() -> tuple[float, int | None]:
-        process = open_process(python(EXIT_7_ON_SIGTERM), stdin=DEVNULL, kill_grace=0)
-        async with process:
-            await _started(process)
-            elapsed = await _cancel_wait_after(process, 0.1)
-        return elapsed, process.returncode
-
-    elapsed, code = run(rt, main)
+    elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM, kill_grace=0)
     assert code == -signal.SIGKILL  # never got the SIGTERM it would have handled
     assert elapsed < 4.0
 
@@ -517,15 +504,7 @@ def test_kill_grace_none_waits_as_long_as_the_process_takes(rt: asyncop.Runtime)
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-
-    async def main() -> tuple[float, int | None]:
-        process = open_process(python(code), stdin=DEVNULL, kill_grace=None)
-        async with process:
-            await _started(process)
-            elapsed = await _cancel_wait_after(process, 0.1)
-        return elapsed, process.returncode
-
-    elapsed, status = run(rt, main)
+    elapsed, status = _cancel_wait(rt, code, kill_grace=None)
     assert status == 3
     assert elapsed >= 1.0
 
@@ -591,16 +570,8 @@ def test_without_pidfd_a_cancel_still_kills_and_reaps(
     rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_process, "use_pidfd", False)
-
-    async def main() -> tuple[float, int | None]:
-        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.3)
-        async with process:
-            await _started(process)
-            elapsed = await _cancel_wait_after(process, 0.1)
-        return elapsed, process.returncode
-
-    elapsed, code = run(rt, main)  # the rt fixture checks the waiter thread ended
-    assert code == -signal.SIGKILL
+    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
+    assert code == -signal.SIGKILL  # the rt fixture checks the waiter thread ended
     assert 0.35 <= elapsed < 4.5
 
 
