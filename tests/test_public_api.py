@@ -54,6 +54,7 @@ TOP_LEVEL = {
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
+PROCESS = {"run_process", "open_process", "Process", "PipeStream", "PIPE", "DEVNULL", "STDOUT"}
 
 
 def test_every_contract_name_is_exported_from_asyncop() -> None:
@@ -74,6 +75,15 @@ def test_lowlevel_and_testing_modules_export_their_contract_names() -> None:
     assert sorted(n for n in LOWLEVEL if not hasattr(asyncop.lowlevel, n)) == []
     assert sorted(n for n in TESTING if not hasattr(asyncop.testing, n)) == []
     assert asyncop.lowlevel.WakerStatus is asyncop.WakerStatus
+
+
+def test_process_module_exports_its_contract_names() -> None:
+    import asyncop.process
+
+    assert set(asyncop.process.__all__) == PROCESS
+    assert sorted(n for n in PROCESS if not hasattr(asyncop.process, n)) == []
+    assert asyncop.process.Process.__module__ == "asyncop.process"
+    assert asyncop.process.run_process.__module__ == "asyncop.process"
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:

@@ -44,6 +44,7 @@ MODULES = (
     "asyncop.testing",
     "asyncop.net",
     "asyncop.fs",
+    "asyncop.process",
     "asyncop.anyio",
 )
 

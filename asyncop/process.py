@@ -1,0 +1,36 @@
+"""Child processes: run a command, or talk to one over pipes.
+
+::
+
+    import asyncop
+    from asyncop.process import open_process, run_process
+
+    async def main():
+        result = await run_process(["git", "rev-parse", "HEAD"])
+        print(result.stdout.decode().strip())
+
+        async with open_process(["cat"]) as process:
+            await process.stdin.send_all(b"hello\\n")
+            await process.stdin.send_eof()
+            print(await process.stdout.receive_until(b"\\n", 1024))
+
+An operation that waits for a process ends only once the process has been
+reaped. Cancelling the wait sends ``SIGTERM``, then ``SIGKILL`` after
+``kill_grace`` seconds (5 by default), and waits for the process to go.
+"""
+
+from __future__ import annotations
+
+from subprocess import DEVNULL as DEVNULL
+from subprocess import PIPE as PIPE
+from subprocess import STDOUT as STDOUT
+
+from ._exports import publish as _publish
+from .runtime._process import PipeStream as PipeStream
+from .runtime._process import Process as Process
+from .runtime._process import open_process as open_process
+from .runtime._process import run_process as run_process
+
+__all__ = ["DEVNULL", "PIPE", "STDOUT", "PipeStream", "Process", "open_process", "run_process"]
+
+_publish("asyncop.process", globals(), __all__)

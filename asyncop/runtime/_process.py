@@ -1,0 +1,755 @@
+"""Child processes as operations: spawn, talk over pipes, wait, and never leak.
+
+Why it looks like this
+----------------------
+A child process is a resource that outlives any Python object: when a
+program forgets one, it keeps running, and when it has exited and nobody
+reaps it, it stays in the process table as a zombie. Structured concurrency
+promises that an operation does not end before the work it started, so the
+rule here is strict: **an operation that waits for a process ends only when
+that process has been reaped**, whether the wait ended normally, by a
+failure, or by a cancel.
+
+Cancelling a wait therefore does not abandon the child. It asks it to stop
+(``SIGTERM``), gives it ``kill_grace`` seconds to clean up, then kills it
+(``SIGKILL``), and waits for it to be gone, all inside a shielded scope so
+that the cancel that started the stop cannot interrupt it. Only then does the
+``Cancelled`` go on. This is trio's ``run_process`` policy; the grace period
+is settable per process.
+
+Waiting without a thread
+------------------------
+On Linux, ``os.pidfd_open(pid)`` gives a descriptor that becomes readable
+when the process exits, so waiting for a process is one ``await
+readable(pidfd)`` in the same multiplexer as the sockets: no thread per
+process. After it fires, ``Popen.poll()`` reaps the child (``waitpid`` with
+``WNOHANG``), which also sets ``Popen.returncode``; the pidfd is closed
+after that. ``subprocess.Popen`` only reaps in ``poll()`` and ``wait()``, so
+nothing else steals the exit status from us. Where there is no pidfd (other
+systems, old kernels, sandboxes that forbid it) one blocking-call thread per
+waiting process runs ``Popen.wait()``; it is abandoned on cancel and ends
+by itself once the killed process is reaped.
+
+Several tasks may wait for one process; an ``asyncop.Lock`` lets one of them
+watch the pidfd at a time (the reactor takes one waiter per descriptor), and
+the others find the exit status when they get the lock.
+
+Pipes
+-----
+The pipes to the child are made here (``os.pipe``), not by ``Popen``, so the
+parent's ends are raw non-blocking descriptors from the start. Each is a
+:class:`PipeStream` with the method names of the socket streams
+(``receive_some``, ``send_all``, ``receive_until``...): the task tries the
+``read``/``write`` and, on ``BlockingIOError``, awaits ``readable`` or
+``writable`` and tries again. Closing a stream calls ``notify_closing``
+first, so a task parked on it wakes with ``ClosedResourceError`` instead of
+waiting on a number the OS may reuse.
+
+Commands follow trio's rules: with ``shell=False`` (the default) the command
+is a sequence ``[program, arg, ...]`` and a string is refused, because a
+string would silently be taken as the name of one program; with
+``shell=True`` it is one string for ``/bin/sh -c``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import IO, Any, Final, final
+
+from ..operations import (
+    BrokenResourceError,
+    BusyResourceError,
+    Cancelled,
+    ClosedResourceError,
+)
+from ..platform import check_timeout
+from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking, writable
+from ._scope import scope
+from ._sync import Lock
+
+__all__ = ["PipeStream", "Process", "open_process", "run_process"]
+
+PIPE: Final = subprocess.PIPE
+DEVNULL: Final = subprocess.DEVNULL
+STDOUT: Final = subprocess.STDOUT
+
+# Linux's pidfd lets the multiplexer watch for the exit; tests turn it off to
+# cover the thread fallback that other systems use.
+use_pidfd: bool = hasattr(os, "pidfd_open")
+
+_CHUNK = 65536
+
+Command = str | bytes | os.PathLike[str] | os.PathLike[bytes] | Sequence[Any]
+StdSpec = int | IO[Any] | None
+
+
+# -- pipe streams -----------------------------------------------------------------
+
+
+@final
+class PipeStream:
+    """One end of an OS pipe as a byte stream: the write end or the read end.
+
+    The stream owns the descriptor and switches it to non-blocking mode. The
+    methods have the names of the socket streams; the read end receives and
+    the write end sends (the other direction raises RuntimeError).
+    ``Process.stdin`` is a write end, ``stdout`` and ``stderr`` are read
+    ends. Two tasks receiving (or two sending) at once get
+    ``BusyResourceError``.
+    """
+
+    __slots__ = ("_buffer", "_fd", "_name", "_receiving", "_sending", "_writable")
+
+    def __init__(self, fd: int, *, writable: bool, name: str | None = None) -> None:
+        """Wrap ``fd``, which the stream then owns and closes.
+
+        Args:
+            fd: an open pipe descriptor.
+            writable: True for a write end, False for a read end.
+            name: shown in ``repr`` and error messages.
+        """
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._writable = writable
+        self._name = name if name is not None else f"pipe fd {fd}"
+        self._buffer = bytearray()  # received, not yet handed out (read end)
+        # Conflict detectors: a non-blocking acquire is atomic across threads,
+        # so two tasks on parallel workers cannot both get in.
+        self._receiving = threading.Lock()
+        self._sending = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = f"fd {self._fd}" if self._fd >= 0 else "closed"
+        end = "write end" if self._writable else "read end"
+        return f"<PipeStream {self._name} ({end}, {state})>"
+
+    def fileno(self) -> int:
+        """The descriptor, or -1 once closed."""
+        return self._fd
+
+    # -- checks ---------------------------------------------------------------
+
+    def _open_fd(self, what: str) -> int:
+        fd = self._fd
+        if fd < 0:
+            raise ClosedResourceError(
+                f"{what} on {self._name}, which is closed; open a new stream to go on"
+            )
+        return fd
+
+    def _need(self, writable: bool, what: str) -> None:
+        if self._writable is not writable:
+            if writable:
+                raise RuntimeError(
+                    f"{what} on {self._name}, which is the read end of a pipe; "
+                    "send to the process through its stdin stream instead"
+                )
+            raise RuntimeError(
+                f"{what} on {self._name}, which is the write end of a pipe; "
+                "receive from the process through its stdout or stderr stream instead"
+            )
+
+    def _enter(self, guard: threading.Lock, what: str) -> None:
+        if not guard.acquire(False):
+            verb = "sending on" if guard is self._sending else "receiving from"
+            raise BusyResourceError(
+                f"{what}: another task is already {verb} {self._name}; "
+                "let one task do it, or hand the data over a Channel"
+            )
+
+    # -- receiving ------------------------------------------------------------
+
+    async def _fill(self, max_bytes: int, what: str) -> bool:
+        """Read once into the buffer, waiting for data; False at end of stream."""
+        while True:
+            fd = self._open_fd(what)
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                await readable(fd)
+                continue
+            if not data:
+                return False
+            self._buffer += data
+            return True
+
+    def _take(self, count: int) -> bytes:
+        data = bytes(self._buffer[:count])
+        del self._buffer[:count]
+        return data
+
+    async def receive_some(self, max_bytes: int = _CHUNK) -> bytes:
+        """Receive up to ``max_bytes`` bytes, waiting until at least one is there.
+
+        A cancellation point; a cancel takes no bytes from the pipe.
+
+        Returns:
+            The bytes, or ``b""`` once the writer has closed its end.
+
+        Raises:
+            ClosedResourceError: the stream is closed (also when another task
+                closes it during the wait).
+            BusyResourceError: another task is receiving from this stream.
+            RuntimeError: this is the write end.
+            ValueError: ``max_bytes`` is less than 1.
+        """
+        what = "receive_some()"
+        self._need(False, what)
+        if max_bytes < 1:
+            raise ValueError(f"receive_some() got max_bytes={max_bytes}; pass 1 or more")
+        self._enter(self._receiving, what)
+        try:
+            await checkpoint()
+            if not self._buffer and not await self._fill(max_bytes, what):
+                return b""
+            return self._take(max_bytes)
+        finally:
+            self._receiving.release()
+
+    async def receive_exactly(self, n: int) -> bytes:
+        """Receive exactly ``n`` bytes.
+
+        A cancellation point; bytes read before a cancel stay in the stream
+        for the next receive.
+
+        Raises:
+            EOFError: the writer closed its end first; what arrived stays in
+                the stream.
+            ClosedResourceError, BusyResourceError, RuntimeError: as for
+                ``receive_some``.
+            ValueError: ``n`` is negative.
+        """
+        what = "receive_exactly()"
+        self._need(False, what)
+        if n < 0:
+            raise ValueError(f"receive_exactly() got n={n}; pass 0 or more")
+        self._enter(self._receiving, what)
+        try:
+            await checkpoint()
+            while len(self._buffer) < n:
+                if not await self._fill(max(_CHUNK, n - len(self._buffer)), what):
+                    raise EOFError(
+                        f"{self._name} ended after {len(self._buffer)} of the {n} bytes "
+                        "receive_exactly() wanted"
+                    )
+            return self._take(n)
+        finally:
+            self._receiving.release()
+
+    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
+        """Receive up to ``delimiter``; return what came before it.
+
+        The delimiter is consumed and not returned. A cancellation point;
+        bytes read before a cancel stay in the stream.
+
+        Raises:
+            ValueError: ``max_bytes`` bytes arrived without the delimiter (they
+                stay in the stream), or the delimiter is empty.
+            EOFError: the writer closed its end before the delimiter came.
+            ClosedResourceError, BusyResourceError, RuntimeError: as for
+                ``receive_some``.
+        """
+        what = "receive_until()"
+        self._need(False, what)
+        if not delimiter:
+            raise ValueError("receive_until() got an empty delimiter; pass e.g. b'\\n'")
+        self._enter(self._receiving, what)
+        try:
+            await checkpoint()
+            offset = 0
+            while True:
+                index = self._buffer.find(delimiter, offset)
+                if index >= 0:
+                    found = self._take(index)
+                    del self._buffer[: len(delimiter)]
+                    return found
+                if len(self._buffer) >= max_bytes:
+                    raise ValueError(
+                        f"receive_until() read {len(self._buffer)} bytes from {self._name} "
+                        f"without finding {delimiter!r} within max_bytes={max_bytes}; "
+                        "raise the limit or read with receive_some()"
+                    )
+                # Only the tail can hold the start of a delimiter split by the read.
+                offset = max(len(self._buffer) - len(delimiter) + 1, 0)
+                if not await self._fill(_CHUNK, what):
+                    raise EOFError(
+                        f"{self._name} ended after {len(self._buffer)} bytes, before "
+                        f"the delimiter {delimiter!r}"
+                    )
+        finally:
+            self._receiving.release()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        """``async for chunk in stream``: each ``receive_some()`` until end of stream."""
+        data = await self.receive_some()
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+    # -- sending --------------------------------------------------------------
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of ``data``, waiting for room in the pipe as needed.
+
+        A cancellation point. A cancel while waiting for room leaves a prefix
+        of ``data`` sent; the ``Cancelled`` carries a note saying how much.
+
+        Raises:
+            BrokenResourceError: the reader closed its end (the process
+                exited or closed its stdin).
+            ClosedResourceError: the stream is closed.
+            BusyResourceError: another task is sending on this stream.
+            RuntimeError: this is the read end.
+        """
+        what = "send_all()"
+        self._need(True, what)
+        self._enter(self._sending, what)
+        try:
+            await checkpoint()
+            view = memoryview(data).cast("B")
+            total, size = 0, len(view)
+            while total < size:
+                fd = self._open_fd(what)
+                try:
+                    total += os.write(fd, view[total:])
+                except BlockingIOError:
+                    try:
+                        await writable(fd)
+                    except Cancelled as exc:
+                        exc.add_note(f"send_all() sent {total} of {size} bytes before the cancel")
+                        raise
+                except BrokenPipeError:
+                    raise BrokenResourceError(
+                        f"{self._name} was closed by its reader after {total} of {size} "
+                        "bytes; the process exited or closed its input"
+                    ) from None
+        finally:
+            self._sending.release()
+
+    async def send_eof(self) -> None:
+        """Tell the reader no more data is coming; for a pipe, close the write end.
+
+        Closing twice is harmless. A cancellation point, after the close.
+
+        Raises:
+            RuntimeError: this is the read end.
+        """
+        self._need(True, "send_eof()")
+        self.close()
+        await checkpoint()
+
+    # -- closing --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the descriptor now; a task waiting on it gets ``ClosedResourceError``.
+
+        Harmless when already closed. Not a cancellation point.
+        """
+        fd = self._fd
+        if fd < 0:
+            return
+        self._fd = -1
+        notify_closing(fd)
+        os.close(fd)
+
+    async def aclose(self) -> None:
+        """Close the stream; see ``close``. A cancellation point, after the close."""
+        self.close()
+        await checkpoint()
+
+    async def __aenter__(self) -> PipeStream:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # An unreachable stream no task can wait on: closing is all there is.
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+
+
+# -- processes --------------------------------------------------------------------
+
+
+@final
+class Process:
+    """A child process started by ``open_process``.
+
+    ``stdin``, ``stdout`` and ``stderr`` are :class:`PipeStream` objects for
+    the streams opened with ``PIPE``, otherwise None. ``async with process:``
+    closes the pipes on the way out and waits for the process to exit; a
+    cancel there stops it as ``wait()`` does.
+    """
+
+    __slots__ = (
+        "_kill_grace",
+        "_pidfd",
+        "_popen",
+        "_wait_lock",
+        "args",
+        "stderr",
+        "stdin",
+        "stdout",
+    )
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: PipeStream | None,
+        stdout: PipeStream | None,
+        stderr: PipeStream | None,
+        kill_grace: float | None,
+    ) -> None:
+        self._popen = popen
+        self.args = popen.args
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self._kill_grace = kill_grace
+        self._wait_lock = Lock(name=f"wait lock of process {popen.pid}")
+        self._pidfd = -1
+        if use_pidfd:
+            try:
+                # Valid for a zombie too: nobody but us reaps this pid.
+                self._pidfd = os.pidfd_open(popen.pid)
+            except OSError:
+                pass  # ENOSYS or a sandbox: the thread fallback
+
+    def __repr__(self) -> str:
+        code = self._popen.returncode
+        state = "running" if code is None else f"exited with {code}"
+        return f"<Process {self._popen.pid} {self.args!r}: {state}>"
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status, or None while the process runs.
+
+        Negative ``-N`` means the process was ended by signal ``N``. Reading
+        it reaps a process that has exited.
+        """
+        return self._popen.poll()
+
+    def send_signal(self, sig: int) -> None:
+        """Send signal ``sig`` to the process; nothing if it was already reaped."""
+        self._popen.send_signal(sig)
+
+    def terminate(self) -> None:
+        """Ask the process to stop (``SIGTERM``); nothing if it was already reaped."""
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        """Kill the process (``SIGKILL``); nothing if it was already reaped."""
+        self._popen.kill()
+
+    # -- waiting --------------------------------------------------------------
+
+    async def wait(self) -> int:
+        """Wait until the process exits and is reaped; return its exit status.
+
+        A cancellation point. Cancelling the wait stops the process: it gets
+        ``SIGTERM``, then ``SIGKILL`` if it is still alive after
+        ``kill_grace`` seconds, and the wait raises ``Cancelled`` only once
+        the process has been reaped. Several tasks may wait at once.
+
+        Returns:
+            The exit status; ``-N`` when signal ``N`` ended the process.
+
+        Raises:
+            Cancelled: the task was cancelled; the process was stopped and reaped.
+        """
+        try:
+            code = await self._reap()
+            await checkpoint()
+            return code
+        except Cancelled:
+            await self._stop()
+            raise
+
+    async def _reap(self) -> int:
+        """Wait for the exit and reap the process; one task watches at a time."""
+        popen = self._popen
+        async with self._wait_lock:
+            while True:
+                code = popen.poll()
+                if code is not None:
+                    self._close_pidfd()
+                    return code
+                if self._pidfd >= 0:
+                    await readable(self._pidfd)
+                else:
+                    # Abandoned on cancel: the thread returns once the process
+                    # that the cancel goes on to kill has been reaped.
+                    await spawn_blocking(popen.wait, abandon=True)
+
+    async def _stop(self) -> None:
+        """Terminate, kill after the grace period, and reap; immune to the cancel.
+
+        The signal goes out before the wait lock is taken: another task may
+        hold the lock, waiting for the very exit this signal brings about.
+        """
+        async with scope(shield=True, name=f"stopping process {self.pid}"):
+            if self._popen.poll() is None:
+                grace = self._kill_grace
+                if grace == 0.0:
+                    self.kill()
+                else:
+                    self.terminate()
+                    try:
+                        async with scope(timeout=grace):
+                            await self._reap()
+                    except TimeoutError:
+                        self.kill()
+            await self._reap()
+
+    def _close_pidfd(self) -> None:
+        fd = self._pidfd
+        if fd >= 0:
+            self._pidfd = -1
+            notify_closing(fd)
+            os.close(fd)
+
+    # -- closing --------------------------------------------------------------
+
+    def _close_pipes(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+
+    async def aclose(self) -> None:
+        """Close the pipes, then wait for the process to exit (see ``wait``).
+
+        A cancellation point: a cancel stops the process as ``wait()`` does.
+        """
+        self._close_pipes()
+        await self.wait()
+
+    async def __aenter__(self) -> Process:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_pidfd", -1)
+        if fd >= 0:
+            os.close(fd)
+
+
+# -- starting ----------------------------------------------------------------------
+
+
+def _check_command(command: object, shell: bool, what: str) -> None:
+    text = isinstance(command, str | bytes)
+    if shell and not text:
+        raise TypeError(
+            f"{what} got shell=True and a {type(command).__name__} command; with shell=True "
+            "pass one string for /bin/sh, e.g. 'ls -l | wc -l'"
+        )
+    if not shell:
+        if text:
+            raise TypeError(
+                f"{what} got the string {command!r} as its command; pass a list such as "
+                "['ls', '-l'], or shell=True to run the string through /bin/sh"
+            )
+        if isinstance(command, os.PathLike):
+            return
+        if not isinstance(command, Sequence):
+            raise TypeError(
+                f"{what} needs its command as a list of strings, got "
+                f"{type(command).__name__}; pass e.g. ['ls', '-l']"
+            )
+        if len(command) == 0:
+            raise ValueError(f"{what} got an empty command; pass at least the program to run")
+
+
+def _pipe_pair(child_reads: bool) -> tuple[int, int]:
+    """Make a pipe; returns ``(parent_end, child_end)``."""
+    read_end, write_end = os.pipe()
+    return (write_end, read_end) if child_reads else (read_end, write_end)
+
+
+def open_process(
+    command: Command,
+    *,
+    stdin: StdSpec = PIPE,
+    stdout: StdSpec = PIPE,
+    stderr: StdSpec = PIPE,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    kill_grace: float | None = 5.0,
+    shell: bool = False,
+) -> Process:
+    """Start a child process and return it at once.
+
+    Not a cancellation point: starting is quick, and the process is yours
+    from here on. Use ``async with open_process(...) as process:`` so that it
+    is waited for, or call ``await process.wait()`` yourself.
+
+    Args:
+        command: ``[program, arg, ...]``; with ``shell=True``, one string for
+            ``/bin/sh -c``.
+        stdin, stdout, stderr: ``PIPE`` (the default) gives the process a
+            pipe, reachable as ``process.stdin`` (a stream to send on) and
+            ``process.stdout``/``process.stderr`` (streams to receive
+            from). Anything ``subprocess.Popen`` takes works too:
+            ``DEVNULL``, None (inherit ours), a descriptor or a file, and
+            ``stderr=STDOUT``.
+        cwd, env: as for ``subprocess.Popen``.
+        kill_grace: seconds between ``SIGTERM`` and ``SIGKILL`` when a wait
+            for the process is cancelled; 0 kills at once, None or ``inf``
+            never kills.
+        shell: run ``command`` through ``/bin/sh``.
+
+    Raises:
+        TypeError: a string command without ``shell=True``, or a list with it.
+        ValueError: an empty command, or a NaN ``kill_grace``.
+        OSError: the program cannot be started (``FileNotFoundError`` when
+            it does not exist).
+    """
+    what = "open_process()"
+    grace = check_timeout(kill_grace, "open_process(kill_grace=...)")
+    _check_command(command, shell, what)
+    if stdout == STDOUT:
+        raise ValueError("open_process() got stdout=STDOUT, which means nothing; pass PIPE")
+    parent: dict[str, int] = {}
+    child: dict[str, int] = {}
+    specs: dict[str, Any] = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+    try:
+        for name, spec in specs.items():
+            if spec == PIPE:
+                parent[name], child[name] = _pipe_pair(child_reads=name == "stdin")
+                specs[name] = child[name]
+        popen: subprocess.Popen[bytes] = subprocess.Popen(
+            command,
+            shell=shell,
+            cwd=cwd,
+            env=env,
+            **specs,
+        )
+    except BaseException:
+        for fd in (*parent.values(), *child.values()):
+            os.close(fd)
+        raise
+    for fd in child.values():
+        os.close(fd)  # the child has its copies; ours would hide its EOF
+
+    def stream(name: str) -> PipeStream | None:
+        if name not in parent:
+            return None
+        return PipeStream(parent[name], writable=name == "stdin", name=f"{name} of {popen.pid}")
+
+    return Process(popen, stream("stdin"), stream("stdout"), stream("stderr"), grace)
+
+
+async def run_process(
+    command: Command,
+    *,
+    input: bytes | bytearray | memoryview | None = None,
+    check: bool = True,
+    capture_stdout: bool = True,
+    capture_stderr: bool = True,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    kill_grace: float | None = 5.0,
+    shell: bool = False,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a command to completion and return what it did.
+
+    Feeding ``input`` and reading the output run concurrently, so a process
+    that writes much before it reads cannot deadlock. A cancellation point:
+    a cancel stops the process (``SIGTERM``, then ``SIGKILL`` after
+    ``kill_grace`` seconds) and raises ``Cancelled`` only once it has been
+    reaped.
+
+    Args:
+        command: ``[program, arg, ...]``; with ``shell=True``, one string.
+        input: bytes for the process's stdin, which is then closed. With
+            None the process reads an empty stdin (``/dev/null``), not ours.
+        check: raise ``CalledProcessError`` when the exit status is not 0.
+        capture_stdout, capture_stderr: collect the stream into the result;
+            when False the process writes to ours.
+        cwd, env, kill_grace, shell: as for ``open_process``.
+
+    Returns:
+        A ``subprocess.CompletedProcess`` with ``args``, ``returncode``, and
+        ``stdout``/``stderr`` as bytes (None where not captured).
+
+    Raises:
+        subprocess.CalledProcessError: ``check`` is on and the status is not
+            0; it carries ``output`` and ``stderr``.
+        TypeError, ValueError, OSError: as for ``open_process``; TypeError
+            for ``input`` that is not bytes.
+        Cancelled: the task was cancelled; the process was stopped and reaped.
+    """
+    if input is not None and not isinstance(input, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"run_process() needs input as bytes, got {type(input).__name__}; "
+            "encode text first, e.g. input=text.encode()"
+        )
+    process = open_process(
+        command,
+        stdin=PIPE if input else DEVNULL,
+        stdout=PIPE if capture_stdout else None,
+        stderr=PIPE if capture_stderr else None,
+        cwd=cwd,
+        env=env,
+        kill_grace=kill_grace,
+        shell=shell,
+    )
+    output: dict[str, bytearray] = {}
+
+    async def feed(stream: PipeStream, data: bytes | bytearray | memoryview) -> None:
+        try:
+            await stream.send_all(data)
+        except BrokenResourceError:
+            pass  # exited without reading it all, as subprocess.run allows
+        finally:
+            stream.close()
+
+    async def collect(stream: PipeStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
+    try:
+        async with scope(name=f"run_process({process.pid})") as s:
+            if process.stdin is not None and input:
+                s.spawn(feed, process.stdin, input, name="run_process: feed stdin")
+            for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
+                if stream is not None:
+                    output[name] = bytearray()
+                    s.spawn(collect, stream, output[name], name=f"run_process: read {name}")
+            code = await process.wait()
+    finally:
+        process._close_pipes()
+        # Ended by a failure of feed/collect before wait() ran: the scope
+        # cancelled the body, so wait() stopped the process, or never ran.
+        if process._popen.returncode is None:
+            await process._stop()
+    stdout = bytes(output["stdout"]) if "stdout" in output else None
+    stderr = bytes(output["stderr"]) if "stderr" in output else None
+    if check and code != 0:
+        raise subprocess.CalledProcessError(code, process.args, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(process.args, code, stdout, stderr)

@@ -1,0 +1,585 @@
+"""Child processes: run_process, open_process, the pipe streams, and reaping.
+
+Every test runs real programs (``python -c``, ``sh -c``, ``cat``, ``sleep``)
+on a fresh runtime, and the ``rt`` fixture checks afterwards that nothing is
+left: no child process (not even a zombie), no descriptor, no thread and no
+registration.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop.process import DEVNULL, PIPE, STDOUT, PipeStream, Process, open_process, run_process
+from asyncop.runtime import _process
+from asyncop.testing import wait_all_blocked
+from tests._children import child_pids, open_fds
+
+pytestmark = pytest.mark.timeout(60)
+
+PY = sys.executable
+
+
+@pytest.fixture
+def rt() -> Iterator[asyncop.Runtime]:
+    """A 2-worker runtime; afterwards no child, fd, thread or registration is left."""
+    children, fds, threads = child_pids(), open_fds(), set(threading.enumerate())
+    runtime = asyncop.Runtime(2, name=f"proc{id(object()):x}")
+    try:
+        yield runtime
+        assert runtime.registrations() == 0
+    finally:
+        assert runtime.shutdown(timeout=10), "runtime did not shut down in 10 s"
+    assert child_pids() - children == set(), "a child process was left (maybe a zombie)"
+    assert open_fds() - fds == set(), "a descriptor was left open"
+    assert set(threading.enumerate()) - threads == set(), "a thread was left running"
+
+
+def run(rt: asyncop.Runtime, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return rt.run(fn, *args)
+
+
+def python(code: str) -> list[str]:
+    return [PY, "-c", code]
+
+
+# -- run_process ------------------------------------------------------------------
+
+
+def test_run_process_captures_stdout_and_stderr_separately(rt: asyncop.Runtime) -> None:
+    async def main() -> subprocess.CompletedProcess[bytes]:
+        return await run_process(["sh", "-c", "echo out; echo err >&2"])
+
+    result = run(rt, main)
+    assert isinstance(result, subprocess.CompletedProcess)
+    assert result.args == ["sh", "-c", "echo out; echo err >&2"]
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"out\n", b"err\n")
+
+
+def test_run_process_feeds_input_while_reading_output(rt: asyncop.Runtime) -> None:
+    # Far more than a pipe buffer each way: feeding before reading would deadlock.
+    data = os.urandom(1 << 20)
+
+    async def main() -> subprocess.CompletedProcess[bytes]:
+        return await run_process(["cat"], input=data)
+
+    assert run(rt, main).stdout == data
+
+
+def test_run_process_gives_an_empty_stdin_without_input(rt: asyncop.Runtime) -> None:
+    async def main() -> bytes:
+        result = await run_process(["cat"])  # would hang reading our stdin
+        return result.stdout
+
+    assert run(rt, main) == b""
+
+
+def test_run_process_input_that_is_not_read_is_not_an_error(rt: asyncop.Runtime) -> None:
+    async def main() -> int:
+        result = await run_process(["true"], input=b"x" * (1 << 20))
+        return result.returncode
+
+    assert run(rt, main) == 0
+
+
+def test_nonzero_status_raises_called_process_error_with_the_output(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> None:
+        await run_process(["sh", "-c", "echo partial; echo oops >&2; exit 3"])
+
+    with pytest.raises(subprocess.CalledProcessError) as info:
+        run(rt, main)
+    error = info.value
+    assert (error.returncode, error.output, error.stderr) == (3, b"partial\n", b"oops\n")
+    assert error.cmd == ["sh", "-c", "echo partial; echo oops >&2; exit 3"]
+
+
+def test_check_false_returns_the_nonzero_status(rt: asyncop.Runtime) -> None:
+    async def main() -> int:
+        return (await run_process(["sh", "-c", "exit 5"], check=False)).returncode
+
+    assert run(rt, main) == 5
+
+
+def test_uncaptured_streams_are_none_in_the_result(rt: asyncop.Runtime) -> None:
+    async def main() -> subprocess.CompletedProcess[bytes]:
+        return await run_process(["true"], capture_stdout=False, capture_stderr=False)
+
+    result = run(rt, main)
+    assert (result.stdout, result.stderr) == (None, None)
+
+
+def test_cwd_and_env_reach_the_process(rt: asyncop.Runtime, tmp_path: Path) -> None:
+    async def main() -> bytes:
+        env = {"PATH": os.environ["PATH"], "GREETING": "hi"}
+        result = await run_process(["sh", "-c", 'echo "$GREETING $(pwd)"'], cwd=tmp_path, env=env)
+        return result.stdout
+
+    assert run(rt, main).decode().strip() == f"hi {tmp_path.resolve()}"
+
+
+def test_shell_true_runs_one_string_through_sh(rt: asyncop.Runtime) -> None:
+    async def main() -> bytes:
+        return (await run_process("printf 'a b' | wc -w", shell=True)).stdout
+
+    assert run(rt, main).strip() == b"2"
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "error", "words"),
+    [
+        ("ls -l", {}, TypeError, "shell=True"),
+        (["ls", "-l"], {"shell": True}, TypeError, "one string"),
+        ([], {}, ValueError, "empty command"),
+        (42, {}, TypeError, "list of strings"),
+        (["true"], {"kill_grace": math.nan}, ValueError, "NaN"),
+        (["true"], {"kill_grace": "5"}, TypeError, "kill_grace"),
+        (["true"], {"input": "text"}, TypeError, "encode"),
+    ],
+)
+def test_misuse_raises_before_anything_starts(
+    rt: asyncop.Runtime, command: Any, options: dict[str, Any], error: type, words: str
+) -> None:
+    before = child_pids()
+
+    async def main() -> None:
+        await run_process(command, **options)
+
+    with pytest.raises(error, match=words):
+        run(rt, main)
+    assert child_pids() == before
+
+
+def test_missing_program_raises_file_not_found_and_closes_the_pipes(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> None:
+        await run_process(["/nonexistent/program"])
+
+    with pytest.raises(FileNotFoundError):
+        run(rt, main)  # the rt fixture checks that no pipe was left open
+
+
+# -- open_process and its streams ---------------------------------------------------
+
+
+def test_open_process_talks_over_pipes(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[bytes, bytes, int | None]:
+        async with open_process(["cat"]) as process:
+            assert isinstance(process, Process)
+            assert isinstance(process.stdin, PipeStream)
+            assert process.stdout is not None
+            await process.stdin.send_all(b"hello\nworld\n")
+            first = await process.stdout.receive_until(b"\n", 100)
+            await process.stdin.send_eof()
+            rest = b"".join([chunk async for chunk in process.stdout])
+        return first, rest, process.returncode
+
+    assert run(rt, main) == (b"hello", b"world\n", 0)
+
+
+def test_streams_not_piped_are_none_and_stderr_can_join_stdout(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[Any, Any, bytes]:
+        code = "import sys; print('out', flush=True); print('err', file=sys.stderr)"
+        async with open_process(python(code), stdin=DEVNULL, stderr=STDOUT) as process:
+            assert process.stdout is not None
+            out = b"".join([chunk async for chunk in process.stdout])
+        return process.stdin, process.stderr, out
+
+    stdin, stderr, out = run(rt, main)
+    assert (stdin, stderr) == (None, None)
+    assert out.split() == [b"out", b"err"]
+
+
+def test_pid_and_returncode_follow_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[int | None, int, int | None, int]:
+        process = open_process(["sh", "-c", "read line; exit 4"], stdout=DEVNULL, stderr=DEVNULL)
+        assert process.stdin is not None
+        running = process.returncode
+        await process.stdin.send_all(b"go\n")
+        code = await process.wait()
+        await process.aclose()
+        return running, code, process.returncode, process.pid
+
+    running, code, after, pid = run(rt, main)
+    assert (running, code, after) == (None, 4, 4)
+    assert pid > 0
+
+
+def test_receive_exactly_and_receive_until_keep_what_they_do_not_return(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+        async with open_process(["printf", "abcdef\nrest"], stdin=DEVNULL) as process:
+            out = process.stdout
+            assert out is not None
+            seen.append(await out.receive_exactly(2))
+            seen.append(await out.receive_until(b"\n", 100))
+            with pytest.raises(EOFError, match="4 of the 10 bytes"):
+                await out.receive_exactly(10)
+            seen.append(await out.receive_some(1))  # the partial read was kept
+            seen.append(await out.receive_some())
+            seen.append(await out.receive_some())
+        return seen
+
+    assert run(rt, main) == [b"ab", b"cdef", b"r", b"est", b""]
+
+
+def test_receive_until_raises_at_the_limit_and_at_end_of_stream(rt: asyncop.Runtime) -> None:
+    async def main() -> bytes:
+        async with open_process(["printf", "0123456789"], stdin=DEVNULL) as process:
+            out = process.stdout
+            assert out is not None
+            with pytest.raises(ValueError, match="max_bytes=4"):
+                await out.receive_until(b"\n", 4)
+            with pytest.raises(EOFError, match="before the delimiter"):
+                await out.receive_until(b"\n", 100)
+            return await out.receive_some()
+
+    assert run(rt, main) == b"0123456789"
+
+
+def test_send_to_a_process_that_exited_raises_broken_resource_error(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> None:
+        async with open_process(["true"], stdout=DEVNULL, stderr=DEVNULL) as process:
+            assert process.stdin is not None
+            await process.wait()
+            with pytest.raises(asyncop.BrokenResourceError, match="closed by its reader"):
+                await process.stdin.send_all(b"x" * (1 << 20))
+
+    run(rt, main)
+
+
+def test_two_tasks_receiving_from_one_stream_is_refused(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        async with open_process(["cat"]) as process:
+            out = process.stdout
+            assert out is not None and process.stdin is not None
+            async with asyncop.scope() as s:
+                first = s.spawn(out.receive_some)
+                await wait_all_blocked()
+                with pytest.raises(asyncop.BusyResourceError, match="already receiving"):
+                    await out.receive_some()
+                await process.stdin.send_all(b"x")
+            assert first.result() == b"x"
+
+    run(rt, main)
+
+
+def test_closing_a_stream_wakes_its_parked_receiver(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        async with open_process(["cat"]) as process:
+            out = process.stdout
+            assert out is not None
+            async with asyncop.scope() as s:
+                reader = s.spawn(out.receive_some, supervise=True)
+                await wait_all_blocked()
+                await out.aclose()
+            assert isinstance(reader.error, asyncop.ClosedResourceError)
+            with pytest.raises(asyncop.ClosedResourceError, match="is closed"):
+                await out.receive_some()
+            await out.aclose()  # twice is harmless
+
+    run(rt, main)
+
+
+def test_a_stream_refuses_the_direction_it_does_not_have(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        async with open_process(["cat"]) as process:
+            assert process.stdin is not None and process.stdout is not None
+            with pytest.raises(RuntimeError, match="write end"):
+                await process.stdin.receive_some()
+            with pytest.raises(RuntimeError, match="read end"):
+                await process.stdout.send_all(b"x")
+            with pytest.raises(RuntimeError, match="read end"):
+                await process.stdout.send_eof()
+            with pytest.raises(ValueError, match="max_bytes"):
+                await process.stdout.receive_some(0)
+
+    run(rt, main)
+
+
+def test_signals_reach_the_process_and_show_in_the_status(rt: asyncop.Runtime) -> None:
+    async def main() -> list[int]:
+        codes = []
+        for stop in (Process.terminate, Process.kill, lambda p: p.send_signal(signal.SIGUSR1)):
+            async with open_process(["sleep", "30"], stdin=DEVNULL) as process:
+                stop(process)
+                codes.append(await process.wait())
+                stop(process)  # after the reap: nothing, no error
+        return codes
+
+    assert run(rt, main) == [-signal.SIGTERM, -signal.SIGKILL, -signal.SIGUSR1]
+
+
+def test_several_tasks_wait_for_one_process(rt: asyncop.Runtime) -> None:
+    async def main() -> list[int]:
+        process = open_process(["sh", "-c", "read x; exit 9"], stdout=DEVNULL, stderr=DEVNULL)
+        assert process.stdin is not None
+        async with asyncop.scope() as s:
+            waits = [s.spawn(process.wait) for _ in range(3)]
+            await wait_all_blocked()
+            await process.stdin.send_all(b"\n")
+        await process.aclose()
+        return [op.result() for op in waits]
+
+    assert run(rt, main) == [9, 9, 9]
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this system")
+def test_waiting_for_processes_costs_no_thread_with_pidfd(rt: asyncop.Runtime) -> None:
+    assert _process.use_pidfd
+    threads = _threads_while_waiting(rt, 4)
+    assert threads[4] == threads[1]
+
+
+def test_without_pidfd_a_thread_waits_for_each_process(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_process, "use_pidfd", False)
+    threads = _threads_while_waiting(rt, 4)
+    assert threads[4] == threads[1] + 3
+
+
+def _threads_while_waiting(rt: asyncop.Runtime, most: int) -> dict[int, int]:
+    """The number of threads while 1, then ``most``, processes are waited for."""
+
+    async def main() -> dict[int, int]:
+        counts = {}
+        for n in (1, most):
+            processes = [open_process(["cat"], stdout=DEVNULL, stderr=DEVNULL) for _ in range(n)]
+            async with asyncop.scope() as s:
+                for process in processes:
+                    s.spawn(process.wait)
+                # Not wait_all_blocked(): a blocking-call thread is work in progress.
+                await asyncop.sleep(0.3)
+                counts[n] = threading.active_count()
+                for process in processes:
+                    assert process.stdin is not None
+                    await process.stdin.aclose()  # cat exits at end of input
+            for process in processes:
+                await process.aclose()
+        return counts
+
+    counts: dict[int, int] = run(rt, main)
+    return counts
+
+
+def test_fallback_wait_returns_the_status(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_process, "use_pidfd", False)
+
+    async def main() -> subprocess.CompletedProcess[bytes]:
+        return await run_process(["sh", "-c", "echo done; exit 2"], check=False)
+
+    result = run(rt, main)
+    assert (result.returncode, result.stdout) == (2, b"done\n")
+
+
+def test_open_process_works_from_a_plain_thread_and_wait_in_a_task(
+    rt: asyncop.Runtime,
+) -> None:
+    process = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
+
+    async def main() -> int:
+        return await process.aclose() or await process.wait()
+
+    assert run(rt, main) == 6
+
+
+def test_repr_names_the_process_and_its_streams(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[str, str, str]:
+        async with open_process(["cat"]) as process:
+            running = repr(process)
+            stream = repr(process.stdout)
+        return running, repr(process), stream
+
+    running, ended, stream = run(rt, main)
+    assert "running" in running and "'cat'" in running
+    assert "exited with 0" in ended
+    assert "stdout of" in stream and "read end" in stream
+
+
+def test_a_slow_start_is_not_mistaken_for_an_exit(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int]:
+        start = time.monotonic()
+        result = await run_process(python("import time; time.sleep(0.3)"))
+        return time.monotonic() - start, result.returncode
+
+    elapsed, code = run(rt, main)
+    assert code == 0 and elapsed >= 0.3
+
+
+# -- cancellation: terminate, grace, kill, reap ---------------------------------------
+
+IGNORE_SIGTERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+EXIT_7_ON_SIGTERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+async def _started(process: Process) -> None:
+    """Wait for the child's 'ready' line: its signal handlers are in place."""
+    assert process.stdout is not None
+    assert await process.stdout.receive_until(b"\n", 100) == b"ready"
+
+
+def _cancel_wait(rt: asyncop.Runtime, code: str, **options: Any) -> tuple[float, int | None]:
+    """Start ``code``, cancel a wait for it once it is ready; (seconds the wait took, status)."""
+
+    async def main() -> tuple[float, int | None]:
+        async with open_process(python(code), stdin=DEVNULL, **options) as process:
+            await _started(process)
+            start = time.monotonic()
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.1):
+                    await process.wait()
+            elapsed = time.monotonic() - start
+            # The operation ended only after the reap: the pid is gone already.
+            assert process.pid not in child_pids()
+        return elapsed, process.returncode
+
+    result: tuple[float, int | None] = run(rt, main)
+    return result
+
+
+def test_cancelled_run_process_stops_the_process_and_reaps_it(rt: asyncop.Runtime) -> None:
+    async def main() -> float:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2):
+                await run_process(["sleep", "60"])
+        return time.monotonic() - start
+
+    assert run(rt, main) < 5.0  # SIGTERM ended sleep: no grace period was needed
+
+
+def test_cancelled_wait_terminates_first(rt: asyncop.Runtime) -> None:
+    elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM)
+    assert code == 7  # its SIGTERM handler ran: it was asked, not killed
+    assert elapsed < 4.0
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_kill_grace(rt: asyncop.Runtime) -> None:
+    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
+    assert code == -signal.SIGKILL
+    assert 0.55 <= elapsed < 4.5
+
+
+def test_kill_grace_zero_kills_at_once(rt: asyncop.Runtime) -> None:
+    elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM, kill_grace=0)
+    assert code == -signal.SIGKILL  # never got the SIGTERM it would have handled
+    assert elapsed < 4.0
+
+
+def test_kill_grace_none_waits_as_long_as_the_process_takes(rt: asyncop.Runtime) -> None:
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1.0), sys.exit(3)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    elapsed, status = _cancel_wait(rt, code, kill_grace=None)
+    assert status == 3
+    assert elapsed >= 1.0
+
+
+def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[float, int | None, asyncop.OperationState]:
+        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
+        await _started(process)
+        start = time.monotonic()
+        async with asyncop.scope() as s:
+            waiter = s.spawn(process.wait)
+            await wait_all_blocked()
+            waiter.cancel("first")
+            await asyncop.sleep(0.1)
+            s.cancel("second, from above")
+        elapsed = time.monotonic() - start
+        assert process.pid not in child_pids()
+        await process.aclose()
+        return elapsed, process.returncode, waiter.state
+
+    elapsed, code, state = run(rt, main)
+    assert state is asyncop.OperationState.CANCELLED
+    assert code == -signal.SIGKILL
+    assert elapsed >= 0.5
+
+
+def test_cancel_while_feeding_input_stops_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        # sleep never reads: feeding blocks once the pipe is full.
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2):
+                await run_process(["sleep", "60"], input=b"x" * (1 << 22))
+
+    run(rt, main)
+
+
+def test_leaving_async_with_under_a_cancel_stops_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> int | None:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2), open_process(["sleep", "60"]) as process:
+                pass  # the exit closes the pipes and waits, and is cancelled there
+        assert process.pid not in child_pids()
+        return process.returncode
+
+    assert run(rt, main) == -signal.SIGTERM
+
+
+def test_an_error_in_the_async_with_body_closes_the_pipes_and_waits(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> Process:
+        with pytest.raises(ZeroDivisionError):
+            async with open_process(["cat"]) as process:
+                1 / 0  # noqa: B018 - the error under test
+        return process
+
+    process = run(rt, main)
+    assert process.returncode == 0  # cat saw the end of its input and exited
+    assert process.stdin is not None and process.stdin.fileno() == -1
+
+
+def test_without_pidfd_a_cancel_still_kills_and_reaps(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_process, "use_pidfd", False)
+    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
+    assert code == -signal.SIGKILL  # the rt fixture checks the waiter thread ended
+    assert 0.35 <= elapsed < 4.5
+
+
+def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.3) as s:
+                for _ in range(20):
+                    s.spawn(run_process, ["sleep", "60"])
+
+    run(rt, main)
