@@ -55,6 +55,8 @@ from .runtime._awaitables import spawn_blocking as spawn_blocking
 from .runtime._awaitables import timeout as timeout
 from .runtime._awaitables import writable as writable
 from .runtime._channel import Channel as Channel
+from .runtime._executors import ProcessExecutor as ProcessExecutor
+from .runtime._remote import remote_token as remote_token
 from .runtime._scope import scope as scope
 from .runtime._sync import Event as Event
 from .runtime._sync import Lock as Lock
@@ -79,6 +81,7 @@ __all__ = [
     "Lock",
     "LockGuard",
     "OperationState",
+    "ProcessExecutor",
     "Runtime",
     "Scope",
     "Semaphore",
@@ -99,6 +102,7 @@ __all__ = [
     "notify_closing",
     "race",
     "readable",
+    "remote_token",
     "scope",
     "select",
     "sleep",
