@@ -1044,6 +1044,69 @@ def t_remote_call_unpicklable(c: Ctx) -> BaseException:
     return caught(pack_call, dumps, remote_jobs.square, (1,), "a worker process")
 
 
+def t_dask_missing(c: Ctx) -> BaseException:
+    import sys
+
+    saved = {name: sys.modules.pop(name) for name in ("asyncop.dask",) if name in sys.modules}
+    real = sys.modules.get("distributed")
+    sys.modules["distributed"] = None  # type: ignore[assignment]
+    try:
+        import asyncop.dask  # noqa: F401
+    except ImportError as exc:
+        return exc
+    finally:
+        if real is None:
+            del sys.modules["distributed"]
+        else:
+            sys.modules["distributed"] = real
+        sys.modules.update(saved)
+    raise AssertionError("asyncop.dask imported without distributed")
+
+
+def _fake_client(status: str, asynchronous: bool) -> Any:
+    import types
+
+    import distributed
+
+    class FakeClient(distributed.Client):
+        scheduler = types.SimpleNamespace(address="tcp://fake-scheduler")
+
+        def __init__(self) -> None:
+            pass
+
+        def __del__(self) -> None:
+            pass
+
+    FakeClient.status = status  # type: ignore[assignment]
+    FakeClient.asynchronous = asynchronous  # type: ignore[assignment]
+    return FakeClient()
+
+
+def t_dask_client_type(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    return caught(DaskExecutor, "tcp://127.0.0.1:8786")
+
+
+def t_dask_client_async(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    return caught(DaskExecutor, _fake_client("running", True))
+
+
+def t_dask_client_closed(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    ex = DaskExecutor(_fake_client("closed", False))
+    return caught(c.rt.spawn, remote_jobs.square, 1, executor=ex)
+
+
+def t_dask_broken(c: Ctx) -> BaseException:
+    from asyncop.dask import _broken
+
+    return _broken("lost_task", RuntimeError("worker lost"))
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -1273,6 +1336,11 @@ CASES = [
         "square",
         public=False,
     ),
+    Case("dask-missing", t_dask_missing, ImportError, "asyncop[dask]"),
+    Case("dask-client-type", t_dask_client_type, TypeError, "str"),
+    Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
+    Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
+    Case("dask-broken", t_dask_broken, BrokenResourceError, "'lost_task'", "outcome", False),
 ]
 
 REFUSED_PORT = free_port()

@@ -71,6 +71,13 @@ def test_lowlevel_and_testing_modules_export_their_contract_names() -> None:
     assert asyncop.lowlevel.WakerStatus is asyncop.WakerStatus
 
 
+def test_dask_module_exports_its_executor() -> None:
+    import asyncop.dask
+
+    assert asyncop.dask.__all__ == ["DaskExecutor"]
+    assert asyncop.dask.DaskExecutor.__module__ == "asyncop.dask"
+
+
 def test_testing_module_exports_the_virtual_clock() -> None:
     assert asyncop.testing.VirtualClock(autojump=False).now() == 0.0
 

@@ -45,6 +45,7 @@ MODULES = (
     "asyncop.net",
     "asyncop.fs",
     "asyncop.anyio",
+    "asyncop.dask",
 )
 
 HEADER = """\
