@@ -58,8 +58,10 @@ from .runtime._channel import Channel as Channel
 from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
 from .runtime._channel_ends import ChannelSender as ChannelSender
 from .runtime._condition import Condition as Condition
+from .runtime._executors import ProcessExecutor as ProcessExecutor
 from .runtime._limiter import CapacityLimiter as CapacityLimiter
 from .runtime._limiter import current_default_limiter as current_default_limiter
+from .runtime._remote import remote_token as remote_token
 from .runtime._scope import scope as scope
 from .runtime._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from .runtime._start import TaskStatus as TaskStatus
@@ -90,6 +92,7 @@ __all__ = [
     "Lock",
     "LockGuard",
     "OperationState",
+    "ProcessExecutor",
     "Runtime",
     "Scope",
     "Semaphore",
@@ -113,6 +116,7 @@ __all__ = [
     "notify_closing",
     "race",
     "readable",
+    "remote_token",
     "scope",
     "select",
     "sleep",

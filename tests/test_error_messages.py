@@ -56,6 +56,7 @@ from asyncop import (
 from asyncop.lowlevel import Subscription, WaitEvent
 from asyncop.net import accept_async, connect_async, recv_async, send_all_async
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
+from tests.runtime import _remote_jobs as remote_jobs
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -949,6 +950,163 @@ def t_thread_entry_not_callable(c: Ctx) -> BaseException:
 # ----------------------------------------------------------------------
 
 
+# -- executors ---------------------------------------------------------------------
+
+
+def _in_process(c: Ctx, fn: Callable[..., Any], *args: Any) -> BaseException:
+    """Run ``fn`` on a one-process executor; the error its operation ended with."""
+    with asyncop.ProcessExecutor(1, kill_grace=1) as ex:
+        op = c.rt.spawn(fn, *args, executor=ex)
+        op.wait(30)
+        return caught(op.result)
+
+
+def t_spawn_abandon_without_executor(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, noop, abandon=True)
+
+
+def t_spawn_bad_executor(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, noop, executor="pool")
+
+
+def t_process_workers_type(c: Ctx) -> BaseException:
+    return caught(asyncop.ProcessExecutor, "2")
+
+
+def t_process_workers_zero(c: Ctx) -> BaseException:
+    return caught(asyncop.ProcessExecutor, 0)
+
+
+def t_process_closed(c: Ctx) -> BaseException:
+    ex = asyncop.ProcessExecutor(1)
+    ex.shutdown()
+    return caught(c.rt.spawn, remote_jobs.square, 2, executor=ex)
+
+
+def t_process_closed_at_first_step(c: Ctx) -> BaseException:
+    from asyncop.runtime._executors import _ProcessJob
+
+    ex = asyncop.ProcessExecutor(1)
+    ex.shutdown()
+    return caught(_ProcessJob(ex, 0, b"", "late_job", False)._send)
+
+
+def t_process_worker_died(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.die, 3)
+
+
+def t_remote_token_outside(c: Ctx) -> BaseException:
+    return caught(asyncop.remote_token)
+
+
+def t_remote_result_unpicklable(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.make_generator)
+
+
+def t_remote_error_unpicklable(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.raise_unpicklable)
+
+
+def t_remote_not_callable(c: Ctx) -> BaseException:
+    with asyncop.ProcessExecutor(1) as ex:
+        return caught(c.rt.spawn, 42, executor=ex)
+
+
+def t_remote_async_function(c: Ctx) -> BaseException:
+    async def async_job() -> None:
+        pass
+
+    with asyncop.ProcessExecutor(1) as ex:
+        return caught(c.rt.spawn, async_job, executor=ex)
+
+
+def t_remote_function_unpicklable(c: Ctx) -> BaseException:
+    def local_job() -> None:
+        pass
+
+    with asyncop.ProcessExecutor(1) as ex:
+        return caught(c.rt.spawn, local_job, executor=ex)
+
+
+def t_remote_argument_unpicklable(c: Ctx) -> BaseException:
+    with asyncop.ProcessExecutor(1) as ex:
+        return caught(c.rt.spawn, remote_jobs.square, threading.Lock(), executor=ex)
+
+
+def t_remote_call_unpicklable(c: Ctx) -> BaseException:
+    from asyncop.runtime._remote import pack_call
+
+    def dumps(obj: object) -> bytes:
+        if isinstance(obj, tuple):
+            raise TypeError("tuples refused")
+        return b""
+
+    return caught(pack_call, dumps, remote_jobs.square, (1,), "a worker process")
+
+
+def t_dask_missing(c: Ctx) -> BaseException:
+    import sys
+
+    saved = {name: sys.modules.pop(name) for name in ("asyncop.dask",) if name in sys.modules}
+    real = sys.modules.get("distributed")
+    sys.modules["distributed"] = None  # type: ignore[assignment]
+    try:
+        import asyncop.dask  # noqa: F401
+    except ImportError as exc:
+        return exc
+    finally:
+        if real is None:
+            del sys.modules["distributed"]
+        else:
+            sys.modules["distributed"] = real
+        sys.modules.update(saved)
+    raise AssertionError("asyncop.dask imported without distributed")
+
+
+def _fake_client(status: str, asynchronous: bool) -> Any:
+    import types
+
+    import distributed
+
+    class FakeClient(distributed.Client):
+        scheduler = types.SimpleNamespace(address="tcp://fake-scheduler")
+
+        def __init__(self) -> None:
+            pass
+
+        def __del__(self) -> None:
+            pass
+
+    FakeClient.status = status  # type: ignore[assignment]
+    FakeClient.asynchronous = asynchronous  # type: ignore[assignment]
+    return FakeClient()
+
+
+def t_dask_client_type(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    return caught(DaskExecutor, "tcp://127.0.0.1:8786")
+
+
+def t_dask_client_async(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    return caught(DaskExecutor, _fake_client("running", True))
+
+
+def t_dask_client_closed(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    ex = DaskExecutor(_fake_client("closed", False))
+    return caught(c.rt.spawn, remote_jobs.square, 1, executor=ex)
+
+
+def t_dask_broken(c: Ctx) -> BaseException:
+    from asyncop.dask import _broken
+
+    return _broken("lost_task", RuntimeError("worker lost"))
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -1138,6 +1296,51 @@ CASES = [
         "'no_entry'",
         public=False,
     ),
+    # executors
+    Case("spawn-abandon-alone", t_spawn_abandon_without_executor, TypeError, "abandon=True"),
+    Case("spawn-bad-executor", t_spawn_bad_executor, TypeError, "str"),
+    Case("process-workers-type", t_process_workers_type, TypeError, "str"),
+    Case("process-workers-zero", t_process_workers_zero, ValueError, "max_workers=0"),
+    Case("process-closed", t_process_closed, RuntimeError, "'square'"),
+    Case(
+        "process-closed-at-step",
+        t_process_closed_at_first_step,
+        RuntimeError,
+        "'late_job'",
+        public=False,
+    ),
+    Case("process-died", t_process_worker_died, BrokenResourceError, "'die'", "outcome"),
+    Case("remote-token-outside", t_remote_token_outside, RuntimeError, "remote_token()"),
+    Case(
+        "remote-result-unpicklable",
+        t_remote_result_unpicklable,
+        TypeError,
+        "'make_generator'",
+        "outcome",
+    ),
+    Case(
+        "remote-error-unpicklable",
+        t_remote_error_unpicklable,
+        RuntimeError,
+        "UnpicklableError",
+        "outcome",
+    ),
+    Case("remote-not-callable", t_remote_not_callable, TypeError, "42"),
+    Case("remote-async-function", t_remote_async_function, TypeError, "async_job"),
+    Case("remote-function-unpicklable", t_remote_function_unpicklable, TypeError, "local_job"),
+    Case("remote-argument-unpicklable", t_remote_argument_unpicklable, TypeError, "'square'"),
+    Case(
+        "remote-call-unpicklable",
+        t_remote_call_unpicklable,
+        TypeError,
+        "square",
+        public=False,
+    ),
+    Case("dask-missing", t_dask_missing, ImportError, "asyncop[dask]"),
+    Case("dask-client-type", t_dask_client_type, TypeError, "str"),
+    Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
+    Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
+    Case("dask-broken", t_dask_broken, BrokenResourceError, "'lost_task'", "outcome", False),
 ]
 
 

@@ -18,6 +18,7 @@ TOP_LEVEL = {
     "EndOfChannel",
     "InvalidStateError",
     "OperationState",
+    "ProcessExecutor",
     "Runtime",
     "WouldBlock",
     "async_await",
@@ -37,6 +38,7 @@ TOP_LEVEL = {
     "checkpoint",
     "current_time",
     "race",
+    "remote_token",
     "scope",
     "select",
     "sleep",
@@ -84,6 +86,11 @@ def test_process_module_exports_its_contract_names() -> None:
     assert sorted(n for n in PROCESS if not hasattr(asyncop.process, n)) == []
     assert asyncop.process.Process.__module__ == "asyncop.process"
     assert asyncop.process.run_process.__module__ == "asyncop.process"
+def test_dask_module_exports_its_executor() -> None:
+    import asyncop.dask
+
+    assert asyncop.dask.__all__ == ["DaskExecutor"]
+    assert asyncop.dask.DaskExecutor.__module__ == "asyncop.dask"
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:

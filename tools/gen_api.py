@@ -46,6 +46,7 @@ MODULES = (
     "asyncop.fs",
     "asyncop.process",
     "asyncop.anyio",
+    "asyncop.dask",
 )
 
 HEADER = """\

@@ -58,6 +58,7 @@ import attrs
 from ..platform import check_timeout
 from ._current import ThreadState, thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
+from ._executor import spawn_remote
 from ._park import blocking_operation, cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
@@ -667,6 +668,8 @@ class AsyncOperation:
         *args: Any,
         name: str | None = None,
         supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
     ) -> AsyncOperation:
         """Make a child that runs ``fn(*args)`` and submit it.
 
@@ -680,15 +683,25 @@ class AsyncOperation:
                 function's name.
             supervise: keep this child's failure on the child instead of
                 failing this operation and cancelling its siblings.
+            executor: run ``fn`` there instead (a ``ProcessExecutor`` or an
+                ``asyncop.dask.DaskExecutor``); the call crosses by pickling.
+            abandon: with an executor, a cancel of a running job ends the
+                child at once and its late result is dropped.
 
         Returns:
             The child. If this operation is cancelled but still running, the
             child is born CANCELLED and never runs.
 
         Raises:
-            TypeError: ``fn`` is not callable.
+            TypeError: ``fn`` is not callable, or (with an executor) ``fn``
+                or an argument cannot be pickled.
             RuntimeError: this operation has ended (a scope that exited).
         """
+        if executor is not None or abandon:
+            return spawn_remote(
+                self.runtime, self, fn, args, name=name, supervise=supervise,
+                executor=executor, abandon=abandon,
+            )
         return self.runtime._new_operation(
             fn, args, parent=self, name=name, submit=True, supervise=supervise
         )

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState, thread_state
+from ..operations._executor import spawn_remote
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
 from ..platform import (
@@ -280,18 +281,27 @@ class Runtime:
         *args: Any,
         name: str | None = None,
         supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
     ) -> AsyncOperation:
         """Make and submit a top-level operation that runs ``fn(*args)``.
 
         A plain function runs on a worker thread; an ``async def`` function
         runs as a coroutine task. Inside an operation's code, spawn children
         with ``op.spawn`` (or ``current_operation().spawn``) instead, so that
-        they belong to the tree.
+        they belong to the tree. With ``executor`` (and ``abandon``), ``fn``
+        runs there; see ``AsyncOperation.spawn``.
 
         Raises:
-            TypeError: ``fn`` is not callable.
+            TypeError: ``fn`` is not callable, or (with an executor) ``fn``
+                or an argument cannot be pickled.
             RuntimeError: the runtime is shut down.
         """
+        if executor is not None or abandon:
+            return spawn_remote(
+                self, None, fn, args, name=name, supervise=supervise,
+                executor=executor, abandon=abandon,
+            )
         return self._new_operation(
             fn, args, parent=None, name=name, submit=True, supervise=supervise
         )

@@ -1,0 +1,368 @@
+"""``ProcessExecutor``: run plain functions in worker processes.
+
+Why pebble
+----------
+The pool is pebble's ``ProcessPool``, not ``concurrent.futures``'
+``ProcessPoolExecutor`` nor loky. A job that ignores its remote token must be
+stopped after ``kill_grace`` without harming the others. Killing one worker
+of a ``ProcessPoolExecutor`` (or of loky's executor, built on the same
+design) breaks the whole pool: every other running and queued job fails with
+``BrokenProcessPool`` (loky: ``TerminatedWorkerError``), and the pool must be
+rebuilt. Its exit handler also joins the workers, so a stuck job hangs the
+interpreter at exit. pebble kills exactly the worker that runs a cancelled
+job, starts a replacement, and leaves the other jobs alone; its workers are
+terminated at interpreter exit.
+
+The workers are started with ``forkserver`` where the platform has it
+(``spawn`` elsewhere): forking the client, whose runtime threads may hold
+locks at that instant, is not safe.
+
+Cancel across processes
+-----------------------
+Each job gets a sequence number ``seq`` and a slot ``seq % SLOTS`` in three
+shared-memory arrays: ``cancel`` (written by the client), ``start`` and
+``pid`` (written by the worker that takes the job). One cross-process lock
+makes "the worker starts the job" and "the client cancels it" exclusive, so
+exactly one of them wins:
+
+- the client wins: the job never runs (the worker finds it cancelled and
+  drops it) and the local operation ends CANCELLED at once;
+- the worker wins: ``fn`` runs, and sees ``cancel[slot] == seq`` through its
+  remote token within a few ms. If it has not ended ``kill_grace`` seconds
+  later, its pebble future is cancelled, which kills and replaces the
+  worker; the operation ends CANCELLED once the process is gone.
+
+Two jobs share a slot only if ``SLOTS`` jobs are in flight at once; the
+later one's cancel then hides the earlier one's, which is still stopped by
+the kill after the grace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+import weakref
+from concurrent.futures import CancelledError
+from typing import Any, final
+
+from ..operations import BrokenResourceError, Cancelled
+from ..platform import check_timeout, cpu_count
+from ._remote import JobState, RemoteExecutor, RemoteJob, RemoteToken, decode_outcome, run_call
+
+__all__ = ["ProcessExecutor"]
+
+SLOTS = 1 << 16
+# How often a job's token is polled in the worker: shared memory, so cheap.
+POLL = 0.005
+# How long to wait for a killed worker to be gone before giving up on it.
+REAP_WAIT = 10.0
+
+# -- in the worker process ---------------------------------------------------------
+
+_shared: _Shared | None = None
+
+
+def _init_worker(shared: _Shared) -> None:
+    global _shared
+    _shared = shared
+
+
+def _run_job(seq: int, payload: bytes) -> bytes:
+    shared = _shared
+    assert shared is not None
+    slot = seq % SLOTS
+    with shared.lock:
+        if shared.cancel[slot] == seq:
+            return _DROPPED
+        shared.start[slot] = seq
+        shared.pid[slot] = os.getpid()
+    cancel = shared.cancel
+
+    def poll() -> bool:
+        return bool(cancel[slot] == seq)
+
+    token = RemoteToken(poll, POLL, f"job {seq} in process {os.getpid()}", direct=True)
+    return run_call(token, payload)
+
+
+_DROPPED = pickle.dumps(("dropped",))
+
+
+# -- in the client --------------------------------------------------------------------
+
+
+@final
+class _Shared:
+    """The shared-memory slots and their lock (see the module docstring)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.lock = ctx.Lock()
+        self.cancel = ctx.RawArray("q", SLOTS)
+        self.start = ctx.RawArray("q", SLOTS)
+        self.pid = ctx.RawArray("q", SLOTS)
+        for array in (self.cancel, self.start):
+            for i in range(SLOTS):
+                array[i] = -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"lock": self.lock, "cancel": self.cancel, "start": self.start, "pid": self.pid}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+_live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
+
+
+def _stop_all_at_exit() -> None:
+    for executor in list(_live):
+        executor._stop_now("the interpreter exits")
+
+
+_exit_registered = False
+
+
+def _register_exit() -> None:
+    # Registered once pebble is imported, after pebble's own exit handler, so
+    # that it runs first: the jobs' operations end before pebble stops the
+    # workers under them.
+    global _exit_registered
+    if not _exit_registered:
+        _exit_registered = True
+        atexit.register(_stop_all_at_exit)
+
+
+@final
+class _ProcessJob(RemoteJob):
+    def __init__(self, executor: ProcessExecutor, seq: int, payload: bytes, name: str,
+                 abandon: bool) -> None:
+        super().__init__(name, abandon)
+        self.executor = executor
+        self.seq = seq
+        self.slot = seq % SLOTS
+        self.payload = payload
+        self.future: Any = None
+        self.remote_done = threading.Event()
+
+    def _send(self) -> None:
+        executor = self.executor
+        with executor._lock:
+            if executor._closed:
+                raise RuntimeError(
+                    f"{executor!r} is shut down and takes no new jobs; cannot run "
+                    f"{self.name!r}; make a new ProcessExecutor"
+                )
+            executor._jobs.add(self)
+            self.future = executor._pool.schedule(_run_job, args=(self.seq, self.payload))
+        self.payload = b""
+        self.future.add_done_callback(self._on_done)
+
+    def _started(self) -> bool:
+        return bool(self.executor._shared.start[self.slot] == self.seq)
+
+    def where(self) -> str:
+        if self._started():
+            return f"worker process {self.executor._shared.pid[self.slot]}"
+        return f"the queue of {self.executor!r}"
+
+    def describe(self) -> str:
+        if self.state is JobState.QUEUED and self._started():
+            self._mark(JobState.RUNNING)
+        return super().describe()
+
+    def _on_done(self, future: Any) -> None:
+        try:
+            if future.cancelled():
+                self._wait_gone()
+                self.finish(None, Cancelled(
+                    f"{self.name!r} was killed after {self.executor._grace:g} s: it ignored "
+                    "its remote token"
+                ))
+                return
+            error = future.exception()
+            if error is not None:
+                if isinstance(error, CancelledError):
+                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
+                else:
+                    self.finish(None, BrokenResourceError(
+                        f"the worker process running {self.name!r} died ({error}); "
+                        "the job did not finish"
+                    ))
+                return
+            value, exc = decode_outcome(future.result(), self)
+            self.finish(value, exc)
+        finally:
+            self.remote_done.set()
+            with self.executor._lock:
+                self.executor._jobs.discard(self)
+
+    def _wait_gone(self) -> None:
+        """After a kill: wait until the process that ran the job is gone."""
+        if not self._started():
+            return
+        pid = int(self.executor._shared.pid[self.slot])
+        end = time.monotonic() + REAP_WAIT
+        while time.monotonic() < end:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            except OSError:
+                return
+            time.sleep(0.005)
+
+    def _on_cancel(self) -> None:
+        shared = self.executor._shared
+        # Exclusive with the worker's start (see the module docstring).
+        if not shared.lock.acquire(timeout=1.0):  # pragma: no cover - a worker died holding it
+            started = True
+        else:
+            try:
+                shared.cancel[self.slot] = self.seq
+                started = self._started()
+            finally:
+                shared.lock.release()
+        if not started:
+            self.finish(None, Cancelled(f"{self.name!r} was cancelled before it started"))
+            return
+        if not self._mark(JobState.CANCELLING):
+            return
+        grace = self.executor._grace
+        if grace is not None:
+            timer = threading.Timer(grace, self._kill)
+            timer.daemon = True
+            timer.start()
+        if self.abandon:
+            self.finish(None, Cancelled(f"{self.name!r} was cancelled and abandoned"))
+
+    def _kill(self) -> None:
+        if not self.remote_done.is_set():
+            self.future.cancel()
+
+
+@final
+class ProcessExecutor(RemoteExecutor):
+    """Runs plain functions in worker processes: ``spawn(fn, *args, executor=ex)``.
+
+    The function and its arguments are pickled (by reference for module-level
+    functions), run in a worker process, and the value or exception comes
+    back pickled, with the remote traceback kept. Inside the job,
+    ``asyncop.remote_token()`` follows the local operation's cancel.
+
+    Args:
+        max_workers: worker processes; defaults to the CPU count.
+        kill_grace: seconds a cancelled job that is running may take to stop
+            by itself; then its process is killed and replaced, and the
+            operation ends CANCELLED. ``None`` or ``inf`` never kills.
+
+    Raises:
+        TypeError: ``max_workers`` is not an int.
+        ValueError: ``max_workers`` is less than 1, or ``kill_grace`` is NaN.
+
+    Use it as a context manager, or call ``shutdown()``.
+    """
+
+    _kind = "a worker process"
+
+    def __init__(self, max_workers: int | None = None, *, kill_grace: float | None = 5.0) -> None:
+        if max_workers is None:
+            max_workers = cpu_count()
+        elif isinstance(max_workers, bool) or not isinstance(max_workers, int):
+            raise TypeError(
+                f"ProcessExecutor(max_workers=...) needs an int, got "
+                f"{type(max_workers).__name__}; pass a number of processes, or None"
+            )
+        if max_workers < 1:
+            raise ValueError(
+                f"ProcessExecutor(max_workers={max_workers}) needs at least one process; "
+                "pass a positive number, or None for the CPU count"
+            )
+        self._grace = check_timeout(kill_grace, "ProcessExecutor(kill_grace=...)")
+        from pebble import ProcessPool
+
+        _register_exit()
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        self.max_workers = max_workers
+        self._shared = _Shared(ctx)
+        self._pool = ProcessPool(
+            max_workers=max_workers, initializer=_init_worker, initargs=(self._shared,),
+            context=ctx,
+        )
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._jobs: set[_ProcessJob] = set()
+        self._closed = False
+        _live.add(self)
+
+    def _check_open(self, name: str) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"{self!r} is shut down and takes no new jobs; cannot run {name!r}; "
+                "make a new ProcessExecutor"
+            )
+
+    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+        return _ProcessJob(self, next(self._seq), payload, name, abandon)
+
+    def shutdown(self) -> None:
+        """Cancel the jobs in flight, wait for them within the rules, stop the processes.
+
+        Each running job's operation is cancelled: its remote token is set,
+        and a job still running ``kill_grace`` seconds later is killed. Then
+        the worker processes are stopped and reaped. Idempotent. Blocks the
+        calling thread; not a cancellation point.
+        """
+        with self._lock:
+            if self._closed and not self._jobs:
+                self._finish_pool()
+                return
+            self._closed = True
+            jobs = list(self._jobs)
+        # Mark every job cancelled before cancelling any operation: a worker
+        # freed by the first cancel must not start a queued job meanwhile.
+        with self._shared.lock:
+            for job in jobs:
+                self._shared.cancel[job.slot] = job.seq
+        for job in jobs:
+            op = job.op
+            if op is not None:
+                op.cancel(f"{self!r} shut down")
+            else:
+                job._on_cancel()
+        limit = None if self._grace is None else self._grace + REAP_WAIT
+        for job in jobs:
+            if not job.remote_done.wait(limit):
+                break
+        self._finish_pool()
+
+    def _finish_pool(self) -> None:
+        self._pool.stop()  # type: ignore[no-untyped-call]
+        self._pool.join(timeout=REAP_WAIT)
+        _live.discard(self)
+
+    def _stop_now(self, why: str) -> None:
+        with self._lock:
+            self._closed = True
+            jobs = list(self._jobs)
+        for job in jobs:
+            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {why}"))
+        self._pool.stop()  # type: ignore[no-untyped-call]
+        self._pool.join(timeout=REAP_WAIT)
+        _live.discard(self)
+
+    def __enter__(self) -> ProcessExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        state = "shut down" if self._closed else "open"
+        return f"<ProcessExecutor {state} max_workers={self.max_workers}>"
+

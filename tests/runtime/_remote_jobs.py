@@ -1,0 +1,109 @@
+"""Functions the executor tests run in worker processes (importable there)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import asyncop
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+def make_generator() -> object:
+    return (i for i in range(3))
+
+
+def touch(path: str) -> str:
+    Path(path).write_text("ran")
+    return "ran"
+
+
+def poll_token(seconds: float, path: str | None = None) -> str:
+    """Poll the remote token every 10 ms; record when the cancel was seen."""
+    token = asyncop.remote_token()
+    end = time.monotonic() + seconds
+    if path is not None:
+        Path(path + ".started").write_text(str(os.getpid()))
+    while time.monotonic() < end:
+        if token.cancelled:
+            if path is not None:
+                Path(path).write_text(repr(time.time()))
+            token.check()
+        time.sleep(0.01)
+    return "finished"
+
+
+def wait_token(timeout: float) -> bool:
+    return asyncop.remote_token().wait(timeout)
+
+
+def ignore_token(seconds: float, path: str | None = None) -> str:
+    """Compute without ever looking at the token."""
+    if path is not None:
+        Path(path).write_text(str(os.getpid()))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(1000))
+    return "ignored"
+
+
+def remote_tree(path: str) -> str:
+    """Run a runtime with a subtree of sleepers; report how it ended."""
+
+    async def leaf() -> None:
+        try:
+            await asyncop.sleep(60)
+        finally:
+            with open(path, "a") as f:
+                f.write("leaf ended\n")
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for _ in range(3):
+                s.spawn(leaf)
+
+    with asyncop.Runtime(1) as runtime:
+        Path(path + ".started").write_text(str(os.getpid()))
+        try:
+            runtime.run(main)
+        finally:
+            with open(path, "a") as f:
+                f.write("root ended\n")
+    asyncop.remote_token().check()
+    return "not cancelled"
+
+
+def outside_token() -> str:
+    try:
+        asyncop.remote_token()
+    except RuntimeError as exc:
+        return str(exc)
+    return "no error"
+
+
+def die(code: int) -> None:
+    """End the worker process abruptly."""
+    os._exit(code)
+
+
+class UnpicklableError(Exception):
+    def __init__(self) -> None:
+        super().__init__("holds a lock")
+        self.lock = threading.Lock()
+
+
+def raise_unpicklable() -> None:
+    raise UnpicklableError

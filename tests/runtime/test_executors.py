@@ -1,0 +1,383 @@
+"""ProcessExecutor: remote work as an ordinary node of the tree.
+
+Values, failures with remote tracebacks, pending and running cancels, remote
+tokens, ignored tokens killed after the grace, deadlines, a remote subtree,
+shutdown with work in flight, and no process left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import asyncop
+from asyncop import OperationState
+from asyncop.runtime._remote import RemoteTraceback
+from tests.runtime import _remote_jobs as jobs
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it has exited, which is what counts.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(predicate: object, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not met in time")
+
+
+def worker_pids(executor: asyncop.ProcessExecutor) -> set[int]:
+    return set(executor._pool._pool_manager.worker_manager.workers)
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[asyncop.ProcessExecutor]:
+    ex = asyncop.ProcessExecutor(2, kill_grace=0.5)
+    try:
+        yield ex
+    finally:
+        pids = worker_pids(ex)
+        ex.shutdown()
+        assert not any(alive(p) for p in pids)
+
+
+# -- values and failures --------------------------------------------------------
+
+
+def test_value_comes_back_from_a_worker_process(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    ops = [runtime.spawn(jobs.square, i, executor=executor) for i in range(6)]
+    assert [op.wait(30).value for op in ops] == [i * i for i in range(6)]
+    assert all(op.state is OperationState.COMPLETED for op in ops)
+    assert runtime.spawn(jobs.pid, executor=executor).wait(30).value != os.getpid()
+
+
+def test_child_of_an_operation_and_of_a_scope_runs_remotely(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    with runtime.scope() as root:
+        child = root.spawn(jobs.square, 7, executor=executor, name="seven")
+        assert child.parent is root and child.name == "seven"
+    assert child.result() == 49
+
+    async def main() -> int:
+        op = asyncop.current_operation()
+        assert op is not None
+        return await op.spawn(jobs.square, 5, executor=executor)  # type: ignore[no-any-return]
+
+    assert runtime.run(main) == 25
+
+
+def test_failure_keeps_the_remote_traceback(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    op = runtime.spawn(jobs.fail, "bad input", executor=executor)
+    result = op.wait(30)
+    assert result.state is OperationState.FAILED
+    error = result.error
+    assert isinstance(error, ValueError) and str(error) == "bad input"
+    assert isinstance(error.__cause__, RemoteTraceback)
+    assert "in fail" in error.__cause__.text and "_remote_jobs.py" in error.__cause__.text
+    assert any("process" in note for note in error.__notes__)
+
+
+def test_failure_joins_the_parent_group_and_cancels_siblings(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    with pytest.raises(ExceptionGroup) as info, runtime.scope() as root:
+        sibling = root.spawn(jobs.poll_token, 30, executor=executor)
+        root.spawn(jobs.fail, "child failed", executor=executor)
+    (error,) = info.value.exceptions
+    assert isinstance(error, ValueError) and str(error) == "child failed"
+    assert isinstance(error.__cause__, RemoteTraceback)
+    assert sibling.state is OperationState.CANCELLED
+
+
+# -- pickling ---------------------------------------------------------------------------
+
+
+def test_unpicklable_function_and_argument_raise_before_sending(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    with pytest.raises(TypeError, match=r"function '.*<lambda>' cannot be pickled"):
+        runtime.spawn(lambda: 1, executor=executor)
+    with pytest.raises(TypeError, match=r"argument 1 of 'square' \(lock\) cannot be pickled"):
+        runtime.spawn(jobs.square, 1, threading.Lock(), executor=executor)
+    assert executor._jobs == set()
+    assert "no live operations" in runtime.dump()
+
+
+def test_unpicklable_result_is_a_type_error_naming_it(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    error = runtime.spawn(jobs.make_generator, executor=executor).wait(30).error
+    assert isinstance(error, TypeError)
+    assert "result of 'make_generator' (a generator) cannot be pickled" in str(error)
+
+
+# -- cancellation ------------------------------------------------------------------------
+
+
+def test_cancel_of_a_pending_job_drops_it(runtime: asyncop.Runtime, tmp_path: Path) -> None:
+    with asyncop.ProcessExecutor(1, kill_grace=5) as ex:
+        busy = runtime.spawn(jobs.poll_token, 30, str(tmp_path / "busy"), executor=ex)
+        wait_for(lambda: (tmp_path / "busy.started").exists())
+        marker = tmp_path / "never"
+        pending = runtime.spawn(jobs.touch, str(marker), executor=ex)
+        time.sleep(0.1)
+        pending.cancel()
+        assert pending.wait(5).state is OperationState.CANCELLED
+        busy.cancel()
+        assert busy.wait(10).state is OperationState.CANCELLED
+        # The one worker is free again: had the dropped job run, it would be now.
+        assert runtime.spawn(jobs.square, 2, executor=ex).wait(30).value == 4
+    assert not marker.exists()
+
+
+def test_cancel_before_the_first_step_never_sends(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, tmp_path: Path
+) -> None:
+    with runtime.scope() as root:
+        root.cancel()
+        op = root.spawn(jobs.touch, str(tmp_path / "x"), executor=executor)
+    assert op.state is OperationState.CANCELLED
+    assert executor._jobs == set()
+    assert not (tmp_path / "x").exists()
+
+
+def test_running_job_sees_its_token_promptly(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen"
+    op = runtime.spawn(jobs.poll_token, 30, str(seen), executor=executor)
+    wait_for(lambda: Path(str(seen) + ".started").exists())
+    cancelled_at = time.time()
+    op.cancel("stop now")
+    assert op.wait(10).state is OperationState.CANCELLED
+    assert op.cancel_reason == "stop now"
+    # 50 ms when the machine is quiet; the bound is generous for a loaded one.
+    assert float(seen.read_text()) - cancelled_at < 0.5
+
+
+def test_token_wait_returns_true_on_cancel_and_false_on_timeout(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    assert runtime.spawn(jobs.wait_token, 0.05, executor=executor).wait(30).value is False
+    op = runtime.spawn(jobs.wait_token, 30, executor=executor)
+    time.sleep(0.3)
+    start = time.monotonic()
+    op.cancel()
+    # The job returns True after the cancel: a value it produced is kept.
+    result = op.wait(10)
+    assert time.monotonic() - start < 5
+    assert result.state is OperationState.COMPLETED and result.value is True
+
+
+def test_remote_token_outside_remote_work_raises(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    with pytest.raises(RuntimeError, match="outside remote work"):
+        asyncop.remote_token()
+    with pytest.raises(RuntimeError, match="outside remote work"):
+        runtime.run(asyncop.remote_token)
+
+
+def test_ignored_token_kills_and_replaces_only_that_process(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    with asyncop.ProcessExecutor(2, kill_grace=0.3) as ex:
+        neighbour = runtime.spawn(jobs.ignore_token, 1.5, executor=ex)
+        pidfile = tmp_path / "pid"
+        stubborn = runtime.spawn(jobs.ignore_token, 60, str(pidfile), executor=ex)
+        wait_for(pidfile.exists)
+        pid = int(pidfile.read_text())
+        start = time.monotonic()
+        stubborn.cancel()
+        assert stubborn.wait(20).state is OperationState.CANCELLED
+        assert time.monotonic() - start >= 0.3
+        assert not alive(pid)
+        # The other job was left alone, and a replacement process takes work.
+        assert neighbour.wait(30).value == "ignored"
+        assert runtime.spawn(jobs.square, 3, executor=ex).wait(30).value == 9
+        assert len(worker_pids(ex)) == 2 and pid not in worker_pids(ex)
+
+
+def test_abandon_ends_at_once_and_still_kills_after_the_grace(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    with asyncop.ProcessExecutor(1, kill_grace=0.5) as ex:
+        pidfile = tmp_path / "pid"
+        op = runtime.spawn(jobs.ignore_token, 60, str(pidfile), executor=ex, abandon=True)
+        wait_for(pidfile.exists)
+        pid = int(pidfile.read_text())
+        start = time.monotonic()
+        op.cancel()
+        assert op.wait(5).state is OperationState.CANCELLED
+        assert time.monotonic() - start < 0.4
+        wait_for(lambda: not alive(pid))
+
+
+def test_deadline_on_a_remote_operation_cancels_it(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    op = runtime.spawn(jobs.poll_token, 30, executor=executor)
+    op.deadline = runtime.now() + 0.3
+    assert op.wait(10).state is OperationState.CANCELLED
+    assert op.expired
+
+
+def test_scope_timeout_above_remote_work_raises_timeout_error(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    start = time.monotonic()
+    with pytest.raises(TimeoutError), runtime.scope(timeout=0.3) as root:
+        child = root.spawn(jobs.poll_token, 30, executor=executor)
+    assert child.state is OperationState.CANCELLED
+    assert time.monotonic() - start < 10
+
+
+def test_cancel_reaches_a_runtime_inside_the_remote_job(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    # A long grace: the job must stop by itself, through its own runtime.
+    with asyncop.ProcessExecutor(1, kill_grace=60) as ex:
+        op = runtime.spawn(jobs.remote_tree, str(log), executor=ex)
+        wait_for(lambda: Path(str(log) + ".started").exists())
+        time.sleep(0.2)
+        start = time.monotonic()
+        op.cancel()
+        assert op.wait(20).state is OperationState.CANCELLED
+        assert time.monotonic() - start < 10
+    lines = log.read_text().splitlines()
+    assert lines.count("leaf ended") == 3 and lines[-1] == "root ended"
+
+
+# -- dump and misuse ----------------------------------------------------------------------
+
+
+def test_dump_shows_where_remote_work_runs(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, tmp_path: Path
+) -> None:
+    path = tmp_path / "p"
+    op = runtime.spawn(jobs.poll_token, 30, str(path), executor=executor)
+    wait_for(lambda: Path(str(path) + ".started").exists())
+    pid = Path(str(path) + ".started").read_text()
+    text = runtime.dump()
+    assert "poll_token [RUNNING]" in text and f"in worker process {pid}" in text
+    op.cancel()
+    op.wait(10)
+
+
+def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
+    with pytest.raises(TypeError, match=r"ProcessExecutor or asyncop\.dask\.DaskExecutor"):
+        runtime.spawn(jobs.square, 1, executor=object())
+    with pytest.raises(TypeError, match="abandon=True"):
+        runtime.spawn(jobs.square, 1, abandon=True)
+    with pytest.raises(ValueError, match="at least one process"):
+        asyncop.ProcessExecutor(0)
+    with pytest.raises(TypeError, match="needs an int"):
+        asyncop.ProcessExecutor(1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        asyncop.ProcessExecutor(1, kill_grace=float("nan"))
+    ex = asyncop.ProcessExecutor(1)
+
+    async def coro() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="executors run plain functions"):
+        runtime.spawn(coro, executor=ex)
+    ex.shutdown()
+    ex.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        runtime.spawn(jobs.square, 1, executor=ex)
+
+
+# -- shutdown ------------------------------------------------------------------------------
+
+
+def test_leaving_the_runtime_cancels_remote_work(tmp_path: Path) -> None:
+    with asyncop.ProcessExecutor(2, kill_grace=0.5) as ex:
+        start = time.monotonic()
+        with asyncop.Runtime(2) as rt:
+            polite = rt.spawn(jobs.poll_token, 60, executor=ex)
+            stubborn = rt.spawn(jobs.ignore_token, 60, str(tmp_path / "pid"), executor=ex)
+            wait_for((tmp_path / "pid").exists)
+        assert polite.state is OperationState.CANCELLED
+        assert stubborn.state is OperationState.CANCELLED
+        assert time.monotonic() - start < 15
+        assert not alive(int((tmp_path / "pid").read_text()))
+
+
+def test_executor_shutdown_with_work_in_flight_leaves_no_process(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    ex = asyncop.ProcessExecutor(2, kill_grace=0.3)
+    polite = runtime.spawn(jobs.poll_token, 60, str(tmp_path / "polite"), executor=ex)
+    stubborn = runtime.spawn(jobs.ignore_token, 60, str(tmp_path / "pid"), executor=ex)
+    wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "polite.started").exists())
+    queued = runtime.spawn(jobs.touch, str(tmp_path / "never"), executor=ex)
+    time.sleep(0.1)
+    pids = worker_pids(ex)
+    ex.shutdown()
+    assert polite.wait(10).state is OperationState.CANCELLED
+    assert stubborn.wait(10).state is OperationState.CANCELLED
+    assert queued.wait(10).state is OperationState.CANCELLED
+    assert "shut down" in str(polite.cancel_reason)
+    assert not any(alive(p) for p in pids)
+    assert not (tmp_path / "never").exists()
+
+
+def test_interpreter_exit_does_not_hang_on_a_stuck_job(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {ROOT!r})
+        import asyncop
+        from tests.runtime import _remote_jobs as jobs
+        if __name__ == "__main__":
+            ex = asyncop.ProcessExecutor(1, kill_grace=30)
+            rt = asyncop.Runtime(1)
+            rt.spawn(jobs.ignore_token, 600, {str(tmp_path / "pid")!r}, executor=ex)
+            while True:
+                try:
+                    open({str(tmp_path / "pid")!r}).read()
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            print("leaving", flush=True)
+        """
+    )
+    (tmp_path / "main.py").write_text(script)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, timeout=40
+    )
+    assert "leaving" in done.stdout, done.stderr
+    assert time.monotonic() - start < 30
+    wait_for(lambda: not alive(int((tmp_path / "pid").read_text())), timeout=10)

@@ -1,0 +1,229 @@
+"""DaskExecutor: remote work on a local Dask cluster as a node of the tree.
+
+One two-process cluster serves the whole module, so the module stays well
+under a minute.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import asyncop
+from asyncop import OperationState
+from asyncop.runtime._remote import RemoteTraceback
+from tests.runtime import _remote_jobs as jobs
+
+distributed = pytest.importorskip("distributed")
+from asyncop.dask import DaskExecutor  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def wait_for(predicate: object, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[distributed.Client]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture
+def executor(client: distributed.Client) -> Iterator[DaskExecutor]:
+    ex = DaskExecutor(client)
+    yield ex
+    ex.shutdown(timeout=20)
+    # Nothing of ours is left running or queued on the cluster.
+    wait_for(lambda: not any(client.processing().values()), timeout=20)
+
+
+def test_value_comes_back_from_the_cluster(
+    runtime: asyncop.Runtime, executor: DaskExecutor
+) -> None:
+    ops = [runtime.spawn(jobs.square, i, executor=executor) for i in range(8)]
+    assert [op.wait(30).value for op in ops] == [i * i for i in range(8)]
+    # cloudpickle carries lambdas, as Dask users expect.
+    assert runtime.spawn(lambda x: x + 1, 41, executor=executor).wait(30).value == 42
+
+    async def main() -> int:
+        op = asyncop.current_operation()
+        assert op is not None
+        return await op.spawn(jobs.square, 6, executor=executor)  # type: ignore[no-any-return]
+
+    assert runtime.run(main) == 36
+
+
+def test_failure_keeps_the_remote_traceback_and_joins_the_group(
+    runtime: asyncop.Runtime, executor: DaskExecutor
+) -> None:
+    with pytest.raises(ExceptionGroup) as info, runtime.scope() as root:
+        sibling = root.spawn(jobs.poll_token, 30, executor=executor)
+        root.spawn(jobs.fail, "cluster failure", executor=executor)
+    (error,) = info.value.exceptions
+    assert isinstance(error, ValueError) and str(error) == "cluster failure"
+    assert isinstance(error.__cause__, RemoteTraceback)
+    assert "in fail" in error.__cause__.text
+    assert any("Dask task" in note for note in error.__notes__)
+    assert sibling.state is OperationState.CANCELLED
+
+
+def test_unpicklable_argument_raises_before_sending(
+    runtime: asyncop.Runtime, executor: DaskExecutor
+) -> None:
+    with pytest.raises(TypeError, match=r"argument 0 of 'square' \(lock\) cannot be pickled"):
+        runtime.spawn(jobs.square, threading.Lock(), executor=executor)
+    assert executor._jobs == set()
+
+
+def test_cancel_of_a_pending_task_drops_it(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    busy = [
+        runtime.spawn(jobs.poll_token, 30, str(tmp_path / f"busy{i}"), executor=executor)
+        for i in range(2)
+    ]
+    wait_for(lambda: all((tmp_path / f"busy{i}.started").exists() for i in range(2)))
+    marker = tmp_path / "never"
+    pending = runtime.spawn(jobs.touch, str(marker), executor=executor)
+    time.sleep(0.2)
+    start = time.monotonic()
+    pending.cancel()
+    assert pending.wait(10).state is OperationState.CANCELLED
+    assert time.monotonic() - start < 5
+    for op in busy:
+        op.cancel()
+        assert op.wait(10).state is OperationState.CANCELLED
+    time.sleep(0.5)
+    assert not marker.exists()
+
+
+def test_running_task_sees_its_token_within_a_poll(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen"
+    op = runtime.spawn(jobs.poll_token, 30, str(seen), executor=executor)
+    wait_for(lambda: Path(str(seen) + ".started").exists())
+    text = runtime.dump()
+    assert "poll_token [RUNNING]" in text and "Dask task poll_token-" in text
+    cancelled_at = time.time()
+    op.cancel()
+    assert op.wait(10).state is OperationState.CANCELLED
+    # 100 ms when the machine is quiet; the bound is generous for a loaded one.
+    assert float(seen.read_text()) - cancelled_at < 1.0
+
+
+def test_ignored_token_waits_for_the_task_by_default(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    op = runtime.spawn(jobs.ignore_token, 1.0, str(pidfile), executor=executor)
+    wait_for(pidfile.exists)
+    start = time.monotonic()
+    op.cancel()
+    result = op.wait(20)
+    # No orphan: the operation ended when the task did, keeping its value.
+    assert time.monotonic() - start > 0.3
+    assert result.state is OperationState.COMPLETED and result.value == "ignored"
+
+
+def test_abandon_ends_at_once_and_drops_the_late_result(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    op = runtime.spawn(jobs.ignore_token, 1.0, str(pidfile), executor=executor, abandon=True)
+    wait_for(pidfile.exists)
+    start = time.monotonic()
+    op.cancel()
+    assert op.wait(10).state is OperationState.CANCELLED
+    assert time.monotonic() - start < 0.9
+
+
+def test_deadlines_on_the_node_and_on_a_scope_above(
+    runtime: asyncop.Runtime, executor: DaskExecutor
+) -> None:
+    op = runtime.spawn(jobs.poll_token, 30, executor=executor)
+    op.deadline = runtime.now() + 0.3
+    assert op.wait(10).state is OperationState.CANCELLED
+    assert op.expired
+    with pytest.raises(TimeoutError), runtime.scope(timeout=0.3) as root:
+        child = root.spawn(jobs.poll_token, 30, executor=executor)
+    assert child.state is OperationState.CANCELLED
+
+
+def test_cancel_reaches_a_runtime_inside_the_task(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    op = runtime.spawn(jobs.remote_tree, str(log), executor=executor)
+    wait_for(lambda: Path(str(log) + ".started").exists())
+    time.sleep(0.2)
+    op.cancel()
+    assert op.wait(20).state is OperationState.CANCELLED
+    lines = log.read_text().splitlines()
+    assert lines.count("leaf ended") == 3 and lines[-1] == "root ended"
+
+
+def test_leaving_the_runtime_cancels_tasks_in_flight(
+    executor: DaskExecutor, tmp_path: Path
+) -> None:
+    start = time.monotonic()
+    with asyncop.Runtime(2) as rt:
+        ops = [
+            rt.spawn(jobs.poll_token, 60, str(tmp_path / f"j{i}"), executor=executor)
+            for i in range(3)
+        ]
+        wait_for(lambda: (tmp_path / "j0.started").exists())
+    assert all(op.state is OperationState.CANCELLED for op in ops)
+    assert time.monotonic() - start < 20
+
+
+def test_executor_shutdown_cancels_and_refuses_new_work(
+    runtime: asyncop.Runtime, client: distributed.Client, tmp_path: Path
+) -> None:
+    ex = DaskExecutor(client)
+    op = runtime.spawn(jobs.poll_token, 60, str(tmp_path / "j"), executor=ex)
+    wait_for(lambda: (tmp_path / "j.started").exists())
+    ex.shutdown(timeout=20)
+    assert op.wait(10).state is OperationState.CANCELLED
+    with pytest.raises(RuntimeError, match="shut down"):
+        runtime.spawn(jobs.square, 1, executor=ex)
+
+
+def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
+    with pytest.raises(TypeError, match=r"needs a distributed\.Client"):
+        DaskExecutor(object())  # type: ignore[arg-type]
+
+
+def test_import_without_dask_says_how_to_install_it() -> None:
+    code = "import sys; sys.modules['distributed'] = None; import asyncop.dask"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
+    assert result.returncode != 0
+    assert "pip install 'asyncop[dask]'" in result.stderr
