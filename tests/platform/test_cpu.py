@@ -86,7 +86,11 @@ def test_thread_cpu_clock_reads_another_threads_cpu_time() -> None:
         readers.append(thread_cpu_clock())
         made.set()
         go.wait(10)
-        _spin(0.2)
+        # Spin for 0.2 s of this thread's own CPU time, not wall time: on a
+        # loaded machine a wall-clock spin may get much less CPU than that.
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
 
     thread = threading.Thread(target=target)
     thread.start()
