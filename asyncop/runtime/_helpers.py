@@ -87,30 +87,62 @@ def async_create(
     return default_runtime().create(callback, context, parent=parent)
 
 
+def _operation(op: object, call: str) -> AsyncOperation:
+    """Return ``op`` if it is an operation; raise TypeError naming ``call`` if not."""
+    if not isinstance(op, AsyncOperation):
+        raise TypeError(
+            f"{call}(op) needs an AsyncOperation, got {type(op).__name__}; "
+            "pass an operation made by async_create() or spawn()"
+        )
+    return op
+
+
 def async_submit(op: AsyncOperation) -> AsyncOperation:
-    """Queue a CREATED operation on its runtime; returns it."""
-    return op.runtime.submit(op)  # type: ignore[attr-defined,no-any-return]
+    """Queue a CREATED operation on its runtime; returns it.
+
+    Raises:
+        TypeError: ``op`` is not an operation.
+    """
+    return _operation(op, "async_submit").runtime.submit(op)  # type: ignore[attr-defined,no-any-return]
 
 
 def async_cancel(op: AsyncOperation) -> None:
-    """Cancel an operation and its subtree (see ``AsyncOperation.cancel``)."""
-    op.cancel()
+    """Cancel an operation and its subtree (see ``AsyncOperation.cancel``).
+
+    Raises:
+        TypeError: ``op`` is not an operation.
+    """
+    _operation(op, "async_cancel").cancel()
 
 
 def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult:
     """Block until the operation ends and return its ``AsyncResult``.
 
+    The same wait as ``op.wait(timeout)``: a cancellation point when called
+    from inside an operation, and ``math.inf`` or None wait without limit.
+
     Raises:
         TimeoutError: the operation had not ended after ``timeout`` seconds.
+        TypeError: ``op`` is not an operation, or ``timeout`` not a number.
+        ValueError: ``timeout`` is NaN.
+        Cancelled: the calling operation was cancelled while it waited.
     """
-    return op.wait(timeout)
+    return _operation(op, "async_await").wait(timeout)
 
 
 def async_result(op: AsyncOperation) -> AsyncResult:
-    """Return the operation's result now: a snapshot if it has not ended."""
-    return op._snapshot(observe=True)
+    """Return the operation's result now: a snapshot if it has not ended.
+
+    Raises:
+        TypeError: ``op`` is not an operation.
+    """
+    return _operation(op, "async_result")._snapshot(observe=True)
 
 
 def async_state(op: AsyncOperation) -> OperationState:
-    """Return the operation's current state."""
-    return op.state
+    """Return the operation's current state.
+
+    Raises:
+        TypeError: ``op`` is not an operation.
+    """
+    return _operation(op, "async_state").state

@@ -360,3 +360,55 @@ def test_interpreter_exit_with_idle_default_runtime_is_clean() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["done"]
     assert proc.stderr == ""
+
+
+# ----------------------------------------------------------------------
+# Bad arguments get a TypeError naming the call
+# ----------------------------------------------------------------------
+
+_HELPERS_ON_ONE_OP = {
+    "async_submit": async_submit,
+    "async_cancel": async_cancel,
+    "async_await": async_await,
+    "async_result": async_result,
+    "async_state": async_state,
+}
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "bad", [None, "op", 42, object(), AsyncResult(OperationState.COMPLETED, 1, None)]
+)
+@pytest.mark.parametrize("name", sorted(_HELPERS_ON_ONE_OP))
+def test_helper_given_a_non_operation_raises_type_error_naming_the_call(
+    name: str, bad: object
+) -> None:
+    with pytest.raises(TypeError, match=rf"{name}\(op\) needs an AsyncOperation, got "):
+        _HELPERS_ON_ONE_OP[name](bad)  # type: ignore[operator]
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("bad", ["1", [1], object()])
+def test_async_await_with_a_non_number_timeout_raises_type_error_and_leaves_op_alone(
+    bad: object,
+) -> None:
+    gate = threading.Event()
+    op = async_create(lambda o, ctx: gate.wait(10))
+    async_submit(op)
+    try:
+        with pytest.raises(TypeError, match="timeout"):
+            async_await(op, bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="NaN"):
+            async_await(op, float("nan"))
+        assert not op.done
+    finally:
+        gate.set()
+        assert async_await(op, 10).state is OperationState.COMPLETED
+
+
+@pytest.mark.timeout(10)
+def test_async_await_with_an_infinite_timeout_waits_without_limit() -> None:
+    op = async_create(lambda o, ctx: ctx * 2, 21)
+    async_submit(op)
+    assert async_await(op, float("inf")).value == 42
+    assert async_await(op, 1e300).value == 42
