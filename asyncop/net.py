@@ -69,12 +69,17 @@ __all__ = [
 ]
 
 
-def _check_open(sock: socket.socket, what: str) -> None:
-    """Refuse a closed socket; switch an open one to non-blocking mode.
+def _check_open(sock: socket.socket, what: str, arg: str = "sock") -> None:
+    """Refuse what is not a socket, or a closed one; make an open one non-blocking.
 
     A blocking socket would block the worker inside ``recv``/``send``; the
     helpers only work on non-blocking ones, so they switch it themselves.
     """
+    if not isinstance(sock, socket.socket):
+        raise TypeError(
+            f"{what} needs a socket.socket as '{arg}', got {type(sock).__name__}; pass a "
+            "socket, e.g. one from connect_async() or accept_async()"
+        )
     if sock.fileno() < 0:
         raise ClosedResourceError(f"{what} on a closed socket; open a new connection instead")
     if sock.getblocking():
@@ -100,7 +105,23 @@ async def connect_async(host: str, port: int) -> socket.socket:
         ConnectionRefusedError: nobody listens at that address.
         OSError: the address cannot be resolved or reached.
         Cancelled: the task was cancelled; the half-open socket is closed.
+        TypeError: ``host`` is not a str or ``port`` not an int.
+        ValueError: ``port`` is outside 0-65535.
     """
+    if not isinstance(host, str):
+        raise TypeError(
+            f"connect_async() needs a host name or address as 'host', got "
+            f"{type(host).__name__}; pass a str such as '127.0.0.1' or 'example.com'"
+        )
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(
+            f"connect_async() needs a port number as 'port', got {type(port).__name__}; "
+            "pass an int such as 8080"
+        )
+    if not 0 <= port <= 65535:
+        raise ValueError(
+            f"connect_async() got port {port}, outside 0-65535; pass a valid TCP port"
+        )
     if _numeric_host(host):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]
@@ -147,8 +168,9 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
     Raises:
         ClosedResourceError: the listener is closed.
         Cancelled: the task was cancelled while waiting; nothing was accepted.
+        TypeError: ``listener`` is not a socket.
     """
-    _check_open(listener, "accept_async()")
+    _check_open(listener, "accept_async()", "listener")
     while True:
         try:
             sock, addr = listener.accept()
@@ -167,8 +189,17 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
         ClosedResourceError: the socket is closed.
         ConnectionResetError: the peer reset the connection.
         Cancelled: the task was cancelled while waiting; nothing was taken.
+        TypeError: ``sock`` is not a socket, or ``n`` not an int.
+        ValueError: ``n`` is less than 1.
     """
     _check_open(sock, "recv_async()")
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(
+            f"recv_async() needs a byte count as 'n', got {type(n).__name__}; pass an int "
+            "such as 65536"
+        )
+    if n < 1:
+        raise ValueError(f"recv_async() got n={n}; pass 1 or more bytes to receive")
     while True:
         try:
             return sock.recv(n)
@@ -189,9 +220,16 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
         ConnectionResetError, BrokenPipeError: the peer is gone.
         Cancelled: the task was cancelled while waiting; a prefix of ``data``
             was sent (the exception's note says how many bytes).
+        TypeError: ``sock`` is not a socket, or ``data`` not bytes-like.
     """
     _check_open(sock, "send_all_async()")
-    view = memoryview(data).cast("B")
+    try:
+        view = memoryview(data).cast("B")
+    except TypeError:
+        raise TypeError(
+            f"send_all_async() needs bytes-like 'data', got {type(data).__name__}; pass "
+            "bytes, bytearray or memoryview (encode a str first, e.g. text.encode())"
+        ) from None
     total = 0
     size = len(view)
     while total < size:

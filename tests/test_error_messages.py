@@ -945,6 +945,126 @@ def t_thread_entry_not_callable(c: Ctx) -> BaseException:
     return caught(start_thread, 5, None, name="no_entry")
 
 
+# -- misused awaitables, foreign loops, bad input -------------------------------
+
+
+def t_spawn_returns_awaitable(c: Ctx) -> BaseException:
+    return failure_of(c.rt, asyncop.sleep, 10)
+
+
+async def _agen_body() -> Any:
+    yield 1
+
+
+def t_spawn_async_generator(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, _agen_body)
+
+
+def t_spawn_blocking_async_function(c: Ctx) -> BaseException:
+    return caught(asyncop.spawn_blocking, async_callback)
+
+
+def t_spawn_blocking_returns_coroutine(c: Ctx) -> BaseException:
+    async def body() -> None:
+        return None
+
+    async def main() -> None:
+        await asyncop.spawn_blocking(lambda: body())
+
+    return failure_of(c.rt, main)
+
+
+def t_asyncop_awaitable_under_asyncio(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await asyncop.sleep(1)
+
+    return caught(asyncio.run, main())
+
+
+def t_asyncio_future_in_asyncop_task(c: Ctx) -> BaseException:
+    async def awaits_a_future() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            await loop.create_future()
+        finally:
+            loop.close()
+
+    return failure_of(c.rt, awaits_a_future)
+
+
+def t_asyncio_sleep_in_asyncop_task(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await asyncio.sleep(1)
+
+    return failure_of(c.rt, main)
+
+
+def t_clock_start_type(c: Ctx) -> BaseException:
+    return caught(VirtualClock, start="0")
+
+
+def t_clock_start_nan(c: Ctx) -> BaseException:
+    return caught(VirtualClock, start=math.nan)
+
+
+def t_waker_new_not_operation(c: Ctx) -> BaseException:
+    return caught(lowlevel.waker_new, None)
+
+
+def t_waker_new_cancellation_not_event(c: Ctx) -> BaseException:
+    return caught(lowlevel.waker_new, c.rt.create(async_callback), cancellation=5)
+
+
+def t_waker_new_timeout_type(c: Ctx) -> BaseException:
+    return caught(lowlevel.waker_new, c.rt.create(async_callback), timeout="1")
+
+
+def t_waker_new_timeout_nan(c: Ctx) -> BaseException:
+    return caught(lowlevel.waker_new, c.rt.create(async_callback), timeout=math.nan)
+
+
+def t_resume_when_callback_not_callable(c: Ctx) -> BaseException:
+    return caught(lowlevel.resume_when, c.rt.create(async_callback), asyncop.sleep(1), 5)
+
+
+def t_recv_not_socket(c: Ctx) -> BaseException:
+    return failure_of(c.rt, recv_async, None, 1)
+
+
+def _pair_failure(c: Ctx, fn: Callable[..., Any], *args: Any) -> BaseException:
+    a, b = socket.socketpair()
+    try:
+        return failure_of(c.rt, fn, a, *args)
+    finally:
+        a.close()
+        b.close()
+
+
+def t_recv_count_type(c: Ctx) -> BaseException:
+    return _pair_failure(c, recv_async, "10")
+
+
+def t_recv_count_zero(c: Ctx) -> BaseException:
+    return _pair_failure(c, recv_async, 0)
+
+
+def t_send_all_text(c: Ctx) -> BaseException:
+    return _pair_failure(c, send_all_async, "text")
+
+
+def t_connect_host_type(c: Ctx) -> BaseException:
+    return failure_of(c.rt, connect_async, None, 80)
+
+
+def t_connect_port_type(c: Ctx) -> BaseException:
+    return failure_of(c.rt, connect_async, "127.0.0.1", "80")
+
+
+def t_connect_port_range(c: Ctx) -> BaseException:
+    return failure_of(c.rt, connect_async, "127.0.0.1", 70000)
+
+
+
 # ----------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------
@@ -1484,6 +1604,48 @@ CASES += [
     Case("semaphore-past-max", t_semaphore_past_max, ValueError, "max_value=1"),
     Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
     Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
+    # misused awaitables, foreign loops, bad input
+    Case("spawn-returns-awaitable", t_spawn_returns_awaitable, TypeError, "sleep(10)"),
+    Case("spawn-async-generator", t_spawn_async_generator, TypeError, "'_agen_body'"),
+    Case(
+        "spawn-blocking-async-function",
+        t_spawn_blocking_async_function,
+        TypeError,
+        "'async_callback'",
+    ),
+    Case(
+        "spawn-blocking-returns-coroutine",
+        t_spawn_blocking_returns_coroutine,
+        TypeError,
+        "spawn_blocking()",
+    ),
+    Case("asyncop-under-asyncio", t_asyncop_awaitable_under_asyncio, TypeError, "sleep(1)"),
+    Case("asyncio-future-in-task", t_asyncio_future_in_asyncop_task, TypeError, "Future"),
+    Case("asyncio-sleep-in-task", t_asyncio_sleep_in_asyncop_task, TypeError, "asyncio.sleep()"),
+    Case("clock-start-type", t_clock_start_type, TypeError, "VirtualClock(start=...)"),
+    Case("clock-start-nan", t_clock_start_nan, ValueError, "VirtualClock(start=...)"),
+    Case("waker-new-not-operation", t_waker_new_not_operation, TypeError, "NoneType"),
+    Case(
+        "waker-new-cancellation-not-event",
+        t_waker_new_cancellation_not_event,
+        TypeError,
+        "'cancellation'",
+    ),
+    Case("waker-new-timeout-type", t_waker_new_timeout_type, TypeError, "waker_new(timeout=...)"),
+    Case("waker-new-timeout-nan", t_waker_new_timeout_nan, ValueError, "waker_new(timeout=...)"),
+    Case(
+        "resume-when-callback-not-callable",
+        t_resume_when_callback_not_callable,
+        TypeError,
+        "'callback'",
+    ),
+    Case("recv-not-socket", t_recv_not_socket, TypeError, "NoneType"),
+    Case("recv-count-type", t_recv_count_type, TypeError, "'n'"),
+    Case("recv-count-zero", t_recv_count_zero, ValueError, "n=0"),
+    Case("send-all-text", t_send_all_text, TypeError, "'data'"),
+    Case("connect-host-type", t_connect_host_type, TypeError, "'host'"),
+    Case("connect-port-type", t_connect_port_type, TypeError, "'port'"),
+    Case("connect-port-range", t_connect_port_range, ValueError, "70000"),
 ]
 
 REFUSED_PORT = free_port()

@@ -59,6 +59,8 @@ from ..platform import check_timeout
 from ._current import ThreadState, thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._executor import spawn_remote
+from ._foreign import awaited_outside_error
+from ._guard import run_isolated
 from ._park import blocking_operation, cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
@@ -110,15 +112,13 @@ class OpKind(enum.Enum):
 def run_after(after: After) -> None:
     """Run the actions collected under the runtime lock, after releasing it.
 
-    An exception from one action (a user's ``on_cancel`` callback) is logged
-    and does not stop the others: the cancel that triggered them has already
-    happened and cannot be undone.
+    An exception from one action (a user's ``on_cancel`` callback), even
+    SystemExit or KeyboardInterrupt, is logged and does not stop the others:
+    they carry wakeups that must be delivered, and the cancel that triggered
+    them has already happened and cannot be undone. A KeyboardInterrupt on
+    the main thread is raised again once every action has run.
     """
-    for action in after:
-        try:
-            action()
-        except Exception:
-            logger.exception("asyncop: a cancellation or completion callback raised")
+    run_isolated(after, "a cancellation or completion callback")
 
 
 _LockType = _thread.LockType
@@ -581,7 +581,13 @@ class AsyncOperation:
             RuntimeError: ``op`` is the awaiting task or one of its ancestors.
         """
         # The worker stepping the task turns the operation into an event.
-        return (yield self)
+        try:
+            return (yield self)
+        except (RuntimeError, TypeError) as exc:
+            # What asyncio or trio throws back at an object it cannot run.
+            if thread_state().task is None:
+                raise awaited_outside_error(f"operation {self.name!r}", exc) from None
+            raise
 
     def _check_can_block(self, what: str, state: ThreadState | None = None) -> None:
         if state is None:

@@ -72,7 +72,10 @@ def check_timeout(timeout: object, what: str) -> float | None:
             f"{what} needs a number of seconds or None, got {type(timeout).__name__}; "
             "pass a float, or None for no limit"
         )
-    value = float(timeout)
+    try:
+        value = float(timeout)
+    except OverflowError:  # an int too large for a float: no limit, or a poll
+        value = math.inf if timeout > 0 else -math.inf  # type: ignore[operator]
     if math.isnan(value):
         raise ValueError(f"{what} got NaN seconds; pass a number, or None for no limit")
     if value <= 0.0:

@@ -15,20 +15,27 @@ says otherwise.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+import inspect
+import numbers
+from collections.abc import Callable, Generator
+from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, OperationState
-from ..operations._current import current_operation
+from ..operations._current import current_operation, thread_state
+from ..operations._foreign import awaited_outside_error
+from ..operations._guard import safe_repr
+from ..platform import check_timeout
 from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
 from ._reactor import READ, WRITE, IoWait, fileno_of
-from ._waker import Subscription, WaitEvent, Waker, WakerStatus
+from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
 __all__ = [
     "CHECKPOINT",
+    "Checkpoint",
     "OpWait",
     "Select",
     "SleepUntil",
@@ -66,28 +73,45 @@ def current_runtime(what: str) -> Runtime:
 
 
 @final
-class _Checkpoint(WaitEvent):
+class Checkpoint(WaitEvent):
     """Yield to the back of the ready queue (handled by the stepper)."""
 
     __slots__ = ()
 
-    def _arm(self, sub: Subscription) -> None:  # pragma: no cover - never armed
+    def __await__(self) -> Generator[Any, Any, Any]:
+        # WaitEvent.__await__, specialized for the commonest await: it
+        # yields the one CHECKPOINT, which the stepper tells apart by
+        # identity, and hands itself back to checkpoint()'s spares.
+        self._awaited = True
+        if len(_spare) < _SPARE_MAX:
+            _keep_spare(self)
+        try:
+            return (yield CHECKPOINT)
+        except (RuntimeError, TypeError) as exc:
+            if thread_state().task is None:
+                raise awaited_outside_error("checkpoint()", exc) from None
+            raise
+
+    def _arm(self, sub: Subscription) -> None:
         sub.fire(None)
 
     def _describe(self) -> str:
-        return "checkpoint"
+        return "checkpoint()"
 
 
-CHECKPOINT = _Checkpoint()
+# What every awaited checkpoint yields to the stepper.
+CHECKPOINT = Checkpoint()
+CHECKPOINT._awaited = True
 
-# ``await checkpoint()`` yields CHECKPOINT once, through an iterator over a
-# one-item tuple rather than the generator of WaitEvent.__await__: the
-# commonest await then runs no Python frame of asyncop's own. A bound C
-# method has no __get__, so the class attribute is called as it is, with no
-# arguments, and returns a fresh iterator each time. Resumed with None (all
-# the stepper ever sends it), the iterator ends the await; an exception
-# thrown in is raised at the await itself.
-_Checkpoint.__await__ = (CHECKPOINT,).__iter__  # type: ignore[assignment,method-assign]
+# Checkpoints already awaited, for checkpoint() to hand out again: making
+# and finalizing one per await would cost more than the await itself. They
+# hold no state but the flag, so sharing one with a caller that kept a
+# reference is harmless. (list.pop and list.append are atomic, on
+# free-threaded builds too.)
+_spare: list[Checkpoint] = []
+_SPARE_MAX = 64
+_keep_spare = _spare.append
+_take_spare = _spare.pop
 
 
 def checkpoint() -> WaitEvent:
@@ -99,7 +123,15 @@ def checkpoint() -> WaitEvent:
     Raises:
         Cancelled: the task (or its innermost scope) is cancelled.
     """
-    return CHECKPOINT
+    # A new object each time (or a spare), not one shared instance: one
+    # that is never awaited must be told apart, to warn about the missing
+    # await.
+    try:
+        event = _take_spare()
+    except IndexError:
+        return Checkpoint()
+    event._awaited = False
+    return event
 
 
 # -- sleeping -------------------------------------------------------------------
@@ -107,7 +139,12 @@ def checkpoint() -> WaitEvent:
 
 @final
 class SleepUntil(WaitEvent):
-    """Wait until the runtime clock reads ``deadline`` (or later)."""
+    """Wait until the runtime clock reads ``deadline`` (or later).
+
+    A deadline of ``inf`` (or, relative, ``None`` from ``check_timeout``)
+    is never reached: no timer is armed, and only a cancel (or another
+    event of a ``select``) ends the wait.
+    """
 
     __slots__ = ("deadline", "relative")
 
@@ -116,6 +153,8 @@ class SleepUntil(WaitEvent):
         self.relative = relative
 
     def _arm(self, sub: Subscription) -> None:
+        if self.deadline == _INF:
+            return  # never due: nothing to arm, and nothing for a timer heap to hold
         runtime = sub.waker.runtime
         with runtime._lock:
             now = runtime.now()
@@ -124,6 +163,8 @@ class SleepUntil(WaitEvent):
                 # Already due at the first poll: end here, without parking.
                 sub.fire(None)
                 return
+            if deadline - now >= _NO_LIMIT:
+                return  # decades away: the same as never, as check_timeout says
             sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
 
     def _disarm(self, sub: Subscription) -> None:
@@ -139,35 +180,63 @@ class SleepUntil(WaitEvent):
         return f"{kind}({self.deadline:g})"
 
 
-def _seconds(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+_INF = float("inf")
+# How far away a deadline means "never" (what check_timeout treats as no limit).
+_NO_LIMIT = 1e9
+
+
+def _seconds(value: object, what: str) -> float:
+    """``value`` as a number of seconds for a sleep: ``inf`` for no limit.
+
+    Raises TypeError for a non-number (``None`` included: a sleep needs a
+    length) and ValueError for NaN, before anything is made.
+    """
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{what} needs a number of seconds, got {type(value).__name__}; pass a float"
+            f"{what} needs a number of seconds, got {type(value).__name__}; pass a float, "
+            "or math.inf to wait until cancelled"
         )
     if value != value:
-        raise ValueError(f"{what} got NaN seconds; pass a real number")
-    return float(value)
+        raise ValueError(f"{what} got NaN; pass a number of seconds, or math.inf")
+    seconds = check_timeout(value, what)
+    return _INF if seconds is None else seconds
 
 
 def sleep(seconds: float) -> WaitEvent:
     """Suspend the task for ``seconds`` on the runtime clock.
 
-    A sleep of 0 or less ends at once, without parking (still a
-    cancellation point).
+    A sleep of 0 or less is a ``checkpoint()``: the task goes to the back of
+    the ready queue, so that other ready tasks run first. ``math.inf`` (or
+    any length of decades) sleeps until the task is cancelled.
 
     Raises:
+        TypeError: ``seconds`` is not a number (raised by the call itself).
+        ValueError: ``seconds`` is NaN (raised by the call itself).
         Cancelled: the task is cancelled before or during the sleep.
     """
-    return SleepUntil(_seconds(seconds, "sleep()"), relative=True)
+    value = _seconds(seconds, "sleep()")
+    if value == 0.0:
+        return checkpoint()
+    return SleepUntil(value, relative=True)
 
 
 def sleep_until(deadline: float) -> WaitEvent:
     """Suspend the task until the runtime clock reads ``deadline``.
 
+    A deadline already passed ends the wait at once, without parking;
+    ``math.inf`` sleeps until the task is cancelled.
+
     Raises:
+        TypeError: ``deadline`` is not a number (raised by the call itself).
+        ValueError: ``deadline`` is NaN (raised by the call itself).
         Cancelled: the task is cancelled before or during the sleep.
     """
-    return SleepUntil(_seconds(deadline, "sleep_until()"))
+    _seconds(deadline, "sleep_until()")  # the same checks as a length
+    try:
+        value = float(deadline)
+    except OverflowError:  # an int beyond float range: never, or long past
+        value = _INF if deadline > 0 else -_INF
+    return SleepUntil(value)
 
 
 def current_time() -> float:
@@ -229,6 +298,7 @@ class OpWait(WaitEvent):
 
     def __init__(self, op: AsyncOperation, *, as_op: bool = False) -> None:
         if not isinstance(op, AsyncOperation):
+            self._awaited = True  # refused: nothing to warn about when it is collected
             raise TypeError(
                 f"expected an AsyncOperation, got {type(op).__name__}; pass an operation "
                 "made by spawn() or create()"
@@ -278,6 +348,7 @@ class Select(WaitEvent):
         transform: Callable[[int, Any], Any] | None = None,
     ) -> None:
         if not events:
+            self._awaited = True  # refused: nothing to warn about when it is collected
             raise ValueError(
                 "select() got nothing to wait on; pass at least one awaitable, "
                 "e.g. select(channel.recv_async(), asyncop.sleep(1))"
@@ -286,10 +357,14 @@ class Select(WaitEvent):
         for event in events:
             if isinstance(event, AsyncOperation):
                 event = OpWait(event)
-            if not isinstance(event, WaitEvent) and not hasattr(event, "_arm"):
+            if isinstance(event, WaitEvent):
+                event._awaited = True  # the select stands for it now
+            elif not is_event(event):
+                self._awaited = True
                 raise TypeError(
-                    f"select() can only wait on asyncop awaitables, got {event!r}; pass "
-                    "events such as asyncop.sleep(1), an operation, or channel.recv_async()"
+                    f"select() can only wait on asyncop awaitables, got {safe_repr(event)}; "
+                    "pass events such as asyncop.sleep(1), an operation, or "
+                    "channel.recv_async()"
                 )
             converted.append(event)
         self.events = tuple(converted)
@@ -335,7 +410,7 @@ class Select(WaitEvent):
                 child.event._disarm(child)
 
     def _describe(self) -> str:
-        return "select(" + ", ".join(event._describe() for event in self.events) + ")"
+        return "select(" + ", ".join(describe_event(event) for event in self.events) + ")"
 
 
 def select(*awaitables: Any) -> WaitEvent:
@@ -363,7 +438,12 @@ def race(*ops: AsyncOperation) -> WaitEvent:
     """
     if not ops:
         raise ValueError("race() got no operation; pass at least one operation to race")
-    return Select(tuple(OpWait(op, as_op=True) for op in ops), lambda _i, op: op)
+    waits = []
+    for op in ops:
+        wait = OpWait(op, as_op=True)
+        wait._awaited = True  # part of the race, which warns for itself
+        waits.append(wait)
+    return Select(tuple(waits), lambda _i, op: op)
 
 
 @final
@@ -371,12 +451,14 @@ class _Timeout(WaitEvent):
     __slots__ = ("op", "seconds")
 
     def __init__(self, seconds: float, op: AsyncOperation) -> None:
-        self.seconds = _seconds(seconds, "timeout()")
+        self.seconds = seconds
         self.op = op
 
     def _arm(self, sub: Subscription) -> None:
         op = self.op
+        # (An infinite timeout arms no timer: SleepUntil(inf) arms nothing.)
         inner = Select((OpWait(op), SleepUntil(self.seconds, relative=True)))
+        inner._awaited = True
 
         def forward(
             waker: Waker, child: Subscription, result: Any, error: BaseException | None
@@ -420,10 +502,10 @@ def timeout(seconds: float, op: AsyncOperation) -> WaitEvent:
     """
     if not isinstance(op, AsyncOperation):
         raise TypeError(
-            f"timeout() needs an operation, got {type(op).__name__}; "
+            f"timeout() needs an operation as 'op', got {type(op).__name__}; "
             "pass the result of spawn() or create()"
         )
-    return _Timeout(seconds, op)
+    return _Timeout(_seconds(seconds, "timeout()"), op)
 
 
 # -- blocking calls in other threads ---------------------------------------------
@@ -442,15 +524,23 @@ class Blocking(WaitEvent):
         abandon: bool,
         limiter: CapacityLimiter | None = None,
     ) -> None:
+        self._awaited = True  # until it is checked: a refused one has nothing to warn about
         if not callable(fn):
             raise TypeError(
                 f"spawn_blocking() needs a callable, got {type(fn).__name__}; pass a function"
+            )
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"spawn_blocking() runs plain functions in a thread, and "
+                f"{_name_of(fn)!r} is an async function, whose body would never run "
+                "there; await it directly, or spawn it with asyncop.spawn()"
             )
         if limiter is not None and not isinstance(limiter, CapacityLimiter):
             raise TypeError(
                 f"spawn_blocking(limiter=...) needs a CapacityLimiter, got "
                 f"{type(limiter).__name__}; pass asyncop.CapacityLimiter(n) or None"
             )
+        del self._awaited
         self.fn = fn
         self.args = args
         self.abandon = abandon
@@ -476,6 +566,8 @@ class Blocking(WaitEvent):
         def job() -> None:
             try:
                 value = ctx.run(fn, *args)
+                if value is not None and isinstance(value, _NOT_RUN):
+                    raise _returned_unrun(fn, value)
             except BaseException as exc:
                 result: tuple[Any, BaseException | None] = (None, exc)
             else:
@@ -501,8 +593,28 @@ class Blocking(WaitEvent):
         disarm_token(limiter, self, sub)
 
     def _describe(self) -> str:
-        name = getattr(self.fn, "__qualname__", repr(self.fn))
-        return f"spawn_blocking({name})"
+        return f"spawn_blocking({_name_of(self.fn)})"
+
+
+def _name_of(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else safe_repr(fn)
+
+
+# What a function run by spawn_blocking may not return: work that never ran.
+_NOT_RUN = (CoroutineType, AsyncGeneratorType, WaitEvent)
+
+
+def _returned_unrun(fn: object, value: object) -> TypeError:
+    if isinstance(value, CoroutineType):
+        value.close()
+    elif isinstance(value, WaitEvent):
+        value._awaited = True  # refused here: no second warning when collected
+    return TypeError(
+        f"spawn_blocking() ran {_name_of(fn)!r}, which returned {safe_repr(value)}: work "
+        "that never runs in a thread; await it in the task instead, or pass a function "
+        "that does the work itself"
+    )
 
 
 def spawn_blocking(

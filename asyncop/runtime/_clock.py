@@ -11,6 +11,8 @@ microseconds, and deterministically.
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from typing import Protocol
@@ -43,6 +45,23 @@ class MonotonicClock:
         return "MonotonicClock()"
 
 
+def _finite(value: object, what: str) -> float:
+    """``value`` as a finite float, or a TypeError/ValueError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{what} needs a number of seconds, got {type(value).__name__}; pass a float"
+        )
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(
+            f"{what} got {number!r}, which no clock can read; pass a finite number of seconds"
+        )
+    return number
+
+
 class VirtualClock:
     """A clock that moves only when told to, for fast deterministic tests.
 
@@ -50,14 +69,18 @@ class VirtualClock:
         autojump: when True, a runtime using this clock jumps it to the next
             timer deadline as soon as all of its workers are idle and no I/O
             wait or blocking call is in flight.
-        start: the initial reading, in seconds.
+        start: the initial reading, in seconds: a finite number.
+
+    Raises:
+        TypeError: ``start`` is not a number.
+        ValueError: ``start`` is NaN or infinite.
     """
 
     virtual = True
 
     def __init__(self, autojump: bool = True, *, start: float = 0.0) -> None:
         self.autojump = bool(autojump)
-        self._now = float(start)
+        self._now = _finite(start, "VirtualClock(start=...)")
         self._lock = threading.Lock()
         self._listeners: list[_ClockListener] = []
 
@@ -71,9 +94,12 @@ class VirtualClock:
         Callable from any thread.
 
         Raises:
-            ValueError: if ``seconds`` is negative; virtual time never goes back.
+            TypeError: ``seconds`` is not a number.
+            ValueError: ``seconds`` is negative (virtual time never goes
+                back), NaN or infinite.
         """
-        if not seconds >= 0:
+        seconds = _finite(seconds, "VirtualClock.advance()")
+        if seconds < 0:
             raise ValueError(
                 f"VirtualClock.advance() needs a non-negative number of seconds, got "
                 f"{seconds!r}; pass 0 or more, since a clock never moves backwards"

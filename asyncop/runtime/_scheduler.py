@@ -37,13 +37,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from inspect import CO_COROUTINE
-from types import CoroutineType, FunctionType
+from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
+from types import AsyncGeneratorType, CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState, thread_state
 from ..operations._executor import spawn_remote
+from ..operations._guard import safe_str
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
 from ..platform import (
@@ -59,6 +60,7 @@ from ._clock import MonotonicClock, VirtualClock
 from ._reactor import Reactor
 from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
 from ._timers import FAR, Timer, TimerHeap, is_far
+from ._waker import WaitEvent, describe_event
 from ._worker import (
     BLOCKED_AFTER,
     COMPUTING,
@@ -128,6 +130,38 @@ def _log_exception(message: str, *args: object) -> None:
         logger.error(message, *args, exc_info=True)
     except BaseException:  # pragma: no cover - a broken handler or stream
         pass
+# What a plain function may not return: work that would never run.
+_NOT_A_RESULT = (CoroutineType, AsyncGeneratorType, WaitEvent)
+
+
+def _unrun_result_refused(name: str, value: object) -> TypeError:
+    """Refuse an operation's result that is work which would never run."""
+    if isinstance(value, WaitEvent):
+        value._awaited = True  # refused here: no second warning when collected
+        what = f"an asyncop awaitable ({describe_event(value)})"
+        fix = (
+            "spawn an async def function that awaits it, "
+            "e.g. 'async def nap(): await asyncop.sleep(10)'"
+        )
+    else:
+        if isinstance(value, CoroutineType):
+            value.close()
+            what = "a coroutine"
+        else:
+            what = "an async generator"
+        fix = "pass the async def function itself, as in spawn(fn, arg), not a lambda or wrapper"
+    return TypeError(
+        f"operation {name!r} ran a plain function that returned {what}, which would never "
+        f"run; {fix}"
+    )
+
+
+def _async_generator_refused(fn: object) -> TypeError:
+    return TypeError(
+        f"cannot make an operation from async generator function {_describe(fn)!r}: it "
+        "would only make a generator and never run its body; spawn an async def function "
+        "that iterates it with 'async for'"
+    )
 
 
 def _describe(fn: object) -> str:
@@ -401,7 +435,7 @@ class Runtime:
         text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
         if op._cancelled and not op.done:
             reason = op.cancel_reason
-            text += " cancelling" + (f" ({reason})" if reason is not None else "")
+            text += " cancelling" + (f" ({safe_str(reason)})" if reason is not None else "")
         if op._deadline is not None:
             text += f" deadline={op._deadline:.3f}"
         if op._task is not None and op._task.task is op:
@@ -543,7 +577,13 @@ class Runtime:
         """
         if kind is None:
             if type(fn) is FunctionType:  # fast path: read the code flags
-                kind = _CORO if fn.__code__.co_flags & CO_COROUTINE else _SYNC
+                flags = fn.__code__.co_flags
+                if flags & CO_COROUTINE:
+                    kind = _CORO
+                elif flags & CO_ASYNC_GENERATOR:
+                    raise _async_generator_refused(fn)
+                else:
+                    kind = _SYNC
                 if name is None:
                     name = fn.__qualname__
             elif not callable(fn):
@@ -553,8 +593,12 @@ class Runtime:
                     f"cannot make {label} from {fn!r}: the {what} is not callable; "
                     "pass a function (def or async def)"
                 )
+            elif inspect.iscoroutinefunction(fn):
+                kind = _CORO
+            elif inspect.isasyncgenfunction(fn):
+                raise _async_generator_refused(fn)
             else:
-                kind = _CORO if inspect.iscoroutinefunction(fn) else _SYNC
+                kind = _SYNC
         if name is None:
             name = _describe(fn) if fn is not None else "scope"
         elif type(name) is not str and not isinstance(name, str):
@@ -1136,13 +1180,8 @@ class Runtime:
         state.op = op
         try:
             value = ctx.run(fn, *args)
-            if type(value) is CoroutineType:
-                value.close()
-                raise TypeError(
-                    f"operation {op.name!r} ran a plain function that returned a coroutine, "
-                    "which would never run; pass the async def function itself, as in "
-                    "spawn(fn, arg), not a lambda or wrapper that calls it"
-                ) from None
+            if value is not None and isinstance(value, _NOT_A_RESULT):
+                raise _unrun_result_refused(op.name, value) from None
         except Cancelled:
             outcome, value, error = Outcome.CANCELLED, None, None
         except BaseException as exc:

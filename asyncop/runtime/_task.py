@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState
 from ..operations._errors import cancelled_for, only_cancelled
+from ..operations._foreign import foreign_failure, foreign_yield_error
 from ..operations._node import Outcome
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
-from ._waker import Subscription, Waker, WakerStatus, resolve
+from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
     from ..operations._hooks import After
@@ -161,11 +162,22 @@ def note_cancel(task: TaskState) -> None:
     task.saw_cancel = True
 
 
-def _bad_await(ev: object, name: str) -> TypeError:
-    return TypeError(
-        f"coroutine operation {name!r} awaited {ev!r}, which asyncop cannot wait on; await "
-        "asyncop awaitables (asyncop.sleep, an operation, a channel...), not another loop's"
-    )
+def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
+    """Check an object yielded to the stepper that is not a ``WaitEvent``.
+
+    Returns whether an already-cancelled task must not wait on it (the
+    ``entry_checked`` of a ``WaitEvent``, true unless it says otherwise),
+    and the error to throw into the task instead, if any. Never raises:
+    whatever the object does (a ``__repr__`` or ``__getattr__`` that raises)
+    must reach the task as an error, or the task would stay RUNNING with
+    nobody to step it.
+    """
+    if not is_event(ev):
+        return True, foreign_yield_error(ev, name)
+    try:
+        return bool(getattr(ev, "entry_checked", True)), None
+    except BaseException as exc:
+        return True, exc
 
 
 def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
@@ -250,7 +262,8 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
             if only_cancelled(exc):
                 _finish(task, Outcome.CANCELLED, None, None)
             else:
-                _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
+                # (foreign_failure: asyncio or trio code that found no loop of its own.)
+                _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(exc)))
             return
         finally:
             state.task = None
@@ -269,15 +282,25 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
             finally:
                 lock.release()
             return
+        entry_checked: bool | None
         if type(ev) is AsyncOperation:
             ev = OpWait(ev)
-        elif not hasattr(ev, "_arm"):
-            error = _bad_await(ev, op.name)
-            continue
+            ev._awaited = True
+            entry_checked = True
+        else:
+            try:
+                # (isinstance may run a user's __getattribute__ for __class__.)
+                entry_checked = ev.entry_checked if isinstance(ev, WaitEvent) else None
+            except BaseException:
+                entry_checked = None
+            if entry_checked is None:
+                entry_checked, error = _protocol_event(ev, op.name)
+                if error is not None:
+                    continue
         # Cancellation point, check 1: on entry. Every runtime awaitable is
         # one, even those a cancel cannot interrupt once they wait (a
         # blocking call); only a scope's wait for its children is exempt.
-        if ev.entry_checked and task.current._cancelled:
+        if entry_checked and task.current._cancelled:
             error = deliver_cancel(task)
             continue
         inline += 1
@@ -317,11 +340,13 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
     waker._add_subscription(sub)
     try:
         ev._arm(sub)
+        cancellable = ev.cancellable
     except BaseException as exc:
+        # The event's own code failed: the task gets the error at its
+        # await, which is the one place it can be handled.
         waker._disarm_all()
         waker._reset()
         return None, exc
-    cancellable = ev.cancellable
     lock = waker.runtime._lock
     lock.acquire()  # (worker thread only, see step): every wait that suspends comes here
     try:
@@ -394,7 +419,7 @@ def describe_wait(task: TaskState) -> str:
     waker = task
     if waker.status is not _WAITING:
         return ""
-    what = ", ".join(sub.event._describe() for sub in list(waker.events or ())) or "?"
+    what = ", ".join(describe_event(sub.event) for sub in list(waker.events or ())) or "?"
     point = task.suspension_point()
     where = f" at {point[0]}:{point[1]}" if point else ""
     return f" waiting on {what}{where}"

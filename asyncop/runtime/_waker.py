@@ -47,10 +47,17 @@ the result or error, ``cancel`` raises ``Cancelled``, ``timeout`` raises
 from __future__ import annotations
 
 import enum
+import sys
+import warnings
 from collections.abc import Callable, Generator
+from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ..operations import Cancelled
+from ..operations._current import thread_state
+from ..operations._foreign import awaited_outside_error
+from ..operations._guard import log_user_failure, safe_repr
+from ..platform import check_timeout, is_main_thread
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -62,6 +69,8 @@ __all__ = [
     "Waker",
     "WakerStatus",
     "cancel",
+    "describe_event",
+    "is_event",
     "resolve",
     "resume_when",
     "timeout",
@@ -100,9 +109,18 @@ class WaitEvent:
     ``await event`` yields the event to the worker stepping the task, which
     checks for cancellation, subscribes the task's waker and suspends the
     task until the event fires. Subclasses implement ``_arm``/``_disarm``.
+
+    An event that is collected without having been awaited (or handed to
+    ``select``, ``resume_when``...) emits ``RuntimeWarning: asyncop
+    awaitable ... was never awaited``, as a coroutine does: the ``await``
+    was forgotten, and what the event stood for (a send, a sleep) never
+    happened.
     """
 
-    __slots__ = ()
+    # _awaited: set (to True) once the event is awaited or otherwise used.
+    # It is left unset at creation, so making an event costs nothing more;
+    # only __del__ reads it, and only an unused event misses it.
+    __slots__ = ("_awaited",)
 
     #: A cancel of the waiting task wakes it with ``Cancelled``. False for
     #: waits that must run to the end (a blocking call in another thread).
@@ -112,7 +130,24 @@ class WaitEvent:
     entry_checked = True
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        return (yield self)
+        self._awaited = True
+        try:
+            return (yield self)
+        except (RuntimeError, TypeError) as exc:
+            # What asyncio ("Task got bad yield") and trio ("unrecognized
+            # yield message") throw back at an object they cannot run. An
+            # asyncop task is stepped with thread_state().task set.
+            if thread_state().task is None:
+                raise awaited_outside_error(_describe_safely(self), exc) from None
+            raise
+
+    def __del__(self) -> None:
+        try:
+            if self._awaited:
+                return
+        except AttributeError:
+            pass
+        _warn_never_awaited(self)
 
     def _arm(self, sub: Subscription) -> None:
         raise NotImplementedError(
@@ -146,8 +181,17 @@ class Subscription:
         """Deliver the event: returns True if it won the waker.
 
         An event that loses must keep what it offered (an item, a permit).
+        Never raises: a callback that fails (a user's, given to
+        ``resume_when``) resumes the task with its exception instead, since
+        an event may fire on a worker, a timer or the reactor thread, which
+        must survive it, and the task must not be left waiting forever.
         """
-        return self.callback(self.waker, self, result, error)
+        try:
+            return self.callback(self.waker, self, result, error)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and is_main_thread():
+                raise  # a Ctrl-C is the user's, not the task's
+            return self.waker._complete(self, None, exc)
 
     def __repr__(self) -> str:
         return f"<Subscription to {self.event!r}>"
@@ -305,7 +349,13 @@ class Waker:
         if not events:
             return
         for sub in events:
-            sub.event._disarm(sub)
+            try:
+                sub.event._disarm(sub)
+            except BaseException as exc:
+                # A custom event's _disarm failed. The wait is over either
+                # way (a late firing is ignored by its generation), so the
+                # task must still resume, and the other events be disarmed.
+                log_user_failure(f"_disarm() of {describe_event(sub.event)}", exc)
         events.clear()
 
     def __repr__(self) -> str:
@@ -333,11 +383,28 @@ def timeout(waker: Waker, sub: Subscription, result: Any, error: BaseException |
 # -- subscribing --------------------------------------------------------------
 
 
-def _waker_of(task: AsyncOperation) -> Waker:
+def is_event(obj: object) -> bool:
+    """Whether ``obj`` follows the event protocol (``_arm`` and ``_disarm``); never raises."""
+    if isinstance(obj, WaitEvent):
+        return True
+    try:
+        return callable(getattr(obj, "_arm", None)) and callable(getattr(obj, "_disarm", None))
+    except BaseException:  # a __getattr__ that raises something else
+        return False
+
+
+def _waker_of(task: object, what: str) -> Waker:
+    from ..operations import AsyncOperation
+
+    if not isinstance(task, AsyncOperation):
+        raise TypeError(
+            f"{what} needs a coroutine task (an AsyncOperation) as 'task', got "
+            f"{type(task).__name__}; pass sub.waker.task from inside an event's _arm()"
+        )
     state = task._task
     if state is None:
         raise TypeError(
-            f"operation {task.name!r} is not a coroutine task and has no waker; "
+            f"{what}: operation {task.name!r} is not a coroutine task and has no waker; "
             "pass an operation made from an async def function"
         )
     waker: Waker = state
@@ -349,18 +416,27 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
 
     Call it between ``waker_new`` and the suspension. The event may fire at
     once (it was already ready): the waker then goes to RESULT and the task
-    does not suspend.
+    does not suspend. Not a cancellation point.
 
     Raises:
-        TypeError: ``task`` is not a coroutine task, or ``event`` is not an
-            event (it lacks ``_arm``/``_disarm``).
+        TypeError: ``task`` is not a coroutine task, ``event`` is not an
+            event (it lacks ``_arm``/``_disarm``), or ``callback`` is not
+            callable.
+        BaseException: what the event's ``_arm`` raised.
     """
-    waker = _waker_of(task)
-    if not (hasattr(event, "_arm") and hasattr(event, "_disarm")):
+    waker = _waker_of(task, "resume_when()")
+    if not is_event(event):
         raise TypeError(
-            f"resume_when() needs an asyncop event, got {type(event).__name__}; "
+            f"resume_when() needs an asyncop event as 'event', got {type(event).__name__}; "
             "pass an awaitable such as asyncop.sleep(1) or an operation"
         )
+    if not callable(callback):
+        raise TypeError(
+            f"resume_when() needs a callable as 'callback', got {type(callback).__name__}; "
+            "pass lowlevel.resolve, lowlevel.cancel or lowlevel.timeout"
+        )
+    if isinstance(event, WaitEvent):
+        event._awaited = True  # the subscription stands for it now
     sub = Subscription(waker, event, callback)
     waker._add_subscription(sub)
     event._arm(sub)
@@ -374,25 +450,94 @@ def waker_new(
 ) -> Waker:
     """Reset ``task``'s waker for a new wait, with an optional timeout.
 
+    Not a cancellation point.
+
     Args:
         task: a coroutine task.
-        timeout: seconds after which the wait ends with ``TimeoutError``.
+        timeout: seconds after which the wait ends with ``TimeoutError``;
+            None or ``inf`` for no limit.
         cancellation: an event whose firing ends the wait with ``Cancelled``.
 
     Returns:
         The task's waker, reset to NO_STATUS with no subscriptions.
+
+    Raises:
+        TypeError: ``task`` is not a coroutine task, ``timeout`` is not a
+            number, or ``cancellation`` is not an event.
+        ValueError: ``timeout`` is NaN.
     """
     from ._awaitables import SleepUntil
 
-    waker = _waker_of(task)
+    waker = _waker_of(task, "waker_new()")
+    seconds = check_timeout(timeout, "waker_new(timeout=...)")
+    if cancellation is not None and not is_event(cancellation):
+        raise TypeError(
+            "waker_new() needs an asyncop event as 'cancellation', got "
+            f"{type(cancellation).__name__}; pass an awaitable such as event.wait_async()"
+        )
     waker._disarm_all()
     waker._reset()
-    if timeout is not None:
-        deadline = waker.runtime.now() + timeout
-        resume_when(task, SleepUntil(deadline), _timeout_callback)
+    if seconds is not None:
+        resume_when(task, SleepUntil(seconds, relative=True), _timeout_callback)
     if cancellation is not None:
         resume_when(task, cancellation, cancel)
     return waker
 
 
 _timeout_callback = timeout
+
+
+# -- events that were never awaited ---------------------------------------------
+
+
+def describe_event(event: Any) -> str:
+    """What ``event`` is, for messages and ``dump()``; never raises."""
+    try:
+        describe = getattr(event, "_describe", None)
+        if describe is not None:
+            text = describe()
+            if type(text) is str:
+                return text
+    except BaseException:
+        pass
+    return safe_repr(event)
+
+
+_describe_safely = describe_event
+
+
+def _user_frame() -> FrameType | None:
+    """The innermost frame outside asyncop (and outside this finalizer)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (isinstance(module, str) and (module == "asyncop" or module.startswith("asyncop."))):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _warn_never_awaited(event: Any) -> None:
+    try:
+        what = describe_event(event)
+        frame = _user_frame()
+    except BaseException:  # pragma: no cover - interpreter shutdown
+        return
+    if frame is None:
+        filename, lineno, module, registry = "sys", 1, "sys", None
+    else:
+        filename = frame.f_code.co_filename
+        lineno = frame.f_lineno or 0
+        module = frame.f_globals.get("__name__", "?")
+        registry = frame.f_globals.setdefault("__warningregistry__", {})
+    # A warning turned into an error (-W error) escapes to sys.unraisablehook,
+    # as it does for a coroutine that was never awaited.
+    warnings.warn_explicit(
+        f"asyncop awaitable {what} was never awaited (at {filename}:{lineno}); write "
+        "'await' before it: until it is awaited, it does nothing",
+        RuntimeWarning,
+        filename,
+        lineno,
+        module=module,
+        registry=registry,
+    )

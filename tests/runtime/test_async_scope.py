@@ -61,6 +61,10 @@ async def sleep_then_log(seconds: float, label: str, log: list[Any]) -> str:
     return label
 
 
+async def nap(seconds: float) -> None:
+    await asyncop.sleep(seconds)
+
+
 async def fail_after(seconds: float, error: BaseException) -> None:
     await asyncop.sleep(seconds)
     raise error
@@ -109,7 +113,7 @@ def test_children_of_children_are_waited_for(vruntime: asyncop.Runtime) -> None:
 def test_scope_that_ended_normally_is_completed(vruntime: asyncop.Runtime) -> None:
     async def main() -> asyncop.AsyncOperation:
         async with asyncop.scope() as s:
-            s.spawn(asyncop.sleep, 1)
+            s.spawn(nap, 1)
         return s
 
     assert vruntime.run(main).state is OperationState.COMPLETED
@@ -175,7 +179,7 @@ def test_failing_child_makes_the_block_raise_a_group_of_it(vruntime: asyncop.Run
         try:
             async with asyncop.scope() as s:
                 s.spawn(fail_after, 1, error)
-                s.spawn(asyncop.sleep, 100)
+                s.spawn(nap, 100)
                 await asyncop.sleep(100)
         except ExceptionGroup as group:
             return group
@@ -194,7 +198,7 @@ def test_group_holds_every_failure_and_no_cancellation(vruntime: asyncop.Runtime
             async with asyncop.scope() as s:
                 s.spawn(fail_after, 3, first)
                 s.spawn(fail_after, 3, second)
-                s.spawn(asyncop.sleep, 100)
+                s.spawn(nap, 100)
                 await asyncop.sleep(100)
         except ExceptionGroup as group:
             return group

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import gc
 import logging
+import math
 import random
 import threading
 import time
@@ -160,12 +161,12 @@ def test_sleep_returns_none(vruntime: asyncop.Runtime) -> None:
     assert vruntime.run(main) is None
 
 
-@pytest.mark.parametrize("seconds", [0, -1, -0.5])
-def test_sleep_of_zero_or_less_ends_without_parking(
+@pytest.mark.parametrize("seconds", [0, -1, -0.5, 0.0, -math.inf])
+def test_sleep_of_zero_or_less_yields_to_the_back_of_the_queue(
     vruntime1: asyncop.Runtime, seconds: float
 ) -> None:
-    # On one worker: a task that parked would resume only after the task
-    # queued behind it; one that did not park goes on at once.
+    # On one worker: like checkpoint(), the sleeper lets the task queued
+    # behind it run first, as asyncio.sleep(0) and trio.sleep(0) do.
     log: list[str] = []
 
     async def sleeper() -> None:
@@ -181,7 +182,7 @@ def test_sleep_of_zero_or_less_ends_without_parking(
         me().spawn(other)
 
     vruntime1.run(main)
-    assert log == ["a1", "a2", "b"]
+    assert log == ["a1", "b", "a2"]
 
 
 def test_sleep_until_a_past_deadline_ends_without_parking(vruntime1: asyncop.Runtime) -> None:
