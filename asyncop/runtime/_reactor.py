@@ -19,6 +19,18 @@ Rules:
 - Wakes may be spurious (an error or hang-up wakes both directions):
   callers retry the operation.
 - ``notify_closing(fd)`` wakes the waiters with ``ClosedResourceError``.
+- A socket closed *without* ``notify_closing`` while a task waits on it is
+  found out too, although epoll drops a closed fd without a word: each wait
+  remembers what it waits on (the socket object, or for a bare int the
+  fd's device and inode), and an entry whose fd no longer is that object
+  is *stale*. A new wait on the same number evicts stale entries instead of
+  getting ``BusyResourceError``, and the reactor sweeps the table every
+  ``SWEEP_EVERY`` seconds while waits are parked; both wake the stale
+  waiter with ``ClosedResourceError``.
+- An error from the multiplexer about one fd (``EPERM`` for a regular file
+  that reused a closed socket's number, ``EBADF``) fails the waits on that
+  fd, with an error naming it; it never reaches the reactor thread, which
+  outlives any error (logged on the ``asyncop`` logger).
 
 Backends
 --------
@@ -37,10 +49,13 @@ Lock order: the reactor's own lock is taken before a waker's runtime lock
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import select
 import selectors
+import socket
 import threading
+import time
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import BusyResourceError, ClosedResourceError
@@ -59,6 +74,13 @@ _NAMES = {READ: "readable", WRITE: "writable"}
 # A worker about to park polls the parked fds itself when there are at most
 # this many (see Reactor.poll_ready); 0 turns that off.
 POLL_LIMIT = int(os.environ.get("ASYNCOP_WORKER_POLL_LIMIT", "16"))
+# While waits are parked, the reactor looks this often for waits on an fd
+# that was closed under them (epoll reports nothing for those).
+SWEEP_EVERY = 0.5
+# How long the reactor thread pauses after an unexpected error.
+_RECOVER_PAUSE = 0.01
+
+logger = logging.getLogger("asyncop")
 
 _EPOLLIN = getattr(select, "EPOLLIN", 1)
 _EPOLLOUT = getattr(select, "EPOLLOUT", 4)
@@ -90,28 +112,111 @@ def fileno_of(fd: Any) -> int:
     return int(number)
 
 
-def _ready_now(fd: int, direction: int) -> bool:
-    """Poll one fd with a zero timeout (the re-check after registering)."""
+def _identity(fd: int) -> tuple[int, int] | None:
+    """The (device, inode) of the file behind ``fd``, or None if it is closed."""
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _closed_error(fd: int, direction: int) -> ClosedResourceError:
+    return ClosedResourceError(
+        f"fd {fd} was closed while a task waited until it was {_NAMES[direction]}; "
+        "stop using the socket (call asyncop.notify_closing(sock) before closing it)"
+    )
+
+
+def _refused_error(fd: int, direction: int, exc: OSError) -> BaseException:
+    """The error for a wait whose fd the multiplexer refused."""
+    if exc.errno == errno.EBADF:
+        return _closed_error(fd, direction)
+    hint = (
+        "regular files cannot be waited on: use asyncop.fs or spawn_blocking"
+        if exc.errno == errno.EPERM
+        else "check that it is an open socket or pipe"
+    )
+    error = OSError(
+        exc.errno,
+        f"cannot wait until fd {fd} is {_NAMES[direction]}: the I/O multiplexer "
+        f"refused it ({exc.strerror or exc}); {hint}",
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _is_stale(sub: Subscription, fd: int) -> bool:
+    stale = getattr(sub.event, "stale", None)
+    return stale is not None and bool(stale(fd))
+
+
+def _add_ready(
+    fd: int, taken: list[Subscription], wakes: list[tuple[Subscription, BaseException | None]]
+) -> None:
+    """Queue the wakes of the waits ``fd``'s readiness took.
+
+    A wait whose socket was closed meanwhile fails instead: poll calls a
+    closed fd ready, and a new file on the same number may be ready too.
+    """
+    for sub in taken:
+        wakes.append((sub, _closed_error(fd, sub.event.direction) if _is_stale(sub, fd) else None))
+
+
+def _deliver(wakes: list[tuple[Subscription, BaseException | None]]) -> None:
+    """Fire the collected wakes; called with the reactor lock released."""
+    for sub, error in wakes:
+        sub.fire(None, error)
+
+
+def _ready_now(fd: int, direction: int) -> int:
+    """Poll one fd with a zero timeout (the re-check after registering).
+
+    Returns:
+        The poll event mask, 0 when not ready. ``POLLNVAL`` means the fd is
+        closed.
+    """
     poller = select.poll()
     poller.register(fd, select.POLLIN if direction == READ else select.POLLOUT)
-    return bool(poller.poll(0))
+    events = poller.poll(0)
+    return events[0][1] if events else 0
 
 
 @final
 class IoWait(WaitEvent):
     """``await readable(fd)`` / ``await writable(fd)``: wait for readiness once."""
 
-    __slots__ = ("direction", "fd")
+    __slots__ = ("direction", "fd", "identity", "sock")
 
     def __init__(self, fd: Any, direction: int) -> None:
         self.fd = fd
         self.direction = direction
+        # For a bare int, the file it named when the wait began (see stale()).
+        self.identity: tuple[int, int] | None = None
+        # A plain socket, whose fileno() the hot paths compare inline.
+        self.sock: socket.socket | None = fd if type(fd) is socket.socket else None
 
     def _arm(self, sub: Subscription) -> None:
         reactor = sub.waker.runtime._get_reactor()
         fd = fileno_of(self.fd)
+        if not hasattr(self.fd, "fileno"):
+            self.identity = _identity(fd)
         sub.handle = (fd, self.direction)
         reactor.register(fd, self.direction, sub)
+
+    def stale(self, fd: int) -> bool:
+        """Tell whether ``fd`` no longer is what this wait waits on: it was closed.
+
+        A socket object closed since reports fileno() -1 (or another number);
+        a bare int names another file now, or none.
+        """
+        obj = self.fd
+        if self.identity is not None or not hasattr(obj, "fileno"):
+            return _identity(fd) != self.identity
+        try:
+            return bool(obj.fileno() != fd)
+        except Exception:
+            return True  # a fileno() that raises: the object is unusable
 
     def _disarm(self, sub: Subscription) -> None:
         key = sub.handle
@@ -121,6 +226,11 @@ class IoWait(WaitEvent):
 
     def _describe(self) -> str:
         return f"{_NAMES[self.direction]}({self.fd!r})"
+
+
+# A wake to deliver once the reactor lock is released: the subscription and
+# the error to fail it with (None: the fd is ready).
+_Wake = tuple[Subscription, BaseException | None]
 
 
 class Reactor:
@@ -144,6 +254,13 @@ class Reactor:
             self._selector.register(self._wakeup.fileno(), selectors.EVENT_READ)
         self._stopping = False
         self._thread: ThreadHandle | None = None
+        # The sweep for closed fds: when it last ran, when the table was last
+        # seen non-empty, and whether the thread now blocks without a timeout
+        # (then the next registration must wake it, or no sweep would come).
+        self._swept = 0.0
+        self._busy_at = 0.0
+        self._registered = False  # a wait registered since the thread last looked
+        self._forever = False
 
     # -- the table ------------------------------------------------------------
 
@@ -156,79 +273,162 @@ class Reactor:
 
         Raises:
             BusyResourceError: another task already waits on that key.
+            ClosedResourceError: the fd is closed.
+            OSError: the multiplexer refused the fd (a regular file, say).
             RuntimeError: the reactor was shut down.
         """
         key = (fd, direction)
-        with self._lock:
-            if self._stopping:
-                raise RuntimeError(
-                    f"the reactor of runtime {self._runtime.name!r} is shut down; "
-                    "do I/O before shutting the runtime down"
-                )
-            if key in self._table:
-                raise BusyResourceError(
-                    f"another task is already waiting until fd {fd} is {_NAMES[direction]}; "
-                    "only one task may wait per socket and direction"
-                )
-            self._table[key] = sub
-            self._arm_locked(fd, self._armed.get(fd, 0) | direction)
-            if self._thread is None:
-                self._thread = start_thread(self._main, None, name=f"{self._runtime.name}-reactor")
+        wakes: list[_Wake] = []
+        wake_thread = False
+        try:
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError(
+                        f"the reactor of runtime {self._runtime.name!r} is shut down; "
+                        "do I/O before shutting the runtime down"
+                    )
+                table = self._table
+                if (fd, READ) in table or (fd, WRITE) in table:
+                    # A waiter left behind by a socket closed without
+                    # notify_closing() must not block the fd's next owner.
+                    self._evict_stale_locked(fd, wakes)
+                    if key in table:
+                        raise BusyResourceError(
+                            f"another task is already waiting until fd {fd} is "
+                            f"{_NAMES[direction]}; only one task may wait per socket "
+                            "and direction"
+                        )
+                table[key] = sub
+                self._registered = True
+                self._arm_locked(fd, self._armed.get(fd, 0) | direction, wakes)
+                for i, (failed, error) in enumerate(wakes):
+                    if failed is sub:
+                        # Refused: this wait raises here instead.
+                        del wakes[i]
+                        assert error is not None
+                        raise error
+                if self._thread is None:
+                    self._thread = start_thread(
+                        self._main, None, name=f"{self._runtime.name}-reactor"
+                    )
+                elif self._forever:
+                    self._forever = False
+                    wake_thread = True
+        finally:
+            if wakes:
+                _deliver(wakes)
+        if wake_thread:
+            self._wakeup.wake()  # so that it polls with a timeout, and sweeps
         # The re-check: readiness that arrived before the fd was armed.
         try:
-            ready = _ready_now(fd, direction)
+            mask = _ready_now(fd, direction)
         except (OSError, ValueError):
-            ready = True  # let the caller retry and see the real error
-        if ready:
-            self._fire(key, sub, None)
+            mask = select.POLLERR  # let the caller retry and see the real error
+        if mask:
+            # Or the socket was closed meanwhile (poll calls that ready, as
+            # it does a new socket that took the number since).
+            sock = sub.event.sock
+            if mask & select.POLLNVAL or (
+                sock.fileno() != fd if sock is not None else _is_stale(sub, fd)
+            ):
+                self._fire(key, sub, _closed_error(fd, direction))
+            else:
+                self._fire(key, sub, None)
 
     def unregister(self, fd: int, direction: int, sub: Subscription) -> None:
         """Take ``sub`` back from ``(fd, direction)``, if it is still parked there."""
+        wakes: list[_Wake] = []
         with self._lock:
             if self._table.get((fd, direction)) is not sub:
                 return
             del self._table[(fd, direction)]
-            remaining = self._armed.get(fd, 0) & ~direction
-            self._arm_locked(fd, remaining)
+            self._arm_locked(fd, self._armed.get(fd, 0) & ~direction, wakes)
+        if wakes:
+            _deliver(wakes)
 
     def _fire(self, key: tuple[int, int], sub: Subscription, error: BaseException | None) -> None:
+        wakes: list[_Wake] = []
         with self._lock:
             if self._table.get(key) is not sub:
                 return
             del self._table[key]
             fd, direction = key
-            self._arm_locked(fd, self._armed.get(fd, 0) & ~direction)
+            self._arm_locked(fd, self._armed.get(fd, 0) & ~direction, wakes)
         sub.fire(None, error)
+        if wakes:
+            _deliver(wakes)
 
-    def _arm_locked(self, fd: int, directions: int) -> None:
+    def _arm_locked(self, fd: int, directions: int, wakes: list[_Wake]) -> None:
+        """Arm ``fd`` in the multiplexer for ``directions`` (0: disarm).
+
+        Should the multiplexer refuse the fd, every wait on it is taken out
+        of the table and appended to ``wakes`` with an error naming the fd.
+        """
         if directions:
             self._armed[fd] = directions
         else:
             self._armed.pop(fd, None)
-        if self._epoll is not None:
-            mask = _TO_EPOLL[directions] | _EPOLLONESHOT if directions else 0
-            epoll = self._epoll
-            try:
-                if fd in self._known:
-                    try:
-                        epoll.modify(fd, mask)
-                    except FileNotFoundError:
-                        # The fd was closed and its number reused: epoll
-                        # dropped the old one, so register the new one.
-                        epoll.register(fd, mask)
-                elif directions:
-                    try:
-                        epoll.register(fd, mask)
-                    except FileExistsError:
-                        epoll.modify(fd, mask)
-                    self._known.add(fd)
-            except OSError as exc:
-                if exc.errno in (errno.EBADF, errno.ENOENT) and not directions:
-                    self._known.discard(fd)
-                    return
-                raise
-        else:
+        if self._epoll is None:
             self._wakeup.wake()  # the reactor thread re-reads _armed
+            return
+        mask = _TO_EPOLL[directions] | _EPOLLONESHOT if directions else 0
+        epoll = self._epoll
+        try:
+            if fd in self._known:
+                try:
+                    epoll.modify(fd, mask)
+                except FileNotFoundError:
+                    # The fd was closed and its number reused: epoll
+                    # dropped the old one, so register the new one.
+                    if directions:
+                        epoll.register(fd, mask)
+                    else:
+                        self._known.discard(fd)
+            elif directions:
+                try:
+                    epoll.register(fd, mask)
+                except FileExistsError:
+                    epoll.modify(fd, mask)
+                self._known.add(fd)
+        except OSError as exc:
+            # About this fd alone (EBADF: closed; EPERM: the number now
+            # names a regular file): fail its waits, never the caller.
+            self._known.discard(fd)
+            self._fail_fd_locked(fd, exc, wakes)
+
+    def _fail_fd_locked(self, fd: int, exc: OSError, wakes: list[_Wake]) -> None:
+        """Take every wait on ``fd`` out; each fails with why the fd was refused.
+
+        A wait whose socket was closed under it gets ``ClosedResourceError``:
+        the refusal is about the file that took over the number.
+        """
+        self._armed.pop(fd, None)
+        for direction in (READ, WRITE):
+            sub = self._table.pop((fd, direction), None)
+            if sub is not None:
+                if _is_stale(sub, fd):
+                    wakes.append((sub, _closed_error(fd, direction)))
+                else:
+                    wakes.append((sub, _refused_error(fd, direction, exc)))
+
+    def _evict_stale_locked(self, fd: int, wakes: list[_Wake]) -> None:
+        """Fail the waits on ``fd`` whose socket was closed under them."""
+        for direction in (READ, WRITE):
+            sub = self._table.get((fd, direction))
+            if sub is not None and _is_stale(sub, fd):
+                del self._table[(fd, direction)]
+                wakes.append((sub, _closed_error(fd, direction)))
+                armed = self._armed.get(fd, 0) & ~direction
+                if armed:
+                    self._armed[fd] = armed
+                else:
+                    self._armed.pop(fd, None)
+
+    def _sweep_locked(self, wakes: list[_Wake]) -> None:
+        """Fail every wait whose fd was closed under it (epoll would never say)."""
+        self._swept = time.monotonic()
+        for fd in {fd for fd, _ in self._table}:
+            self._evict_stale_locked(fd, wakes)
 
     def poll_ready(self) -> bool:
         """Fire the parked waits whose fd is ready now; called by a worker about to park.
@@ -263,8 +463,12 @@ class Reactor:
         if not events:
             return False
         fired: list[Subscription] = []
+        wakes: list[_Wake] = []
         with self._lock:
             for fd, mask in events:
+                if mask & select.POLLNVAL:
+                    self._evict_stale_locked(fd, wakes)  # closed under its waiters
+                    continue
                 ready = 0
                 if mask & (select.POLLIN | select.POLLERR | select.POLLHUP):
                     ready |= READ
@@ -272,20 +476,29 @@ class Reactor:
                     ready |= WRITE
                 taken = self._take_ready_locked(fd, ready)
                 if taken:
-                    self._arm_locked(fd, self._armed.get(fd, 0))
-                    fired.extend(taken)
+                    for sub in taken:
+                        # poll() sees whatever file now has the number: a
+                        # wait whose socket was closed fails instead.
+                        sock = sub.event.sock
+                        if sock.fileno() != fd if sock is not None else _is_stale(sub, fd):
+                            wakes.append((sub, _closed_error(fd, sub.event.direction)))
+                        else:
+                            fired.append(sub)
+                    self._arm_locked(fd, self._armed.get(fd, 0), wakes)
         for sub in fired:
             sub.fire(None)
-        return bool(fired)
+        if wakes:
+            _deliver(wakes)
+        return bool(fired or wakes)
 
     def notify_closing(self, fd: int) -> None:
         """Wake the waiters on ``fd`` with ``ClosedResourceError`` and forget it."""
-        fired: list[Subscription] = []
+        wakes: list[_Wake] = []
         with self._lock:
             for direction in (READ, WRITE):
                 sub = self._table.pop((fd, direction), None)
                 if sub is not None:
-                    fired.append(sub)
+                    wakes.append((sub, _closed_error(fd, direction)))
             self._armed.pop(fd, None)
             if self._epoll is not None and fd in self._known:
                 self._known.discard(fd)
@@ -295,13 +508,7 @@ class Reactor:
                     pass
             elif self._epoll is None:
                 self._wakeup.wake()
-        for sub in fired:
-            sub.fire(
-                None,
-                ClosedResourceError(
-                    f"fd {fd} was closed while a task waited on it; stop using the socket"
-                ),
-            )
+        _deliver(wakes)
 
     # -- the thread -----------------------------------------------------------
 
@@ -311,36 +518,77 @@ class Reactor:
         else:
             self._run_selector()
 
+    def _recover(self) -> None:
+        """Log what escaped a round of the thread's loop; nothing ends the thread.
+
+        A dead reactor would leave every later I/O wait hanging.
+        """
+        try:
+            logger.error("asyncop: the reactor hit an error; it carries on", exc_info=True)
+        except BaseException:  # pragma: no cover - a broken log handler
+            pass
+        time.sleep(_RECOVER_PAUSE)
+
+    def _poll_timeout_locked(self) -> float | None:
+        """How long the thread may block: until the next sweep while waits are parked.
+
+        It blocks without a timeout only once no wait was parked for a
+        while; the next registration then wakes it (``_forever``). A table
+        that empties and fills at every round trip never costs that wake.
+        """
+        now = time.monotonic()
+        if self._table or self._registered:
+            self._registered = False
+            self._busy_at = now
+        if self._table:
+            return max(0.0, self._swept + SWEEP_EVERY - now)
+        if now - self._busy_at < 4 * SWEEP_EVERY:
+            return SWEEP_EVERY
+        self._forever = True
+        return None
+
     def _run_epoll(self) -> None:
         epoll = self._epoll
         wake_fd = self._wakeup.fileno()
         while not self._stopping:
             try:
-                events = epoll.poll(-1)
-            except InterruptedError:  # pragma: no cover - PEP 475 retries
-                continue
-            except OSError:
+                with self._lock:
+                    timeout = self._poll_timeout_locked()
+                try:
+                    events = epoll.poll(-1 if timeout is None else timeout)
+                except InterruptedError:  # pragma: no cover - PEP 475 retries
+                    continue
+                # epoll reports nothing for a closed fd, nor for a new file
+                # on its number until a wait registers it, which evicts the
+                # stale waits first: a readiness here is the waiter's own.
+                fired: list[Subscription] = []
+                wakes: list[_Wake] = []
+                with self._lock:
+                    for fd, mask in events:
+                        if fd == wake_fd:
+                            self._wakeup.drain()
+                            continue
+                        ready = 0
+                        if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
+                            ready |= READ
+                        if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
+                            ready |= WRITE
+                        if not mask & (_EPOLLERR | _EPOLLHUP):
+                            ready = self._confirm_locked(fd, ready)
+                        fired.extend(self._take_ready_locked(fd, ready))
+                        # ONESHOT disarmed the whole fd: re-arm what still waits.
+                        self._arm_locked(fd, self._armed.get(fd, 0), wakes)
+                    self._forever = False
+                    if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
+                        self._sweep_locked(wakes)
+                for sub in fired:
+                    sub.fire(None)
+                if wakes:
+                    _deliver(wakes)
+            except BaseException:
                 if self._stopping:
                     return
-                raise
-            fired: list[Subscription] = []
-            with self._lock:
-                for fd, mask in events:
-                    if fd == wake_fd:
-                        self._wakeup.drain()
-                        continue
-                    ready = 0
-                    if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
-                        ready |= READ
-                    if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
-                        ready |= WRITE
-                    if not mask & (_EPOLLERR | _EPOLLHUP):
-                        ready = self._confirm_locked(fd, ready)
-                    fired.extend(self._take_ready_locked(fd, ready))
-                    # ONESHOT disarmed the whole fd: re-arm what still waits.
-                    self._arm_locked(fd, self._armed.get(fd, 0))
-            for sub in fired:
-                sub.fire(None)
+                self._recover()
 
     def _confirm_locked(self, fd: int, ready: int) -> int:
         """Keep only the directions of ``ready`` that are still ready now.
@@ -377,51 +625,77 @@ class Reactor:
         return taken
 
     def _run_selector(self) -> None:
+        registered: dict[int, int] = {}  # what the selector holds: fd -> events
+        while not self._stopping:
+            try:
+                self._selector_round(registered)
+            except BaseException:
+                if self._stopping:
+                    return
+                self._recover()
+
+    def _selector_round(self, registered: dict[int, int]) -> None:
         selector = self._selector
         assert selector is not None
         wake_fd = self._wakeup.fileno()
-        registered: dict[int, int] = {}
-        while not self._stopping:
-            with self._lock:
-                wanted = dict(self._armed)
-            for fd in list(registered):
-                if fd not in wanted:
-                    try:
-                        selector.unregister(fd)
-                    except (KeyError, ValueError, OSError):
-                        pass
-                    del registered[fd]
-            for fd, directions in wanted.items():
-                events = (selectors.EVENT_READ if directions & READ else 0) | (
-                    selectors.EVENT_WRITE if directions & WRITE else 0
-                )
+        wakes: list[_Wake] = []
+        with self._lock:
+            wanted = dict(self._armed)
+            timeout = self._poll_timeout_locked()
+        for fd in list(registered):
+            if fd not in wanted:
                 try:
-                    if fd not in registered:
-                        selector.register(fd, events)
-                    elif registered[fd] != events:
-                        selector.modify(fd, events)
-                    registered[fd] = events
+                    selector.unregister(fd)
                 except (KeyError, ValueError, OSError):
-                    # A closed fd: wake its waiters so that they retry and
-                    # see the error themselves.
-                    with self._lock:
-                        stale = self._take_ready_locked(fd, READ | WRITE)
-                    for sub in stale:
-                        sub.fire(None)
-            ready = selector.select(None)
-            fired: list[Subscription] = []
+                    pass
+                del registered[fd]
+        for fd, directions in wanted.items():
+            events = (selectors.EVENT_READ if directions & READ else 0) | (
+                selectors.EVENT_WRITE if directions & WRITE else 0
+            )
+            try:
+                if fd not in registered:
+                    selector.register(fd, events)
+                elif registered[fd] != events:
+                    selector.modify(fd, events)
+                registered[fd] = events
+            except (KeyError, ValueError, OSError) as exc:
+                # A closed or refused fd: fail its waits, not the thread.
+                error = exc if isinstance(exc, OSError) else OSError(errno.EBADF, str(exc))
+                registered.pop(fd, None)
+                with self._lock:
+                    self._fail_fd_locked(fd, error, wakes)
+        _deliver(wakes)
+        wakes = []
+        try:
+            ready = selector.select(timeout)
+        except (OSError, ValueError):
+            # select() refuses the whole set for one closed fd: forget the
+            # selector's view, so the next round registers afresh and fails
+            # only the fd at fault; the sweep finds waits closed meanwhile.
+            for fd in list(registered):
+                try:
+                    selector.unregister(fd)
+                except (KeyError, ValueError, OSError):
+                    pass
+            registered.clear()
+            ready = []
             with self._lock:
-                for key, mask in ready:
-                    fd = int(key.fd)
-                    if fd == wake_fd:
-                        self._wakeup.drain()
-                        continue
-                    bits = (READ if mask & selectors.EVENT_READ else 0) | (
-                        WRITE if mask & selectors.EVENT_WRITE else 0
-                    )
-                    fired.extend(self._take_ready_locked(fd, bits))
-            for sub in fired:
-                sub.fire(None)
+                self._sweep_locked(wakes)
+        with self._lock:
+            for key, mask in ready:
+                fd = int(key.fd)
+                if fd == wake_fd:
+                    self._wakeup.drain()
+                    continue
+                bits = (READ if mask & selectors.EVENT_READ else 0) | (
+                    WRITE if mask & selectors.EVENT_WRITE else 0
+                )
+                _add_ready(fd, self._take_ready_locked(fd, bits), wakes)
+            self._forever = False
+            if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
+                self._sweep_locked(wakes)
+        _deliver(wakes)
 
     def shutdown(self, end: float | None) -> bool:
         """Stop the thread, wake every waiter (with ``ClosedResourceError``), close.

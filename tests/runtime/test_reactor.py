@@ -726,3 +726,165 @@ def test_autojump_holds_the_clock_while_an_io_wait_is_pending(
     assert [who for who, _ in log] == ["reader", "sleeper"]
     assert log[0][1] == start
     assert log[1][1] >= start + 3600
+
+
+# ----------------------------------------------------------------------
+# A socket closed under a parked task, without notify_closing()
+# ----------------------------------------------------------------------
+
+
+def _reuse_number(number: int) -> tuple[socket.socket, socket.socket]:
+    """A new non-blocking socket pair whose first socket has fd ``number``."""
+    import os
+
+    c, d = socket.socketpair()
+    if c.fileno() != number:
+        os.dup2(c.fileno(), number)
+        c.close()
+        c = socket.socket(fileno=number)
+    c.setblocking(False)
+    d.setblocking(False)
+    return c, d
+
+
+async def _wait_on(target: Any, direction: str) -> str:
+    await getattr(asyncop, direction)(target)
+    return "woken"
+
+
+@pytest.mark.parametrize("direction", ["readable", "writable"])
+@pytest.mark.parametrize("as_int", [False, True], ids=["socket", "fd"])
+def test_closing_a_socket_under_a_parked_task_wakes_it_with_closed_resource_error(
+    rt: asyncop.Runtime, direction: str, as_int: bool
+) -> None:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    if direction == "writable":
+        fill(a)
+    number = a.fileno()
+    op = rt.spawn(_wait_on, number if as_int else a, direction)
+    wait_until(lambda: rt.registrations() == 1, "the waiter is parked")
+    a.close()
+    b.close()
+    result = op.wait(10)
+    assert result.state is OperationState.FAILED
+    assert isinstance(result.error, ClosedResourceError)
+    assert f"fd {number}" in str(result.error)
+    assert rt.registrations() == 0
+
+
+def test_recv_async_on_a_socket_closed_under_it_raises_closed_resource_error(
+    rt: asyncop.Runtime,
+) -> None:
+    from asyncop.net import recv_async
+
+    a, b = socket.socketpair()
+    a.setblocking(False)
+
+    async def reader() -> bytes:
+        data: bytes = await recv_async(a, 10)
+        return data
+
+    op = rt.spawn(reader)
+    wait_until(lambda: rt.registrations() == 1, "the reader is parked")
+    a.close()
+    try:
+        result = op.wait(10)
+    finally:
+        b.close()
+    assert isinstance(result.error, ClosedResourceError), result
+
+
+@pytest.mark.parametrize("direction", ["readable", "writable"])
+def test_a_new_socket_on_a_closed_sockets_fd_number_is_not_busy(
+    rt: asyncop.Runtime, direction: str
+) -> None:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    if direction == "writable":
+        fill(a)
+    number = a.fileno()
+    stale = rt.spawn(_wait_on, a, direction)
+    wait_until(lambda: rt.registrations() == 1, "the first waiter is parked")
+    a.close()
+    b.close()
+    c, d = _reuse_number(number)
+    try:
+        fresh = rt.spawn(read_when_ready, c)
+        # The stale wait fails; the new socket's wait is its own.
+        assert isinstance(stale.wait(10).error, ClosedResourceError)
+        wait_until(lambda: rt.registrations() == 1, "the new socket's reader is parked")
+        d.send(b"new")
+        assert fresh.wait(10).value == b"new"
+    finally:
+        c.close()
+        d.close()
+    assert rt.registrations() == 0
+
+
+def test_a_live_waiter_on_the_fd_still_makes_a_second_one_busy(
+    rt: asyncop.Runtime, pairs: Any
+) -> None:
+    a, b = pairs()
+    first = rt.spawn(read_when_ready, a)
+    wait_until(lambda: rt.registrations() == 1, "the first reader is parked")
+    with pytest.raises(BusyResourceError):
+        rt.run(_wait_on, a, "readable")
+    b.send(b"x")
+    assert first.wait(10).value == b"x"
+
+
+def test_waiting_on_a_regular_file_fails_that_wait_and_leaves_nothing_behind(
+    rt: asyncop.Runtime, pairs: Any, tmp_path: Any, selector: str
+) -> None:
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"hello")
+    with open(path, "rb") as f:
+        for _ in range(2):  # the second wait is refused the same way, not busy
+            result = rt.spawn(_wait_on, f, "readable").wait(10)
+            if selector == "epoll":
+                assert isinstance(result.error, OSError), result
+                assert f"fd {f.fileno()}" in str(result.error)
+                assert "regular file" in str(result.error)
+            else:
+                assert result.value == "woken"  # poll and select call a file ready
+            assert rt.registrations() == 0
+    # The reactor is still alive for everything else.
+    a, b = pairs()
+    b.send(b"x")
+    assert rt.run(read_when_ready, a) == b"x"
+    assert len(reactor_threads(rt)) <= 1
+
+
+def test_a_closed_sockets_number_reused_by_a_regular_file_fails_only_the_old_wait(
+    rt: asyncop.Runtime, pairs: Any, tmp_path: Any, selector: str
+) -> None:
+    import os
+
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    fill(a)
+    number = a.fileno()
+    reader = rt.spawn(_wait_on, a, "readable")
+    writer = rt.spawn(_wait_on, a, "writable")
+    wait_until(lambda: rt.registrations() == 2, "both waiters are parked")
+    a.close()
+    b.close()
+    path = tmp_path / "reuse.txt"
+    path.write_bytes(b"data")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if fd != number:
+            os.dup2(fd, number)
+            os.close(fd)
+            fd = number
+        # A wait on the file now holding the number: refused (epoll) or ready.
+        rt.spawn(_wait_on, fd, "readable").wait(10)
+        for op in (reader, writer):
+            assert isinstance(op.wait(10).error, ClosedResourceError)
+    finally:
+        os.close(fd)
+    assert rt.registrations() == 0
+    c, d = pairs()
+    d.send(b"still")
+    assert rt.run(read_when_ready, c) == b"still"

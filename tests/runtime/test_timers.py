@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
 import pytest
 
-from asyncop.runtime._timers import Timer, TimerHeap
+from asyncop.runtime._timers import FAR, Timer, TimerHeap, is_far
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -266,3 +267,64 @@ def test_random_operations_match_a_sorted_model() -> None:
         # Lazy deletion, but bounded: never more dead entries than about
         # the live ones (plus a small constant before a clean-up pays off).
         assert heap.heap_size <= 2 * len(heap) + 100, f"seed={seed} step={step}"
+
+
+# Deadlines that never come: inf (and NaN, which no caller should pass but
+# which would break the heap's order) arm a dormant timer.
+
+
+@pytest.mark.parametrize("deadline", [math.inf, math.nan])
+def test_a_timer_that_never_comes_is_armed_but_stays_out_of_the_heap(deadline: float) -> None:
+    heap = TimerHeap()
+    timer = _push(heap, deadline, "never")
+    assert timer.active
+    assert len(heap) == 1
+    assert heap.heap_size == 0
+    assert heap.next_deadline() is None
+    assert heap.pop_due(math.inf) == []
+    assert heap.pop_due(1e308) == []
+    assert timer.active
+
+
+@pytest.mark.parametrize("deadline", [math.inf, math.nan])
+def test_a_timer_that_never_comes_keeps_the_others_in_order(deadline: float) -> None:
+    heap = TimerHeap()
+    _push(heap, 3.0, "c")
+    never = _push(heap, deadline, "never")
+    _push(heap, 1.0, "a")
+    _push(heap, 2.0, "b")
+    assert heap.next_deadline() == 1.0
+    assert _labels(heap.pop_due(5.0)) == ["a", "b", "c"]
+    assert len(heap) == 1
+    assert heap.cancel(never) is True
+    assert heap.cancel(never) is False
+    assert len(heap) == 0
+    assert heap.heap_size == 0
+
+
+def test_cancelling_many_dormant_timers_does_not_compact_live_ones_away() -> None:
+    heap = TimerHeap()
+    live = [_push(heap, float(i), i) for i in range(3)]
+    for _ in range(1000):
+        heap.cancel(_push(heap, math.inf))
+    assert len(heap) == 3
+    assert heap.pop_due(10.0) == live
+
+
+@pytest.mark.parametrize(
+    ("deadline", "now", "far"),
+    [
+        (math.inf, 0.0, True),
+        (math.nan, 0.0, True),
+        (1e300, 0.0, True),
+        (FAR, 0.0, True),
+        (FAR - 1, 0.0, False),
+        (1e12, 1e12 - 5, False),
+        (5.0, 0.0, False),
+        (-math.inf, 0.0, False),
+    ],
+)
+def test_is_far_says_which_deadlines_are_as_good_as_never(
+    deadline: float, now: float, far: bool
+) -> None:
+    assert is_far(deadline, now) is far
