@@ -355,6 +355,11 @@ def _tls_asyncio(n: int) -> Metrics:
             assert await reader.read(1) == b"!"
             transfer = time.perf_counter() - start
             writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, ssl.SSLError):
+                pass
+            await asyncio.sleep(0.05)  # let the handler see the end before the server closes
         return {
             "seconds": handshakes,
             "handshakes_per_s": n / handshakes,

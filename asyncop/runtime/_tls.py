@@ -95,6 +95,7 @@ class TLSStream(_BufferedReceiver):
 
     __slots__ = (
         "_eof",
+        "_eof_sent",
         "_handshake_lock",
         "_handshook",
         "_incoming",
@@ -131,6 +132,7 @@ class TLSStream(_BufferedReceiver):
         self._state = _State.OPEN
         self._handshook = False
         self._eof = False
+        self._eof_sent = False
         self._received = 0  # chunks received from the transport so far
         self._handshake_lock = Lock("TLS handshake")
         self._send_lock = Lock("TLS transport send")
@@ -414,6 +416,11 @@ class TLSStream(_BufferedReceiver):
         """
         with self._send_guard:
             self._check_usable()
+            if self._eof_sent:
+                raise ClosedResourceError(
+                    "this TLS stream already sent end-of-file with send_eof(); "
+                    "nothing more can be sent"
+                )
             await PASS
             await self._ensure_handshake()
             view = memoryview(data).cast("B")
@@ -421,6 +428,35 @@ class TLSStream(_BufferedReceiver):
                 for start in range(0, len(view), _WRITE_CHUNK):
                     self._check_usable()
                     await self._retry(self._ssl.write, view[start : start + _WRITE_CHUNK])
+
+    async def send_eof(self) -> None:
+        """Send close_notify and keep receiving: TLS 1.3's half-close.
+
+        The peer reads end of stream; this end can still receive its reply.
+        Calling it twice is harmless. A cancellation point.
+
+        Raises:
+            NotImplementedError: the session is older than TLS 1.3, where
+                close_notify closes both directions.
+            ClosedResourceError: the stream was closed.
+            BusyResourceError: another task is sending on this stream.
+            BrokenResourceError: the stream is broken.
+            Cancelled: the task was cancelled.
+        """
+        with self._send_guard:
+            self._check_usable()
+            await PASS
+            await self._ensure_handshake()
+            if self._eof_sent:
+                return
+            version = self._ssl.version()
+            if version != "TLSv1.3":
+                raise NotImplementedError(
+                    f"send_eof() needs TLS 1.3, and this session uses {version}, where "
+                    "close_notify ends both directions; close the stream with aclose() instead"
+                )
+            self._eof_sent = True
+            await self._retry(self._ssl.unwrap, wait_for_input=False)
 
     async def unwrap(self) -> tuple[Any, bytes]:
         """End the TLS session cleanly and hand the transport back.
@@ -469,7 +505,12 @@ class TLSStream(_BufferedReceiver):
         if self._state in (_State.CLOSED, _State.UNWRAPPED):
             await PASS
             return
-        polite = self._state is _State.OPEN and self._handshook and not self._send_lock.locked()
+        polite = (
+            self._state is _State.OPEN
+            and self._handshook
+            and not self._eof_sent  # close_notify already went out
+            and not self._send_lock.locked()
+        )
         self._state = _State.CLOSED
         try:
             if polite:
