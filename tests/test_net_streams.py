@@ -227,7 +227,7 @@ def test_receive_until_raises_incomplete_read_at_eof(
             b.shutdown(socket.SHUT_WR)
             with pytest.raises(IncompleteRead) as info:
                 await stream.receive_until(b"\n", 100)
-            with pytest.raises(ValueError, match="non-empty"):
+            with pytest.raises(ValueError, match="empty delimiter"):
                 await stream.receive_until(b"", 100)
             with pytest.raises(TypeError, match="bytes delimiter"):
                 await stream.receive_until("\n", 100)  # type: ignore[arg-type]

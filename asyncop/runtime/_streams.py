@@ -61,6 +61,9 @@ __all__ = [
     "IncompleteRead",
     "SocketStream",
     "check_max_bytes",
+    "closed_error",
+    "closed_under_error",
+    "eof_sent_error",
     "close_socket",
     "wait_ready",
     "ConflictGuard",
@@ -138,6 +141,24 @@ class ConflictGuard:
         return self._lock.locked()
 
 
+def closed_error(what: str) -> ClosedResourceError:
+    """The error for using ``what`` (``"stream"``, ``"listener"``...) after it was closed."""
+    return ClosedResourceError(f"this {what} was closed; open a new one")
+
+
+def closed_under_error(what: str) -> ClosedResourceError:
+    """The error for ``what`` closed (by another task, or under it) while a task used it."""
+    return ClosedResourceError(f"this {what} was closed while a task used it; open a new one")
+
+
+def eof_sent_error(what: str) -> ClosedResourceError:
+    """The error for sending on ``what`` after ``send_eof()``."""
+    return ClosedResourceError(
+        f"this {what} already sent end-of-file with send_eof(); "
+        "send everything before calling send_eof()"
+    )
+
+
 async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) -> None:
     """Await ``readable``/``writable``; a socket closed meanwhile raises ``ClosedResourceError``.
 
@@ -148,15 +169,15 @@ async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) ->
         await event
     except OSError:
         if closed():
-            raise ClosedResourceError(
-                f"this {what} was closed while a task waited on it; open a new one"
-            ) from None
+            raise closed_under_error(what) from None
         raise
 
 
 def check_max_bytes(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} needs an int number of bytes, got {type(value).__name__}")
+        raise TypeError(
+            f"{what} needs an int number of bytes, got {type(value).__name__}; pass e.g. 65536"
+        )
     if value < 1:
         raise ValueError(f"{what} needs at least 1 byte, got {value}; pass a positive int")
     return value
@@ -267,9 +288,11 @@ class _BufferedReceiver(AsyncResource):
             Cancelled: as for ``receive_some``.
         """
         if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"receive_exactly() needs an int, got {type(n).__name__}")
+            raise TypeError(
+                f"receive_exactly() needs an int count, got {type(n).__name__}; pass e.g. 4"
+            )
         if n < 0:
-            raise ValueError(f"receive_exactly({n}) needs a count of 0 or more")
+            raise ValueError(f"receive_exactly({n}) needs a count of 0 or more; pass e.g. 4")
         with self._receive_guard:
             self._check_receive()
             await PASS
@@ -308,11 +331,11 @@ class _BufferedReceiver(AsyncResource):
         if not isinstance(delimiter, bytes | bytearray | memoryview):
             raise TypeError(
                 f"receive_until() needs a bytes delimiter, got {type(delimiter).__name__}; "
-                "encode a str first, e.g. b'\\r\\n'"
+                "pass bytes such as b'\\r\\n' (encode a str first)"
             )
         delimiter = bytes(delimiter)
         if not delimiter:
-            raise ValueError("receive_until() needs a non-empty delimiter")
+            raise ValueError("receive_until() got an empty delimiter; pass e.g. b'\\n'")
         check_max_bytes(max_bytes, "receive_until(max_bytes=...)")
         with self._receive_guard:
             self._check_receive()
@@ -387,7 +410,9 @@ class SocketStream(_BufferedReceiver):
                 "use open_udp_socket() for datagrams"
             )
         if sock.fileno() < 0:
-            raise ClosedResourceError("SocketStream() got a closed socket; connect a new one")
+            raise ClosedResourceError(
+                "SocketStream() got a closed socket; pass a connected one instead"
+            )
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
@@ -413,7 +438,7 @@ class SocketStream(_BufferedReceiver):
 
     def _check_receive(self) -> None:
         if self._closed:
-            raise ClosedResourceError("this stream was closed; open a new connection")
+            raise closed_error("stream")
 
     async def _receive_raw(self, max_bytes: int) -> bytes:
         sock = self._socket
@@ -423,10 +448,8 @@ class SocketStream(_BufferedReceiver):
             except BlockingIOError:
                 pass
             except OSError as exc:
-                if self._closed or sock.fileno() < 0:
-                    raise ClosedResourceError(
-                        "this stream was closed while receiving; open a new connection"
-                    ) from None
+                if self._is_closed():
+                    raise closed_under_error("stream") from None
                 raise broken(exc, "receive_some()") from exc
             await wait_ready(readable(sock), self._is_closed, "stream")
             self._check_receive()
@@ -460,10 +483,8 @@ class SocketStream(_BufferedReceiver):
                     except BlockingIOError:
                         pass
                     except OSError as exc:
-                        if self._closed or sock.fileno() < 0:
-                            raise ClosedResourceError(
-                                "this stream was closed while sending; open a new connection"
-                            ) from None
+                        if self._is_closed():
+                            raise closed_under_error("stream") from None
                         raise broken(exc, f"send_all() after {total} of {size} bytes") from exc
                     try:
                         await wait_ready(writable(sock), self._is_closed, "stream")
@@ -477,11 +498,9 @@ class SocketStream(_BufferedReceiver):
 
     def _check_send(self) -> None:
         if self._closed:
-            raise ClosedResourceError("this stream was closed; open a new connection")
+            raise closed_error("stream")
         if self._eof_sent:
-            raise ClosedResourceError(
-                "this stream already sent end-of-file with send_eof(); nothing more can be sent"
-            )
+            raise eof_sent_error("stream")
 
     async def send_eof(self) -> None:
         """Tell the peer no more data will be sent (a TCP half-close).
@@ -495,7 +514,7 @@ class SocketStream(_BufferedReceiver):
         """
         with self._send_guard:
             if self._closed:
-                raise ClosedResourceError("this stream was closed; open a new connection")
+                raise closed_error("stream")
             await PASS
             if self._eof_sent:
                 return

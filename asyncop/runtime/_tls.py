@@ -61,7 +61,15 @@ from collections.abc import Callable
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled, ClosedResourceError
-from ._streams import DEFAULT_RECEIVE_SIZE, PASS, ConflictGuard, _BufferedReceiver
+from ._streams import (
+    DEFAULT_RECEIVE_SIZE,
+    PASS,
+    ConflictGuard,
+    _BufferedReceiver,
+    closed_error,
+    closed_under_error,
+    eof_sent_error,
+)
 from ._sync import Lock
 
 __all__ = ["TLSStream"]
@@ -79,6 +87,13 @@ class _State(enum.Enum):
 
 
 _EOF_ERRORS = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """What broke under a transport's own ``BrokenResourceError``: its ``OSError``."""
+    if isinstance(exc, BrokenResourceError) and isinstance(exc.__cause__, OSError):
+        return exc.__cause__
+    return exc
 
 
 @final
@@ -186,7 +201,10 @@ class TLSStream(_BufferedReceiver):
                     f"{type(stream).__name__}; pass a SocketStream"
                 )
         if server_side and server_hostname is not None:
-            raise ValueError("TLSStream.wrap(server_side=True) takes no server_hostname")
+            raise ValueError(
+                "TLSStream.wrap(server_side=True) takes no server_hostname; "
+                "pass it to the client's wrap() instead"
+            )
         if not server_side and ssl_context.check_hostname and not server_hostname:
             raise ValueError(
                 "TLSStream.wrap() needs server_hostname=... for a client context that checks "
@@ -219,7 +237,7 @@ class TLSStream(_BufferedReceiver):
             raise ClosedResourceError(
                 "this TLS stream was unwrapped; use the transport stream unwrap() returned"
             )
-        raise ClosedResourceError("this TLS stream was closed; open a new connection")
+        raise closed_error("TLS stream")
 
     _check_receive = _check_usable
 
@@ -283,7 +301,7 @@ class TLSStream(_BufferedReceiver):
             except (BrokenResourceError, OSError) as exc:
                 self._break()
                 raise BrokenResourceError(
-                    f"the transport under this TLS stream broke while sending ({exc}); "
+                    f"the transport under this TLS stream broke while sending ({_cause(exc)}); "
                     "close the stream and reconnect"
                 ) from exc
 
@@ -299,7 +317,7 @@ class TLSStream(_BufferedReceiver):
             except (BrokenResourceError, OSError) as exc:
                 self._break()
                 raise BrokenResourceError(
-                    f"the transport under this TLS stream broke while receiving ({exc}); "
+                    f"the transport under this TLS stream broke while receiving ({_cause(exc)}); "
                     "close the stream and reconnect"
                 ) from exc
             with self._ssl_lock:
@@ -312,9 +330,7 @@ class TLSStream(_BufferedReceiver):
     def _closed_under_us(self) -> ClosedResourceError:
         if self._state is _State.OPEN:
             self._break()
-        return ClosedResourceError(
-            "this TLS stream (or its transport) was closed while in use; open a new connection"
-        )
+        return closed_under_error("TLS stream")
 
     def _explain(self, exc: ssl.SSLError) -> BaseException:
         """The error to raise for an OpenSSL failure, with a message that says what to do."""
@@ -344,7 +360,7 @@ class TLSStream(_BufferedReceiver):
         if isinstance(exc, _EOF_ERRORS):
             return BrokenResourceError(
                 "the peer closed the connection in the middle of the TLS handshake; "
-                "is it speaking TLS, and does it accept this client?"
+                "check that it speaks TLS on this port and accepts this client"
             )
         return exc
 
@@ -417,10 +433,7 @@ class TLSStream(_BufferedReceiver):
         with self._send_guard:
             self._check_usable()
             if self._eof_sent:
-                raise ClosedResourceError(
-                    "this TLS stream already sent end-of-file with send_eof(); "
-                    "nothing more can be sent"
-                )
+                raise eof_sent_error("TLS stream")
             await PASS
             await self._ensure_handshake()
             view = memoryview(data).cast("B")
@@ -487,7 +500,7 @@ class TLSStream(_BufferedReceiver):
                 if isinstance(exc.__cause__, _EOF_ERRORS):
                     raise BrokenResourceError(
                         "unwrap() needs the peer's close_notify, and the peer closed the "
-                        "connection without one"
+                        "connection without one; close the stream instead"
                     ) from exc.__cause__
                 raise
             self._state = _State.UNWRAPPED
