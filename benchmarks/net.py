@@ -17,6 +17,14 @@ process:
 Here ``n`` is the client's running time in milliseconds, not a count, and
 ``seconds`` is that time as measured.
 
+``http_wrk``: ``wrk -t2 -c64 --latency`` (the Debian package ``wrk``)
+for n milliseconds against a keep-alive HTTP/1.1 server written on each
+system with the same lines of protocol: read a head up to the blank line,
+answer a fixed 13-byte body, loop. Reported: ``requests_per_s`` and wrk's
+``p99_latency_us``. Servers: asyncop (``serve_tcp``, ``receive_until``),
+asyncio streams (``readuntil``), uvloop streams, trio (its streams with a
+hand-kept buffer, as trio has no ``receive_until``).
+
 ``tls``: n TLS handshakes one after the other over loopback (a fresh TCP
 connection each, TLS 1.3, a ``trustme`` certificate), then one connection
 sending ``_TLS_MEGABYTES`` MB that the server counts. ``seconds`` is the
@@ -39,7 +47,7 @@ import asyncop
 
 from ._registry import Metrics, Ratio, workload
 
-__all__ = ["ECHO", "TLS"]
+__all__ = ["ECHO", "HTTP_WRK", "TLS"]
 
 ECHO = workload(
     "echo",
@@ -47,6 +55,16 @@ ECHO = workload(
     sizes=(3_000,),
     quick_sizes=(1_000,),
     checks=[Ratio("asyncio_streams", "asyncop", limit=1.0, metric="messages_per_s")],
+    per_item=False,
+    scalable=False,
+)
+
+HTTP_WRK = workload(
+    "http_wrk",
+    "wrk (2 threads, 64 connections) for n ms against a keep-alive HTTP/1.1 server",
+    sizes=(5_000,),
+    quick_sizes=(1_000,),
+    checks=[Ratio("asyncio_streams", "asyncop", limit=1.0, metric="requests_per_s")],
     per_item=False,
     scalable=False,
 )
@@ -100,17 +118,21 @@ def _run_client(port: int, milliseconds: int) -> Metrics:
     }
 
 
+# A server body: serve(ready), calling ready(port, stop) once it accepts.
+Serve = Callable[[Callable[[int, Callable[[], None]], None]], None]
+
+
 class _ServerThread:
     """Run ``serve(ready)`` in a thread; ``ready(port, stop)`` hands back how to stop it."""
 
-    def __init__(self, serve: Callable[[Callable[[int, Callable[[], None]], None]], None]):
+    def __init__(self, serve: Serve):
         self._ready = threading.Event()
         self._port = 0
         self._stop: Callable[[], None] = lambda: None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, args=(serve,), daemon=True)
 
-    def _main(self, serve: Callable[[Callable[[int, Callable[[], None]], None]], None]) -> None:
+    def _main(self, serve: Serve) -> None:
         try:
             serve(self._on_ready)
         except BaseException as exc:
@@ -133,20 +155,16 @@ class _ServerThread:
         self._thread.join(30)
 
 
-@ECHO.system("asyncop")
-def _echo_asyncop(n: int) -> Metrics:
+def _asyncop_serve(handler: Any, client: Callable[[int, int], Metrics], n: int) -> Metrics:
+    """Serve ``handler`` with asyncop's ``serve_listeners`` while ``client(port, n)`` runs."""
     from asyncop.net import open_tcp_listeners, serve_listeners
-
-    async def echo(stream: Any) -> None:
-        while data := await stream.receive_some():
-            await stream.send_all(data)
 
     async def main() -> Metrics:
         listeners = await open_tcp_listeners(0, host="127.0.0.1")
         port = listeners[0].socket.getsockname()[1]
         async with asyncop.scope() as s:
-            server = s.spawn(serve_listeners, echo, listeners)
-            metrics: Metrics = await asyncop.spawn_blocking(_run_client, port, n)
+            server = s.spawn(serve_listeners, handler, listeners)
+            metrics: Metrics = await asyncop.spawn_blocking(client, port, n)
             server.cancel()
         return metrics
 
@@ -155,9 +173,62 @@ def _echo_asyncop(n: int) -> Metrics:
     return result
 
 
-def _asyncio_server(
-    *, protocol: bool, uvloop: bool
-) -> Callable[[Callable[[int, Callable[[], None]], None]], None]:
+def _asyncio_serve(start: Callable[[], Any], *, uvloop: bool) -> Serve:
+    """A ``_ServerThread`` body running the server ``await start()`` makes, on asyncio or uvloop."""
+    import asyncio
+
+    def serve(ready: Callable[[int, Callable[[], None]], None]) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            stop = asyncio.Event()
+            server = await start()
+            ready(server.sockets[0].getsockname()[1], lambda: loop.call_soon_threadsafe(stop.set))
+            async with server:
+                await stop.wait()
+
+        if uvloop:
+            import uvloop as uv
+
+            uv.run(main())
+        else:
+            asyncio.run(main())
+
+    return serve
+
+
+def _trio_serve(handler: Any) -> Serve:
+    """A ``_ServerThread`` body running ``trio.serve_tcp(handler)``."""
+    import functools
+
+    import trio
+
+    def serve(ready: Callable[[int, Callable[[], None]], None]) -> None:
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                listeners = await nursery.start(
+                    functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1")
+                )
+                token = trio.lowlevel.current_trio_token()
+                ready(
+                    listeners[0].socket.getsockname()[1],
+                    lambda: token.run_sync_soon(nursery.cancel_scope.cancel),
+                )
+
+        trio.run(main)
+
+    return serve
+
+
+@ECHO.system("asyncop")
+def _echo_asyncop(n: int) -> Metrics:
+    async def echo(stream: Any) -> None:
+        while data := await stream.receive_some():
+            await stream.send_all(data)
+
+    return _asyncop_serve(echo, _run_client, n)
+
+
+def _asyncio_server(*, protocol: bool, uvloop: bool) -> Serve:
     import asyncio
 
     class Echo(asyncio.Protocol):
@@ -174,27 +245,12 @@ def _asyncio_server(
             await writer.drain()
         writer.close()
 
-    def serve(ready: Callable[[int, Callable[[], None]], None]) -> None:
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
-            stop = asyncio.Event()
-            if protocol:
-                server = await loop.create_server(Echo, "127.0.0.1", 0)
-            else:
-                server = await asyncio.start_server(handle, "127.0.0.1", 0)
-            port = server.sockets[0].getsockname()[1]
-            ready(port, lambda: loop.call_soon_threadsafe(stop.set))
-            async with server:
-                await stop.wait()
+    async def start() -> Any:
+        if protocol:
+            return await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", 0)
+        return await asyncio.start_server(handle, "127.0.0.1", 0)
 
-        if uvloop:
-            import uvloop as uv
-
-            uv.run(main())
-        else:
-            asyncio.run(main())
-
-    return serve
+    return _asyncio_serve(start, uvloop=uvloop)
 
 
 @ECHO.system("asyncio_streams")
@@ -217,27 +273,11 @@ def _echo_uvloop_streams(n: int) -> Metrics:
 
 @ECHO.system("trio", requires=("trio",))
 def _echo_trio(n: int) -> Metrics:
-    import functools
-
-    import trio
-
     async def echo(stream: Any) -> None:
         while data := await stream.receive_some(65536):
             await stream.send_all(data)
 
-    def serve(ready: Callable[[int, Callable[[], None]], None]) -> None:
-        async def main() -> None:
-            async with trio.open_nursery() as nursery:
-                listeners = await nursery.start(
-                    functools.partial(trio.serve_tcp, echo, 0, host="127.0.0.1")
-                )
-                port = listeners[0].socket.getsockname()[1]
-                token = trio.lowlevel.current_trio_token()
-                ready(port, lambda: token.run_sync_soon(nursery.cancel_scope.cancel))
-
-        trio.run(main)
-
-    with _ServerThread(serve) as port:
+    with _ServerThread(_trio_serve(echo)) as port:
         return _run_client(port, n)
 
 
@@ -367,3 +407,108 @@ def _tls_asyncio(n: int) -> Metrics:
         }
 
     return asyncio.run(main())
+
+
+# -- http_wrk ------------------------------------------------------------------------
+
+_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n\r\nHello, world!"
+)
+_WRK_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _run_wrk(port: int, milliseconds: int) -> Metrics:
+    import re
+    import shutil
+
+    if shutil.which("wrk") is None:
+        raise RuntimeError("http_wrk needs wrk: apt-get install wrk")
+    seconds = max(1, round(milliseconds / 1000))
+    done = subprocess.run(
+        ["wrk", "-t2", "-c64", f"-d{seconds}s", "--latency", f"http://127.0.0.1:{port}/"],
+        capture_output=True,
+        text=True,
+        timeout=60 + seconds,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed: {done.stderr.strip()}")
+    rate = re.search(r"Requests/sec:\s+([0-9.]+)", done.stdout)
+    p99 = re.search(r"99%\s+([0-9.]+)(us|ms|s)\b", done.stdout)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", done.stdout)
+    if rate is None or p99 is None:
+        raise RuntimeError(f"cannot read wrk's report: {done.stdout!r}")
+    if errors is not None:
+        raise RuntimeError(f"wrk saw errors: {errors.group(0)}")
+    return {
+        "seconds": float(seconds),
+        "requests_per_s": float(rate.group(1)),
+        "p99_latency_us": float(p99.group(1)) * _WRK_UNITS[p99.group(2)],
+    }
+
+
+@HTTP_WRK.system("asyncop")
+def _wrk_asyncop(n: int) -> Metrics:
+    from asyncop.net import IncompleteRead
+
+    async def handler(stream: Any) -> None:
+        try:
+            while True:
+                await stream.receive_until(b"\r\n\r\n", 65536)
+                await stream.send_all(_RESPONSE)
+        except (IncompleteRead, asyncop.BrokenResourceError):
+            return
+
+    return _asyncop_serve(handler, _run_wrk, n)
+
+
+def _asyncio_http(*, uvloop: bool) -> Serve:
+    import asyncio
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(_RESPONSE)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def start() -> Any:
+        return await asyncio.start_server(handler, "127.0.0.1", 0)
+
+    return _asyncio_serve(start, uvloop=uvloop)
+
+
+@HTTP_WRK.system("asyncio_streams")
+def _wrk_asyncio(n: int) -> Metrics:
+    with _ServerThread(_asyncio_http(uvloop=False)) as port:
+        return _run_wrk(port, n)
+
+
+@HTTP_WRK.system("uvloop_streams", requires=("uvloop",))
+def _wrk_uvloop(n: int) -> Metrics:
+    with _ServerThread(_asyncio_http(uvloop=True)) as port:
+        return _run_wrk(port, n)
+
+
+@HTTP_WRK.system("trio", requires=("trio",))
+def _wrk_trio(n: int) -> Metrics:
+    import trio
+
+    async def handler(stream: Any) -> None:
+        buffer = bytearray()
+        try:
+            while True:
+                while (end := buffer.find(b"\r\n\r\n")) < 0:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                del buffer[: end + 4]
+                await stream.send_all(_RESPONSE)
+        except trio.BrokenResourceError:
+            return
+
+    with _ServerThread(_trio_serve(handler)) as port:
+        return _run_wrk(port, n)

@@ -434,7 +434,7 @@ class TLSStream(_BufferedReceiver):
             self._check_usable()
             if self._eof_sent:
                 raise eof_sent_error("TLS stream")
-            await PASS
+            await self._entry()
             await self._ensure_handshake()
             view = memoryview(data).cast("B")
             with view:
