@@ -484,7 +484,9 @@ def test_open_tcp_stream_connects_and_sets_nodelay(runtime: asyncop.Runtime) -> 
                 peer, _ = listener.accept()
                 with peer:
                     peer.sendall(b"hi")
-                    nodelay = stream.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    nodelay = stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                    assert stream.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
                     return nodelay, await stream.receive_some()
 
     nodelay, data = runtime.run(main)

@@ -585,6 +585,16 @@ class SocketStream(_BufferedReceiver):
         """The local address."""
         return self._socket.getsockname()
 
+    def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
+        """Set a socket option, as ``socket.setsockopt`` does (e.g. ``SO_KEEPALIVE``)."""
+        self._socket.setsockopt(level, option, value)
+
+    def getsockopt(self, level: int, option: int, buffersize: int = 0) -> int | bytes:
+        """Read a socket option, as ``socket.getsockopt`` does."""
+        if buffersize:
+            return self._socket.getsockopt(level, option, buffersize)
+        return self._socket.getsockopt(level, option)
+
     def getpeername(self) -> Any:
         """The peer's address."""
         return self._socket.getpeername()
