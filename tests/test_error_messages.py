@@ -58,6 +58,8 @@ from asyncop.net import accept_async, connect_async, recv_async, send_all_async
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
 from tests.runtime import _remote_jobs as remote_jobs
 
+from ._net_errors import NET_CASES
+
 pytestmark = pytest.mark.timeout(30)
 
 PACKAGE = Path(asyncop.__file__).resolve().parent
@@ -1649,6 +1651,9 @@ CASES += [
 ]
 
 REFUSED_PORT = free_port()
+# The network's cases live beside its tests.
+CASES += [Case(*row) for row in NET_CASES]
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 

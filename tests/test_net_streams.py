@@ -33,6 +33,7 @@ from asyncop.net import (
     serve_tcp,
 )
 from asyncop.runtime import _dns, _tcp
+from asyncop.testing import assert_checkpoints
 
 from ._net import Status, finish
 from .conftest import runtime_threads
@@ -227,7 +228,7 @@ def test_receive_until_raises_incomplete_read_at_eof(
             b.shutdown(socket.SHUT_WR)
             with pytest.raises(IncompleteRead) as info:
                 await stream.receive_until(b"\n", 100)
-            with pytest.raises(ValueError, match="non-empty"):
+            with pytest.raises(ValueError, match="empty delimiter"):
                 await stream.receive_until(b"", 100)
             with pytest.raises(TypeError, match="bytes delimiter"):
                 await stream.receive_until("\n", 100)  # type: ignore[arg-type]
@@ -376,6 +377,69 @@ def test_a_cancelled_task_takes_nothing_even_when_data_is_ready(
     finish(runtime)
 
 
+def test_a_stream_that_always_has_data_still_lets_other_tasks_run() -> None:
+    # One worker, so that only the stream's own yields let the other task in.
+    a, b = socket.socketpair()
+    stop = threading.Event()
+
+    def flood() -> None:
+        chunk = b"x" * 65536
+        while not stop.is_set():
+            try:
+                b.sendall(chunk)
+            except OSError:
+                return
+
+    writer = threading.Thread(target=flood)
+    writer.start()
+    log: list[str] = []
+
+    async def other() -> None:
+        while True:
+            log.append("other")
+            await asyncop.checkpoint()
+
+    async def main() -> None:
+        async with SocketStream(a) as stream:
+            await asyncop.sleep(0.1)  # the socket's buffer is full
+            async with asyncop.scope() as s:
+                s.spawn(other)
+                for _ in range(200):
+                    await stream.receive_some(64)
+                    log.append("read")
+                s.cancel()
+
+    with asyncop.Runtime(1, name="fair") as rt:
+        try:
+            rt.run(main)
+        finally:
+            stop.set()
+            b.close()
+            writer.join(10)
+        finish(rt)
+    first_read = log.index("read")
+    others = log[first_read : len(log) - log[::-1].index("read")].count("other")
+    assert others >= 5, log[:40]  # one yield per FAIR_STREAK reads at least
+
+
+def test_a_receive_with_data_ready_passes_a_checkpoint(
+    runtime: asyncop.Runtime, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    a, b = pair
+
+    async def main() -> None:
+        async with SocketStream(a) as stream:
+            b.sendall(b"ready")
+            await asyncop.sleep(0.05)
+            with assert_checkpoints():
+                assert await stream.receive_some() == b"ready"
+            with assert_checkpoints():
+                await stream.send_all(b"room")
+
+    runtime.run(main)
+    finish(runtime)
+
+
 def test_a_reset_connection_raises_broken_resource_error(runtime: asyncop.Runtime) -> None:
     async def main() -> None:
         listener = socket.create_server((HOST, 0))
@@ -420,7 +484,9 @@ def test_open_tcp_stream_connects_and_sets_nodelay(runtime: asyncop.Runtime) -> 
                 peer, _ = listener.accept()
                 with peer:
                     peer.sendall(b"hi")
-                    nodelay = stream.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    nodelay = stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                    assert stream.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
                     return nodelay, await stream.receive_some()
 
     nodelay, data = runtime.run(main)

@@ -192,6 +192,49 @@ def test_two_tasks_receiving_on_one_tls_stream_get_busy_resource_error(
     finish(runtime)
 
 
+def test_send_eof_half_closes_a_tls_1_3_stream(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def handler(stream: Any) -> None:
+        request = b"".join([chunk async for chunk in stream])  # until the client's EOF
+        await stream.send_all(b"%d bytes" % len(request))
+
+    async def main() -> bytes:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream: Any = await open_tcp_stream(HOST, port, ssl_context=certs.client_context())
+            async with stream:
+                await stream.send_all(b"x" * 100_000)
+                await stream.send_eof()
+                await stream.send_eof()  # harmless twice
+                with pytest.raises(ClosedResourceError, match="send_eof"):
+                    await stream.send_all(b"more")
+                reply = b"".join([chunk async for chunk in stream])
+            server.cancel()
+        return reply
+
+    assert runtime.run(main) == b"100000 bytes"
+    finish(runtime)
+
+
+def test_send_eof_is_refused_below_tls_1_3(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def handler(stream: Any) -> None:
+        await stream.receive_some()
+
+    async def main() -> None:
+        context = certs.client_context()
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            stream: Any = await open_tcp_stream(HOST, port, ssl_context=context)
+            async with stream:
+                assert stream.version() == "TLSv1.2"
+                with pytest.raises(NotImplementedError, match=r"TLS 1\.3"):
+                    await stream.send_eof()
+            server.cancel()
+
+    runtime.run(main)
+    finish(runtime)
+
+
 def test_unwrap_hands_back_the_transport_for_plaintext(
     runtime: asyncop.Runtime, certs: Certs
 ) -> None:

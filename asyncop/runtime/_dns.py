@@ -82,7 +82,10 @@ async def getaddrinfo(
                 "pass a socket module constant such as socket.AF_INET"
             )
     if host is not None and not isinstance(host, str | bytes):
-        raise TypeError(f"getaddrinfo() needs a str, bytes or None host, got {type_name(host)}")
+        raise TypeError(
+            f"getaddrinfo() needs a str, bytes or None host, got {type_name(host)}; "
+            "pass a name or an address such as '127.0.0.1'"
+        )
     await PASS
     infos = _numeric(host, port, family, type, proto, flags)
     if infos is not None:

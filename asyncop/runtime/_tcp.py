@@ -56,6 +56,7 @@ from ._streams import (
     ConflictGuard,
     SocketStream,
     close_socket,
+    closed_error,
     wait_ready,
 )
 from ._sync import Event
@@ -69,6 +70,7 @@ __all__ = [
     "ACCEPT_BACKOFF",
     "TASK_STATUS_IGNORED",
     "SocketListener",
+    "check_handler",
     "connect_socket",
     "open_tcp_listeners",
     "open_tcp_stream",
@@ -120,7 +122,7 @@ def _check_port(port: object, what: str) -> int:
     if isinstance(port, bool) or not isinstance(port, int):
         raise TypeError(f"{what} needs an int port, got {type(port).__name__}; pass e.g. 8080")
     if not 0 <= port <= 65535:
-        raise ValueError(f"{what} got port {port}, outside 0..65535")
+        raise ValueError(f"{what} got port {port}, outside 0..65535; pass a port in that range")
     return port
 
 
@@ -274,10 +276,8 @@ async def open_tcp_stream(
             "open_tcp_stream(server_hostname=...) only applies to TLS; pass ssl_context too"
         )
     delay = check_timeout(happy_eyeballs_delay, "open_tcp_stream(happy_eyeballs_delay=...)")
-    targets = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    if not targets:  # pragma: no cover - getaddrinfo raises instead
-        raise OSError(f"{host!r} resolved to no address")
-    targets = _interleave(targets)
+    # getaddrinfo raises rather than answer nothing.
+    targets = _interleave(await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM))
     if len(targets) == 1:
         try:
             sock = await connect_socket(targets[0])
@@ -319,7 +319,7 @@ class SocketListener(AsyncResource):
         if not isinstance(sock, socket.socket):
             raise TypeError(
                 f"SocketListener() needs a socket.socket, got {type(sock).__name__}; "
-                "use open_tcp_listeners() to listen"
+                "use open_tcp_listeners() instead"
             )
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0:
             raise ValueError("SocketListener() needs a listening socket; call sock.listen() first")
@@ -372,7 +372,7 @@ class SocketListener(AsyncResource):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClosedResourceError("this listener was closed; open a new one")
+            raise closed_error("listener")
 
     def close(self) -> None:
         """Stop listening at once; a task in ``accept()`` gets ``ClosedResourceError``."""
@@ -417,7 +417,10 @@ async def open_tcp_listeners(
     if backlog is None:
         backlog = socket.SOMAXCONN
     elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
-        raise ValueError(f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more")
+        raise ValueError(
+            f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more; "
+            "pass None for the OS maximum"
+        )
     infos = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     listeners: list[SocketListener] = []
     seen: set[tuple[int, Any]] = set()
@@ -465,7 +468,10 @@ async def open_tcp_listeners(
                 raise
             listeners.append(SocketListener(sock))
         if not listeners:
-            raise OSError(f"no address to listen on for host {host!r} port {port}")
+            raise OSError(
+                f"open_tcp_listeners() found no address to listen on for host {host!r} "
+                f"port {port}; pass a host this machine has"
+            )
     except BaseException:
         for listener in listeners:
             listener.close()
@@ -477,6 +483,15 @@ async def open_tcp_listeners(
 # -- serving ---------------------------------------------------------------------
 
 Handler = Callable[[Any], Awaitable[object]]
+
+
+def check_handler(handler: object, what: str) -> None:
+    """Refuse a handler that cannot be called, before anything is opened."""
+    if not callable(handler):
+        raise TypeError(
+            f"{what} needs a callable handler, got {type(handler).__name__}; "
+            "pass an 'async def handler(stream)'"
+        )
 
 
 async def _close_quietly(stream: Any) -> None:
@@ -588,11 +603,7 @@ async def serve_listeners(
     Raises:
         Cancelled: the server was cancelled (the usual way to stop it).
     """
-    if not callable(handler):
-        raise TypeError(
-            f"the server needs a callable handler, got {type(handler).__name__}; "
-            "pass an 'async def handler(stream)'"
-        )
+    check_handler(handler, "serve_listeners()")
     listeners = list(listeners)
     open_streams: set[SocketStream] = set()
     try:
@@ -649,10 +660,6 @@ async def serve_tcp(
         OSError: the port is in use.
         Cancelled: the server was cancelled.
     """
-    if not callable(handler):
-        raise TypeError(
-            f"serve_tcp() needs a callable handler, got {type(handler).__name__}; "
-            "pass an 'async def handler(stream)'"
-        )
+    check_handler(handler, "serve_tcp()")
     listeners = await open_tcp_listeners(port, host=host, backlog=backlog)
     await serve_listeners(handler, listeners, ssl_context=ssl_context, task_status=task_status)

@@ -61,7 +61,15 @@ from collections.abc import Callable
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled, ClosedResourceError
-from ._streams import DEFAULT_RECEIVE_SIZE, PASS, ConflictGuard, _BufferedReceiver
+from ._streams import (
+    DEFAULT_RECEIVE_SIZE,
+    PASS,
+    ConflictGuard,
+    _BufferedReceiver,
+    closed_error,
+    closed_under_error,
+    eof_sent_error,
+)
 from ._sync import Lock
 
 __all__ = ["TLSStream"]
@@ -81,6 +89,13 @@ class _State(enum.Enum):
 _EOF_ERRORS = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """What broke under a transport's own ``BrokenResourceError``: its ``OSError``."""
+    if isinstance(exc, BrokenResourceError) and isinstance(exc.__cause__, OSError):
+        return exc.__cause__
+    return exc
+
+
 @final
 class TLSStream(_BufferedReceiver):
     """A TLS session over a byte stream; make one with ``TLSStream.wrap``.
@@ -95,6 +110,7 @@ class TLSStream(_BufferedReceiver):
 
     __slots__ = (
         "_eof",
+        "_eof_sent",
         "_handshake_lock",
         "_handshook",
         "_incoming",
@@ -131,6 +147,7 @@ class TLSStream(_BufferedReceiver):
         self._state = _State.OPEN
         self._handshook = False
         self._eof = False
+        self._eof_sent = False
         self._received = 0  # chunks received from the transport so far
         self._handshake_lock = Lock("TLS handshake")
         self._send_lock = Lock("TLS transport send")
@@ -184,7 +201,10 @@ class TLSStream(_BufferedReceiver):
                     f"{type(stream).__name__}; pass a SocketStream"
                 )
         if server_side and server_hostname is not None:
-            raise ValueError("TLSStream.wrap(server_side=True) takes no server_hostname")
+            raise ValueError(
+                "TLSStream.wrap(server_side=True) takes no server_hostname; "
+                "pass it to the client's wrap() instead"
+            )
         if not server_side and ssl_context.check_hostname and not server_hostname:
             raise ValueError(
                 "TLSStream.wrap() needs server_hostname=... for a client context that checks "
@@ -217,7 +237,7 @@ class TLSStream(_BufferedReceiver):
             raise ClosedResourceError(
                 "this TLS stream was unwrapped; use the transport stream unwrap() returned"
             )
-        raise ClosedResourceError("this TLS stream was closed; open a new connection")
+        raise closed_error("TLS stream")
 
     _check_receive = _check_usable
 
@@ -281,7 +301,7 @@ class TLSStream(_BufferedReceiver):
             except (BrokenResourceError, OSError) as exc:
                 self._break()
                 raise BrokenResourceError(
-                    f"the transport under this TLS stream broke while sending ({exc}); "
+                    f"the transport under this TLS stream broke while sending ({_cause(exc)}); "
                     "close the stream and reconnect"
                 ) from exc
 
@@ -297,7 +317,7 @@ class TLSStream(_BufferedReceiver):
             except (BrokenResourceError, OSError) as exc:
                 self._break()
                 raise BrokenResourceError(
-                    f"the transport under this TLS stream broke while receiving ({exc}); "
+                    f"the transport under this TLS stream broke while receiving ({_cause(exc)}); "
                     "close the stream and reconnect"
                 ) from exc
             with self._ssl_lock:
@@ -310,9 +330,7 @@ class TLSStream(_BufferedReceiver):
     def _closed_under_us(self) -> ClosedResourceError:
         if self._state is _State.OPEN:
             self._break()
-        return ClosedResourceError(
-            "this TLS stream (or its transport) was closed while in use; open a new connection"
-        )
+        return closed_under_error("TLS stream")
 
     def _explain(self, exc: ssl.SSLError) -> BaseException:
         """The error to raise for an OpenSSL failure, with a message that says what to do."""
@@ -342,7 +360,7 @@ class TLSStream(_BufferedReceiver):
         if isinstance(exc, _EOF_ERRORS):
             return BrokenResourceError(
                 "the peer closed the connection in the middle of the TLS handshake; "
-                "is it speaking TLS, and does it accept this client?"
+                "check that it speaks TLS on this port and accepts this client"
             )
         return exc
 
@@ -414,13 +432,44 @@ class TLSStream(_BufferedReceiver):
         """
         with self._send_guard:
             self._check_usable()
-            await PASS
+            if self._eof_sent:
+                raise eof_sent_error("TLS stream")
+            await self._entry()
             await self._ensure_handshake()
             view = memoryview(data).cast("B")
             with view:
                 for start in range(0, len(view), _WRITE_CHUNK):
                     self._check_usable()
                     await self._retry(self._ssl.write, view[start : start + _WRITE_CHUNK])
+
+    async def send_eof(self) -> None:
+        """Send close_notify and keep receiving: TLS 1.3's half-close.
+
+        The peer reads end of stream; this end can still receive its reply.
+        Calling it twice is harmless. A cancellation point.
+
+        Raises:
+            NotImplementedError: the session is older than TLS 1.3, where
+                close_notify closes both directions.
+            ClosedResourceError: the stream was closed.
+            BusyResourceError: another task is sending on this stream.
+            BrokenResourceError: the stream is broken.
+            Cancelled: the task was cancelled.
+        """
+        with self._send_guard:
+            self._check_usable()
+            await PASS
+            await self._ensure_handshake()
+            if self._eof_sent:
+                return
+            version = self._ssl.version()
+            if version != "TLSv1.3":
+                raise NotImplementedError(
+                    f"send_eof() needs TLS 1.3, and this session uses {version}, where "
+                    "close_notify ends both directions; close the stream with aclose() instead"
+                )
+            self._eof_sent = True
+            await self._retry(self._ssl.unwrap, wait_for_input=False)
 
     async def unwrap(self) -> tuple[Any, bytes]:
         """End the TLS session cleanly and hand the transport back.
@@ -451,7 +500,7 @@ class TLSStream(_BufferedReceiver):
                 if isinstance(exc.__cause__, _EOF_ERRORS):
                     raise BrokenResourceError(
                         "unwrap() needs the peer's close_notify, and the peer closed the "
-                        "connection without one"
+                        "connection without one; close the stream instead"
                     ) from exc.__cause__
                 raise
             self._state = _State.UNWRAPPED
@@ -469,7 +518,12 @@ class TLSStream(_BufferedReceiver):
         if self._state in (_State.CLOSED, _State.UNWRAPPED):
             await PASS
             return
-        polite = self._state is _State.OPEN and self._handshook and not self._send_lock.locked()
+        polite = (
+            self._state is _State.OPEN
+            and self._handshook
+            and not self._eof_sent  # close_notify already went out
+            and not self._send_lock.locked()
+        )
         self._state = _State.CLOSED
         try:
             if polite:

@@ -21,7 +21,6 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any, final
 
-from ..operations import ClosedResourceError
 from . import _dns
 from ._awaitables import readable, writable
 from ._streams import (
@@ -31,6 +30,7 @@ from ._streams import (
     ConflictGuard,
     check_max_bytes,
     close_socket,
+    closed_error,
     wait_ready,
 )
 
@@ -77,7 +77,7 @@ class UDPSocket(AsyncResource):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClosedResourceError("this UDP socket was closed; open a new one")
+            raise closed_error("UDP socket")
 
     async def sendto(self, data: bytes | bytearray | memoryview, host: str, port: int) -> None:
         """Send one datagram to ``host``:``port`` (a name or an address).
@@ -174,7 +174,8 @@ async def open_udp_socket(
     """
     if isinstance(local_port, bool) or not isinstance(local_port, int):
         raise TypeError(
-            f"open_udp_socket() needs an int local_port, got {type(local_port).__name__}"
+            f"open_udp_socket() needs an int local_port, got {type(local_port).__name__}; "
+            "pass 0 for any free port"
         )
     if local_host is None and family == socket.AF_UNSPEC:
         family = socket.AF_INET

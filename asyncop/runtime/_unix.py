@@ -27,7 +27,7 @@ from typing import Any
 
 from ._awaitables import sleep, writable
 from ._streams import PASS, SocketStream
-from ._tcp import TASK_STATUS_IGNORED, Handler, SocketListener, serve_listeners
+from ._tcp import TASK_STATUS_IGNORED, Handler, SocketListener, check_handler, serve_listeners
 
 __all__ = ["forget_socket_file", "open_unix_listener", "open_unix_stream", "serve_unix"]
 
@@ -38,11 +38,10 @@ _bound: weakref.WeakKeyDictionary[socket.socket, tuple[str, int, int]] = weakref
 
 def _check_path(path: object, what: str) -> str:
     if not isinstance(path, str | bytes | os.PathLike):
-        raise TypeError(f"{what} needs a path, got {type(path).__name__}")
-    name = os.fsdecode(os.fspath(path))
-    if not hasattr(socket, "AF_UNIX"):  # pragma: no cover - Windows without AF_UNIX
-        raise RuntimeError(f"{what}: this platform has no Unix-domain sockets")
-    return name
+        raise TypeError(
+            f"{what} needs a path, got {type(path).__name__}; pass a str or a pathlib.Path"
+        )
+    return os.fsdecode(os.fspath(path))
 
 
 async def open_unix_stream(path: str | bytes | os.PathLike[str]) -> SocketStream:
@@ -145,10 +144,6 @@ async def serve_unix(
         OSError: the path cannot be bound.
         Cancelled: the server was cancelled (the usual way to stop it).
     """
-    if not callable(handler):
-        raise TypeError(
-            f"serve_unix() needs a callable handler, got {type(handler).__name__}; "
-            "pass an 'async def handler(stream)'"
-        )
+    check_handler(handler, "serve_unix()")
     listener = await open_unix_listener(path, backlog=backlog)
     await serve_listeners(handler, [listener], task_status=task_status)

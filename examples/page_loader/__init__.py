@@ -6,6 +6,7 @@ Run it from the repository root::
     python -m examples.page_loader --cancel-after 0.5   # cancel the whole tree at 0.5 s
     python -m examples.page_loader --switch-to 2        # cancel page 1, load page 2
     python -m examples.page_loader --fail body          # the body answers 503
+    python -m examples.page_loader --tls                # the same over HTTPS (needs trustme)
 
 The program starts its own HTTP/1.1 server on 127.0.0.1, then loads a page
 as an operation tree: ``load_page(<id>)`` with children ``fetch_header``,
@@ -18,16 +19,17 @@ tree with one ``root.cancel()``; a failing fetch cancels its siblings.
 The modules, in reading order:
 
 - ``loader``: the operation tree itself, the part to read first;
-- ``client``: a tiny HTTP/1.1 client over ``asyncop.net``;
-- ``server``: the HTTP/1.1 server, written with asyncop too;
+- ``client``: a tiny HTTP/1.1 client over ``asyncop.net`` streams;
+- ``server``: the HTTP/1.1 server, on ``asyncop.net.serve_listeners``;
 - ``pages``: the site's content, latencies and failure rates;
 - ``wire``: HTTP framing shared by the client and the server;
+- ``tls``: the throw-away certificates of ``--tls``, made with ``trustme``;
 - ``recorder``: spawns the operations and remembers them, for display;
 - ``render``: the live tree and the final report;
 - ``app``: the command line, the watch loop and the cancels.
 
 Exit status: 0 when the page loaded or was cancelled by ``--cancel-after``,
-1 when the load failed, 130 after Ctrl-C.
+1 when the load failed, 2 when ``--tls`` lacks ``trustme``, 130 after Ctrl-C.
 """
 
 from __future__ import annotations

@@ -13,14 +13,19 @@ the same single call, ``root.cancel(reason)``, which cancels the whole tree:
   could land anywhere in the main thread, even halfway through a redraw.
   A second Ctrl-C raises ``KeyboardInterrupt`` as usual, as an escape hatch.
 
+``--tls`` serves and loads the pages over HTTPS, with a certificate made at
+start (see ``tls``).
+
 Exit status: 0 when the page loaded, or when the load was cancelled by
-``--cancel-after``; 1 when the load failed; 130 after Ctrl-C.
+``--cancel-after``; 1 when the load failed; 2 when ``--tls`` cannot be
+served (``trustme`` is missing); 130 after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -43,12 +48,14 @@ from .render import (
     format_tree,
 )
 from .server import running_server
+from .tls import TLSUnavailable, make_contexts
 
 __all__ = ["main"]
 
 TICK = 0.05
 SWITCH_DELAY = 0.3
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
@@ -98,12 +105,14 @@ def load(
     *,
     cancel_after: float | None = None,
     cancel_reason: str = "",
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Load:
     """Load one page while showing its tree; cancel it after ``cancel_after`` s or on Ctrl-C."""
     host, port = server
-    print(f"loading page {page_id} from http://{host}:{port}/page/{page_id}/", flush=True)
+    scheme = "http" if ssl_context is None else "https"
+    print(f"loading page {page_id} from {scheme}://{host}:{port}/page/{page_id}/", flush=True)
     recorder = OpRecorder()
-    loader = PageLoader(host, port, recorder)
+    loader = PageLoader(host, port, recorder, ssl_context)
     root = recorder.spawn_root(runtime, loader.load_page, page_id, name=f"load_page({page_id})")
     done = Load(root, recorder)
     view = _make_view(recorder)
@@ -205,6 +214,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds latency jitter and failures")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve and load over HTTPS, with a certificate made at start (needs trustme)",
+    )
     args = parser.parse_args(argv)
     if args.page < 1 or (args.switch_to is not None and args.switch_to < 1):
         parser.error("pages are numbered from 1")
@@ -222,18 +236,31 @@ def main(argv: list[str] | None = None) -> int:
     if switching:
         cancel_after = SWITCH_DELAY if cancel_after is None else cancel_after
         reason = f"switching to page {args.switch_to}"
+    server_context = client_context = None
+    if args.tls:
+        try:
+            server_context, client_context = make_contexts()
+        except TLSUnavailable as exc:
+            print(exc, file=sys.stderr)
+            return EXIT_USAGE
     with (
-        running_server(site) as server,
+        running_server(site, ssl_context=server_context) as server,
         asyncop.Runtime(2, name="page-loader") as runtime,
         CtrlC() as ctrl_c,
     ):
         done = load(
-            runtime, server, args.page, ctrl_c, cancel_after=cancel_after, cancel_reason=reason
+            runtime,
+            server,
+            args.page,
+            ctrl_c,
+            cancel_after=cancel_after,
+            cancel_reason=reason,
+            ssl_context=client_context,
         )
         report(done, debug=args.debug)
         failed = done.root.state is asyncop.OperationState.FAILED
         if switching and not ctrl_c.pressed and not failed:
-            done = load(runtime, server, args.switch_to, ctrl_c)
+            done = load(runtime, server, args.switch_to, ctrl_c, ssl_context=client_context)
             report(done, debug=args.debug)
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"threads left: {', '.join(left) if left else 'none'}")

@@ -1,20 +1,22 @@
-"""A tiny HTTP/1.1 client over ``asyncop.net``: one GET per connection.
+"""A tiny HTTP/1.1 client over ``asyncop.net`` streams: one GET per connection.
 
-``http_get`` connects, sends the request line with ``Host`` and
+``http_get`` opens a stream with ``open_tcp_stream`` (over TLS when given
+an ``ssl_context``), sends the request line with ``Host`` and
 ``Connection: close``, and reads the status line, the headers and a
 ``Content-Length`` body. ``fetch`` does the same and raises ``HTTPError`` for
 any status but 200. Both are coroutine functions, to be awaited inside an
 asyncop coroutine operation; every wait is a cancellation point, and a
-cancelled request closes its socket on the way out.
+cancelled request closes its stream on the way out.
 """
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
-from asyncop.net import connect_async, send_all_async
+from asyncop.net import open_tcp_stream
 
-from .wire import ProtocolError, SocketReader, encode_message, parse_head
+from .wire import ProtocolError, encode_message, parse_head, read_body, read_head
 
 __all__ = ["HTTPError", "Response", "fetch", "http_get"]
 
@@ -38,41 +40,41 @@ class HTTPError(Exception):
         self.path = path
 
 
-async def http_get(host: str, port: int, path: str) -> Response:
+async def http_get(
+    host: str, port: int, path: str, *, ssl_context: ssl.SSLContext | None = None
+) -> Response:
     """Send ``GET path`` to ``host:port`` and return the response.
+
+    With ``ssl_context`` the request goes over TLS (HTTPS), and the server's
+    certificate must be valid for ``host``.
 
     Raises:
         ConnectionRefusedError: nobody listens at ``host:port``.
+        ssl.SSLCertVerificationError: the certificate is not trusted.
         ProtocolError: the response is not well-formed HTTP/1.1.
-        Cancelled: the calling operation was cancelled; the socket is closed.
+        Cancelled: the calling operation was cancelled; the stream is closed.
     """
-    sock = await connect_async(host, port)
-    with sock:
+    async with await open_tcp_stream(host, port, ssl_context=ssl_context) as stream:
         headers = {"Host": f"{host}:{port}", "Connection": "close"}
-        await send_all_async(sock, encode_message(f"GET {path} HTTP/1.1", headers))
-        reader = SocketReader(sock)
-        head = await reader.read_head()
+        await stream.send_all(encode_message(f"GET {path} HTTP/1.1", headers))
+        head = await read_head(stream)
         if head is None:
             raise ProtocolError(f"{host}:{port} closed the connection without answering {path}")
         status_line, response_headers = parse_head(head)
         status, reason = _parse_status_line(status_line)
-        length = response_headers.get("content-length")
-        if length is None:
-            body = await reader.read_to_end()
-        elif length.isdigit():
-            body = await reader.read_exactly(int(length))
-        else:
-            raise ProtocolError(f"bad Content-Length {length!r} in the answer to {path}")
+        body = await read_body(stream, response_headers.get("content-length"))
     return Response(status, reason, response_headers, body)
 
 
-async def fetch(host: str, port: int, path: str) -> bytes:
+async def fetch(
+    host: str, port: int, path: str, *, ssl_context: ssl.SSLContext | None = None
+) -> bytes:
     """GET ``path`` and return the body of a 200 response.
 
     Raises:
         HTTPError: the status was not 200, for example 503 or 404.
     """
-    response = await http_get(host, port, path)
+    response = await http_get(host, port, path, ssl_context=ssl_context)
     if response.status != 200:
         raise HTTPError(response.status, response.reason, path)
     return response.body

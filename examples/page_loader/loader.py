@@ -25,6 +25,7 @@ Nothing here handles cancellation or failure, because the tree does it:
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass
 
 from .client import fetch
@@ -56,10 +57,17 @@ class Page:
 class PageLoader:
     """Fetches pages from the server at ``host:port``, spawning through ``recorder``."""
 
-    def __init__(self, host: str, port: int, recorder: OpRecorder) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        recorder: OpRecorder,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.recorder = recorder
+        self.ssl_context = ssl_context  # HTTPS when set
 
     async def load_page(self, page_id: int) -> Page:
         """The root operation: fetch the four parts concurrently, then assemble them."""
@@ -98,4 +106,5 @@ class PageLoader:
         return await self._get_text(f"/page/{page_id}/author/{name}")
 
     async def _get_text(self, path: str) -> str:
-        return (await fetch(self.host, self.port, path)).decode()
+        body = await fetch(self.host, self.port, path, ssl_context=self.ssl_context)
+        return body.decode()

@@ -1,92 +1,71 @@
-"""HTTP/1.1 framing shared by the client and the server: read a head, read a body, encode.
+"""HTTP/1.1 framing shared by the client and the server: read a head, encode a message.
 
 Only what the page loader needs: a start line, headers, and a body whose
 length is given by ``Content-Length`` (or, for a response without one, by
-the peer closing the connection). Every read goes through
-``asyncop.net.recv_async``, so every wait for bytes is a cancellation point.
+the peer closing the connection). The reading is the stream's own:
+``receive_until(b"\\r\\n\\r\\n", MAX_HEAD)`` for the head and
+``receive_exactly(n)`` for the body, so the bytes of the body that arrive
+with the head are kept for the body read. Every wait is a cancellation point.
 """
 
 from __future__ import annotations
 
-import socket
+import ssl
 from collections.abc import Mapping
+from typing import Any
 
-from asyncop.net import recv_async
+from asyncop import BrokenResourceError
+from asyncop.net import DelimiterNotFound, IncompleteRead
 
-__all__ = ["MAX_HEAD", "ProtocolError", "SocketReader", "encode_message", "parse_head"]
+__all__ = ["MAX_HEAD", "ProtocolError", "encode_message", "parse_head", "read_body", "read_head"]
 
 MAX_HEAD = 16 * 1024
-_CHUNK = 64 * 1024
 
 
 class ProtocolError(Exception):
     """The peer sent something that is not the HTTP/1.1 this module speaks."""
 
 
-class SocketReader:
-    """Buffered reads from a non-blocking socket, for coroutine operations."""
+# What a peer that misbehaves or vanishes mid-message looks like on a stream.
+PEER_ERRORS = (ConnectionError, BrokenResourceError, ssl.SSLError, ProtocolError)
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._buffer = bytearray()
-        self._eof = False
 
-    async def _fill(self) -> bool:
-        """Read one more chunk into the buffer; False once the peer has closed."""
-        if self._eof:
-            return False
-        chunk = await recv_async(self._sock, _CHUNK)
-        if not chunk:
-            self._eof = True
-            return False
-        self._buffer += chunk
-        return True
+async def read_head(stream: Any) -> bytes | None:
+    """Read up to the blank line that ends a message head; returns the head.
 
-    async def read_head(self) -> bytes | None:
-        """Read up to the blank line that ends a message head; returns the head.
+    Returns None when the peer closed the connection before sending a byte.
+    A cancellation point.
 
-        Returns None when the peer closed the connection before sending a
-        byte. A cancellation point.
+    Raises:
+        ProtocolError: the head is longer than ``MAX_HEAD``, or the
+            connection closed in the middle of it.
+    """
+    try:
+        return bytes(await stream.receive_until(b"\r\n\r\n", MAX_HEAD))
+    except IncompleteRead as exc:
+        if exc.partial:
+            raise ProtocolError("connection closed in the middle of a message head") from None
+        return None
+    except DelimiterNotFound:
+        raise ProtocolError(f"message head longer than {MAX_HEAD} bytes") from None
 
-        Raises:
-            ProtocolError: the head is longer than ``MAX_HEAD``, or the
-                connection closed in the middle of it.
-        """
-        while True:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end >= 0:
-                head = bytes(self._buffer[:end])
-                del self._buffer[: end + 4]
-                return head
-            if len(self._buffer) > MAX_HEAD:
-                raise ProtocolError(f"message head longer than {MAX_HEAD} bytes")
-            if not await self._fill():
-                if self._buffer:
-                    raise ProtocolError("connection closed in the middle of a message head")
-                return None
 
-    async def read_exactly(self, size: int) -> bytes:
-        """Read exactly ``size`` bytes. A cancellation point.
+async def read_body(stream: Any, length: str | None) -> bytes:
+    """Read a body of ``Content-Length`` bytes, or to the end of the stream without one.
 
-        Raises:
-            ProtocolError: the connection closed before ``size`` bytes came.
-        """
-        while len(self._buffer) < size:
-            if not await self._fill():
-                raise ProtocolError(
-                    f"connection closed after {len(self._buffer)} of {size} body bytes"
-                )
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
-
-    async def read_to_end(self) -> bytes:
-        """Read until the peer closes the connection. A cancellation point."""
-        while await self._fill():
-            pass
-        data = bytes(self._buffer)
-        self._buffer.clear()
-        return data
+    Raises:
+        ProtocolError: a bad length, or the connection closed too early.
+    """
+    if length is None:
+        return b"".join([chunk async for chunk in stream])
+    if not length.isdigit():
+        raise ProtocolError(f"bad Content-Length {length!r}")
+    try:
+        return bytes(await stream.receive_exactly(int(length)))
+    except IncompleteRead as exc:
+        raise ProtocolError(
+            f"connection closed after {len(exc.partial)} of {length} body bytes"
+        ) from None
 
 
 def parse_head(head: bytes) -> tuple[str, dict[str, str]]:

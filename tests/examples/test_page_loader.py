@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import selectors
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from examples.page_loader.client import HTTPError, fetch, http_get
 from examples.page_loader.pages import Site
 from examples.page_loader.recorder import OpRecorder
 from examples.page_loader.server import running_server
+from examples.page_loader.tls import make_contexts
 from examples.page_loader.wire import parse_head
 
 pytestmark = pytest.mark.timeout(30)
@@ -241,3 +244,51 @@ def test_sigint_cancels_the_tree_and_exits_130() -> None:
     assert "cancelled by Ctrl-C" in rest
     assert "threads left: none" in rest
     assert "Traceback" not in errors
+
+
+# -- over HTTPS -----------------------------------------------------------------
+
+
+def test_http_get_over_tls_with_a_certificate_made_at_start(runtime: asyncop.Runtime) -> None:
+    pytest.importorskip("trustme")
+    server_context, client_context = make_contexts()
+    site = Site.build(latency=0.02, fail=["header"])
+    with running_server(site, ssl_context=server_context) as (host, port):
+        response = runtime.run(
+            functools.partial(http_get, host, port, "/page/3/sidebar", ssl_context=client_context)
+        )
+        assert response.status == 200 and b"Page" in response.body
+        with pytest.raises(ssl.SSLCertVerificationError, match="not trusted"):
+            runtime.run(
+                functools.partial(
+                    http_get, host, port, "/", ssl_context=ssl.create_default_context()
+                )
+            )
+
+
+def test_tls_load_completes_every_node_over_https() -> None:
+    pytest.importorskip("trustme")
+    done, _ = run_app("--tls", "--latency", "0.05")
+    assert done.returncode == 0, done.stderr
+    assert "from https://127.0.0.1:" in done.stdout
+    [tree] = final_trees(done.stdout)
+    assert set(tree.values()) == {"COMPLETED"}
+    assert "threads left: none" in done.stdout
+
+
+def test_tls_without_trustme_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['trustme'] = None\n"
+        "from examples.page_loader.app import main\n"
+        "sys.exit(main(['--tls']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "pip install trustme" in done.stderr
