@@ -25,7 +25,7 @@ import asyncop
 from asyncop.process import DEVNULL, PIPE, STDOUT, PipeStream, Process, open_process, run_process
 from asyncop.runtime import _process
 from asyncop.testing import wait_all_blocked
-from tests._children import child_pids, open_fds
+from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,16 +35,8 @@ PY = sys.executable
 @pytest.fixture
 def rt() -> Iterator[asyncop.Runtime]:
     """A 2-worker runtime; afterwards no child, fd, thread or registration is left."""
-    children, fds, threads = child_pids(), open_fds(), set(threading.enumerate())
-    runtime = asyncop.Runtime(2, name=f"proc{id(object()):x}")
-    try:
+    with leak_checked_runtime("proc") as runtime:
         yield runtime
-        assert runtime.registrations() == 0
-    finally:
-        assert runtime.shutdown(timeout=10), "runtime did not shut down in 10 s"
-    assert child_pids() - children == set(), "a child process was left (maybe a zombie)"
-    assert open_fds() - fds == set(), "a descriptor was left open"
-    assert set(threading.enumerate()) - threads == set(), "a thread was left running"
 
 
 def run(rt: asyncop.Runtime, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:

@@ -47,6 +47,7 @@ TOP_LEVEL = {
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
+SIGNALS = {"open_signal_receiver", "SignalReceiver"}
 PROCESS = {"run_process", "open_process", "Process", "PipeStream", "PIPE", "DEVNULL", "STDOUT"}
 
 
@@ -77,6 +78,14 @@ def test_process_module_exports_its_contract_names() -> None:
     assert sorted(n for n in PROCESS if not hasattr(asyncop.process, n)) == []
     assert asyncop.process.Process.__module__ == "asyncop.process"
     assert asyncop.process.run_process.__module__ == "asyncop.process"
+
+
+def test_signals_module_exports_its_contract_names() -> None:
+    import asyncop.signals
+
+    assert set(asyncop.signals.__all__) == SIGNALS
+    assert asyncop.signals.open_signal_receiver.__module__ == "asyncop.signals"
+    assert asyncop.signals.SignalReceiver.__module__ == "asyncop.signals"
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:
