@@ -565,8 +565,8 @@ def _check_command(command: object, shell: bool, what: str) -> None:
     text = isinstance(command, str | bytes)
     if shell and not text:
         raise TypeError(
-            f"{what} got shell=True and a {type(command).__name__} command; with shell=True "
-            "pass one string for /bin/sh, e.g. 'ls -l | wc -l'"
+            f"{what} got shell=True and a {type(command).__name__} command; pass one "
+            "string for /bin/sh when shell=True, e.g. 'ls -l | wc -l'"
         )
     if not shell:
         if text:
@@ -707,7 +707,7 @@ async def run_process(
     if input is not None and not isinstance(input, bytes | bytearray | memoryview):
         raise TypeError(
             f"run_process() needs input as bytes, got {type(input).__name__}; "
-            "encode text first, e.g. input=text.encode()"
+            "pass bytes, e.g. input=text.encode()"
         )
     process = open_process(
         command,

@@ -294,7 +294,7 @@ def _check_signals(signals: Iterable[object]) -> tuple[int, ...]:
         if signum in _UNCATCHABLE:
             raise ValueError(
                 f"open_signal_receiver() got {signal.Signals(signum).name}, which no "
-                "program can catch; pick a signal that can be handled, e.g. SIGTERM"
+                "program can catch; choose one that can be handled, such as SIGTERM"
             )
         if signum not in checked:
             checked.append(signum)
