@@ -56,6 +56,8 @@ from asyncop import (
 )
 from asyncop.lowlevel import Subscription, WaitEvent
 from asyncop.net import accept_async, connect_async, recv_async, send_all_async
+from asyncop.process import STDOUT, open_process, run_process
+from asyncop.signals import SignalReceiver, open_signal_receiver
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
 
 pytestmark = pytest.mark.timeout(30)
@@ -950,8 +952,6 @@ def t_thread_entry_not_callable(c: Ctx) -> BaseException:
 
 async def _on_cat(action: Callable[[Any], Any]) -> BaseException:
     """Run ``action(process)`` on a running ``cat``; return what it raised."""
-    from asyncop.process import open_process
-
     async with open_process(["cat"]) as process:
         try:
             await action(process)
@@ -1038,8 +1038,6 @@ def t_stream_until_limit(c: Ctx) -> BaseException:
 
 
 def t_stream_broken(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     async def main() -> BaseException:
         async with open_process(["true"]) as process:
             await process.wait()
@@ -1054,50 +1052,34 @@ def t_stream_broken(c: Ctx) -> BaseException:
 
 
 def t_process_string_command(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, "ls -l")
 
 
 def t_process_list_with_shell(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, ["ls"], shell=True)
 
 
 def t_process_command_type(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, 42)
 
 
 def t_process_empty_command(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, [])
 
 
 def t_process_stdout_to_stdout(c: Ctx) -> BaseException:
-    from asyncop.process import STDOUT, open_process
-
     return caught(open_process, ["true"], stdout=STDOUT)
 
 
 def t_process_kill_grace_type(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, ["true"], kill_grace="5")
 
 
 def t_process_kill_grace_nan(c: Ctx) -> BaseException:
-    from asyncop.process import open_process
-
     return caught(open_process, ["true"], kill_grace=math.nan)
 
 
 def t_process_input_text(c: Ctx) -> BaseException:
-    from asyncop.process import run_process
-
     async def main() -> None:
         await run_process(["true"], input="text")  # type: ignore[arg-type]
 
@@ -1105,8 +1087,6 @@ def t_process_input_text(c: Ctx) -> BaseException:
 
 
 def t_signals_off_main_thread(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     async def main() -> None:
         open_signal_receiver(signal.SIGUSR1)
 
@@ -1114,21 +1094,15 @@ def t_signals_off_main_thread(c: Ctx) -> BaseException:
 
 
 def t_signals_not_open(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     return caught(c.rt.run, open_signal_receiver(signal.SIGUSR1).__anext__)
 
 
 def t_signals_entered_twice(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     with open_signal_receiver(signal.SIGUSR1) as received:
         return caught(received.__enter__)
 
 
 def t_signals_busy(c: Ctx) -> BaseException:
-    from asyncop.signals import SignalReceiver, open_signal_receiver
-
     async def main(received: SignalReceiver) -> BaseException:
         async with asyncop.scope() as s:
             s.spawn(received.__anext__)
@@ -1148,26 +1122,18 @@ def t_signals_busy(c: Ctx) -> BaseException:
 
 
 def t_signals_none(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     return caught(open_signal_receiver)
 
 
 def t_signals_not_a_number(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     return caught(open_signal_receiver, "SIGTERM")
 
 
 def t_signals_unknown_number(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     return caught(open_signal_receiver, 10_000)
 
 
 def t_signals_uncatchable(c: Ctx) -> BaseException:
-    from asyncop.signals import open_signal_receiver
-
     return caught(open_signal_receiver, signal.SIGKILL)
 
 
