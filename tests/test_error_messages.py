@@ -1038,17 +1038,12 @@ def t_stream_until_limit(c: Ctx) -> BaseException:
 
 
 def t_stream_broken(c: Ctx) -> BaseException:
-    async def main() -> BaseException:
+    async def main() -> None:
         async with open_process(["true"]) as process:
             await process.wait()
-            try:
-                await process.stdin.send_all(b"x" * (1 << 20))  # type: ignore[union-attr]
-            except BaseException as exc:
-                return exc
-        raise AssertionError("send_all raised nothing")
+            await process.stdin.send_all(b"x" * (1 << 20))  # type: ignore[union-attr]
 
-    error: BaseException = c.rt.run(main)
-    return error
+    return failure_of(c.rt, main)
 
 
 def t_process_string_command(c: Ctx) -> BaseException:
@@ -1082,6 +1077,23 @@ def t_process_kill_grace_nan(c: Ctx) -> BaseException:
 def t_process_input_text(c: Ctx) -> BaseException:
     async def main() -> None:
         await run_process(["true"], input="text")  # type: ignore[arg-type]
+
+    return failure_of(c.rt, main)
+
+
+def t_process_started_twice(c: Ctx) -> BaseException:
+    async def main() -> None:
+        start = open_process(["true"])
+        async with await start:
+            pass
+        await start
+
+    return failure_of(c.rt, main)
+
+
+def t_process_input_and_stdin(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await run_process(["true"], input=b"x", stdin=None)
 
     return failure_of(c.rt, main)
 
@@ -1352,6 +1364,8 @@ CASES += [
     Case("process-empty-command", t_process_empty_command, ValueError, "open_process()"),
     Case("process-stdout-stdout", t_process_stdout_to_stdout, ValueError, "stdout=STDOUT"),
     Case("process-input-text", t_process_input_text, TypeError, "str"),
+    Case("process-started-twice", t_process_started_twice, RuntimeError, "['true']"),
+    Case("process-input-and-stdin", t_process_input_and_stdin, ValueError, "run_process()"),
     Case("process-kill-grace-type", t_process_kill_grace_type, TypeError, "kill_grace"),
     Case("process-kill-grace-nan", t_process_kill_grace_nan, ValueError, "kill_grace"),
     # signals

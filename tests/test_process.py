@@ -22,7 +22,16 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.process import DEVNULL, PIPE, STDOUT, PipeStream, Process, open_process, run_process
+from asyncop.process import (
+    DEVNULL,
+    PIPE,
+    STDOUT,
+    PipeStream,
+    Process,
+    ProcessStart,
+    open_process,
+    run_process,
+)
 from asyncop.runtime import _process
 from asyncop.testing import wait_all_blocked
 from tests._children import child_pids, leak_checked_runtime
@@ -198,7 +207,9 @@ def test_streams_not_piped_are_none_and_stderr_can_join_stdout(rt: asyncop.Runti
 
 def test_pid_and_returncode_follow_the_process(rt: asyncop.Runtime) -> None:
     async def main() -> tuple[int | None, int, int | None, int]:
-        process = open_process(["sh", "-c", "read line; exit 4"], stdout=DEVNULL, stderr=DEVNULL)
+        process = await open_process(
+            ["sh", "-c", "read line; exit 4"], stdout=DEVNULL, stderr=DEVNULL
+        )
         assert process.stdin is not None
         running = process.returncode
         await process.stdin.send_all(b"go\n")
@@ -322,7 +333,7 @@ def test_signals_reach_the_process_and_show_in_the_status(rt: asyncop.Runtime) -
 
 def test_several_tasks_wait_for_one_process(rt: asyncop.Runtime) -> None:
     async def main() -> list[int]:
-        process = open_process(["sh", "-c", "read x; exit 9"], stdout=DEVNULL, stderr=DEVNULL)
+        process = await open_process(["sh", "-c", "read x; exit 9"], stdout=DEVNULL, stderr=DEVNULL)
         assert process.stdin is not None
         async with asyncop.scope() as s:
             waits = [s.spawn(process.wait) for _ in range(3)]
@@ -355,7 +366,9 @@ def _threads_while_waiting(rt: asyncop.Runtime, most: int) -> dict[int, int]:
     async def main() -> dict[int, int]:
         counts = {}
         for n in (1, most):
-            processes = [open_process(["cat"], stdout=DEVNULL, stderr=DEVNULL) for _ in range(n)]
+            processes = [
+                await open_process(["cat"], stdout=DEVNULL, stderr=DEVNULL) for _ in range(n)
+            ]
             async with asyncop.scope() as s:
                 for process in processes:
                     s.spawn(process.wait)
@@ -385,15 +398,60 @@ def test_fallback_wait_returns_the_status(
     assert (result.returncode, result.stdout) == (2, b"done\n")
 
 
-def test_open_process_works_from_a_plain_thread_and_wait_in_a_task(
-    rt: asyncop.Runtime,
-) -> None:
-    process = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
+def test_open_process_checks_at_the_call_and_starts_at_the_await(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+    start = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
+    assert isinstance(start, ProcessStart)
+    assert child_pids() == before  # made on a plain thread: nothing runs yet
 
     async def main() -> int:
-        return await process.aclose() or await process.wait()
+        process = await start
+        assert isinstance(process, Process)
+        async with process:  # anyio's form: async with await open_process(...)
+            pass
+        with pytest.raises(RuntimeError, match="already awaited"):
+            await start
+        return await process.wait()
 
     assert run(rt, main) == 6
+
+
+def test_an_open_process_never_awaited_warns_and_starts_nothing(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        open_process(["sleep", "60"])
+    assert child_pids() == before
+
+
+def test_a_cancelled_task_starts_no_process(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+
+    async def main() -> None:
+        asyncop.current_operation().cancel()  # type: ignore[union-attr]
+        await open_process(["sleep", "60"])
+
+    with pytest.raises(asyncop.CancellationError):
+        run(rt, main)
+    assert child_pids() == before
+
+
+def test_run_process_takes_trio_and_anyio_stream_arguments(rt: asyncop.Runtime) -> None:
+    async def main() -> list[Any]:
+        merged = await run_process(["sh", "-c", "echo out; echo err >&2"], stderr=STDOUT)
+        fed = await run_process(["cat"], stdin=b"fed")  # trio's name for input
+        quiet = await run_process(["sh", "-c", "echo out"], stdout=DEVNULL)
+        piped = await run_process(["cat"], stdin=PIPE)  # nothing to feed: end of input
+        return [merged.stdout.split(), merged.stderr, fed.stdout, quiet.stdout, piped.stdout]
+
+    assert run(rt, main) == [[b"out", b"err"], None, b"fed", None, b""]
+
+
+def test_input_and_stdin_together_are_refused(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        await run_process(["cat"], input=b"a", stdin=DEVNULL)
+
+    with pytest.raises(ValueError, match="both input= and stdin="):
+        run(rt, main)
 
 
 def test_repr_names_the_process_and_its_streams(rt: asyncop.Runtime) -> None:
@@ -503,7 +561,7 @@ def test_kill_grace_none_waits_as_long_as_the_process_takes(rt: asyncop.Runtime)
 
 def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime) -> None:
     async def main() -> tuple[float, int | None, asyncop.OperationState]:
-        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
+        process = await open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
         await _started(process)
         start = time.monotonic()
         async with asyncop.scope() as s:

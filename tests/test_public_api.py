@@ -48,7 +48,8 @@ TOP_LEVEL = {
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
 SIGNALS = {"open_signal_receiver", "SignalReceiver"}
-PROCESS = {"run_process", "open_process", "Process", "PipeStream", "PIPE", "DEVNULL", "STDOUT"}
+PROCESS = {"run_process", "open_process", "Process", "ProcessStart", "PipeStream"}
+PROCESS |= {"PIPE", "DEVNULL", "STDOUT"}
 
 
 def test_every_contract_name_is_exported_from_asyncop() -> None:
