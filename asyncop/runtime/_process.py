@@ -183,7 +183,7 @@ class PipeStream:
         del self._buffer[:count]
         return data
 
-    async def receive_some(self, max_bytes: int = _CHUNK) -> bytes:
+    async def receive_some(self, max_bytes: int | None = _CHUNK) -> bytes:
         """Receive up to ``max_bytes`` bytes, waiting until at least one is there.
 
         A cancellation point; a cancel takes no bytes from the pipe.
@@ -200,6 +200,8 @@ class PipeStream:
         """
         what = "receive_some()"
         self._need(False, what)
+        if max_bytes is None:  # trio's spelling of "whatever is there"
+            max_bytes = _CHUNK
         if max_bytes < 1:
             raise ValueError(f"receive_some() got max_bytes={max_bytes}; pass 1 or more")
         self._enter(self._receiving, what)
@@ -426,8 +428,13 @@ class Process:
 
     def __repr__(self) -> str:
         code = self._popen.returncode
-        state = "running" if code is None else f"exited with {code}"
-        return f"<Process {self._popen.pid} {self.args!r}: {state}>"
+        if code is None:
+            state = f"running with PID {self._popen.pid}"
+        elif code < 0:
+            state = f"exited with signal {-code}"
+        else:
+            state = f"exited with status {code}"
+        return f"<Process {self.args!r}: {state}>"
 
     @property
     def pid(self) -> int:
