@@ -643,3 +643,39 @@ def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
                     s.spawn(run_process, ["sleep", "60"])
 
     run(rt, main)
+
+
+CTRL_C_SCRIPT = """
+import asyncop
+from asyncop.process import DEVNULL, open_process
+
+started = []
+
+
+async def main():
+    async with open_process(["sleep", "60"], stdin=DEVNULL) as process:
+        started.append(process)
+        print(process.pid, flush=True)
+        await process.wait()
+
+
+with asyncop.Runtime(2) as runtime:
+    try:
+        runtime.run(main)
+    except KeyboardInterrupt:
+        print("interrupted", started[0].returncode, flush=True)
+"""
+
+
+def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    with subprocess.Popen(
+        [PY, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as script:
+        assert script.stdout is not None
+        grandchild = int(script.stdout.readline())
+        script.send_signal(signal.SIGINT)
+        out, err = script.communicate(timeout=30)
+    assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)  # stopped and reaped before the script went on
