@@ -479,9 +479,10 @@ class Process:
             Cancelled: the task was cancelled; the process was stopped and reaped.
         """
         try:
-            code = await self._reap()
+            # The checkpoint comes first: once the process is reaped, its
+            # status is handed over even if a cancel arrives in between.
             await checkpoint()
-            return code
+            return await self._reap()
         except Cancelled:
             await self._stop()
             raise
