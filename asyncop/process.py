@@ -28,9 +28,19 @@ from subprocess import STDOUT as STDOUT
 from ._exports import publish as _publish
 from .runtime._process import PipeStream as PipeStream
 from .runtime._process import Process as Process
+from .runtime._process import ProcessStart as ProcessStart
 from .runtime._process import open_process as open_process
 from .runtime._process import run_process as run_process
 
-__all__ = ["DEVNULL", "PIPE", "STDOUT", "PipeStream", "Process", "open_process", "run_process"]
+__all__ = [
+    "DEVNULL",
+    "PIPE",
+    "STDOUT",
+    "PipeStream",
+    "Process",
+    "ProcessStart",
+    "open_process",
+    "run_process",
+]
 
 _publish("asyncop.process", globals(), __all__)

@@ -9,9 +9,14 @@ that leaves one fails.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["child_pids", "open_fds"]
+import asyncop
+
+__all__ = ["child_pids", "leak_checked_runtime", "open_fds"]
 
 
 def child_pids() -> set[int]:
@@ -35,3 +40,18 @@ def child_pids() -> set[int]:
 def open_fds() -> set[int]:
     """The descriptors open in this process."""
     return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@contextmanager
+def leak_checked_runtime(prefix: str) -> Iterator[asyncop.Runtime]:
+    """A 2-worker runtime; afterwards no child, fd, thread or registration is left."""
+    children, fds, threads = child_pids(), open_fds(), set(threading.enumerate())
+    runtime = asyncop.Runtime(2, name=f"{prefix}{id(object()):x}")
+    try:
+        yield runtime
+        assert runtime.registrations() == 0
+    finally:
+        assert runtime.shutdown(timeout=10), "runtime did not shut down in 10 s"
+    assert child_pids() - children == set(), "a child process was left (maybe a zombie)"
+    assert open_fds() - fds == set(), "a descriptor was left open"
+    assert set(threading.enumerate()) - threads == set(), "a thread was left running"

@@ -26,6 +26,7 @@ import asyncio
 import math
 import os
 import re
+import signal
 import socket
 import struct
 import threading
@@ -55,6 +56,8 @@ from asyncop import (
 )
 from asyncop.lowlevel import Subscription, WaitEvent
 from asyncop.net import accept_async, connect_async, recv_async, send_all_async
+from asyncop.process import STDOUT, open_process, run_process
+from asyncop.signals import SignalReceiver, open_signal_receiver
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
 from tests.runtime import _remote_jobs as remote_jobs
 
@@ -997,6 +1000,101 @@ def t_asyncio_future_in_asyncop_task(c: Ctx) -> BaseException:
 def t_asyncio_sleep_in_asyncop_task(c: Ctx) -> BaseException:
     async def main() -> None:
         await asyncio.sleep(1)
+# -- processes and signals ------------------------------------------------
+
+
+async def _on_cat(action: Callable[[Any], Any]) -> BaseException:
+    """Run ``action(process)`` on a running ``cat``; return what it raised."""
+    async with open_process(["cat"]) as process:
+        try:
+            await action(process)
+        except BaseException as exc:
+            return exc
+    raise AssertionError(f"{action!r} raised nothing")
+
+
+def on_cat(c: Ctx, action: Callable[[Any], Any]) -> BaseException:
+    error: BaseException = c.rt.run(_on_cat, action)
+    return error
+
+
+async def _fed_then_closed(process: Any, data: bytes) -> Any:
+    await process.stdin.send_all(data)
+    await process.stdin.send_eof()
+    return process.stdout
+
+
+def t_stream_closed(c: Ctx) -> BaseException:
+    async def action(process: Any) -> None:
+        await process.stdout.aclose()
+        await process.stdout.receive_some()
+
+    return on_cat(c, action)
+
+
+def t_stream_receive_on_write_end(c: Ctx) -> BaseException:
+    return on_cat(c, lambda process: process.stdin.receive_some())
+
+
+def t_stream_send_on_read_end(c: Ctx) -> BaseException:
+    return on_cat(c, lambda process: process.stdout.send_all(b"x"))
+
+
+def t_stream_busy(c: Ctx) -> BaseException:
+    async def action(process: Any) -> None:
+        error: BaseException | None = None
+        async with asyncop.scope() as s:
+            s.spawn(process.stdout.receive_some)
+            await wait_all_blocked()
+            try:
+                await process.stdout.receive_some()
+            except BaseException as exc:
+                error = exc  # raised out of the scope below, not inside a group
+            await process.stdin.send_all(b"x")  # lets the first receiver end
+        if error is not None:
+            raise error
+
+    return on_cat(c, action)
+
+
+def t_stream_max_bytes(c: Ctx) -> BaseException:
+    return on_cat(c, lambda process: process.stdout.receive_some(0))
+
+
+def t_stream_exactly_negative(c: Ctx) -> BaseException:
+    return on_cat(c, lambda process: process.stdout.receive_exactly(-1))
+
+
+def t_stream_empty_delimiter(c: Ctx) -> BaseException:
+    return on_cat(c, lambda process: process.stdout.receive_until(b"", 10))
+
+
+def t_stream_exactly_eof(c: Ctx) -> BaseException:
+    async def action(process: Any) -> None:
+        await (await _fed_then_closed(process, b"ab")).receive_exactly(5)
+
+    return on_cat(c, action)
+
+
+def t_stream_until_eof(c: Ctx) -> BaseException:
+    async def action(process: Any) -> None:
+        await (await _fed_then_closed(process, b"ab")).receive_until(b"\n", 100)
+
+    return on_cat(c, action)
+
+
+def t_stream_until_limit(c: Ctx) -> BaseException:
+    async def action(process: Any) -> None:
+        await (await _fed_then_closed(process, b"abcdef")).receive_until(b"\n", 4)
+
+    return on_cat(c, action)
+
+
+def t_stream_broken(c: Ctx) -> BaseException:
+    async def main() -> None:
+        async with open_process(["true"]) as process:
+            await process.wait()
+            await process.stdin.send_all(b"x" * (1 << 20))  # type: ignore[union-attr]
 
     return failure_of(c.rt, main)
 
@@ -1065,6 +1163,108 @@ def t_connect_port_type(c: Ctx) -> BaseException:
 def t_connect_port_range(c: Ctx) -> BaseException:
     return failure_of(c.rt, connect_async, "127.0.0.1", 70000)
 
+
+def t_process_string_command(c: Ctx) -> BaseException:
+    return caught(open_process, "ls -l")
+
+
+def t_process_list_with_shell(c: Ctx) -> BaseException:
+    return caught(open_process, ["ls"], shell=True)
+
+
+def t_process_command_type(c: Ctx) -> BaseException:
+    return caught(open_process, 42)
+
+
+def t_process_empty_command(c: Ctx) -> BaseException:
+    return caught(open_process, [])
+
+
+def t_process_stdout_to_stdout(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], stdout=STDOUT)
+
+
+def t_process_kill_grace_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], kill_grace="5")
+
+
+def t_process_kill_grace_nan(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], kill_grace=math.nan)
+
+
+def t_process_input_text(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await run_process(["true"], input="text")  # type: ignore[arg-type]
+
+    return failure_of(c.rt, main)
+
+
+def t_process_started_twice(c: Ctx) -> BaseException:
+    async def main() -> None:
+        start = open_process(["true"])
+        async with await start:
+            pass
+        await start
+
+    return failure_of(c.rt, main)
+
+
+def t_process_input_and_stdin(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await run_process(["true"], input=b"x", stdin=None)
+
+    return failure_of(c.rt, main)
+
+
+def t_signals_off_main_thread(c: Ctx) -> BaseException:
+    async def main() -> None:
+        open_signal_receiver(signal.SIGUSR1)
+
+    return failure_of(c.rt, main)
+
+
+def t_signals_not_open(c: Ctx) -> BaseException:
+    return caught(c.rt.run, open_signal_receiver(signal.SIGUSR1).__anext__)
+
+
+def t_signals_entered_twice(c: Ctx) -> BaseException:
+    with open_signal_receiver(signal.SIGUSR1) as received:
+        return caught(received.__enter__)
+
+
+def t_signals_busy(c: Ctx) -> BaseException:
+    async def main(received: SignalReceiver) -> BaseException:
+        async with asyncop.scope() as s:
+            s.spawn(received.__anext__)
+            await wait_all_blocked()
+            error: BaseException | None = None
+            try:
+                await received.__anext__()
+            except BaseException as exc:
+                error = exc
+            s.cancel()
+        assert error is not None, "the second __anext__ raised nothing"
+        return error
+
+    with open_signal_receiver(signal.SIGUSR1) as received:
+        result: BaseException = c.rt.run(main, received)
+    return result
+
+
+def t_signals_none(c: Ctx) -> BaseException:
+    return caught(open_signal_receiver)
+
+
+def t_signals_not_a_number(c: Ctx) -> BaseException:
+    return caught(open_signal_receiver, "SIGTERM")
+
+
+def t_signals_unknown_number(c: Ctx) -> BaseException:
+    return caught(open_signal_receiver, 10_000)
+
+
+def t_signals_uncatchable(c: Ctx) -> BaseException:
+    return caught(open_signal_receiver, signal.SIGKILL)
 
 
 # ----------------------------------------------------------------------
@@ -1648,6 +1848,40 @@ CASES += [
     Case("connect-host-type", t_connect_host_type, TypeError, "'host'"),
     Case("connect-port-type", t_connect_port_type, TypeError, "'port'"),
     Case("connect-port-range", t_connect_port_range, ValueError, "70000"),
+]
+
+CASES += [
+    # processes and their pipe streams
+    Case("stream-closed", t_stream_closed, ClosedResourceError, "receive_some()"),
+    Case("stream-receive-write-end", t_stream_receive_on_write_end, RuntimeError, "stdin of"),
+    Case("stream-send-read-end", t_stream_send_on_read_end, RuntimeError, "stdout of"),
+    Case("stream-busy", t_stream_busy, BusyResourceError, "stdout of"),
+    Case("stream-max-bytes", t_stream_max_bytes, ValueError, "max_bytes=0"),
+    Case("stream-exactly-negative", t_stream_exactly_negative, ValueError, "n=-1"),
+    Case("stream-empty-delimiter", t_stream_empty_delimiter, ValueError, "receive_until()"),
+    Case("stream-exactly-eof", t_stream_exactly_eof, EOFError, "2 of the 5", "outcome"),
+    Case("stream-until-eof", t_stream_until_eof, EOFError, "b'\\n'", "outcome"),
+    Case("stream-until-limit", t_stream_until_limit, ValueError, "max_bytes=4", "outcome"),
+    Case("stream-broken", t_stream_broken, BrokenResourceError, "stdin of", "outcome"),
+    Case("process-string-command", t_process_string_command, TypeError, "'ls -l'"),
+    Case("process-list-with-shell", t_process_list_with_shell, TypeError, "list command"),
+    Case("process-command-type", t_process_command_type, TypeError, "int"),
+    Case("process-empty-command", t_process_empty_command, ValueError, "open_process()"),
+    Case("process-stdout-stdout", t_process_stdout_to_stdout, ValueError, "stdout=STDOUT"),
+    Case("process-input-text", t_process_input_text, TypeError, "str"),
+    Case("process-started-twice", t_process_started_twice, RuntimeError, "['true']"),
+    Case("process-input-and-stdin", t_process_input_and_stdin, ValueError, "run_process()"),
+    Case("process-kill-grace-type", t_process_kill_grace_type, TypeError, "kill_grace"),
+    Case("process-kill-grace-nan", t_process_kill_grace_nan, ValueError, "kill_grace"),
+    # signals
+    Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "errors_rt-"),
+    Case("signals-not-open", t_signals_not_open, RuntimeError, "SIGUSR1"),
+    Case("signals-entered-twice", t_signals_entered_twice, RuntimeError, "SIGUSR1"),
+    Case("signals-busy", t_signals_busy, BusyResourceError, "SIGUSR1"),
+    Case("signals-none", t_signals_none, TypeError, "open_signal_receiver()"),
+    Case("signals-not-a-number", t_signals_not_a_number, TypeError, "'SIGTERM'"),
+    Case("signals-unknown-number", t_signals_unknown_number, ValueError, "10000"),
+    Case("signals-uncatchable", t_signals_uncatchable, ValueError, "SIGKILL"),
 ]
 
 REFUSED_PORT = free_port()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,10 +23,19 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.process import DEVNULL, PIPE, STDOUT, PipeStream, Process, open_process, run_process
+from asyncop.process import (
+    DEVNULL,
+    PIPE,
+    STDOUT,
+    PipeStream,
+    Process,
+    ProcessStart,
+    open_process,
+    run_process,
+)
 from asyncop.runtime import _process
 from asyncop.testing import wait_all_blocked
-from tests._children import child_pids, open_fds
+from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,16 +45,8 @@ PY = sys.executable
 @pytest.fixture
 def rt() -> Iterator[asyncop.Runtime]:
     """A 2-worker runtime; afterwards no child, fd, thread or registration is left."""
-    children, fds, threads = child_pids(), open_fds(), set(threading.enumerate())
-    runtime = asyncop.Runtime(2, name=f"proc{id(object()):x}")
-    try:
+    with leak_checked_runtime("proc") as runtime:
         yield runtime
-        assert runtime.registrations() == 0
-    finally:
-        assert runtime.shutdown(timeout=10), "runtime did not shut down in 10 s"
-    assert child_pids() - children == set(), "a child process was left (maybe a zombie)"
-    assert open_fds() - fds == set(), "a descriptor was left open"
-    assert set(threading.enumerate()) - threads == set(), "a thread was left running"
 
 
 def run(rt: asyncop.Runtime, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
@@ -206,7 +208,9 @@ def test_streams_not_piped_are_none_and_stderr_can_join_stdout(rt: asyncop.Runti
 
 def test_pid_and_returncode_follow_the_process(rt: asyncop.Runtime) -> None:
     async def main() -> tuple[int | None, int, int | None, int]:
-        process = open_process(["sh", "-c", "read line; exit 4"], stdout=DEVNULL, stderr=DEVNULL)
+        process = await open_process(
+            ["sh", "-c", "read line; exit 4"], stdout=DEVNULL, stderr=DEVNULL
+        )
         assert process.stdin is not None
         running = process.returncode
         await process.stdin.send_all(b"go\n")
@@ -232,7 +236,7 @@ def test_receive_exactly_and_receive_until_keep_what_they_do_not_return(
             with pytest.raises(EOFError, match="4 of the 10 bytes"):
                 await out.receive_exactly(10)
             seen.append(await out.receive_some(1))  # the partial read was kept
-            seen.append(await out.receive_some())
+            seen.append(await out.receive_some(None))  # trio's "whatever is there"
             seen.append(await out.receive_some())
         return seen
 
@@ -328,9 +332,18 @@ def test_signals_reach_the_process_and_show_in_the_status(rt: asyncop.Runtime) -
     assert run(rt, main) == [-signal.SIGTERM, -signal.SIGKILL, -signal.SIGUSR1]
 
 
+def test_repr_shows_the_signal_that_ended_the_process(rt: asyncop.Runtime) -> None:
+    async def main() -> str:
+        async with open_process(["sleep", "30"], stdin=DEVNULL) as process:
+            process.kill()
+        return repr(process)
+
+    assert run(rt, main) == "<Process ['sleep', '30']: exited with signal 9>"
+
+
 def test_several_tasks_wait_for_one_process(rt: asyncop.Runtime) -> None:
     async def main() -> list[int]:
-        process = open_process(["sh", "-c", "read x; exit 9"], stdout=DEVNULL, stderr=DEVNULL)
+        process = await open_process(["sh", "-c", "read x; exit 9"], stdout=DEVNULL, stderr=DEVNULL)
         assert process.stdin is not None
         async with asyncop.scope() as s:
             waits = [s.spawn(process.wait) for _ in range(3)]
@@ -363,7 +376,9 @@ def _threads_while_waiting(rt: asyncop.Runtime, most: int) -> dict[int, int]:
     async def main() -> dict[int, int]:
         counts = {}
         for n in (1, most):
-            processes = [open_process(["cat"], stdout=DEVNULL, stderr=DEVNULL) for _ in range(n)]
+            processes = [
+                await open_process(["cat"], stdout=DEVNULL, stderr=DEVNULL) for _ in range(n)
+            ]
             async with asyncop.scope() as s:
                 for process in processes:
                     s.spawn(process.wait)
@@ -393,15 +408,60 @@ def test_fallback_wait_returns_the_status(
     assert (result.returncode, result.stdout) == (2, b"done\n")
 
 
-def test_open_process_works_from_a_plain_thread_and_wait_in_a_task(
-    rt: asyncop.Runtime,
-) -> None:
-    process = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
+def test_open_process_checks_at_the_call_and_starts_at_the_await(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+    start = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
+    assert isinstance(start, ProcessStart)
+    assert child_pids() == before  # made on a plain thread: nothing runs yet
 
     async def main() -> int:
-        return await process.aclose() or await process.wait()
+        process = await start
+        assert isinstance(process, Process)
+        async with process:  # anyio's form: async with await open_process(...)
+            pass
+        with pytest.raises(RuntimeError, match="already awaited"):
+            await start
+        return await process.wait()
 
     assert run(rt, main) == 6
+
+
+def test_an_open_process_never_awaited_warns_and_starts_nothing(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        open_process(["sleep", "60"])
+    assert child_pids() == before
+
+
+def test_a_cancelled_task_starts_no_process(rt: asyncop.Runtime) -> None:
+    before = child_pids()
+
+    async def main() -> None:
+        asyncop.current_operation().cancel()  # type: ignore[union-attr]
+        await open_process(["sleep", "60"])
+
+    with pytest.raises(asyncop.CancellationError):
+        run(rt, main)
+    assert child_pids() == before
+
+
+def test_run_process_takes_trio_and_anyio_stream_arguments(rt: asyncop.Runtime) -> None:
+    async def main() -> list[Any]:
+        merged = await run_process(["sh", "-c", "echo out; echo err >&2"], stderr=STDOUT)
+        fed = await run_process(["cat"], stdin=b"fed")  # trio's name for input
+        quiet = await run_process(["sh", "-c", "echo out"], stdout=DEVNULL)
+        piped = await run_process(["cat"], stdin=PIPE)  # nothing to feed: end of input
+        return [merged.stdout.split(), merged.stderr, fed.stdout, quiet.stdout, piped.stdout]
+
+    assert run(rt, main) == [[b"out", b"err"], None, b"fed", None, b""]
+
+
+def test_input_and_stdin_together_are_refused(rt: asyncop.Runtime) -> None:
+    async def main() -> None:
+        await run_process(["cat"], input=b"a", stdin=DEVNULL)
+
+    with pytest.raises(ValueError, match="both input= and stdin="):
+        run(rt, main)
 
 
 def test_repr_names_the_process_and_its_streams(rt: asyncop.Runtime) -> None:
@@ -412,8 +472,8 @@ def test_repr_names_the_process_and_its_streams(rt: asyncop.Runtime) -> None:
         return running, repr(process), stream
 
     running, ended, stream = run(rt, main)
-    assert "running" in running and "'cat'" in running
-    assert "exited with 0" in ended
+    assert re.fullmatch(r"<Process \['cat'\]: running with PID \d+>", running)
+    assert ended == "<Process ['cat']: exited with status 0>"
     assert "stdout of" in stream and "read end" in stream
 
 
@@ -511,7 +571,7 @@ def test_kill_grace_none_waits_as_long_as_the_process_takes(rt: asyncop.Runtime)
 
 def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime) -> None:
     async def main() -> tuple[float, int | None, asyncop.OperationState]:
-        process = open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
+        process = await open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.5)
         await _started(process)
         start = time.monotonic()
         async with asyncop.scope() as s:
@@ -583,3 +643,39 @@ def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
                     s.spawn(run_process, ["sleep", "60"])
 
     run(rt, main)
+
+
+CTRL_C_SCRIPT = """
+import asyncop
+from asyncop.process import DEVNULL, open_process
+
+started = []
+
+
+async def main():
+    async with open_process(["sleep", "60"], stdin=DEVNULL) as process:
+        started.append(process)
+        print(process.pid, flush=True)
+        await process.wait()
+
+
+with asyncop.Runtime(2) as runtime:
+    try:
+        runtime.run(main)
+    except KeyboardInterrupt:
+        print("interrupted", started[0].returncode, flush=True)
+"""
+
+
+def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    with subprocess.Popen(
+        [PY, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as script:
+        assert script.stdout is not None
+        grandchild = int(script.stdout.readline())
+        script.send_signal(signal.SIGINT)
+        out, err = script.communicate(timeout=30)
+    assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)  # stopped and reaped before the script went on

@@ -56,7 +56,9 @@ TOP_LEVEL = {
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
-PROCESS = {"run_process", "open_process", "Process", "PipeStream", "PIPE", "DEVNULL", "STDOUT"}
+SIGNALS = {"open_signal_receiver", "SignalReceiver"}
+PROCESS = {"run_process", "open_process", "Process", "ProcessStart", "PipeStream"}
+PROCESS |= {"PIPE", "DEVNULL", "STDOUT"}
 
 
 def test_every_contract_name_is_exported_from_asyncop() -> None:
@@ -91,6 +93,14 @@ def test_dask_module_exports_its_executor() -> None:
 
     assert asyncop.dask.__all__ == ["DaskExecutor"]
     assert asyncop.dask.DaskExecutor.__module__ == "asyncop.dask"
+
+
+def test_signals_module_exports_its_contract_names() -> None:
+    import asyncop.signals
+
+    assert set(asyncop.signals.__all__) == SIGNALS
+    assert asyncop.signals.open_signal_receiver.__module__ == "asyncop.signals"
+    assert asyncop.signals.SignalReceiver.__module__ == "asyncop.signals"
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:

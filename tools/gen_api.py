@@ -45,6 +45,7 @@ MODULES = (
     "asyncop.net",
     "asyncop.fs",
     "asyncop.process",
+    "asyncop.signals",
     "asyncop.anyio",
     "asyncop.dask",
 )

@@ -53,11 +53,12 @@ string would silently be taken as the name of one program; with
 
 from __future__ import annotations
 
+import enum
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
+import warnings
+from collections.abc import AsyncIterator, Generator, Sequence
 from typing import IO, Any, Final, final
 
 from ..operations import (
@@ -71,7 +72,7 @@ from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking, w
 from ._scope import scope
 from ._sync import Lock
 
-__all__ = ["PipeStream", "Process", "open_process", "run_process"]
+__all__ = ["PipeStream", "Process", "ProcessStart", "open_process", "run_process"]
 
 PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
@@ -182,7 +183,7 @@ class PipeStream:
         del self._buffer[:count]
         return data
 
-    async def receive_some(self, max_bytes: int = _CHUNK) -> bytes:
+    async def receive_some(self, max_bytes: int | None = _CHUNK) -> bytes:
         """Receive up to ``max_bytes`` bytes, waiting until at least one is there.
 
         A cancellation point; a cancel takes no bytes from the pipe.
@@ -199,6 +200,8 @@ class PipeStream:
         """
         what = "receive_some()"
         self._need(False, what)
+        if max_bytes is None:  # trio's spelling of "whatever is there"
+            max_bytes = _CHUNK
         if max_bytes < 1:
             raise ValueError(f"receive_some() got max_bytes={max_bytes}; pass 1 or more")
         self._enter(self._receiving, what)
@@ -367,12 +370,7 @@ class PipeStream:
     async def __aenter__(self) -> PipeStream:
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -430,8 +428,13 @@ class Process:
 
     def __repr__(self) -> str:
         code = self._popen.returncode
-        state = "running" if code is None else f"exited with {code}"
-        return f"<Process {self._popen.pid} {self.args!r}: {state}>"
+        if code is None:
+            state = f"running with PID {self._popen.pid}"
+        elif code < 0:
+            state = f"exited with signal {-code}"
+        else:
+            state = f"exited with status {code}"
+        return f"<Process {self.args!r}: {state}>"
 
     @property
     def pid(self) -> int:
@@ -476,9 +479,10 @@ class Process:
             Cancelled: the task was cancelled; the process was stopped and reaped.
         """
         try:
-            code = await self._reap()
+            # The checkpoint comes first: once the process is reaped, its
+            # status is handed over even if a cancel arrives in between.
             await checkpoint()
-            return code
+            return await self._reap()
         except Cancelled:
             await self._stop()
             raise
@@ -544,12 +548,7 @@ class Process:
     async def __aenter__(self) -> Process:
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __del__(self) -> None:
@@ -565,8 +564,8 @@ def _check_command(command: object, shell: bool, what: str) -> None:
     text = isinstance(command, str | bytes)
     if shell and not text:
         raise TypeError(
-            f"{what} got shell=True and a {type(command).__name__} command; with shell=True "
-            "pass one string for /bin/sh, e.g. 'ls -l | wc -l'"
+            f"{what} got shell=True and a {type(command).__name__} command; pass one "
+            "string for /bin/sh when shell=True, e.g. 'ls -l | wc -l'"
         )
     if not shell:
         if text:
@@ -591,6 +590,60 @@ def _pipe_pair(child_reads: bool) -> tuple[int, int]:
     return (write_end, read_end) if child_reads else (read_end, write_end)
 
 
+@final
+class ProcessStart:
+    """What ``open_process()`` returns: await it, or enter it with ``async with``.
+
+    ``process = await open_process(...)`` starts the process and gives the
+    ``Process``; ``async with open_process(...) as process:`` does the same
+    and, on the way out, closes the pipes and waits for the process, as
+    ``async with process`` does. Nothing starts until one of the two.
+    """
+
+    __slots__ = ("_options", "_process", "_used")
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self._options = options
+        self._process: Process | None = None
+        self._used = False
+
+    def __repr__(self) -> str:
+        return f"<ProcessStart {self._options['command']!r}>"
+
+    def __await__(self) -> Generator[Any, None, Process]:
+        return self._start().__await__()
+
+    async def _start(self) -> Process:
+        if self._used:
+            raise RuntimeError(
+                f"{self!r} was already awaited or entered; call open_process() again "
+                "to start another process"
+            )
+        self._used = True
+        # A cancellation point before the process exists: a cancelled task
+        # starts nothing, so there is nothing to stop.
+        await checkpoint()
+        return _spawn(self._options)
+
+    async def __aenter__(self) -> Process:
+        self._process = await self._start()
+        return self._process
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._process is not None
+        await self._process.aclose()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_used", True):
+            warnings.warn(
+                f"open_process({self._options['command']!r}) was never awaited, so no process "
+                "was started; write 'process = await open_process(...)' or "
+                "'async with open_process(...) as process:'",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
 def open_process(
     command: Command,
     *,
@@ -601,12 +654,15 @@ def open_process(
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
-) -> Process:
-    """Start a child process and return it at once.
+) -> ProcessStart:
+    """Start a child process: ``process = await open_process(...)``.
 
-    Not a cancellation point: starting is quick, and the process is yours
-    from here on. Use ``async with open_process(...) as process:`` so that it
-    is waited for, or call ``await process.wait()`` yourself.
+    Or ``async with open_process(...) as process:``, which also closes the
+    pipes and waits for the process on the way out. The arguments are
+    checked at the call; the process starts at the ``await`` (or the
+    ``async with``), which is a cancellation point: a cancelled task starts
+    nothing. From then on the process is yours: wait for it
+    (``await process.wait()``, or ``async with process``).
 
     Args:
         command: ``[program, arg, ...]``; with ``shell=True``, one string for
@@ -623,30 +679,68 @@ def open_process(
             never kills.
         shell: run ``command`` through ``/bin/sh``.
 
+    Returns:
+        A ``ProcessStart``: awaited, it gives the ``Process``.
+
     Raises:
         TypeError: a string command without ``shell=True``, or a list with it.
         ValueError: an empty command, or a NaN ``kill_grace``.
-        OSError: the program cannot be started (``FileNotFoundError`` when
-            it does not exist).
+        OSError: at the ``await``, the program cannot be started
+            (``FileNotFoundError`` when it does not exist).
+        Cancelled: at the ``await``, the task was cancelled; nothing started.
     """
-    what = "open_process()"
-    grace = check_timeout(kill_grace, "open_process(kill_grace=...)")
+    options = _check_options(
+        "open_process()", command, stdin, stdout, stderr, cwd, env, kill_grace, shell
+    )
+    return ProcessStart(options)
+
+
+def _check_options(
+    what: str,
+    command: Command,
+    stdin: StdSpec,
+    stdout: StdSpec,
+    stderr: StdSpec,
+    cwd: str | os.PathLike[str] | None,
+    env: dict[str, str] | None,
+    kill_grace: float | None,
+    shell: bool,
+) -> dict[str, Any]:
+    """Check what a process is started with, before anything happens; the ``_spawn`` kwargs."""
+    grace = check_timeout(kill_grace, f"{what[:-2]}(kill_grace=...)")
     _check_command(command, shell, what)
     if stdout == STDOUT:
-        raise ValueError("open_process() got stdout=STDOUT, which means nothing; pass PIPE")
+        raise ValueError(f"{what} got stdout=STDOUT, which means nothing; pass PIPE")
+    return {
+        "command": command,
+        "stdin": stdin,
+        "stdout": stdout,
+        "stderr": stderr,
+        "cwd": cwd,
+        "env": env,
+        "kill_grace": grace,
+        "shell": shell,
+    }
+
+
+def _spawn(options: dict[str, Any]) -> Process:
+    """Start the process with our own pipes for the streams given as ``PIPE``.
+
+    ``options`` are what ``_check_options`` returned.
+    """
     parent: dict[str, int] = {}
     child: dict[str, int] = {}
-    specs: dict[str, Any] = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+    specs: dict[str, Any] = {name: options[name] for name in ("stdin", "stdout", "stderr")}
     try:
         for name, spec in specs.items():
             if spec == PIPE:
                 parent[name], child[name] = _pipe_pair(child_reads=name == "stdin")
                 specs[name] = child[name]
         popen: subprocess.Popen[bytes] = subprocess.Popen(
-            command,
-            shell=shell,
-            cwd=cwd,
-            env=env,
+            options["command"],
+            shell=options["shell"],
+            cwd=options["cwd"],
+            env=options["env"],
             **specs,
         )
     except BaseException:
@@ -661,7 +755,18 @@ def open_process(
             return None
         return PipeStream(parent[name], writable=name == "stdin", name=f"{name} of {popen.pid}")
 
+    grace = options["kill_grace"]
     return Process(popen, stream("stdin"), stream("stdout"), stream("stderr"), grace)
+
+
+class _Default(enum.Enum):
+    """The value of a ``run_process`` stream argument that was not given."""
+
+    DEFAULT = "default"
+
+
+_DEFAULT: Final = _Default.DEFAULT
+_BYTES = (bytes, bytearray, memoryview)
 
 
 async def run_process(
@@ -675,6 +780,9 @@ async def run_process(
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
+    stdin: bytes | bytearray | memoryview | StdSpec | _Default = _DEFAULT,
+    stdout: StdSpec | _Default = _DEFAULT,
+    stderr: StdSpec | _Default = _DEFAULT,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion and return what it did.
 
@@ -686,12 +794,17 @@ async def run_process(
 
     Args:
         command: ``[program, arg, ...]``; with ``shell=True``, one string.
-        input: bytes for the process's stdin, which is then closed. With
-            None the process reads an empty stdin (``/dev/null``), not ours.
+        input: bytes for the process's stdin, which is then closed. Without
+            it the process reads an empty stdin (``/dev/null``), not ours.
         check: raise ``CalledProcessError`` when the exit status is not 0.
         capture_stdout, capture_stderr: collect the stream into the result;
             when False the process writes to ours.
         cwd, env, kill_grace, shell: as for ``open_process``.
+        stdin: instead of ``input``, as trio and anyio take them: bytes to
+            feed, or what ``subprocess.Popen`` takes (None shares ours).
+        stdout, stderr: when given, they decide instead of ``capture_*``:
+            ``PIPE`` captures, anything else goes to ``Popen`` as is (so
+            ``stderr=STDOUT`` captures both streams as ``stdout``).
 
     Returns:
         A ``subprocess.CompletedProcess`` with ``args``, ``returncode``, and
@@ -701,24 +814,34 @@ async def run_process(
         subprocess.CalledProcessError: ``check`` is on and the status is not
             0; it carries ``output`` and ``stderr``.
         TypeError, ValueError, OSError: as for ``open_process``; TypeError
-            for ``input`` that is not bytes.
+            for ``input`` that is not bytes, ValueError for both ``input``
+            and ``stdin``.
         Cancelled: the task was cancelled; the process was stopped and reaped.
     """
-    if input is not None and not isinstance(input, bytes | bytearray | memoryview):
+    if input is not None and not isinstance(input, _BYTES):
         raise TypeError(
             f"run_process() needs input as bytes, got {type(input).__name__}; "
-            "encode text first, e.g. input=text.encode()"
+            "pass bytes, e.g. input=text.encode()"
         )
-    process = open_process(
+    if stdin is not _DEFAULT and input is not None:
+        raise ValueError(
+            "run_process() got both input= and stdin=; pass bytes as input= alone, "
+            "or a file or descriptor as stdin= alone"
+        )
+    if isinstance(stdin, _BYTES):
+        input, stdin = stdin, _DEFAULT
+    options = _check_options(
+        "run_process()",
         command,
-        stdin=PIPE if input else DEVNULL,
-        stdout=PIPE if capture_stdout else None,
-        stderr=PIPE if capture_stderr else None,
-        cwd=cwd,
-        env=env,
-        kill_grace=kill_grace,
-        shell=shell,
+        (PIPE if input else DEVNULL) if stdin is _DEFAULT else stdin,
+        (PIPE if capture_stdout else None) if stdout is _DEFAULT else stdout,
+        (PIPE if capture_stderr else None) if stderr is _DEFAULT else stderr,
+        cwd,
+        env,
+        kill_grace,
+        shell,
     )
+    process = await ProcessStart(options)
     output: dict[str, bytearray] = {}
 
     async def feed(stream: PipeStream, data: bytes | bytearray | memoryview) -> None:
@@ -735,8 +858,11 @@ async def run_process(
 
     try:
         async with scope(name=f"run_process({process.pid})") as s:
-            if process.stdin is not None and input:
-                s.spawn(feed, process.stdin, input, name="run_process: feed stdin")
+            if process.stdin is not None:
+                if input:
+                    s.spawn(feed, process.stdin, input, name="run_process: feed stdin")
+                else:
+                    process.stdin.close()  # stdin=PIPE and nothing to feed: end of input
             for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
                 if stream is not None:
                     output[name] = bytearray()
@@ -748,8 +874,8 @@ async def run_process(
         # cancelled the body, so wait() stopped the process, or never ran.
         if process._popen.returncode is None:
             await process._stop()
-    stdout = bytes(output["stdout"]) if "stdout" in output else None
-    stderr = bytes(output["stderr"]) if "stderr" in output else None
+    out = bytes(output["stdout"]) if "stdout" in output else None
+    err = bytes(output["stderr"]) if "stderr" in output else None
     if check and code != 0:
-        raise subprocess.CalledProcessError(code, process.args, output=stdout, stderr=stderr)
-    return subprocess.CompletedProcess(process.args, code, stdout, stderr)
+        raise subprocess.CalledProcessError(code, process.args, output=out, stderr=err)
+    return subprocess.CompletedProcess(process.args, code, out, err)

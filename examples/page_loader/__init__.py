@@ -29,7 +29,8 @@ The modules, in reading order:
 - ``app``: the command line, the watch loop and the cancels.
 
 Exit status: 0 when the page loaded or was cancelled by ``--cancel-after``,
-1 when the load failed, 2 when ``--tls`` lacks ``trustme``, 130 after Ctrl-C.
+1 when the load failed, 2 when ``--tls`` lacks ``trustme``, 130 after Ctrl-C,
+143 after SIGTERM.
 """
 
 from __future__ import annotations

@@ -12,13 +12,15 @@ the same single call, ``root.cancel(reason)``, which cancels the whole tree:
   the cancel within one tick. A handler that raised ``KeyboardInterrupt``
   could land anywhere in the main thread, even halfway through a redraw.
   A second Ctrl-C raises ``KeyboardInterrupt`` as usual, as an escape hatch.
+- SIGTERM (``kill PID``): a task reads it from an ``open_signal_receiver``
+  and sets the same flag, so the tree is cancelled the same way.
 
 ``--tls`` serves and loads the pages over HTTPS, with a certificate made at
 start (see ``tls``).
 
 Exit status: 0 when the page loaded, or when the load was cancelled by
 ``--cancel-after``; 1 when the load failed; 2 when ``--tls`` cannot be
-served (``trustme`` is missing); 130 after Ctrl-C.
+served (``trustme`` is missing); 130 after Ctrl-C; 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 
 import asyncop
+from asyncop.signals import SignalReceiver, open_signal_receiver
 
 from .loader import PageLoader
 from .pages import KINDS, Site
@@ -57,6 +60,7 @@ SWITCH_DELAY = 0.3
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class CtrlC:
@@ -64,6 +68,7 @@ class CtrlC:
 
     def __init__(self) -> None:
         self.pressed = False
+        self.by = "Ctrl-C"  # or "SIGTERM", set by cancel_on_sigterm
         self._previous: object = None
 
     def __enter__(self) -> CtrlC:
@@ -79,6 +84,13 @@ class CtrlC:
         if self.pressed:
             raise KeyboardInterrupt  # pressed twice: stop waiting for a clean end
         self.pressed = True
+
+
+async def cancel_on_sigterm(received: SignalReceiver, ctrl_c: CtrlC) -> None:
+    """Turn SIGTERM into the flag Ctrl-C sets; ends when the receiver is closed."""
+    async for _signum in received:
+        ctrl_c.by = "SIGTERM"
+        ctrl_c.pressed = True
 
 
 @dataclass
@@ -121,7 +133,7 @@ def load(
         view.show(recorder.rows())
         if done.cancel_reason is None:
             if ctrl_c.pressed:
-                done.cancel("Ctrl-C")
+                done.cancel(ctrl_c.by)
             elif deadline is not None and time.monotonic() >= deadline:
                 done.cancel(cancel_reason)
         _wait_one_tick(root, None if done.cancel_reason else deadline)
@@ -178,7 +190,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m examples.page_loader",
         description="Load a page as a tree of asyncop operations, from a local HTTP server.",
-        epilog="Exit status: 0 loaded or cancelled on request, 1 failed, 130 Ctrl-C.",
+        epilog="Exit status: 0 loaded or cancelled on request, 1 failed, 130 Ctrl-C, 143 SIGTERM.",
     )
     parser.add_argument("--page", type=int, default=1, help="the page to load (default 1)")
     parser.add_argument(
@@ -247,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         running_server(site, ssl_context=server_context) as server,
         asyncop.Runtime(2, name="page-loader") as runtime,
         CtrlC() as ctrl_c,
+        open_signal_receiver(signal.SIGTERM) as sigterm,
     ):
+        runtime.spawn(cancel_on_sigterm, sigterm, ctrl_c, name="SIGTERM watcher")
         done = load(
             runtime,
             server,
@@ -265,5 +279,5 @@ def main(argv: list[str] | None = None) -> int:
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"threads left: {', '.join(left) if left else 'none'}")
     if ctrl_c.pressed:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if ctrl_c.by == "SIGTERM" else EXIT_INTERRUPTED
     return EXIT_FAILED if done.root.state is asyncop.OperationState.FAILED else 0

@@ -221,14 +221,19 @@ def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
     raise AssertionError(f"no line with {text!r} within {timeout} s; got:\n{seen}")
 
 
-def test_sigint_cancels_the_tree_and_exits_130() -> None:
+@pytest.mark.parametrize(
+    ("signum", "status", "by"),
+    [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_ctrl_c_or_sigterm_cancels_the_tree(signum: int, status: int, by: str) -> None:
     proc = subprocess.Popen(
         _command(), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         head = _read_until(proc, "loading page 1", timeout=15)
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         sent = time.monotonic()
         rest, errors = proc.communicate(timeout=10)
         exited_after = time.monotonic() - sent
@@ -236,12 +241,12 @@ def test_sigint_cancels_the_tree_and_exits_130() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, errors
+    assert proc.returncode == status, errors
     assert exited_after < 2.0
     [tree] = final_trees(head + rest)
     assert tree["load_page(1)"] == "CANCELLED"
     assert_unfinished_nodes_cancelled(tree)
-    assert "cancelled by Ctrl-C" in rest
+    assert f"cancelled by {by}" in rest
     assert "threads left: none" in rest
     assert "Traceback" not in errors
 

@@ -1,0 +1,259 @@
+"""open_signal_receiver: real signals, sent to this process and to a child.
+
+The receivers are opened on the main thread (pytest's) around the runtime's
+work, as users do; the ``rt`` fixture checks afterwards that no handler, child
+process, descriptor, thread or registration is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop.process import DEVNULL, open_process
+from asyncop.signals import SignalReceiver, open_signal_receiver
+from asyncop.testing import wait_all_blocked
+from tests._children import leak_checked_runtime
+
+pytestmark = pytest.mark.timeout(60)
+
+USR1, USR2 = signal.SIGUSR1, signal.SIGUSR2
+
+
+@pytest.fixture
+def rt() -> Iterator[asyncop.Runtime]:
+    """A 2-worker runtime; afterwards nothing is left, and the handlers are as before."""
+    handlers = {s: signal.getsignal(s) for s in (USR1, USR2, signal.SIGINT, signal.SIGTERM)}
+    try:
+        with leak_checked_runtime("sig") as runtime:
+            yield runtime
+    finally:
+        changed = {s: signal.getsignal(s) for s in handlers}
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)  # even after a failure, for the next tests
+    assert changed == handlers
+
+
+async def take(received: SignalReceiver, count: int) -> list[int]:
+    """The first ``count`` signals of ``received``."""
+    got: list[int] = []
+    async for signum in received:
+        got.append(signum)
+        if len(got) == count:
+            break
+    return got
+
+
+def test_a_signal_sent_to_the_process_reaches_the_iterating_task(rt: asyncop.Runtime) -> None:
+    async def main(received: SignalReceiver) -> list[int]:
+        async with asyncop.scope() as s:
+            reader = s.spawn(take, received, 1)
+            await wait_all_blocked()  # parked on the receiver
+            os.kill(os.getpid(), USR1)
+        return reader.result()  # type: ignore[no-any-return]
+
+    with open_signal_receiver(USR1) as received:
+        got = rt.run(main, received)
+    assert got == [USR1]
+    assert isinstance(got[0], signal.Signals)
+
+
+def test_the_handlers_are_ours_inside_the_block_and_restored_after(
+    rt: asyncop.Runtime,
+) -> None:
+    seen: list[int] = []
+    previous = signal.signal(USR1, lambda signum, frame: seen.append(signum))
+    try:
+        before = signal.getsignal(USR1)
+        with open_signal_receiver(USR1, USR2):
+            assert signal.getsignal(USR1) is not before
+            assert signal.getsignal(USR2) is not signal.SIG_DFL
+        assert signal.getsignal(USR1) is before
+        assert signal.getsignal(USR2) == signal.SIG_DFL
+        os.kill(os.getpid(), USR1)
+        time.sleep(0.01)  # the handler runs at the next bytecode
+        assert seen == [USR1]
+    finally:
+        signal.signal(USR1, previous)
+
+
+def test_repeats_of_a_pending_signal_are_coalesced_in_arrival_order(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main(received: SignalReceiver) -> tuple[list[int], bool]:
+        got = await take(received, 2)
+        try:
+            async with asyncop.scope(timeout=0.2):
+                await received.__anext__()
+            more = True
+        except TimeoutError:
+            more = False
+        return got, more
+
+    with open_signal_receiver(USR1, USR2) as received:
+        for signum in (USR2, USR1, USR2, USR2, USR1):
+            os.kill(os.getpid(), signum)
+            time.sleep(0.01)  # handled before the next one is sent
+        got, more = rt.run(main, received)
+    assert got == [USR2, USR1]
+    assert more is False
+
+
+def test_sigint_becomes_an_item_instead_of_keyboard_interrupt(rt: asyncop.Runtime) -> None:
+    async def main(received: SignalReceiver) -> list[int]:
+        async with asyncop.scope() as s:
+            reader = s.spawn(take, received, 1)
+            await wait_all_blocked()
+            os.kill(os.getpid(), signal.SIGINT)
+        return reader.result()  # type: ignore[no-any-return]
+
+    with open_signal_receiver(signal.SIGINT) as received:
+        assert rt.run(main, received) == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_leaving_the_block_ends_the_iteration_of_a_parked_task(rt: asyncop.Runtime) -> None:
+    async def forever(received: SignalReceiver) -> list[int]:
+        return [signum async for signum in received]
+
+    with open_signal_receiver(USR1) as received:
+        reader = rt.spawn(forever, received)
+        deadline = time.monotonic() + 10
+        while rt.registrations() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the task is parked on the receiver
+    assert reader.wait(10).value == []
+    with pytest.raises(StopAsyncIteration):
+        rt.run(received.__anext__)  # closed: iterating again ends at once
+
+
+def test_unread_signals_go_to_the_restored_handler_on_exit(rt: asyncop.Runtime) -> None:
+    seen: list[int] = []
+    previous = signal.signal(USR1, lambda signum, frame: seen.append(signum))
+    try:
+        with open_signal_receiver(USR1):
+            os.kill(os.getpid(), USR1)
+            time.sleep(0.01)
+            assert seen == []  # the receiver has it
+        assert seen == [USR1]  # handed on as the block was left
+    finally:
+        signal.signal(USR1, previous)
+
+
+def test_an_unread_sigint_is_raised_as_keyboard_interrupt_on_exit(rt: asyncop.Runtime) -> None:
+    with pytest.raises(KeyboardInterrupt), open_signal_receiver(signal.SIGINT):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+
+
+def test_opening_off_the_main_thread_raises_runtime_error(rt: asyncop.Runtime) -> None:
+    async def in_a_task() -> None:
+        open_signal_receiver(USR1)
+
+    with pytest.raises(RuntimeError, match="main thread"):
+        rt.run(in_a_task)
+
+    errors: list[BaseException] = []
+
+    def in_a_thread() -> None:
+        try:
+            open_signal_receiver(USR1)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
+    assert "pass it to the task" in str(errors[0])
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize(
+    ("signals", "error", "words"),
+    [
+        ((), TypeError, "no signal"),
+        (("SIGTERM",), TypeError, "signal numbers"),
+        ((USR1, signal.SIGKILL), ValueError, "SIGKILL"),
+        ((USR1, 10_000), ValueError, "not a signal"),
+    ],
+)
+def test_bad_signals_raise_before_any_handler_changes(
+    rt: asyncop.Runtime, signals: tuple[Any, ...], error: type, words: str
+) -> None:
+    with pytest.raises(error, match=words):
+        open_signal_receiver(*signals)
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+def test_two_tasks_iterating_one_receiver_is_refused(rt: asyncop.Runtime) -> None:
+    async def main(received: SignalReceiver) -> list[int]:
+        async with asyncop.scope() as s:
+            reader = s.spawn(take, received, 1)
+            await wait_all_blocked()
+            with pytest.raises(asyncop.BusyResourceError, match="already iterating"):
+                await received.__anext__()
+            os.kill(os.getpid(), USR1)
+        return reader.result()  # type: ignore[no-any-return]
+
+    with open_signal_receiver(USR1) as received:
+        assert rt.run(main, received) == [USR1]
+
+
+def test_misused_receivers_say_what_to_do(rt: asyncop.Runtime) -> None:
+    received = open_signal_receiver(USR1)
+    with pytest.raises(RuntimeError, match="not open"):
+        rt.run(received.__anext__)
+    with received, pytest.raises(RuntimeError, match="already entered"), received:
+        pass
+    assert "closed" in repr(received) and "SIGUSR1" in repr(received)
+
+
+def test_a_cancelled_iteration_takes_no_signal(rt: asyncop.Runtime) -> None:
+    async def main(received: SignalReceiver) -> list[int]:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.05):
+                await received.__anext__()
+        os.kill(os.getpid(), USR2)
+        return await take(received, 1)
+
+    with open_signal_receiver(USR2) as received:
+        assert rt.run(main, received) == [USR2]
+
+
+CHILD = """
+import signal, sys
+import asyncop
+from asyncop.signals import open_signal_receiver
+
+async def main(received):
+    print("ready", flush=True)
+    async for signum in received:
+        print("got", signum.name, flush=True)
+        return 0
+
+with asyncop.Runtime(2) as runtime:
+    with open_signal_receiver(signal.SIGTERM) as received:
+        sys.exit(runtime.run(main, received))
+"""
+
+
+def test_a_child_process_receives_sigterm_through_a_receiver(rt: asyncop.Runtime) -> None:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+    async def main() -> tuple[bytes, int]:
+        async with open_process([sys.executable, "-c", CHILD], stdin=DEVNULL, env=env) as child:
+            assert child.stdout is not None
+            assert await child.stdout.receive_until(b"\n", 100) == b"ready"
+            child.terminate()
+            line = await child.stdout.receive_until(b"\n", 100)
+        return line, child.returncode or 0
+
+    assert rt.run(main) == (b"got SIGTERM", 0)
