@@ -58,6 +58,7 @@ from .runtime._channel import Channel as Channel
 from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
 from .runtime._channel_ends import ChannelSender as ChannelSender
 from .runtime._condition import Condition as Condition
+from .runtime._introspect import current_runtime as current_runtime
 from .runtime._limiter import CapacityLimiter as CapacityLimiter
 from .runtime._limiter import current_default_limiter as current_default_limiter
 from .runtime._scope import scope as scope
@@ -108,6 +109,7 @@ __all__ = [
     "checkpoint",
     "current_default_limiter",
     "current_operation",
+    "current_runtime",
     "current_time",
     "default_runtime",
     "notify_closing",

@@ -1261,6 +1261,10 @@ def t_semaphore_max_below_value(c: Ctx) -> BaseException:
     return caught(Semaphore, 3, 2)
 
 
+def t_current_operation_required(c: Ctx) -> BaseException:
+    return caught(asyncop.current_operation, require=True)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1281,6 +1285,7 @@ CASES += [
     Case("semaphore-past-max", t_semaphore_past_max, ValueError, "max_value=1"),
     Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
     Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
+    Case("current-operation-required", t_current_operation_required, RuntimeError, "require"),
 ]
 
 REFUSED_PORT = free_port()
