@@ -59,6 +59,7 @@ from .runtime._channel_ends import ChannelReceiver as ChannelReceiver
 from .runtime._channel_ends import ChannelSender as ChannelSender
 from .runtime._condition import Condition as Condition
 from .runtime._executors import ProcessExecutor as ProcessExecutor
+from .runtime._introspect import current_runtime as current_runtime
 from .runtime._limiter import CapacityLimiter as CapacityLimiter
 from .runtime._limiter import current_default_limiter as current_default_limiter
 from .runtime._remote import remote_token as remote_token
@@ -111,6 +112,7 @@ __all__ = [
     "checkpoint",
     "current_default_limiter",
     "current_operation",
+    "current_runtime",
     "current_time",
     "default_runtime",
     "notify_closing",

@@ -1786,6 +1786,10 @@ def t_semaphore_max_below_value(c: Ctx) -> BaseException:
     return caught(Semaphore, 3, 2)
 
 
+def t_current_operation_required(c: Ctx) -> BaseException:
+    return caught(asyncop.current_operation, require=True)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1882,6 +1886,7 @@ CASES += [
     Case("signals-not-a-number", t_signals_not_a_number, TypeError, "'SIGTERM'"),
     Case("signals-unknown-number", t_signals_unknown_number, ValueError, "10000"),
     Case("signals-uncatchable", t_signals_uncatchable, ValueError, "SIGKILL"),
+    Case("current-operation-required", t_current_operation_required, RuntimeError, "require"),
 ]
 
 REFUSED_PORT = free_port()

@@ -52,6 +52,7 @@ TOP_LEVEL = {
     "CapacityLimiter",
     "current_default_limiter",
     "Condition",
+    "current_runtime",
 }
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}

@@ -16,7 +16,7 @@ and writes its slots (a worker fetches it once, when its thread starts).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Literal, final, overload
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
@@ -67,10 +67,30 @@ def thread_state() -> ThreadState:
     return state
 
 
-def current_operation() -> AsyncOperation | None:
+@overload
+def current_operation(*, require: Literal[True]) -> AsyncOperation: ...
+
+
+@overload
+def current_operation(*, require: bool = False) -> AsyncOperation | None: ...
+
+
+def current_operation(*, require: bool = False) -> AsyncOperation | None:
     """Return the operation whose code the calling thread is running.
 
     Inside a sync callback, a coroutine operation or a scope's block, that is
-    the operation itself; anywhere else it is None.
+    the operation itself; anywhere else it is None. Inside operation code,
+    ``current_operation(require=True)`` is typed ``AsyncOperation`` (no
+    ``None`` to check) and raises instead of returning None.
+
+    Raises:
+        RuntimeError: ``require=True`` and the thread runs no operation.
     """
-    return thread_state().running()
+    op = thread_state().running()
+    if op is None and require:
+        raise RuntimeError(
+            "current_operation(require=True) was called from a thread that runs no "
+            "asyncop operation; call it from an operation's code, or check "
+            "current_operation() for None"
+        )
+    return op

@@ -1,0 +1,32 @@
+"""``current_runtime()``: which runtime the calling code runs on.
+
+Like trio's ``current_*`` functions, it raises RuntimeError outside the
+library's own code (a thread that runs no operation) rather than returning
+None: code that asks needs a runtime, and a None would only fail later,
+further from the cause. ``current_operation()`` (which returns None there)
+is the way to ask "am I inside asyncop at all?".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._awaitables import current_runtime as _runtime_of_caller
+
+if TYPE_CHECKING:
+    from ._scheduler import Runtime
+
+__all__ = ["current_runtime"]
+
+
+def current_runtime() -> Runtime:
+    """Return the ``Runtime`` running the calling operation.
+
+    Works in coroutine operations, sync callbacks and scope blocks. Not a
+    cancellation point.
+
+    Raises:
+        RuntimeError: the calling thread runs no asyncop operation (check
+            ``asyncop.current_operation()`` for None to test that first).
+    """
+    return _runtime_of_caller("current_runtime()")
