@@ -57,6 +57,7 @@ WORKLOAD_MODULES = (
     "benchmarks.timers",
     "benchmarks.memory",
     "benchmarks.io",
+    "benchmarks.remote",
 )
 
 
