@@ -22,8 +22,8 @@ Cancel
   late result is dropped.
 
 The cancel itself talks to the scheduler (set the event, ask whether the
-task has started, release it), so it runs on one thread of the executor,
-never in the thread that called ``cancel()``.
+task has started, release it); it runs on the client's event loop, never in
+the thread that called ``cancel()``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import importlib
 import re
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, final
 
 try:
@@ -64,6 +63,9 @@ _Event: Any = distributed.Event
 
 # How often a running task polls its token: one scheduler round trip each.
 POLL = 0.01
+# How long the token of a released task stays set, for a task that started
+# as it was released.
+TOKEN_KEPT = 60.0
 # Task states (on the scheduler, then on the worker) in which fn has begun.
 _SCHEDULER_STARTED = frozenset({"memory", "erred", "forgotten"})
 _WORKER_STARTED = frozenset({"executing", "long-running", "memory", "error", "cancelled"})
@@ -82,7 +84,16 @@ def _run_task(event_name: str, payload: bytes) -> bytes:
         return bool(events[0].is_set())
 
     token = RemoteToken(poll, POLL, f"Dask task on worker {worker.address}")
-    return run_call(token, payload)
+    try:
+        return run_call(token, payload)
+    finally:
+        if token.cancelled:
+            # The client leaves a set token in place for a task it released
+            # (the task may start as it is released); the task clears it.
+            try:
+                events[0].clear()
+            except Exception:  # pragma: no cover - the worker is closing
+                pass
 
 
 def _broken(name: str, error: BaseException) -> BrokenResourceError:
@@ -118,6 +129,7 @@ class _DaskJob(RemoteJob):
         self.executor = executor
         self.payload = payload
         self.key = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{uuid.uuid4().hex}"
+        self.token_name = f"asyncop-token-{self.key}"
         self.future: Any = None
         self.remote_done = threading.Event()
         self._token_set = False
@@ -129,7 +141,7 @@ class _DaskJob(RemoteJob):
             executor._check_open(self.name)
             executor._jobs.add(self)
         self.future = client.submit(
-            _run_task, f"asyncop-token-{self.key}", self.payload, key=self.key, pure=False
+            _run_task, self.token_name, self.payload, key=self.key, pure=False
         )
         self.payload = b""
         client.loop.add_callback(self._watch)
@@ -153,7 +165,12 @@ class _DaskJob(RemoteJob):
             with self.executor._lock:
                 self.executor._jobs.discard(self)
             if self._token_set:
-                self.executor._control.submit(self._clear_token)
+                if future.cancelled():
+                    # Released: the task may still start, and must see its
+                    # token; clear it later (a task that ran clears it too).
+                    self.executor.client.loop.call_later(TOKEN_KEPT, self._clear_token)
+                else:
+                    await self._clear_token()
 
     def where(self) -> str:
         return f"Dask task {self.key} on {self.executor.client.scheduler.address}"
@@ -165,34 +182,39 @@ class _DaskJob(RemoteJob):
 
     def _on_cancel(self) -> None:
         if self._mark(JobState.CANCELLING):
-            # Scheduler round trips: never in the cancelling thread.
-            self.executor._control.submit(self._cancel_remote)
+            # Scheduler round trips: on the client's event loop, concurrently
+            # for every job a cancel reaches, never in the cancelling thread.
+            self.executor.client.loop.add_callback(self._cancel_remote)
 
-    def _cancel_remote(self) -> None:
+    async def _cancel_remote(self) -> None:
         if self.remote_done.is_set():
             return
         client = self.executor.client
         try:
             # The token first: a task that starts while we look still sees it.
-            _Event(f"asyncop-token-{self.key}", client=client).set()
+            await client.scheduler.event_set(name=self.token_name)
             self._token_set = True
-            state, address = client.run_on_scheduler(_scheduler_state, self.key)
+            state, address = await client.run_on_scheduler(
+                _scheduler_state, self.key, asynchronous=True
+            )
             started = state in _SCHEDULER_STARTED
             if state == "processing" and address is not None:
-                states = client.run(_worker_state, self.key, workers=[address])
+                states = await client.run(
+                    _worker_state, self.key, workers=[address], asynchronous=True
+                )
                 started = states.get(address) in _WORKER_STARTED
         except Exception:  # the cluster is going away; treat the task as running
             started = True
         if not started or self.abandon:
             self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
             try:
-                self.future.cancel()
+                await client.cancel([self.future], asynchronous=True)
             except Exception:  # pragma: no cover - the client closed meanwhile
                 pass
 
-    def _clear_token(self) -> None:
+    async def _clear_token(self) -> None:
         try:
-            _Event(f"asyncop-token-{self.key}", client=self.executor.client).clear()
+            await self.executor.client.scheduler.event_clear(name=self.token_name)
         except Exception:  # pragma: no cover - the client closed meanwhile
             pass
 
@@ -231,7 +253,6 @@ class DaskExecutor(RemoteExecutor):
         self._lock = threading.Lock()
         self._jobs: set[_DaskJob] = set()
         self._closed = False
-        self._control = ThreadPoolExecutor(1, thread_name_prefix="asyncop-dask-cancel")
 
     def _pack(self, fn: Any, args: tuple[Any, ...]) -> bytes:
         return pack_call(_cloudpickle.dumps, fn, args, self._kind)
@@ -264,7 +285,6 @@ class DaskExecutor(RemoteExecutor):
         for job in jobs:
             if not job.remote_done.wait(timeout):
                 break
-        self._control.shutdown(wait=False)
 
     def __enter__(self) -> DaskExecutor:
         return self

@@ -58,6 +58,7 @@ WORKLOAD_MODULES = (
     "benchmarks.memory",
     "benchmarks.io",
     "benchmarks.net",
+    "benchmarks.remote",
 )
 
 

@@ -19,9 +19,9 @@ locks at that instant, is not safe.
 
 Cancel across processes
 -----------------------
-Each job gets a sequence number ``seq`` and a slot ``seq % SLOTS`` in three
-shared-memory arrays: ``cancel`` (written by the client), ``start`` and
-``pid`` (written by the worker that takes the job). One cross-process lock
+Each job gets a sequence number ``seq`` and a slot ``seq % SLOTS`` in four
+shared-memory arrays: ``cancel`` (written by the client), ``start``, ``pid``
+and ``ended`` (written by the worker that takes the job). One cross-process lock
 makes "the worker starts the job" and "the client cancels it" exclusive, so
 exactly one of them wins:
 
@@ -40,6 +40,7 @@ the kill after the grace.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import itertools
 import multiprocessing
 import os
@@ -87,7 +88,12 @@ def _run_job(seq: int, payload: bytes) -> bytes:
         return bool(cancel[slot] == seq)
 
     token = RemoteToken(poll, POLL, f"job {seq} in process {os.getpid()}", direct=True)
-    return run_call(token, payload)
+    try:
+        return run_call(token, payload)
+    finally:
+        # The job has ended: a kill the client asked for meanwhile will not
+        # come (pebble kills only a worker still running the job).
+        shared.ended[slot] = seq
 
 
 _DROPPED = pickle.dumps(("dropped",))
@@ -105,12 +111,18 @@ class _Shared:
         self.cancel = ctx.RawArray("q", SLOTS)
         self.start = ctx.RawArray("q", SLOTS)
         self.pid = ctx.RawArray("q", SLOTS)
-        for array in (self.cancel, self.start):
-            for i in range(SLOTS):
-                array[i] = -1
+        self.ended = ctx.RawArray("q", SLOTS)
+        for array in (self.cancel, self.start, self.ended):
+            ctypes.memset(array, 0xFF, ctypes.sizeof(array))  # every slot -1: no job
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"lock": self.lock, "cancel": self.cancel, "start": self.start, "pid": self.pid}
+        return {
+            "lock": self.lock,
+            "cancel": self.cancel,
+            "start": self.start,
+            "pid": self.pid,
+            "ended": self.ended,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -205,14 +217,13 @@ class _ProcessJob(RemoteJob):
         """After a kill: wait until the process that ran the job is gone."""
         if not self._started():
             return
-        pid = int(self.executor._shared.pid[self.slot])
+        shared = self.executor._shared
+        pid = int(shared.pid[self.slot])
         end = time.monotonic() + REAP_WAIT
-        while time.monotonic() < end:
+        while shared.ended[self.slot] != self.seq and time.monotonic() < end:
             try:
                 os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            except OSError:
+            except OSError:  # gone (ProcessLookupError), or no longer ours to see
                 return
             time.sleep(0.005)
 

@@ -24,10 +24,13 @@ A :class:`RemoteJob` is one job of one executor. Its states::
   or abandon).
 - DONE: the local operation has its outcome.
 
-The operation waits on :class:`RemoteWait`, which is not a cancellable wait
-(like ``spawn_blocking``): a cancel of the operation reaches the job through
-an ``on_cancel`` callback of the operation's token, and the job, not the
-cancel, decides when the wait ends. Only ``RemoteJob.finish`` ends it, once.
+The job is sent from the spawning thread, as soon as the operation exists
+(``RemoteJob.launch``). The operation's task then waits on
+:class:`RemoteWait`, which is not a cancellable wait (like
+``spawn_blocking``): a cancel of the operation reaches the job through an
+``on_cancel`` callback of the operation's token, and the job, not the
+cancel, decides when the wait ends. Only ``RemoteJob.finish`` ends it, once;
+the outcome waits in the job if the task has not made its first step yet.
 
 Crossing the wire
 -----------------
@@ -344,8 +347,12 @@ class RemoteJob:
         self.abandon = abandon
         self.state = JobState.QUEUED
         self._lock = threading.Lock()
+        # The operation's wait, once its task has made its first step; the
+        # outcome, once the job has ended (either may come first).
         self._sub: Subscription | None = None
+        self._outcome: tuple[Any, BaseException | None] | None = None
         self._runtime: Any = None
+        self._handle: CancelHandle | None = None
         self.op: AsyncOperation | None = None
 
     # -- what executors implement ------------------------------------------
@@ -364,11 +371,18 @@ class RemoteJob:
 
     # -- shared -------------------------------------------------------------
 
-    def start(self, sub: Subscription) -> None:
-        runtime = sub.waker.runtime
-        self._sub = sub
+    def launch(self, op: AsyncOperation) -> None:
+        """Send the job for ``op``, from the spawning thread.
+
+        Sending here rather than at the task's first step saves a handoff to
+        a worker thread per job. A task cancelled before its first step
+        never runs, so the job learns of the cancel from the token instead.
+        """
+        self.op = op
+        if op.done:  # born cancelled under a cancelled parent: send nothing
+            return
+        runtime: Any = op.runtime
         self._runtime = runtime
-        self.op = sub.waker.task
         with runtime._lock:
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
@@ -376,6 +390,23 @@ class RemoteJob:
             self._send()
         except BaseException as exc:
             self.finish(None, exc)
+            return
+        token: CancelToken = op.token
+        handle: CancelHandle | None = token.on_cancel(self._on_cancel)
+        with self._lock:
+            if self.state is not JobState.DONE:
+                self._handle = handle
+                handle = None
+        if handle is not None:  # the job ended already: nothing left to cancel
+            handle.remove()
+
+    def attach(self, sub: Subscription) -> None:
+        """The task waits now: hand it the outcome, at once if there is one."""
+        with self._lock:
+            self._sub = sub
+            outcome = self._outcome
+        if outcome is not None:
+            sub.fire(*outcome)
 
     def finish(self, value: Any, error: BaseException | None) -> bool:
         """End the local wait with this outcome; False if it had ended already."""
@@ -383,12 +414,17 @@ class RemoteJob:
             if self.state is JobState.DONE:
                 return False
             self.state = JobState.DONE
+            self._outcome = (value, error)
             sub = self._sub
+            handle = self._handle
+            self._handle = None
         runtime = self._runtime
         with runtime._lock:
             runtime._outside_work -= 1
-        assert sub is not None
-        sub.fire(value, error)
+        if sub is not None:
+            sub.fire(value, error)
+        if handle is not None:
+            handle.remove()
         return True
 
     def _mark(self, state: JobState) -> bool:
@@ -407,7 +443,7 @@ class RemoteJob:
 class RemoteWait(WaitEvent):
     """The local operation's one wait: for its remote job to end."""
 
-    __slots__ = ("handle", "job")
+    __slots__ = ("job",)
 
     # The job decides when the wait ends; a cancel reaches it through the
     # token's on_cancel callback instead (see the module docstring).
@@ -415,20 +451,9 @@ class RemoteWait(WaitEvent):
 
     def __init__(self, job: RemoteJob) -> None:
         self.job = job
-        self.handle: CancelHandle | None = None
 
     def _arm(self, sub: Subscription) -> None:
-        job = self.job
-        job.start(sub)
-        op: AsyncOperation = sub.waker.task
-        token: CancelToken = op.token
-        self.handle = token.on_cancel(job._on_cancel)
-
-    def _disarm(self, sub: Subscription) -> None:
-        handle = self.handle
-        if handle is not None:
-            self.handle = None
-            handle.remove()
+        self.job.attach(sub)
 
     def _describe(self) -> str:
         return self.job.describe()
@@ -479,9 +504,11 @@ class RemoteExecutor:
         self._check_open(label)
         payload = self._pack(fn, args)
         job = self._new_job(payload, label, bool(abandon))
-        return runtime._new_operation(
+        op = runtime._new_operation(
             _remote_main, (job,), parent=parent, name=label, submit=True, supervise=supervise
         )
+        job.launch(op)
+        return op
 
 
 def pack_call(

@@ -184,6 +184,20 @@ def test_running_job_sees_its_token_promptly(
     assert float(seen.read_text()) - cancelled_at < 0.5
 
 
+def test_job_that_stops_as_the_kill_is_ordered_ends_promptly(runtime: asyncop.Runtime) -> None:
+    # With no grace, the kill is ordered at once, while the job stops by
+    # itself through its token: pebble then kills nothing, and the operation
+    # must not wait for a process that stays.
+    with asyncop.ProcessExecutor(1, kill_grace=0) as ex:
+        for _ in range(3):
+            op = runtime.spawn(jobs.poll_token, 30, executor=ex)
+            time.sleep(0.3)
+            start = time.monotonic()
+            op.cancel()
+            assert op.wait(10).state is OperationState.CANCELLED
+            assert time.monotonic() - start < 3
+
+
 def test_token_wait_returns_true_on_cancel_and_false_on_timeout(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
