@@ -1000,6 +1000,10 @@ def t_asyncio_future_in_asyncop_task(c: Ctx) -> BaseException:
 def t_asyncio_sleep_in_asyncop_task(c: Ctx) -> BaseException:
     async def main() -> None:
         await asyncio.sleep(1)
+
+    return failure_of(c.rt, main)
+
+
 # -- processes and signals ------------------------------------------------
 
 

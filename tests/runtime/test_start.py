@@ -241,7 +241,10 @@ def test_cancelled_target_before_started_raises_runtime_error(vruntime: asyncop.
                 target.cancel()
             with pytest.raises(RuntimeError, match=r"ended|cancel"):
                 await target.start(slow)
-            inner = outer.spawn(asyncop.sleep, 0)
+            async def nap() -> None:
+                await asyncop.sleep(0)
+
+            inner = outer.spawn(nap)
             await inner
         return "ok"
 
