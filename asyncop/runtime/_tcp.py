@@ -421,6 +421,8 @@ async def open_tcp_listeners(
             f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more; "
             "pass None for the OS maximum"
         )
+    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
+    backlog = min(backlog, 0xFFFF)
     infos = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     listeners: list[SocketListener] = []
     seen: set[tuple[int, Any]] = set()
