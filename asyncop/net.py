@@ -31,14 +31,14 @@ from .runtime._awaitables import readable, spawn_blocking, writable
 
 # Streams, servers, TLS, name resolution, Unix and UDP sockets.
 from .runtime._dns import getaddrinfo as getaddrinfo
+from .runtime._serve import serve_listeners as serve_listeners
+from .runtime._serve import serve_tcp as serve_tcp
 from .runtime._streams import DelimiterNotFound as DelimiterNotFound
 from .runtime._streams import IncompleteRead as IncompleteRead
 from .runtime._streams import SocketStream as SocketStream
 from .runtime._tcp import SocketListener as SocketListener
 from .runtime._tcp import open_tcp_listeners as open_tcp_listeners
 from .runtime._tcp import open_tcp_stream as open_tcp_stream
-from .runtime._tcp import serve_listeners as serve_listeners
-from .runtime._tcp import serve_tcp as serve_tcp
 from .runtime._tls import TLSStream as TLSStream
 from .runtime._udp import UDPSocket as UDPSocket
 from .runtime._udp import open_udp_socket as open_udp_socket

@@ -320,6 +320,10 @@ def _tls_over(transport: Any) -> net.TLSStream:
     )
 
 
+def t_tls_getpeercert_early(c: Any) -> BaseException:
+    return _raises(_tls_over(_FailingTransport(fail_receive=True)).getpeercert)
+
+
 def t_tls_transport_send_broke(c: Any) -> BaseException:
     return _run(c, _tls_over(_FailingTransport(fail_receive=False)).do_handshake)
 
@@ -578,6 +582,7 @@ NET_CASES = [
         "outcome",
         True,
     ),
+    ("tls-getpeercert-early", t_tls_getpeercert_early, ValueError, "getpeercert", "misuse", True),
     ("tls-closed", t_tls_closed, ClosedResourceError, "TLS stream", "misuse", True),
     ("tls-closed-under", t_tls_closed_under, ClosedResourceError, "TLS stream", "outcome", True),
     (

@@ -32,7 +32,7 @@ from asyncop.net import (
     serve_listeners,
     serve_tcp,
 )
-from asyncop.runtime import _dns, _tcp
+from asyncop.runtime import _dns, _serve, _tcp
 from asyncop.testing import assert_checkpoints
 
 from ._net import Status, finish
@@ -859,7 +859,7 @@ class FlakyListener(socket.socket):
 def test_accept_out_of_file_descriptors_backs_off_instead_of_spinning(
     runtime: asyncop.Runtime, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_tcp, "ACCEPT_BACKOFF", 0.05)
+    monkeypatch.setattr(_serve, "ACCEPT_BACKOFF", 0.05)
     sock = FlakyListener(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((HOST, 0))
     sock.listen()
@@ -892,9 +892,9 @@ def test_serve_tcp_refuses_a_handler_that_is_not_callable(runtime: asyncop.Runti
 
 
 def test_task_status_ignored_accepts_a_report() -> None:
-    _tcp.TASK_STATUS_IGNORED.started()
-    _tcp.TASK_STATUS_IGNORED.started([1])
-    assert repr(_tcp.TASK_STATUS_IGNORED) == "TASK_STATUS_IGNORED"
+    _serve.TASK_STATUS_IGNORED.started()
+    _serve.TASK_STATUS_IGNORED.started([1])
+    assert repr(_serve.TASK_STATUS_IGNORED) == "TASK_STATUS_IGNORED"
 
 
 # -- getaddrinfo --------------------------------------------------------------------

@@ -285,6 +285,32 @@ def test_a_cancelled_handshake_breaks_the_stream_and_leaves_nothing(
     finish(runtime)
 
 
+def test_tls_runs_over_another_tls_stream(runtime: asyncop.Runtime, certs: Certs) -> None:
+    async def handler(outer: Any) -> None:
+        inner = TLSStream.wrap(outer, ssl_context=certs.server_context(), server_side=True)
+        async with inner:
+            await inner.send_all(b"inner: " + await inner.receive_some())
+
+    async def main() -> bytes:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, certs.server_context())
+            outer: Any = await open_tcp_stream(HOST, port, ssl_context=certs.client_context())
+            inner = TLSStream.wrap(
+                outer, ssl_context=certs.client_context(), server_hostname="localhost"
+            )
+            with pytest.raises(ValueError, match="handshake"):
+                inner.getpeercert()
+            async with inner:
+                await inner.send_all(b"hello")
+                assert inner.getpeercert()["subjectAltName"][0] == ("DNS", "localhost")
+                reply = await inner.receive_exactly(len(b"inner: hello"))
+            server.cancel()
+        return bytes(reply)
+
+    assert runtime.run(main) == b"inner: hello"
+    finish(runtime)
+
+
 def test_wrap_checks_its_arguments(certs: Certs) -> None:
     a, b = socket.socketpair()
     with a, b:

@@ -1,4 +1,4 @@
-"""TCP clients and servers on the operation tree.
+"""TCP clients and listeners on the operation tree.
 
 Connecting: Happy Eyeballs
 --------------------------
@@ -17,35 +17,20 @@ attempt (each closes its half-open socket on the way out) and the staggering
 loop. A cancel of the caller reaches all of them the same way. When every
 attempt fails, one ``OSError`` lists each address and why it failed.
 
-Serving
--------
-``serve_listeners`` runs one accept loop per listener and one child
-operation per connection, all under one scope: cancelling the server
-cancels every connection, and the server ends only when they have ended.
-A handler that raises is logged on the ``asyncop.net`` logger and ends its
-own connection only (the server is *supervised*); a KeyboardInterrupt or
-SystemExit still stops everything. ``accept`` failing for lack of resources
-(EMFILE, ENFILE, ENOBUFS, ENOMEM) is logged and retried after
-``ACCEPT_BACKOFF`` seconds instead of spinning, as in trio: the condition
-usually passes once some connections close.
-
-``task_status.started(listeners)`` is called once the listeners accept, so
-``await scope.start(serve_tcp, handler, 0)`` gives the caller the listeners
-(and their ports) of a server that is ready.
+The servers built on these listeners (``serve_listeners``, ``serve_tcp``)
+are in ``_serve``.
 """
 
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import AsyncOperation, ClosedResourceError
+from ..operations import AsyncOperation
 from ..platform import check_timeout
 from . import _dns
 from ._awaitables import readable, select, sleep, writable
@@ -67,22 +52,13 @@ if TYPE_CHECKING:
     from ._tls import TLSStream
 
 __all__ = [
-    "ACCEPT_BACKOFF",
-    "TASK_STATUS_IGNORED",
     "SocketListener",
-    "check_handler",
+    "check_port",
     "connect_socket",
     "open_tcp_listeners",
     "open_tcp_stream",
-    "serve_listeners",
-    "serve_tcp",
 ]
 
-logger = logging.getLogger("asyncop.net")
-
-ACCEPT_BACKOFF = 0.1
-# accept() failing for lack of resources: back off and retry.
-_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # accept() failing for one connection that died in the queue: take the next.
 _IGNORED_ACCEPT_ERRNOS = frozenset(
     getattr(errno, name)
@@ -102,23 +78,7 @@ _IGNORED_ACCEPT_ERRNOS = frozenset(
 _IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN})
 
 
-@final
-class _TaskStatusIgnored:
-    """The default ``task_status``: ``started()`` does nothing."""
-
-    __slots__ = ()
-
-    def started(self, value: Any = None) -> None:
-        """Accept the report and drop it."""
-
-    def __repr__(self) -> str:
-        return "TASK_STATUS_IGNORED"
-
-
-TASK_STATUS_IGNORED: Any = _TaskStatusIgnored()
-
-
-def _check_port(port: object, what: str) -> int:
+def check_port(port: object, what: str) -> int:
     if isinstance(port, bool) or not isinstance(port, int):
         raise TypeError(f"{what} needs an int port, got {type(port).__name__}; pass e.g. 8080")
     if not 0 <= port <= 65535:
@@ -270,7 +230,7 @@ async def open_tcp_stream(
             f"open_tcp_stream() needs a str host, got {type(host).__name__}; "
             "pass a name or an address such as '127.0.0.1'"
         )
-    _check_port(port, "open_tcp_stream()")
+    check_port(port, "open_tcp_stream()")
     if server_hostname is not None and ssl_context is None:
         raise ValueError(
             "open_tcp_stream(server_hostname=...) only applies to TLS; pass ssl_context too"
@@ -413,7 +373,7 @@ async def open_tcp_listeners(
         OSError: the address is in use, or cannot be resolved.
         Cancelled: the task was cancelled; nothing is left open.
     """
-    _check_port(port, "open_tcp_listeners()")
+    check_port(port, "open_tcp_listeners()")
     if backlog is None:
         backlog = socket.SOMAXCONN
     elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
@@ -421,6 +381,8 @@ async def open_tcp_listeners(
             f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more; "
             "pass None for the OS maximum"
         )
+    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
+    backlog = min(backlog, 0xFFFF)
     infos = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     listeners: list[SocketListener] = []
     seen: set[tuple[int, Any]] = set()
@@ -478,188 +440,3 @@ async def open_tcp_listeners(
         raise
     await PASS
     return listeners
-
-
-# -- serving ---------------------------------------------------------------------
-
-Handler = Callable[[Any], Awaitable[object]]
-
-
-def check_handler(handler: object, what: str) -> None:
-    """Refuse a handler that cannot be called, before anything is opened."""
-    if not callable(handler):
-        raise TypeError(
-            f"{what} needs a callable handler, got {type(handler).__name__}; "
-            "pass an 'async def handler(stream)'"
-        )
-
-
-async def _close_quietly(stream: Any) -> None:
-    try:
-        await stream.aclose()
-    except Exception:
-        pass
-
-
-async def _handle(
-    handler: Handler,
-    stream: SocketStream,
-    ssl_context: ssl.SSLContext | None,
-    open_streams: set[SocketStream],
-) -> None:
-    peer = _peer_name(stream)
-    conversation: Any = stream
-    try:
-        if ssl_context is not None:
-            from ._tls import TLSStream
-
-            conversation = TLSStream.wrap(stream, ssl_context=ssl_context, server_side=True)
-            try:
-                await conversation.do_handshake()
-            except Exception as exc:
-                logger.warning("asyncop.net: TLS handshake with %s failed: %s", peer, exc)
-                return
-        await handler(conversation)
-    except Exception:
-        logger.exception(
-            "asyncop.net: the handler %r failed for the connection from %s", handler, peer
-        )
-    finally:
-        open_streams.discard(stream)
-        try:
-            await _close_quietly(conversation)
-        finally:
-            stream.close()
-
-
-def _peer_name(stream: SocketStream) -> str:
-    try:
-        peer = stream.getpeername()
-    except OSError:
-        return "a peer that already left"
-    if isinstance(peer, tuple):
-        return f"{peer[0]} port {peer[1]}"
-    return repr(peer) if peer else "an unnamed Unix socket"
-
-
-async def _accept_loop(
-    listener: SocketListener,
-    handler: Handler,
-    server: AsyncOperation,
-    ssl_context: ssl.SSLContext | None,
-    open_streams: set[SocketStream],
-) -> None:
-    while True:
-        try:
-            stream = await listener.accept()
-        except ClosedResourceError:
-            return  # the listener was closed: stop serving it
-        except OSError as exc:
-            if exc.errno not in _CAPACITY_ERRNOS:
-                raise
-            logger.warning(
-                "asyncop.net: accept() on %r failed (%s); retrying in %g s",
-                listener,
-                exc,
-                ACCEPT_BACKOFF,
-            )
-            await sleep(ACCEPT_BACKOFF)
-            continue
-        open_streams.add(stream)
-        server.spawn(
-            _handle,
-            handler,
-            stream,
-            ssl_context,
-            open_streams,
-            name=f"connection from {_peer_name(stream)}",
-        )
-
-
-async def serve_listeners(
-    handler: Handler,
-    listeners: Sequence[SocketListener],
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    task_status: Any = TASK_STATUS_IGNORED,
-) -> None:
-    """Accept connections on ``listeners`` and run ``handler(stream)`` for each.
-
-    Each connection's handler runs as a child operation of the server, and
-    its stream is closed when the handler returns. A handler that raises is
-    logged on the ``asyncop.net`` logger and ends only its own connection.
-    Cancelling the server cancels every connection. Closing every listener
-    stops accepting; the call then returns once the connections have ended.
-    The listeners are closed when it returns.
-
-    Args:
-        handler: ``async def handler(stream)``.
-        listeners: what to accept on.
-        ssl_context: wrap each connection in server-side TLS; a failed
-            handshake is logged and the handler is not called.
-        task_status: ``task_status.started(listeners)`` is called once
-            the server accepts.
-
-    Raises:
-        Cancelled: the server was cancelled (the usual way to stop it).
-    """
-    check_handler(handler, "serve_listeners()")
-    listeners = list(listeners)
-    open_streams: set[SocketStream] = set()
-    try:
-        async with scope(name="server") as server:
-            for listener in listeners:
-                server.spawn(
-                    _accept_loop,
-                    listener,
-                    handler,
-                    server,
-                    ssl_context,
-                    open_streams,
-                    name=f"accept on {listener!r}",
-                )
-            task_status.started(listeners)
-    finally:
-        for listener in listeners:
-            listener.close()
-        # A connection whose operation was cancelled before it ran never
-        # closed its stream.
-        for stream in list(open_streams):
-            stream.close()
-    # A cancel that reached the children after the block had finished is
-    # still the server's end: report it as one.
-    await PASS
-
-
-async def serve_tcp(
-    handler: Handler,
-    port: int,
-    *,
-    host: str | bytes | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-    backlog: int | None = None,
-    task_status: Any = TASK_STATUS_IGNORED,
-) -> None:
-    """Serve TCP connections on ``port``: ``handler(stream)`` runs for each.
-
-    Opens the listeners with ``open_tcp_listeners`` and serves them with
-    ``serve_listeners`` (see there). Runs until cancelled.
-
-    Args:
-        handler: ``async def handler(stream)``; the stream is a
-            ``SocketStream``, or a ``TLSStream`` with ``ssl_context``.
-        port: the port; 0 for any free port (read it from the listeners
-            given to ``task_status.started``).
-        host: the address to listen on; None for every interface.
-        ssl_context: serve TLS with this (server-side) context.
-        backlog: the accept queue length.
-        task_status: ``task_status.started(listeners)`` is called once
-            the server accepts.
-
-    Raises:
-        OSError: the port is in use.
-        Cancelled: the server was cancelled.
-    """
-    check_handler(handler, "serve_tcp()")
-    listeners = await open_tcp_listeners(port, host=host, backlog=backlog)
-    await serve_listeners(handler, listeners, ssl_context=ssl_context, task_status=task_status)

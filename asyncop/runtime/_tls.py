@@ -547,9 +547,17 @@ class TLSStream(_BufferedReceiver):
     def getpeercert(self, binary_form: bool = False) -> Any:
         """The peer's certificate, as ``ssl.SSLSocket.getpeercert`` gives it.
 
-        None before the handshake, or if the peer sent none. (A client's
-        certificate is only checked and shown when the server asked for it.)
+        None if the peer sent none (a server only gets a client's
+        certificate when it asked for one).
+
+        Raises:
+            ValueError: the handshake has not happened yet.
         """
+        if not self._handshook:
+            raise ValueError(
+                "getpeercert() needs the TLS handshake done, and it has not happened yet; "
+                "await tls.do_handshake() first"
+            )
         return self._ssl.getpeercert(binary_form)
 
     def selected_alpn_protocol(self) -> str | None:

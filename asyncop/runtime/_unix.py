@@ -26,8 +26,9 @@ import weakref
 from typing import Any
 
 from ._awaitables import sleep, writable
+from ._serve import TASK_STATUS_IGNORED, Handler, check_handler, serve_listeners
 from ._streams import PASS, SocketStream
-from ._tcp import TASK_STATUS_IGNORED, Handler, SocketListener, check_handler, serve_listeners
+from ._tcp import SocketListener
 
 __all__ = ["forget_socket_file", "open_unix_listener", "open_unix_stream", "serve_unix"]
 
