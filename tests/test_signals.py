@@ -257,3 +257,26 @@ def test_a_child_process_receives_sigterm_through_a_receiver(rt: asyncop.Runtime
         return line, child.returncode or 0
 
     assert rt.run(main) == (b"got SIGTERM", 0)
+
+
+def test_a_signal_landing_on_a_worker_thread_still_reaches_the_receiver(
+    rt: asyncop.Runtime,
+) -> None:
+    # Only the main thread runs Python signal handlers. Delivered to a worker,
+    # the signal only flags the main thread, which must notice while it waits
+    # in runtime.run(), without the operation ending first.
+    async def main(received: SignalReceiver) -> list[int]:
+        async with asyncop.scope(timeout=10) as s:
+            reader = s.spawn(take, received, 1)
+            await wait_all_blocked()
+            signal.pthread_kill(threading.get_ident(), USR1)  # this worker thread
+        return reader.result()  # type: ignore[no-any-return]
+
+    late: list[int] = []  # with the bug, the signal comes too late: it lands here
+    previous = signal.signal(USR1, lambda signum, frame: late.append(signum))
+    try:
+        with open_signal_receiver(USR1) as received:
+            assert rt.run(main, received) == [USR1]
+    finally:
+        signal.signal(USR1, previous)
+    assert late == []

@@ -46,6 +46,7 @@ import contextvars
 import enum
 import logging
 import sys
+import threading
 from collections.abc import Callable, Generator, Iterator
 from types import CodeType
 from typing import TYPE_CHECKING, Any, final
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["AsyncOperation", "OpKind", "Outcome", "run_after"]
 
 logger = logging.getLogger("asyncop")
+# Signal handlers run on this thread only; see _block_until_final.
+_MAIN_THREAD_ID = threading.main_thread().ident
 
 _CREATED = OperationState.CREATED
 _PENDING = OperationState.PENDING
@@ -526,7 +529,14 @@ class AsyncOperation:
                 return True
             self._add_waiter_locked(waiter)
         try:
-            got = waiter.acquire() if timeout is None else acquire_for(waiter, timeout)
+            # The main thread waits in slices even without a timeout: a signal
+            # whose Python handler is due just before the acquire (a Ctrl-C,
+            # an open_signal_receiver's) would otherwise only run once the
+            # operation ended, which may be never.
+            if timeout is None and _thread.get_ident() != _MAIN_THREAD_ID:
+                got = waiter.acquire()
+            else:
+                got = acquire_for(waiter, timeout)
         except BaseException:
             self._remove_waiter(waiter)
             raise
