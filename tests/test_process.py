@@ -38,6 +38,8 @@ from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, for child interpreters
+
 PY = sys.executable
 
 
@@ -668,7 +670,7 @@ with asyncop.Runtime(2) as runtime:
 
 
 def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(
         [PY, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     ) as script:

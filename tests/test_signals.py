@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from asyncop.testing import wait_all_blocked
 from tests._children import leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, for child interpreters
 
 USR1, USR2 = signal.SIGUSR1, signal.SIGUSR2
 
@@ -246,7 +249,7 @@ with asyncop.Runtime(2) as runtime:
 
 
 def test_a_child_process_receives_sigterm_through_a_receiver(rt: asyncop.Runtime) -> None:
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     async def main() -> tuple[bytes, int]:
         async with open_process([sys.executable, "-c", CHILD], stdin=DEVNULL, env=env) as child:
