@@ -681,3 +681,61 @@ def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
     assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
     with pytest.raises(ProcessLookupError):
         os.kill(grandchild, 0)  # stopped and reaped before the script went on
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mixed_receives_give_back_exactly_the_bytes_sent(rt: asyncop.Runtime, seed: int) -> None:
+    """Delimiters split across reads, partial reads kept: the stream stays exact."""
+    import random
+
+    rng = random.Random(seed)
+    data = b"".join(
+        rng.choice([b"\r\n", b"x", b"yz", os.urandom(rng.randrange(1, 300))]) for _ in range(3000)
+    )
+
+    async def write(process: Process) -> None:
+        assert process.stdin is not None
+        view = memoryview(data)
+        while view:
+            size = rng.randrange(1, 4000)
+            split = bytes(view[:8000]).find(b"\r\n")
+            cut = split >= 0 and rng.random() < 0.5
+            if cut:
+                size = split + 1  # between \r and \n
+            await process.stdin.send_all(view[:size])
+            view = view[size:]
+            if cut:
+                await asyncop.sleep(0.001)  # the reader sees the \r alone
+        await process.stdin.send_eof()
+
+    async def main() -> bytes:
+        got = bytearray()
+        async with open_process(["cat"]) as process, asyncop.scope() as s:
+            s.spawn(write, process)
+            out = process.stdout
+            assert out is not None
+            while True:
+                kind = rng.randrange(3)
+                try:
+                    if kind == 0:
+                        line = await out.receive_until(b"\r\n", 100_000)
+                        assert b"\r\n" not in line, f"seed {seed}: a delimiter was skipped"
+                        got += line + b"\r\n"
+                    elif kind == 1:
+                        got += await out.receive_exactly(rng.randrange(0, 5000))
+                    elif not (chunk := await out.receive_some(rng.randrange(1, 5000))):
+                        break
+                    else:
+                        got += chunk
+                except EOFError:
+                    pass  # what came stays in the stream, for receive_some()
+        return bytes(got)
+
+    got = run(rt, main)
+    assert got == data, f"seed {seed}: the bytes differ from offset {_first_difference(got, data)}"
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
