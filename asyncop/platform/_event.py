@@ -62,3 +62,4 @@ class WakeEvent:
     def __repr__(self) -> str:
         state = "signalled" if self.is_set() else "clear"
         return f"<WakeEvent {state}>"
+
