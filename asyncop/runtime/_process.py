@@ -45,6 +45,17 @@ parent's ends are raw non-blocking descriptors from the start. Each is a
 first, so a task parked on it wakes with ``ClosedResourceError`` instead of
 waiting on a number the OS may reuse.
 
+Starting
+--------
+``open_process()`` starts the process in the call and returns the
+``Process``, so it works the same from a task or a plain thread, and a
+``Process`` awaited gives itself without suspending: trio and anyio spell
+it ``process = await open_process(...)``, and code written for them runs
+unchanged. The await is deliberately no cancellation point: the process is
+running by then, and raising there would leave it to nobody.
+``run_process()`` does checkpoint before it starts anything, so a cancelled
+task starts no process.
+
 Commands follow trio's rules: with ``shell=False`` (the default) the command
 is a sequence ``[program, arg, ...]`` and a string is refused, because a
 string would silently be taken as the name of one program; with
