@@ -548,7 +548,8 @@ def test_cancelled_wait_terminates_first(rt: asyncop.Runtime) -> None:
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_kill_grace(rt: asyncop.Runtime) -> None:
-    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
+    with pytest.warns(RuntimeWarning, match=r"ignored SIGTERM for 0\.5 s"):
+        elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
     assert code == -signal.SIGKILL
     assert 0.55 <= elapsed < 4.5
 
@@ -587,7 +588,8 @@ def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime
         await process.aclose()
         return elapsed, process.returncode, waiter.state
 
-    elapsed, code, state = run(rt, main)
+    with pytest.warns(RuntimeWarning, match="ignored SIGTERM"):
+        elapsed, code, state = run(rt, main)
     assert state is asyncop.OperationState.CANCELLED
     assert code == -signal.SIGKILL
     assert elapsed >= 0.5
@@ -632,9 +634,53 @@ def test_without_pidfd_a_cancel_still_kills_and_reaps(
     rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_process, "use_pidfd", False)
-    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
+    with pytest.warns(RuntimeWarning, match="ignored SIGTERM"):
+        elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
     assert code == -signal.SIGKILL  # the rt fixture checks the waiter thread ended
     assert 0.35 <= elapsed < 4.5
+
+
+def test_a_failing_terminate_is_a_warning_and_the_process_is_killed(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_terminate(self: Process) -> None:
+        raise PermissionError(1, "whoops")
+
+    monkeypatch.setattr(Process, "terminate", broken_terminate)
+    with pytest.warns(RuntimeWarning, match="whoops.*killing it instead"):
+        elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM)
+    assert code == -signal.SIGKILL
+    assert elapsed < 4.0
+
+
+def test_poll_is_returncode_and_notices_a_reap_elsewhere(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[int | None, int]:
+        async with open_process(["sleep", "30"], stdin=DEVNULL) as process, asyncop.scope() as s:
+            waiter = s.spawn(process.wait)
+            await wait_all_blocked()
+            running = process.poll()
+            process.terminate()
+            process._popen.wait()  # reaped behind the waiter's back
+            assert process.poll() == -signal.SIGTERM
+        return running, waiter.result()
+
+    assert run(rt, main) == (None, -signal.SIGTERM)
+
+
+def test_wait_works_when_sigchld_is_ignored(rt: asyncop.Runtime) -> None:
+    # The kernel then reaps children itself, and waitpid() fails with ECHILD;
+    # the status cannot be known, and subprocess reports 0.
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+
+        async def main() -> int:
+            async with open_process(["sleep", "30"], stdin=DEVNULL) as process:
+                process.kill()
+                return await process.wait()
+
+        assert run(rt, main) == 0
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
 
 
 def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:

@@ -62,4 +62,3 @@ class WakeEvent:
     def __repr__(self) -> str:
         state = "signalled" if self.is_set() else "clear"
         return f"<WakeEvent {state}>"
-

@@ -68,7 +68,8 @@ import enum
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Generator, Sequence
+import warnings
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from typing import IO, Any, Final, final
 
 from ..operations import (
@@ -460,6 +461,10 @@ class Process:
         """
         return self._popen.poll()
 
+    def poll(self) -> int | None:
+        """The exit status, or None while the process runs; the same as ``returncode``."""
+        return self._popen.poll()
+
     def send_signal(self, sig: int) -> None:
         """Send signal ``sig`` to the process; nothing if it was already reaped."""
         self._popen.send_signal(sig)
@@ -522,16 +527,34 @@ class Process:
         async with scope(shield=True, name=f"stopping process {self.pid}"):
             if self._popen.poll() is None:
                 grace = self._kill_grace
-                if grace == 0.0:
-                    self.kill()
-                else:
-                    self.terminate()
+                if grace != 0.0 and self._signal_or_warn(self.terminate):
                     try:
                         async with scope(timeout=grace):
                             await self._reap()
                     except TimeoutError:
-                        self.kill()
+                        warnings.warn(
+                            f"{self!r} ignored SIGTERM for {grace:g} s after a cancel; "
+                            "it was killed with SIGKILL (set kill_grace to wait longer)",
+                            RuntimeWarning,
+                            stacklevel=1,
+                        )
+                if self._popen.poll() is None:
+                    self._signal_or_warn(self.kill)
             await self._reap()
+
+    def _signal_or_warn(self, send: Callable[[], None]) -> bool:
+        """Send a stop signal; a failure is a warning, not a reason to leave the process."""
+        try:
+            send()
+        except OSError as exc:
+            then = "waiting for it anyway" if send == self.kill else "killing it instead"
+            warnings.warn(
+                f"{send.__name__}() on {self!r} failed after a cancel ({exc}); {then}",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+            return False
+        return True
 
     def _close_pidfd(self) -> None:
         fd = self._pidfd
