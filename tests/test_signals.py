@@ -182,7 +182,7 @@ def test_opening_off_the_main_thread_raises_runtime_error(rt: asyncop.Runtime) -
 @pytest.mark.parametrize(
     ("signals", "error", "words"),
     [
-        ((), TypeError, "no signal"),
+        ((), TypeError, "No signals were provided"),
         (("SIGTERM",), TypeError, "signal numbers"),
         ((USR1, signal.SIGKILL), ValueError, "SIGKILL"),
         ((USR1, 10_000), ValueError, "not a signal"),
@@ -283,3 +283,44 @@ def test_a_signal_landing_on_a_worker_thread_still_reaches_the_receiver(
     finally:
         signal.signal(USR1, previous)
     assert late == []
+
+
+def test_two_signals_kept_pending_alternate_instead_of_starving(rt: asyncop.Runtime) -> None:
+    got: list[int] = []
+    with open_signal_receiver(USR1, USR2) as received:
+        for _ in range(6):
+            signal.raise_signal(USR1)  # handled here, on the main thread, at once
+            signal.raise_signal(USR2)
+            got.append(rt.run(received.__anext__))
+        while len(got) < 7:  # the one left pending
+            got.append(rt.run(received.__anext__))
+    assert got == [USR1, USR2] * 3 + [USR1]
+
+
+def test_a_signal_named_twice_is_caught_and_restored_once(rt: asyncop.Runtime) -> None:
+    with open_signal_receiver(USR1, USR1, signal.Signals.SIGUSR1) as received:
+        assert "SIGUSR1)" in repr(received)
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+def test_unread_signals_redelivered_to_ignoring_or_raising_handlers(rt: asyncop.Runtime) -> None:
+    previous = {s: signal.getsignal(s) for s in (USR1, USR2)}
+    try:
+        signal.signal(USR1, signal.SIG_IGN)
+        with open_signal_receiver(USR1):
+            signal.raise_signal(USR1)
+        # Reaching this line is the test: SIG_IGN dropped it, nothing died.
+
+        def raising(signum: int, frame: object) -> None:
+            raise RuntimeError(signum)
+
+        signal.signal(USR1, raising)
+        signal.signal(USR2, raising)
+        with pytest.raises(RuntimeError) as info, open_signal_receiver(USR1, USR2):
+            signal.raise_signal(USR1)
+            signal.raise_signal(USR2)
+        # Every handler ran, each error chained to the one before.
+        assert {info.value.args[0], info.value.__context__.args[0]} == {USR1, USR2}  # type: ignore[union-attr]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
