@@ -28,7 +28,6 @@ from subprocess import STDOUT as STDOUT
 from ._exports import publish as _publish
 from .runtime._process import PipeStream as PipeStream
 from .runtime._process import Process as Process
-from .runtime._process import ProcessStart as ProcessStart
 from .runtime._process import open_process as open_process
 from .runtime._process import run_process as run_process
 
@@ -38,7 +37,6 @@ __all__ = [
     "STDOUT",
     "PipeStream",
     "Process",
-    "ProcessStart",
     "open_process",
     "run_process",
 ]

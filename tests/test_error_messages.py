@@ -1203,16 +1203,6 @@ def t_process_input_text(c: Ctx) -> BaseException:
     return failure_of(c.rt, main)
 
 
-def t_process_started_twice(c: Ctx) -> BaseException:
-    async def main() -> None:
-        start = open_process(["true"])
-        async with await start:
-            pass
-        await start
-
-    return failure_of(c.rt, main)
-
-
 def t_process_input_and_stdin(c: Ctx) -> BaseException:
     async def main() -> None:
         await run_process(["true"], input=b"x", stdin=None)
@@ -1877,7 +1867,6 @@ CASES += [
     Case("process-empty-command", t_process_empty_command, ValueError, "open_process()"),
     Case("process-stdout-stdout", t_process_stdout_to_stdout, ValueError, "stdout=STDOUT"),
     Case("process-input-text", t_process_input_text, TypeError, "str"),
-    Case("process-started-twice", t_process_started_twice, RuntimeError, "['true']"),
     Case("process-input-and-stdin", t_process_input_and_stdin, ValueError, "run_process()"),
     Case("process-kill-grace-type", t_process_kill_grace_type, TypeError, "kill_grace"),
     Case("process-kill-grace-nan", t_process_kill_grace_nan, ValueError, "kill_grace"),

@@ -29,7 +29,6 @@ from asyncop.process import (
     STDOUT,
     PipeStream,
     Process,
-    ProcessStart,
     open_process,
     run_process,
 )
@@ -38,6 +37,8 @@ from asyncop.testing import wait_all_blocked
 from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, for child interpreters
 
 PY = sys.executable
 
@@ -408,37 +409,38 @@ def test_fallback_wait_returns_the_status(
     assert (result.returncode, result.stdout) == (2, b"done\n")
 
 
-def test_open_process_checks_at_the_call_and_starts_at_the_await(rt: asyncop.Runtime) -> None:
+def test_open_process_starts_at_once_and_may_be_awaited_as_trio_and_anyio_write_it(
+    rt: asyncop.Runtime,
+) -> None:
     before = child_pids()
-    start = open_process(["sh", "-c", "exit 6"], stdin=PIPE, stdout=DEVNULL, stderr=DEVNULL)
-    assert isinstance(start, ProcessStart)
-    assert child_pids() == before  # made on a plain thread: nothing runs yet
+    process = open_process(["sh", "-c", "read x; exit 6"], stdout=DEVNULL, stderr=DEVNULL)
+    assert isinstance(process, Process)
+    assert child_pids() - before == {process.pid}  # started by the call, from a plain thread
 
     async def main() -> int:
-        process = await start
-        assert isinstance(process, Process)
-        async with process:  # anyio's form: async with await open_process(...)
-            pass
-        with pytest.raises(RuntimeError, match="already awaited"):
-            await start
+        assert await process is process  # not a wait for the exit
+        async with await process:  # anyio's spelling
+            assert process.stdin is not None
+            await process.stdin.send_all(b"\n")
+        assert isinstance(await open_process(["true"]), Process)  # trio's (left unwaited)
         return await process.wait()
 
     assert run(rt, main) == 6
+    reap_strays(before)
 
 
-def test_an_open_process_never_awaited_warns_and_starts_nothing(rt: asyncop.Runtime) -> None:
-    before = child_pids()
-    with pytest.warns(RuntimeWarning, match="never awaited"):
-        open_process(["sleep", "60"])
-    assert child_pids() == before
+def reap_strays(before: set[int]) -> None:
+    """Reap the processes a test started on purpose and never waited for."""
+    for pid in child_pids() - before:
+        os.waitpid(pid, 0)
 
 
-def test_a_cancelled_task_starts_no_process(rt: asyncop.Runtime) -> None:
+def test_a_cancelled_task_starts_no_process_in_run_process(rt: asyncop.Runtime) -> None:
     before = child_pids()
 
     async def main() -> None:
         asyncop.current_operation().cancel()  # type: ignore[union-attr]
-        await open_process(["sleep", "60"])
+        await run_process(["sleep", "60"])
 
     with pytest.raises(asyncop.CancellationError):
         run(rt, main)
@@ -546,7 +548,8 @@ def test_cancelled_wait_terminates_first(rt: asyncop.Runtime) -> None:
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_kill_grace(rt: asyncop.Runtime) -> None:
-    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
+    with pytest.warns(RuntimeWarning, match=r"ignored SIGTERM for 0\.5 s"):
+        elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.5)
     assert code == -signal.SIGKILL
     assert 0.55 <= elapsed < 4.5
 
@@ -585,7 +588,8 @@ def test_a_second_cancel_does_not_cut_the_grace_period_short(rt: asyncop.Runtime
         await process.aclose()
         return elapsed, process.returncode, waiter.state
 
-    elapsed, code, state = run(rt, main)
+    with pytest.warns(RuntimeWarning, match="ignored SIGTERM"):
+        elapsed, code, state = run(rt, main)
     assert state is asyncop.OperationState.CANCELLED
     assert code == -signal.SIGKILL
     assert elapsed >= 0.5
@@ -630,9 +634,53 @@ def test_without_pidfd_a_cancel_still_kills_and_reaps(
     rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_process, "use_pidfd", False)
-    elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
+    with pytest.warns(RuntimeWarning, match="ignored SIGTERM"):
+        elapsed, code = _cancel_wait(rt, IGNORE_SIGTERM, kill_grace=0.3)
     assert code == -signal.SIGKILL  # the rt fixture checks the waiter thread ended
     assert 0.35 <= elapsed < 4.5
+
+
+def test_a_failing_terminate_is_a_warning_and_the_process_is_killed(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_terminate(self: Process) -> None:
+        raise PermissionError(1, "whoops")
+
+    monkeypatch.setattr(Process, "terminate", broken_terminate)
+    with pytest.warns(RuntimeWarning, match="whoops.*killing it instead"):
+        elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM)
+    assert code == -signal.SIGKILL
+    assert elapsed < 4.0
+
+
+def test_poll_is_returncode_and_notices_a_reap_elsewhere(rt: asyncop.Runtime) -> None:
+    async def main() -> tuple[int | None, int]:
+        async with open_process(["sleep", "30"], stdin=DEVNULL) as process, asyncop.scope() as s:
+            waiter = s.spawn(process.wait)
+            await wait_all_blocked()
+            running = process.poll()
+            process.terminate()
+            process._popen.wait()  # reaped behind the waiter's back
+            assert process.poll() == -signal.SIGTERM
+        return running, waiter.result()
+
+    assert run(rt, main) == (None, -signal.SIGTERM)
+
+
+def test_wait_works_when_sigchld_is_ignored(rt: asyncop.Runtime) -> None:
+    # The kernel then reaps children itself, and waitpid() fails with ECHILD;
+    # the status cannot be known, and subprocess reports 0.
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+
+        async def main() -> int:
+            async with open_process(["sleep", "30"], stdin=DEVNULL) as process:
+                process.kill()
+                return await process.wait()
+
+        assert run(rt, main) == 0
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
 
 
 def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
@@ -668,7 +716,7 @@ with asyncop.Runtime(2) as runtime:
 
 
 def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(
         [PY, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     ) as script:
@@ -679,3 +727,61 @@ def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
     assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
     with pytest.raises(ProcessLookupError):
         os.kill(grandchild, 0)  # stopped and reaped before the script went on
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mixed_receives_give_back_exactly_the_bytes_sent(rt: asyncop.Runtime, seed: int) -> None:
+    """Delimiters split across reads, partial reads kept: the stream stays exact."""
+    import random
+
+    rng = random.Random(seed)
+    data = b"".join(
+        rng.choice([b"\r\n", b"x", b"yz", os.urandom(rng.randrange(1, 300))]) for _ in range(3000)
+    )
+
+    async def write(process: Process) -> None:
+        assert process.stdin is not None
+        view = memoryview(data)
+        while view:
+            size = rng.randrange(1, 4000)
+            split = bytes(view[:8000]).find(b"\r\n")
+            cut = split >= 0 and rng.random() < 0.5
+            if cut:
+                size = split + 1  # between \r and \n
+            await process.stdin.send_all(view[:size])
+            view = view[size:]
+            if cut:
+                await asyncop.sleep(0.001)  # the reader sees the \r alone
+        await process.stdin.send_eof()
+
+    async def main() -> bytes:
+        got = bytearray()
+        async with open_process(["cat"]) as process, asyncop.scope() as s:
+            s.spawn(write, process)
+            out = process.stdout
+            assert out is not None
+            while True:
+                kind = rng.randrange(3)
+                try:
+                    if kind == 0:
+                        line = await out.receive_until(b"\r\n", 100_000)
+                        assert b"\r\n" not in line, f"seed {seed}: a delimiter was skipped"
+                        got += line + b"\r\n"
+                    elif kind == 1:
+                        got += await out.receive_exactly(rng.randrange(0, 5000))
+                    elif not (chunk := await out.receive_some(rng.randrange(1, 5000))):
+                        break
+                    else:
+                        got += chunk
+                except EOFError:
+                    pass  # what came stays in the stream, for receive_some()
+        return bytes(got)
+
+    got = run(rt, main)
+    assert got == data, f"seed {seed}: the bytes differ from offset {_first_difference(got, data)}"
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )

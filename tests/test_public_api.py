@@ -58,7 +58,7 @@ TOP_LEVEL = {
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
 SIGNALS = {"open_signal_receiver", "SignalReceiver"}
-PROCESS = {"run_process", "open_process", "Process", "ProcessStart", "PipeStream"}
+PROCESS = {"run_process", "open_process", "Process", "PipeStream"}
 PROCESS |= {"PIPE", "DEVNULL", "STDOUT"}
 
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from asyncop.testing import wait_all_blocked
 from tests._children import leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, for child interpreters
 
 USR1, USR2 = signal.SIGUSR1, signal.SIGUSR2
 
@@ -179,7 +182,7 @@ def test_opening_off_the_main_thread_raises_runtime_error(rt: asyncop.Runtime) -
 @pytest.mark.parametrize(
     ("signals", "error", "words"),
     [
-        ((), TypeError, "no signal"),
+        ((), TypeError, "No signals were provided"),
         (("SIGTERM",), TypeError, "signal numbers"),
         ((USR1, signal.SIGKILL), ValueError, "SIGKILL"),
         ((USR1, 10_000), ValueError, "not a signal"),
@@ -246,7 +249,7 @@ with asyncop.Runtime(2) as runtime:
 
 
 def test_a_child_process_receives_sigterm_through_a_receiver(rt: asyncop.Runtime) -> None:
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     async def main() -> tuple[bytes, int]:
         async with open_process([sys.executable, "-c", CHILD], stdin=DEVNULL, env=env) as child:
@@ -257,3 +260,67 @@ def test_a_child_process_receives_sigterm_through_a_receiver(rt: asyncop.Runtime
         return line, child.returncode or 0
 
     assert rt.run(main) == (b"got SIGTERM", 0)
+
+
+def test_a_signal_landing_on_a_worker_thread_still_reaches_the_receiver(
+    rt: asyncop.Runtime,
+) -> None:
+    # Only the main thread runs Python signal handlers. Delivered to a worker,
+    # the signal only flags the main thread, which must notice while it waits
+    # in runtime.run(), without the operation ending first.
+    async def main(received: SignalReceiver) -> list[int]:
+        async with asyncop.scope(timeout=10) as s:
+            reader = s.spawn(take, received, 1)
+            await wait_all_blocked()
+            signal.pthread_kill(threading.get_ident(), USR1)  # this worker thread
+        return reader.result()  # type: ignore[no-any-return]
+
+    late: list[int] = []  # with the bug, the signal comes too late: it lands here
+    previous = signal.signal(USR1, lambda signum, frame: late.append(signum))
+    try:
+        with open_signal_receiver(USR1) as received:
+            assert rt.run(main, received) == [USR1]
+    finally:
+        signal.signal(USR1, previous)
+    assert late == []
+
+
+def test_two_signals_kept_pending_alternate_instead_of_starving(rt: asyncop.Runtime) -> None:
+    got: list[int] = []
+    with open_signal_receiver(USR1, USR2) as received:
+        for _ in range(6):
+            signal.raise_signal(USR1)  # handled here, on the main thread, at once
+            signal.raise_signal(USR2)
+            got.append(rt.run(received.__anext__))
+        while len(got) < 7:  # the one left pending
+            got.append(rt.run(received.__anext__))
+    assert got == [USR1, USR2] * 3 + [USR1]
+
+
+def test_a_signal_named_twice_is_caught_and_restored_once(rt: asyncop.Runtime) -> None:
+    with open_signal_receiver(USR1, USR1, signal.Signals.SIGUSR1) as received:
+        assert "SIGUSR1)" in repr(received)
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+def test_unread_signals_redelivered_to_ignoring_or_raising_handlers(rt: asyncop.Runtime) -> None:
+    previous = {s: signal.getsignal(s) for s in (USR1, USR2)}
+    try:
+        signal.signal(USR1, signal.SIG_IGN)
+        with open_signal_receiver(USR1):
+            signal.raise_signal(USR1)
+        # Reaching this line is the test: SIG_IGN dropped it, nothing died.
+
+        def raising(signum: int, frame: object) -> None:
+            raise RuntimeError(signum)
+
+        signal.signal(USR1, raising)
+        signal.signal(USR2, raising)
+        with pytest.raises(RuntimeError) as info, open_signal_receiver(USR1, USR2):
+            signal.raise_signal(USR1)
+            signal.raise_signal(USR2)
+        # Every handler ran, each error chained to the one before.
+        assert {info.value.args[0], info.value.__context__.args[0]} == {USR1, USR2}  # type: ignore[union-attr]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

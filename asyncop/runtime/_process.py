@@ -45,6 +45,17 @@ parent's ends are raw non-blocking descriptors from the start. Each is a
 first, so a task parked on it wakes with ``ClosedResourceError`` instead of
 waiting on a number the OS may reuse.
 
+Starting
+--------
+``open_process()`` starts the process in the call and returns the
+``Process``, so it works the same from a task or a plain thread, and a
+``Process`` awaited gives itself without suspending: trio and anyio spell
+it ``process = await open_process(...)``, and code written for them runs
+unchanged. The await is deliberately no cancellation point: the process is
+running by then, and raising there would leave it to nobody.
+``run_process()`` does checkpoint before it starts anything, so a cancelled
+task starts no process.
+
 Commands follow trio's rules: with ``shell=False`` (the default) the command
 is a sequence ``[program, arg, ...]`` and a string is refused, because a
 string would silently be taken as the name of one program; with
@@ -58,7 +69,7 @@ import os
 import subprocess
 import threading
 import warnings
-from collections.abc import AsyncIterator, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from typing import IO, Any, Final, final
 
 from ..operations import (
@@ -72,7 +83,7 @@ from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking, w
 from ._scope import scope
 from ._sync import Lock
 
-__all__ = ["PipeStream", "Process", "ProcessStart", "open_process", "run_process"]
+__all__ = ["PipeStream", "Process", "open_process", "run_process"]
 
 PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
@@ -450,6 +461,10 @@ class Process:
         """
         return self._popen.poll()
 
+    def poll(self) -> int | None:
+        """The exit status, or None while the process runs; the same as ``returncode``."""
+        return self._popen.poll()
+
     def send_signal(self, sig: int) -> None:
         """Send signal ``sig`` to the process; nothing if it was already reaped."""
         self._popen.send_signal(sig)
@@ -512,16 +527,34 @@ class Process:
         async with scope(shield=True, name=f"stopping process {self.pid}"):
             if self._popen.poll() is None:
                 grace = self._kill_grace
-                if grace == 0.0:
-                    self.kill()
-                else:
-                    self.terminate()
+                if grace != 0.0 and self._signal_or_warn(self.terminate):
                     try:
                         async with scope(timeout=grace):
                             await self._reap()
                     except TimeoutError:
-                        self.kill()
+                        warnings.warn(
+                            f"{self!r} ignored SIGTERM for {grace:g} s after a cancel; "
+                            "it was killed with SIGKILL (set kill_grace to wait longer)",
+                            RuntimeWarning,
+                            stacklevel=1,
+                        )
+                if self._popen.poll() is None:
+                    self._signal_or_warn(self.kill)
             await self._reap()
+
+    def _signal_or_warn(self, send: Callable[[], None]) -> bool:
+        """Send a stop signal; a failure is a warning, not a reason to leave the process."""
+        try:
+            send()
+        except OSError as exc:
+            then = "waiting for it anyway" if send == self.kill else "killing it instead"
+            warnings.warn(
+                f"{send.__name__}() on {self!r} failed after a cancel ({exc}); {then}",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+            return False
+        return True
 
     def _close_pidfd(self) -> None:
         fd = self._pidfd
@@ -550,6 +583,15 @@ class Process:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    def __await__(self) -> Generator[Any, None, Process]:
+        """``await open_process(...)``, as trio and anyio write it, gives the process.
+
+        It does not wait for the process to exit: that is ``wait()``. Not a
+        cancellation point (the process is running already, and is yours).
+        """
+        return self
+        yield  # a generator that never suspends
 
     def __del__(self) -> None:
         fd = getattr(self, "_pidfd", -1)
@@ -590,60 +632,6 @@ def _pipe_pair(child_reads: bool) -> tuple[int, int]:
     return (write_end, read_end) if child_reads else (read_end, write_end)
 
 
-@final
-class ProcessStart:
-    """What ``open_process()`` returns: await it, or enter it with ``async with``.
-
-    ``process = await open_process(...)`` starts the process and gives the
-    ``Process``; ``async with open_process(...) as process:`` does the same
-    and, on the way out, closes the pipes and waits for the process, as
-    ``async with process`` does. Nothing starts until one of the two.
-    """
-
-    __slots__ = ("_options", "_process", "_used")
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        self._options = options
-        self._process: Process | None = None
-        self._used = False
-
-    def __repr__(self) -> str:
-        return f"<ProcessStart {self._options['command']!r}>"
-
-    def __await__(self) -> Generator[Any, None, Process]:
-        return self._start().__await__()
-
-    async def _start(self) -> Process:
-        if self._used:
-            raise RuntimeError(
-                f"{self!r} was already awaited or entered; call open_process() again "
-                "to start another process"
-            )
-        self._used = True
-        # A cancellation point before the process exists: a cancelled task
-        # starts nothing, so there is nothing to stop.
-        await checkpoint()
-        return _spawn(self._options)
-
-    async def __aenter__(self) -> Process:
-        self._process = await self._start()
-        return self._process
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._process is not None
-        await self._process.aclose()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_used", True):
-            warnings.warn(
-                f"open_process({self._options['command']!r}) was never awaited, so no process "
-                "was started; write 'process = await open_process(...)' or "
-                "'async with open_process(...) as process:'",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-
-
 def open_process(
     command: Command,
     *,
@@ -654,15 +642,14 @@ def open_process(
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
-) -> ProcessStart:
-    """Start a child process: ``process = await open_process(...)``.
+) -> Process:
+    """Start a child process and return it at once.
 
-    Or ``async with open_process(...) as process:``, which also closes the
-    pipes and waits for the process on the way out. The arguments are
-    checked at the call; the process starts at the ``await`` (or the
-    ``async with``), which is a cancellation point: a cancelled task starts
-    nothing. From then on the process is yours: wait for it
-    (``await process.wait()``, or ``async with process``).
+    Use ``async with open_process(...) as process:``, which closes the pipes
+    and waits for the process on the way out, or wait for it yourself with
+    ``await process.wait()``. ``process = await open_process(...)``, as trio
+    and anyio write it, works too: a ``Process`` awaited gives itself. Not a
+    cancellation point: the process is started, and yours to wait for.
 
     Args:
         command: ``[program, arg, ...]``; with ``shell=True``, one string for
@@ -679,20 +666,17 @@ def open_process(
             never kills.
         shell: run ``command`` through ``/bin/sh``.
 
-    Returns:
-        A ``ProcessStart``: awaited, it gives the ``Process``.
-
     Raises:
         TypeError: a string command without ``shell=True``, or a list with it.
         ValueError: an empty command, or a NaN ``kill_grace``.
-        OSError: at the ``await``, the program cannot be started
-            (``FileNotFoundError`` when it does not exist).
-        Cancelled: at the ``await``, the task was cancelled; nothing started.
+        OSError: the program cannot be started (``FileNotFoundError`` when
+            it does not exist); nothing is left open.
     """
-    options = _check_options(
-        "open_process()", command, stdin, stdout, stderr, cwd, env, kill_grace, shell
+    return _spawn(
+        _check_options(
+            "open_process()", command, stdin, stdout, stderr, cwd, env, kill_grace, shell
+        )
     )
-    return ProcessStart(options)
 
 
 def _check_options(
@@ -841,7 +825,8 @@ async def run_process(
         kill_grace,
         shell,
     )
-    process = await ProcessStart(options)
+    await checkpoint()  # a cancelled task starts nothing
+    process = _spawn(options)
     output: dict[str, bytearray] = {}
 
     async def feed(stream: PipeStream, data: bytes | bytearray | memoryview) -> None:

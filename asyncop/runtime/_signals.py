@@ -299,7 +299,9 @@ def _check_signals(signals: Iterable[object]) -> tuple[int, ...]:
         if signum not in checked:
             checked.append(signum)
     if not checked:
-        raise TypeError("open_signal_receiver() got no signal; pass e.g. signal.SIGTERM")
+        raise TypeError(
+            "No signals were provided to open_signal_receiver(); pass e.g. signal.SIGTERM"
+        )
     return tuple(checked)
 
 
