@@ -33,7 +33,7 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a venv without the extra
     raise ImportError(
         f"asyncop.anyio needs anyio and sniffio, which are not installed ({exc.name} is "
-        "missing); install the extra with: pip install 'asyncop[anyio]'",
+        "missing); run pip install 'asyncop[anyio]' to add them",
         name=exc.name,
     ) from exc
 

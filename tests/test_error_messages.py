@@ -1325,6 +1325,26 @@ def t_plugin_wide_async_fixture(c: Ctx) -> BaseException:
     return caught(next, pytest_fixture_setup(fixturedef, request))  # type: ignore[arg-type]
 
 
+def t_anyio_extra_missing(c: Ctx) -> BaseException:
+    import importlib
+    import sys
+
+    saved = {name: sys.modules.pop(name) for name in ("asyncop.anyio",) if name in sys.modules}
+    blocked = {name: sys.modules.get(name) for name in ("anyio", "anyio.lowlevel", "sniffio")}
+    try:
+        for name in blocked:
+            sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
+        return caught(importlib.import_module, "asyncop.anyio")
+    finally:
+        for name, module in blocked.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        sys.modules.pop("asyncop.anyio", None)
+        sys.modules.update(saved)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1346,6 +1366,7 @@ CASES += [
     Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
     Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
     Case("current-operation-required", t_current_operation_required, RuntimeError, "require"),
+    Case("anyio-extra-missing", t_anyio_extra_missing, ImportError, "asyncop[anyio]"),
     Case("plugin-never-yields", t_plugin_fixture_never_yields, RuntimeError, "'never_yields'"),
     Case("plugin-yields-twice", t_plugin_fixture_yields_twice, RuntimeError, "'yields_twice'"),
     Case(
