@@ -93,8 +93,7 @@ def _auto(config: pytest.Config) -> bool:
 
 
 def _is_async_test(obj: object) -> bool:
-    inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
-    return inspect.iscoroutinefunction(inner)
+    return inspect.iscoroutinefunction(obj)
 
 
 @pytest.hookimpl(tryfirst=True)
