@@ -1345,6 +1345,16 @@ def t_anyio_extra_missing(c: Ctx) -> BaseException:
         sys.modules.update(saved)
 
 
+def t_limiter_timeout_type(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter(1).acquire, timeout="1")
+
+
+def t_condition_timeout_nan(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.wait, timeout=math.nan)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1366,6 +1376,8 @@ CASES += [
     Case("semaphore-max-type", t_semaphore_max_type, TypeError, "str"),
     Case("semaphore-max-below", t_semaphore_max_below_value, ValueError, "max_value=2"),
     Case("current-operation-required", t_current_operation_required, RuntimeError, "require"),
+    Case("limiter-timeout-type", t_limiter_timeout_type, TypeError, "str"),
+    Case("condition-timeout-nan", t_condition_timeout_nan, ValueError, "Condition.wait"),
     Case("anyio-extra-missing", t_anyio_extra_missing, ImportError, "asyncop[anyio]"),
     Case("plugin-never-yields", t_plugin_fixture_never_yields, RuntimeError, "'never_yields'"),
     Case("plugin-yields-twice", t_plugin_fixture_yields_twice, RuntimeError, "'yields_twice'"),
