@@ -329,3 +329,12 @@ async def test_uses(shared):
     )
     result.stdout.fnmatch_lines(["*async fixture 'shared' has scope 'module'*function scope*"])
     assert result.ret != 0
+
+
+def test_the_testing_guide_example_passes(pytester: pytest.Pytester) -> None:
+    text = (ROOT / "docs" / "howto" / "testing.md").read_text(encoding="utf-8")
+    section = text[text.index("## The pytest plugin") :]
+    start = section.index("```py\n") + len("```py\n")
+    code = section[start : section.index("```", start)]
+    result = run(pytester, code)
+    result.assert_outcomes(passed=1)
