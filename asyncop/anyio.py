@@ -26,9 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anyio
-import anyio.lowlevel
-import sniffio
+try:
+    import anyio
+    import anyio.lowlevel
+    import sniffio
+except ImportError as exc:  # pragma: no cover - tested in a venv without the extra
+    raise ImportError(
+        f"asyncop.anyio needs anyio and sniffio, which are not installed ({exc.name} is "
+        "missing); run pip install 'asyncop[anyio]' to add them",
+        name=exc.name,
+    ) from exc
 
 from .operations import AsyncOperation
 from .runtime._helpers import default_runtime

@@ -10,6 +10,10 @@ import pytest
 import asyncop
 from asyncop.testing import VirtualClock
 
+# An installed asyncop registers its plugin through its entry point, under
+# the same name: this finds it registered, and loads it for a bare checkout.
+pytest_plugins = ["asyncop.pytest_plugin", "pytester"]
+
 
 def runtime_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:
     """The live threads whose names say they belong to ``runtime``."""

@@ -31,7 +31,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1784,6 +1784,96 @@ def t_current_operation_required(c: Ctx) -> BaseException:
     return caught(asyncop.current_operation, require=True)
 
 
+def _start_yield_fixture(c: Ctx, fixture: Callable[[], Any]) -> BaseException:
+    from asyncop.pytest_plugin import _yield_fixture
+
+    teardown = asyncop.Event()
+    with c.vrt.scope(supervise=True) as root:
+        try:
+            _value, op = root.start(_yield_fixture, fixture, {}, teardown)
+        except RuntimeError as exc:
+            return exc
+        teardown.set()
+    op.wait(10)
+    return caught(op.result)
+
+
+def t_plugin_fixture_never_yields(c: Ctx) -> BaseException:
+    async def never_yields() -> AsyncIterator[int]:
+        return
+        yield 1  # an async generator that ends before its first yield
+
+    return _start_yield_fixture(c, never_yields)
+
+
+def t_plugin_fixture_yields_twice(c: Ctx) -> BaseException:
+    async def yields_twice() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+
+    return _start_yield_fixture(c, yields_twice)
+
+
+def t_plugin_call_without_runtime(c: Ctx) -> BaseException:
+    from types import SimpleNamespace
+
+    from asyncop.pytest_plugin import pytest_pyfunc_call
+
+    async def test_lonely() -> None:
+        return None
+
+    item = SimpleNamespace(
+        name="test_lonely",
+        obj=test_lonely,
+        stash=pytest.Stash(),
+        get_closest_marker=lambda name: name,
+    )
+    return caught(pytest_pyfunc_call, item)
+
+
+def t_plugin_wide_async_fixture(c: Ctx) -> BaseException:
+    from types import SimpleNamespace
+
+    from asyncop.pytest_plugin import pytest_fixture_setup
+
+    async def shared() -> int:
+        return 1
+
+    fixturedef = SimpleNamespace(func=shared, scope="module", argname="shared")
+    request = SimpleNamespace(fixturenames=["asyncop_runtime", "shared"])
+    return caught(next, pytest_fixture_setup(fixturedef, request))  # type: ignore[arg-type]
+
+
+def t_anyio_extra_missing(c: Ctx) -> BaseException:
+    import importlib
+    import sys
+
+    saved = {name: sys.modules.pop(name) for name in ("asyncop.anyio",) if name in sys.modules}
+    blocked = {name: sys.modules.get(name) for name in ("anyio", "anyio.lowlevel", "sniffio")}
+    try:
+        for name in blocked:
+            sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
+        return caught(importlib.import_module, "asyncop.anyio")
+    finally:
+        for name, module in blocked.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        sys.modules.pop("asyncop.anyio", None)
+        sys.modules.update(saved)
+
+
+def t_limiter_timeout_type(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter(1).acquire, timeout="1")
+
+
+def t_condition_timeout_nan(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.wait, timeout=math.nan)
+
+
 CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
@@ -1880,6 +1970,25 @@ CASES += [
     Case("signals-unknown-number", t_signals_unknown_number, ValueError, "10000"),
     Case("signals-uncatchable", t_signals_uncatchable, ValueError, "SIGKILL"),
     Case("current-operation-required", t_current_operation_required, RuntimeError, "require"),
+    Case("limiter-timeout-type", t_limiter_timeout_type, TypeError, "str"),
+    Case("condition-timeout-nan", t_condition_timeout_nan, ValueError, "Condition.wait"),
+    Case("anyio-extra-missing", t_anyio_extra_missing, ImportError, "asyncop[anyio]"),
+    Case("plugin-never-yields", t_plugin_fixture_never_yields, RuntimeError, "'never_yields'"),
+    Case("plugin-yields-twice", t_plugin_fixture_yields_twice, RuntimeError, "'yields_twice'"),
+    Case(
+        "plugin-no-runtime",
+        t_plugin_call_without_runtime,
+        RuntimeError,
+        "test_lonely",
+        public=False,
+    ),
+    Case(
+        "plugin-wide-fixture",
+        t_plugin_wide_async_fixture,
+        pytest.UsageError,
+        "'shared'",
+        public=False,
+    ),
 ]
 
 REFUSED_PORT = free_port()

@@ -150,3 +150,135 @@ def test_installed_package_is_the_wheel_not_the_checkout(venv_python: Path, outs
 def test_readme_tour_runs_on_the_installed_wheel(venv_python: Path, outside: Path) -> None:
     result = run([str(venv_python), "-c", tour_code()], cwd=outside, timeout=60)
     assert "<header>" in result.stdout
+
+
+def wheel_metadata(dist: Dist) -> tuple[str, str]:
+    """The wheel's METADATA headers and its long description."""
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        text = wheel.read(name).decode("utf-8")
+    headers, _, body = text.partition("\n\n")
+    return headers, body
+
+
+def test_wheel_ships_the_license_and_says_it_is_mit(dist: Dist) -> None:
+    headers, _ = wheel_metadata(dist)
+    assert "License-Expression: MIT" in headers.splitlines()
+    assert "License-File: LICENSE" in headers.splitlines()
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        licenses = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert len(licenses) == 1
+        assert wheel.read(licenses[0]).decode("utf-8").startswith("MIT License")
+
+
+def test_wheel_metadata_has_urls_and_classifiers(dist: Dist) -> None:
+    headers, _ = wheel_metadata(dist)
+    urls = [line for line in headers.splitlines() if line.startswith("Project-URL: ")]
+    assert {url.split(":", 2)[1].strip().split(",")[0] for url in urls} >= {
+        "Homepage",
+        "Documentation",
+        "Repository",
+        "Issues",
+        "Changelog",
+    }
+    assert all("https://" in url for url in urls)
+    classifiers = {
+        line[len("Classifier: ") :] for line in headers.splitlines() if "Classifier" in line
+    }
+    assert {"Typing :: Typed", "Framework :: AnyIO", "Programming Language :: Python :: 3.11"} <= (
+        classifiers
+    )
+    assert any(c.startswith("Development Status :: ") for c in classifiers)
+    assert any(c.startswith("Operating System :: ") for c in classifiers)
+
+
+def test_long_description_opens_with_pip_install_and_links_absolutely(dist: Dist) -> None:
+    _, body = wheel_metadata(dist)
+    first_block = re.search(r"```\w*\n(.*?)```", body, flags=re.DOTALL)
+    assert first_block is not None and first_block.group(1).strip() == "pip install asyncop"
+    example = extract_blocks(body, "long description")
+    assert example and 5 <= len(example[0].code.strip().splitlines()) <= 25
+    links = re.findall(r"\]\(([^)]+)\)", body)
+    assert links, "the long description links to the documentation"
+    assert [link for link in links if not link.startswith("https://")] == []
+
+
+def test_wheel_registers_the_pytest_plugin(dist: Dist) -> None:
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        text = wheel.read(name).decode("utf-8")
+        assert "asyncop/pytest_plugin.py" in wheel.namelist()
+    assert "[pytest11]" in text
+    assert "asyncop.pytest_plugin = asyncop.pytest_plugin" in text
+
+
+def test_sdist_ships_the_license_docs_and_tools(dist: Dist) -> None:
+    if dist.sdist is None:
+        pytest.skip("the `build` package is not installed, so no sdist was made")
+    with tarfile.open(dist.sdist) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"LICENSE", "docs/index.md", "docs/pypi.md", "tools/gen_api.py"} <= names
+
+
+def test_unpacked_sdist_passes_the_tests_that_read_the_checkout(dist: Dist, tmp_path: Path) -> None:
+    if dist.sdist is None:
+        pytest.skip("the `build` package is not installed, so no sdist was made")
+    with tarfile.open(dist.sdist) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    (unpacked,) = tmp_path.iterdir()
+    env_args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_docs.py",
+        "tests/test_api_reference.py",
+        "tests/test_public_api.py",
+        "tests/test_pytest_plugin.py",
+    ]
+    result = subprocess.run(
+        env_args,
+        cwd=unpacked,
+        env={**clean_env(), "PYTHONPATH": str(unpacked)},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_import_asyncop_anyio_without_the_extra_says_how_to_install(
+    venv_python: Path, outside: Path
+) -> None:
+    result = subprocess.run(
+        [str(venv_python), "-c", "import asyncop.anyio"],
+        cwd=outside,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "pip install 'asyncop[anyio]'" in result.stderr
+
+
+def test_plugin_runs_a_test_file_with_the_installed_wheel(venv_python: Path, outside: Path) -> None:
+    run([str(venv_python), "-m", "pip", "install", "-q", "pytest"], cwd=outside)
+    (outside / "test_installed.py").write_text(
+        "import pytest\n"
+        "import asyncop\n\n"
+        "@pytest.fixture\n"
+        "async def ready():\n"
+        "    yield asyncop.current_operation(require=True)\n\n"
+        "@pytest.mark.asyncop\n"
+        "async def test_runs_on_asyncop(ready, autojump_clock):\n"
+        "    await asyncop.sleep(60)\n"
+        "    assert asyncop.current_time() == 60\n"
+        "    assert ready.parent is asyncop.current_operation()\n",
+        encoding="utf-8",
+    )
+    result = run([str(venv_python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=outside)
+    assert "1 passed" in result.stdout

@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Self, TypeVar, final
 
 from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel
+from ._awaitables import checkpoint
 
 if TYPE_CHECKING:
     from ._channel import Channel
@@ -126,6 +127,14 @@ class _End(Generic[T]):
             last = counts[self._kind] == 0
         if last:
             self._last_closed()
+
+    async def aclose(self) -> None:
+        """Close this end, then pass a cancellation point (as trio's ``aclose``).
+
+        The end is closed even when the task is cancelled.
+        """
+        self.close()
+        await checkpoint()
 
     def __enter__(self) -> Self:
         return self

@@ -1,4 +1,4 @@
-"""The C-style helpers of seed 004, on a default runtime.
+"""The C-style helpers (the ``ASYNC_*`` macros of the C API), on a default runtime.
 
 ::
 

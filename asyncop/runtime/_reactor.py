@@ -5,7 +5,7 @@ A task that finds a non-blocking socket not ready awaits ``readable(fd)`` or
 ``(fd, direction)``, and arms the fd in the OS multiplexer. The reactor
 thread blocks in the multiplexer; when an fd becomes ready it looks the key
 up in the table and fires the waker it finds, which queues the task. The
-multiplexer itself holds no wakers (seed 002, 7.7.3).
+multiplexer itself holds no wakers.
 
 Rules:
 

@@ -379,7 +379,7 @@ class Runtime:
 
         The block is the scope operation's own work; children spawned with
         ``root.spawn`` run concurrently, and the block's exit waits for all
-        of them. See SPEC section 4 for every rule.
+        of them. See the scopes section of the concepts guide for every rule.
 
         Args:
             name: the scope operation's name.

@@ -6,8 +6,8 @@ pops the operation from the ready queue calls :func:`step`, which resumes
 the coroutine until it awaits an event that is not ready, then parks it
 (waker WAITING) and returns; the event's firing queues the task again.
 
-Cancellation points (seed 002, 7.7.9)
--------------------------------------
+Cancellation points
+-------------------
 Every runtime awaitable yields its event to :func:`step`, which checks the
 task's *effective* token (that of its innermost async scope, so a shielded
 scope keeps a cancel out) twice:

@@ -1,6 +1,6 @@
 """Worker threads: the loop that runs ready work, fires timers and parks.
 
-The loop (seed 002, 7.7.6)::
+The loop::
 
     loop:
         1. run ready operations (a bounded batch, so timers are not starved)

@@ -225,3 +225,13 @@ def test_ends_made_after_the_channel_closed_see_it_closed() -> None:
     with pytest.raises(ClosedResourceError):
         late.try_send(1)
     assert repr(late).startswith("<ChannelSender open of <Channel closed")
+
+
+def test_aclose_closes_the_end_in_a_task(vruntime: asyncop.Runtime) -> None:
+    async def main() -> bool:
+        ch: Channel[int] = Channel(1)
+        tx = ch.sender()
+        await tx.aclose()
+        return tx.closed and ch.closed
+
+    assert vruntime.run(main)

@@ -10,7 +10,7 @@ import pytest
 
 import asyncop
 from asyncop import Cancelled, Condition, Lock, OperationState
-from asyncop.testing import wait_all_blocked
+from asyncop.testing import VirtualClock, wait_all_blocked
 from tests.runtime.test_channel import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -133,7 +133,10 @@ def test_blocking_wait_in_a_coroutine_raises(vruntime: asyncop.Runtime) -> None:
         vruntime.run(blocks)
 
 
-def test_notify_n_wakes_the_oldest_n_and_notify_all_the_rest(vruntime: asyncop.Runtime) -> None:
+@pytest.mark.asyncop
+async def test_notify_n_wakes_the_oldest_n_and_notify_all_the_rest(
+    autojump_clock: VirtualClock,
+) -> None:
     cond = Condition()
     woken: list[int] = []
 
@@ -142,19 +145,16 @@ def test_notify_n_wakes_the_oldest_n_and_notify_all_the_rest(vruntime: asyncop.R
             await cond.wait_async()
             woken.append(i)
 
-    async def main() -> None:
-        async with asyncop.scope() as s:
-            for i in range(5):
-                s.spawn(waiter, i)
-                await wait_all_blocked()
-            async with cond:
-                cond.notify(2)
+    async with asyncop.scope() as s:
+        for i in range(5):
+            s.spawn(waiter, i)
             await wait_all_blocked()
-            assert woken == [0, 1]
-            async with cond:
-                cond.notify_all()
-
-    vruntime.run(main)
+        async with cond:
+            cond.notify(2)
+        await wait_all_blocked()
+        assert woken == [0, 1]
+        async with cond:
+            cond.notify_all()
     assert woken == [0, 1, 2, 3, 4]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import asyncop
 from asyncop import Cancelled, OperationState, TaskStatus
-from asyncop.testing import wait_all_blocked
+from asyncop.testing import VirtualClock, wait_all_blocked
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -29,33 +29,26 @@ async def ready_after(
     return "done"
 
 
-def test_await_start_returns_the_started_value_and_the_task_keeps_running(
-    vruntime: asyncop.Runtime,
+@pytest.mark.asyncop
+async def test_await_start_returns_the_started_value_and_the_task_keeps_running(
+    autojump_clock: VirtualClock,
 ) -> None:
     log: list[str] = []
-
-    async def main() -> tuple[Any, list[str]]:
-        async with asyncop.scope() as s:
-            value = await s.start(ready_after, 0.5, 42, log)
-            log.append(f"start returned {value}")
-            children = [child.name for child in s.children()]
-        return value, children
-
-    value, children = vruntime.run(main)
+    async with asyncop.scope() as s:
+        value = await s.start(ready_after, 0.5, 42, log)
+        log.append(f"start returned {value}")
+        assert [child.name for child in s.children()] == ["ready_after"]
     assert value == 42
-    assert children == ["ready_after"]
     assert log == ["ready", "start returned 42", "finished"]
 
 
-def test_started_without_a_value_gives_none(vruntime: asyncop.Runtime) -> None:
+@pytest.mark.asyncop
+async def test_started_without_a_value_gives_none(autojump_clock: VirtualClock) -> None:
     async def fn(*, task_status: TaskStatus[None]) -> None:
         task_status.started()
 
-    async def main() -> Any:
-        async with asyncop.scope() as s:
-            return await s.start(fn)
-
-    assert vruntime.run(main) is None
+    async with asyncop.scope() as s:
+        assert await s.start(fn) is None
 
 
 def test_start_from_a_thread_blocks_until_ready(vruntime: asyncop.Runtime) -> None:
@@ -162,7 +155,8 @@ def test_returning_without_started_raises_runtime_error(vruntime: asyncop.Runtim
         root.start(lazy)
 
 
-def test_calling_started_twice_raises_in_the_task(vruntime: asyncop.Runtime) -> None:
+@pytest.mark.asyncop
+async def test_calling_started_twice_raises_in_the_task(autojump_clock: VirtualClock) -> None:
     seen: list[BaseException] = []
 
     async def twice(*, task_status: TaskStatus[int]) -> None:
@@ -172,12 +166,8 @@ def test_calling_started_twice_raises_in_the_task(vruntime: asyncop.Runtime) -> 
         except RuntimeError as exc:
             seen.append(exc)
 
-    async def main() -> int:
-        async with asyncop.scope() as s:
-            value: int = await s.start(twice)
-        return value
-
-    assert vruntime.run(main) == 1
+    async with asyncop.scope() as s:
+        assert await s.start(twice) == 1
     assert len(seen) == 1
     assert "twice" in str(seen[0])
 
