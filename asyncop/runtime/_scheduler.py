@@ -129,6 +129,28 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
+# Levels of the tree dump() indents; deeper nodes show their depth instead.
+DUMP_INDENT = 32
+
+
+def _indent(depth: int) -> str:
+    if depth <= DUMP_INDENT:
+        return "  " * depth
+    return "  " * DUMP_INDENT + f"(depth {depth}) "
+
+
+def _safe_str(value: object) -> str:
+    """``str(value)``, or a stand-in naming its type when that raises."""
+    try:
+        return str(value)
+    except Exception:
+        try:
+            kind = type(value).__name__
+        except Exception:  # pragma: no cover - a type without a name
+            kind = "object"
+        return f"<{kind} whose str() raised>"
+
+
 def _describe(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
@@ -380,9 +402,16 @@ class Runtime:
         return reactor is not None and reactor.waits() > 0
 
     def dump(self) -> str:
-        """Return the live operation tree as indented text, one node per line."""
+        """Return the live operation tree as indented text, one node per line.
+
+        Each level indents by two spaces, up to ``DUMP_INDENT`` levels; a
+        node deeper than that shows its depth instead (``(depth 153)``), so
+        the text stays linear in the size of the tree however deep it is.
+        A cancel reason or a wait whose ``str()`` raises is shown by its
+        type. Takes the runtime lock for the walk; never raises.
+        """
         with self._lock:
-            lines = ["  " * depth + self._describe_locked(op) for op, depth in walk(self._roots)]
+            lines = [_indent(depth) + self._describe_locked(op) for op, depth in walk(self._roots)]
         if not lines:
             return f"{self.name}: no live operations"
         return "\n".join([f"{self.name}:", *("  " + line for line in lines)])
@@ -391,11 +420,15 @@ class Runtime:
         text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
         if op._cancelled and not op.done:
             reason = op.cancel_reason
-            text += " cancelling" + (f" ({reason})" if reason is not None else "")
+            text += " cancelling" + (f" ({_safe_str(reason)})" if reason is not None else "")
         if op._deadline is not None:
-            text += f" deadline={op._deadline:.3f}"
+            deadline = op._deadline
+            text += f" deadline={deadline:.3f}" if math.isfinite(deadline) else " deadline=never"
         if op._task is not None and op._task.task is op:
-            text += describe_wait(op._task)
+            try:
+                text += describe_wait(op._task)
+            except Exception:  # a user's event whose _describe() raises
+                text += " waiting on <an event whose description raised>"
         return text
 
     def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
