@@ -527,8 +527,8 @@ class Runtime:
         if running is not None and running.runtime is self:
             raise RuntimeError(
                 f"Runtime {self.name!r}.shutdown() was called inside the block of scope "
-                f"{running.name!r}, which it would wait for forever; leave the with-block "
-                "first, or end it with scope.cancel()"
+                f"{running.name!r}, which it would wait for forever; call it after the "
+                "with-block, or cancel the scope with scope.cancel() instead"
             )
 
     def __enter__(self) -> Runtime:

@@ -45,7 +45,7 @@ def test_shutdown_inside_a_sync_scope_block_raises_at_once() -> None:
         def inside() -> object:
             with rt.scope(name="outer") as s:
                 s.spawn(lambda: None)
-                with pytest.raises(RuntimeError, match=r"scope 'outer'.*leave the with-block"):
+                with pytest.raises(RuntimeError, match=r"scope 'outer'.*after the with-block"):
                     rt.shutdown()
                 return "left"
 
