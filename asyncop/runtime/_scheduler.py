@@ -94,9 +94,12 @@ _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
 def _shutdown_all_at_exit() -> None:
+    # One grace period for every runtime together: exit must stay prompt
+    # however many runtimes were left running.
+    end = time.monotonic() + EXIT_GRACE
     for runtime in list(_live_runtimes):
         try:
-            runtime.shutdown(cancel=True, timeout=EXIT_GRACE)
+            runtime.shutdown(cancel=True, timeout=max(0.0, end - time.monotonic()))
         except Exception:  # pragma: no cover - exit must not fail
             logger.exception("asyncop: shutting down %r at exit failed", runtime)
 

@@ -174,6 +174,37 @@ def test_interpreter_exit_with_abandoned_blocking_calls_is_prompt() -> None:
     assert took < 6.0, took
 
 
+def test_interpreter_exit_with_several_stuck_runtimes_shares_one_grace_period() -> None:
+    script = textwrap.dedent(
+        """
+        import threading, time
+        import asyncop
+
+        started = threading.Semaphore(0)
+
+        def stuck():
+            started.release()
+            time.sleep(60)          # ignores its token
+
+        runtimes = [asyncop.Runtime(1, name=f"stuck{i}") for i in range(5)]
+        for rt in runtimes:
+            rt.spawn(stuck)
+        for _ in runtimes:
+            assert started.acquire(timeout=10)
+        print("exiting", flush=True)
+        """
+    )
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    took = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    assert "exiting" in done.stdout
+    # One second for all five, not one each.
+    assert took < 4.0, took
+
+
 # -- never half-built -----------------------------------------------------------
 
 
