@@ -1014,6 +1014,39 @@ def test_a_worker_firing_a_deadline_whose_on_cancel_raises_survives(
     assert "from on_cancel" in caplog.text
 
 
+class _FailingClock:
+    """The real clock, except that its next ``fail`` readings on a worker raise."""
+
+    virtual = False
+
+    def __init__(self) -> None:
+        self.fail = 0
+
+    def now(self) -> float:
+        if self.fail > 0 and "-worker-" in threading.current_thread().name:
+            self.fail -= 1
+            raise RuntimeError("the clock broke")
+        return time.monotonic()
+
+
+def test_a_worker_survives_an_error_in_its_own_loop(caplog: pytest.LogCaptureFixture) -> None:
+    clock = _FailingClock()
+
+    async def nap() -> str:
+        await asyncop.sleep(0.1)
+        return "woke"
+
+    with asyncop.Runtime(1, name=fresh_name("broken-clock"), clock=clock) as rt:
+        op = rt.spawn(nap)
+        assert eventually(lambda: rt.registrations() == 1)
+        clock.fail = 3  # the worker's next looks at the clock, as the sleep comes due
+        assert op.wait(10).value == "woke"
+        assert rt.spawn(lambda: "alive").wait(10).value == "alive"
+        assert [t.name.rsplit("-", 1)[-1] for t in worker_threads(rt)] == ["1"]
+    assert "the clock broke" in caplog.text
+    assert "it carries on" in caplog.text
+
+
 def me_op() -> asyncop.AsyncOperation:
     op = current_operation()
     assert op is not None
