@@ -379,6 +379,51 @@ def t_shutdown_from_own_worker(c: Ctx) -> BaseException:
     return failure_of(c.rt, c.rt.shutdown)
 
 
+def t_workers_above_the_cap(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 5000)
+
+
+def t_shutdown_timeout_type(c: Ctx) -> BaseException:
+    rt = fresh_runtime("shutdown_type_rt")
+    try:
+        return caught(rt.shutdown, timeout="1")
+    finally:
+        rt.shutdown(timeout=5)
+
+
+def t_shutdown_timeout_nan(c: Ctx) -> BaseException:
+    rt = fresh_runtime("shutdown_nan_rt")
+    try:
+        return caught(rt.shutdown, timeout=math.nan)
+    finally:
+        rt.shutdown(timeout=5)
+
+
+def t_shutdown_from_blocking_thread(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await asyncop.spawn_blocking(c.rt.shutdown)
+
+    return failure_of(c.rt, main)
+
+
+def t_shutdown_inside_scope(c: Ctx) -> BaseException:
+    with c.rt.scope(name="shutdown_scope"):
+        return caught(c.rt.shutdown)
+
+
+def t_wait_on_regular_file(c: Ctx) -> BaseException:
+    import tempfile
+
+    if c.rt._get_reactor().backend != "epoll":
+        pytest.skip("only epoll refuses regular files")
+
+    async def main(f: Any) -> None:
+        await asyncop.readable(f)
+
+    with tempfile.TemporaryFile() as f:
+        return failure_of(c.rt, main, f)
+
+
 def t_blocking_pool_shut_down(c: Ctx) -> BaseException:
     closed = fresh_runtime("closed_rt_blocking")
     assert closed.shutdown(timeout=5)
@@ -1473,6 +1518,12 @@ CASES = [
         public=False,
     ),
     Case("shutdown-from-own-worker", t_shutdown_from_own_worker, RuntimeError, "'errors_rt'"),
+    Case("workers-above-the-cap", t_workers_above_the_cap, ValueError, "workers=5000"),
+    Case("shutdown-timeout-type", t_shutdown_timeout_type, TypeError, "'shutdown_type_rt'"),
+    Case("shutdown-timeout-nan", t_shutdown_timeout_nan, ValueError, "'shutdown_nan_rt'"),
+    Case("shutdown-from-blocking", t_shutdown_from_blocking_thread, RuntimeError, "'errors_rt'"),
+    Case("shutdown-inside-scope", t_shutdown_inside_scope, RuntimeError, "'shutdown_scope'"),
+    Case("wait-on-regular-file", t_wait_on_regular_file, OSError, "fd "),
     Case(
         "blocking-pool-shut-down",
         t_blocking_pool_shut_down,

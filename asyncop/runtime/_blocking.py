@@ -8,6 +8,7 @@ without work. Jobs beyond ``limit`` wait in a FIFO queue.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from ._worker import join_by
 __all__ = ["BlockingPool"]
 
 IDLE_RETIRE = 10.0
+
+logger = logging.getLogger("asyncop")
 
 
 class _Thread:
@@ -74,7 +77,15 @@ class BlockingPool:
                         return
                     self._idle.append(thread)
             if job is not None:
-                job()
+                try:
+                    job()
+                except BaseException:
+                    # A job reports its own outcome; what escapes it is a bug,
+                    # and must not end the thread with the pool still counting it.
+                    try:
+                        logger.error("asyncop: a blocking-call job failed", exc_info=True)
+                    except BaseException:  # pragma: no cover - a broken log handler
+                        pass
                 continue
             if not thread.event.wait(IDLE_RETIRE):
                 with self._lock:

@@ -97,9 +97,12 @@ _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
 def _shutdown_all_at_exit() -> None:
+    # One grace period for every runtime together: exit must stay prompt
+    # however many runtimes were left running.
+    end = time.monotonic() + EXIT_GRACE
     for runtime in list(_live_runtimes):
         try:
-            runtime.shutdown(cancel=True, timeout=EXIT_GRACE)
+            runtime.shutdown(cancel=True, timeout=max(0.0, end - time.monotonic()))
         except Exception:  # pragma: no cover - exit must not fail
             logger.exception("asyncop: shutting down %r at exit failed", runtime)
 
@@ -162,6 +165,16 @@ def _async_generator_refused(fn: object) -> TypeError:
         "would only make a generator and never run its body; spawn an async def function "
         "that iterates it with 'async for'"
     )
+
+
+# Levels of the tree dump() indents; deeper nodes show their depth instead.
+DUMP_INDENT = 32
+
+
+def _indent(depth: int) -> str:
+    if depth <= DUMP_INDENT:
+        return "  " * depth
+    return "  " * DUMP_INDENT + f"(depth {depth}) "
 
 
 def _describe(fn: object) -> str:
@@ -424,9 +437,16 @@ class Runtime:
         return reactor is not None and reactor.waits() > 0
 
     def dump(self) -> str:
-        """Return the live operation tree as indented text, one node per line."""
+        """Return the live operation tree as indented text, one node per line.
+
+        Each level indents by two spaces, up to ``DUMP_INDENT`` levels; a
+        node deeper than that shows its depth instead (``(depth 153)``), so
+        the text stays linear in the size of the tree however deep it is.
+        A cancel reason or a wait whose ``str()`` raises is shown by its
+        type. Takes the runtime lock for the walk; never raises.
+        """
         with self._lock:
-            lines = ["  " * depth + self._describe_locked(op) for op, depth in walk(self._roots)]
+            lines = [_indent(depth) + self._describe_locked(op) for op, depth in walk(self._roots)]
         if not lines:
             return f"{self.name}: no live operations"
         return "\n".join([f"{self.name}:", *("  " + line for line in lines)])
@@ -437,9 +457,13 @@ class Runtime:
             reason = op.cancel_reason
             text += " cancelling" + (f" ({safe_str(reason)})" if reason is not None else "")
         if op._deadline is not None:
-            text += f" deadline={op._deadline:.3f}"
+            deadline = op._deadline
+            text += f" deadline={deadline:.3f}" if math.isfinite(deadline) else " deadline=never"
         if op._task is not None and op._task.task is op:
-            text += describe_wait(op._task)
+            try:
+                text += describe_wait(op._task)
+            except Exception:  # a user's event whose _describe() raises
+                text += " waiting on <an event whose description raised>"
         return text
 
     def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
@@ -538,8 +562,8 @@ class Runtime:
         if running is not None and running.runtime is self:
             raise RuntimeError(
                 f"Runtime {self.name!r}.shutdown() was called inside the block of scope "
-                f"{running.name!r}, which it would wait for forever; leave the with-block "
-                "first, or end it with scope.cancel()"
+                f"{running.name!r}, which it would wait for forever; call it after the "
+                "with-block, or cancel the scope with scope.cancel() instead"
             )
 
     def __enter__(self) -> Runtime:

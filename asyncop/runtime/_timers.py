@@ -110,8 +110,8 @@ class TimerHeap:
             return False
         timer.active = False
         self._live -= 1
-        if timer.deadline == _INF:
-            return True  # dormant: it never entered the heap
+        # A dormant timer (never in the heap) counts here too: it only
+        # brings the next clean-up forward, which resets the count.
         self._cancelled += 1
         if self._cancelled > _COMPACT_MIN and self._cancelled * 2 > len(self._heap):
             self._compact()

@@ -35,6 +35,19 @@ event loop. One blocked in a system call uses no CPU and is replaced. An
 extra worker retires when it would park and the pool has more unstuck
 workers than its target size.
 
+Timers across retirement: the worker that arms a timer from a step wakes
+nobody for it (it looks at the timers itself before it parks), and a
+parked worker sleeps towards the deadline it saw when it parked. So a
+worker that retires while a timer is pending wakes a parked worker to
+re-park on the current deadline; without that, the timer would wait for an
+unrelated wake-up. A worker woken by its timer fires it before it
+considers retiring.
+
+No exception ends a worker: whatever escapes a round of the loop is logged
+on the ``asyncop`` logger, the worker's bookkeeping is put back in shape
+(off the idle stack, counted active), and the loop goes on. Only shutdown
+and retirement end it.
+
 Who writes what: ``item_seq``, ``stepping`` and
 ``replaced`` are written by the worker itself and read by the watchdog;
 ``cpu_clock`` is set once when the thread starts; everything else is

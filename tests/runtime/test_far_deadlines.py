@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import asyncop
 from asyncop.testing import VirtualClock
@@ -211,3 +213,51 @@ def test_shutdown_with_zero_or_negative_timeout_does_not_wait(timeout: float) ->
     finally:
         release.set()
         assert rt.shutdown(timeout=10)
+
+
+_SPECIAL = [math.inf, -math.inf, 1e300, -1e300, 1e9, 1e9 - 1, 1e12, -1.0, 0.0, 5e-324]
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(
+        st.one_of(
+            st.sampled_from(_SPECIAL),
+            st.floats(min_value=-10, max_value=10),
+            st.floats(allow_nan=False),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_sleep_or_deadline_value_leaves_the_runtime_working(values: list[float]) -> None:
+    clock = VirtualClock(autojump=True)
+    with asyncop.Runtime(2, name="far-any", clock=clock) as rt:
+
+        async def sleeper(value: float) -> None:
+            await asyncop.sleep(value)
+
+        async def until(value: float) -> None:
+            await asyncop.sleep_until(value)
+
+        async def deadline(value: float) -> None:
+            await _op_deadline(value)
+
+        async def main() -> float:
+            async with asyncop.scope() as s:
+                for value in values:
+                    for fn in (sleeper, until, deadline):
+                        s.spawn(fn, value)
+                start = asyncop.current_time()
+                await asyncop.sleep(1)
+                waited = asyncop.current_time() - start
+                s.cancel()
+            return waited
+
+        waited = rt.run(main)
+        # Finite, small deadlines came first; a far one never moved the clock.
+        assert 0.0 < waited <= 1.0
+        assert math.isfinite(clock.now())
+        assert rt.registrations() == 0
+        assert rt.spawn(lambda: "still runs").wait(10).value == "still runs"

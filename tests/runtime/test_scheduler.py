@@ -914,6 +914,145 @@ def test_dump_shows_a_created_operation_under_its_parent(runtime: asyncop.Runtim
     assert "no live operations" in runtime.dump()
 
 
+def _chain(runtime: asyncop.Runtime, depth: int) -> asyncop.AsyncOperation:
+    """A chain of CREATED operations ``depth`` deep; returns its root."""
+    root = node = runtime.create(lambda o, ctx: None, name="link")
+    for _ in range(depth - 1):
+        node = runtime.create(lambda o, ctx: None, parent=node, name="link")
+    return root
+
+
+@pytest.mark.timeout(60)
+def test_dump_of_a_very_deep_chain_is_linear_in_size(runtime: asyncop.Runtime) -> None:
+    root = _chain(runtime, 100_000)
+    try:
+        text = runtime.dump()
+    finally:
+        root.cancel()
+    lines = text.splitlines()
+    assert len(lines) == 100_001
+    # Indented by depth, 100,000 levels would take about 10**10 characters.
+    longest = max(len(line) for line in lines)
+    assert longest < len(lines[1]) + 2 * _scheduler.DUMP_INDENT + 40
+    assert len(text) < 300 * len(lines)
+
+
+def test_dump_indents_up_to_a_limit_then_shows_the_depth(runtime: asyncop.Runtime) -> None:
+    limit = _scheduler.DUMP_INDENT
+    root = _chain(runtime, limit + 5)
+    try:
+        lines = runtime.dump().splitlines()[1:]
+    finally:
+        root.cancel()
+    assert [_indent(line) for line in lines[: limit + 1]] == [2 + 2 * d for d in range(limit + 1)]
+    deeper = lines[limit + 1 :]
+    assert all(_indent(line) == 2 + 2 * limit for line in deeper)
+    assert [f"(depth {limit + 1 + i}) link" in line for i, line in enumerate(deeper)] == [
+        True
+    ] * len(deeper)
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr either")
+
+
+def test_dump_survives_a_cancel_reason_whose_str_and_repr_raise(
+    runtime: asyncop.Runtime,
+) -> None:
+    started = threading.Event()
+
+    def work() -> None:
+        started.set()
+        time.sleep(0.3)  # still running, cancelling, while dumped
+
+    op = runtime.spawn(work, name="stubborn")
+    assert started.wait(5)
+    op.cancel(_Unprintable())
+    text = runtime.dump()
+    assert "stubborn [RUNNING]" in text
+    assert "cancelling (<_Unprintable whose str() raised>)" in text
+    op.wait(5)
+
+
+def test_dump_shows_an_infinite_deadline_as_never(runtime: asyncop.Runtime) -> None:
+    parent = runtime.create(lambda o, ctx: None, name="parent")
+    op = runtime.create(lambda o, ctx: None, parent=parent, name="patient")
+    op.deadline = math.inf
+    try:
+        text = runtime.dump()
+    finally:
+        parent.cancel()
+    assert "patient [CREATED]" in text
+    assert "deadline=never" in text
+
+
+@pytest.mark.parametrize("error", [SystemExit, KeyboardInterrupt, ValueError])
+def test_a_worker_firing_a_deadline_whose_on_cancel_raises_survives(
+    error: type[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    def raising() -> None:
+        raise error("from on_cancel")
+
+    async def main() -> None:
+        op = me_op()
+        op.token.on_cancel(raising)
+        op.deadline = asyncop.current_time() + 0.02
+        await asyncop.sleep(math.inf)
+
+    # The only worker is idle when the deadline is due, so it fires it.
+    with asyncop.Runtime(1, name=fresh_name("deadline-raises")) as rt:
+        for _ in range(3):
+            op = rt.spawn(main)
+            assert op.wait(10).state is OperationState.CANCELLED
+            assert op.expired
+            assert rt.spawn(lambda: "alive").wait(10).value == "alive"
+        assert [t.name.rsplit("-", 1)[-1] for t in worker_threads(rt)] == ["1"]
+    assert "from on_cancel" in caplog.text
+
+
+class _FailingClock:
+    """The real clock, except that its next ``fail`` readings on a worker raise."""
+
+    virtual = False
+
+    def __init__(self) -> None:
+        self.fail = 0
+
+    def now(self) -> float:
+        if self.fail > 0 and "-worker-" in threading.current_thread().name:
+            self.fail -= 1
+            raise RuntimeError("the clock broke")
+        return time.monotonic()
+
+
+def test_a_worker_survives_an_error_in_its_own_loop(caplog: pytest.LogCaptureFixture) -> None:
+    clock = _FailingClock()
+
+    async def nap() -> str:
+        await asyncop.sleep(0.1)
+        return "woke"
+
+    with asyncop.Runtime(1, name=fresh_name("broken-clock"), clock=clock) as rt:
+        op = rt.spawn(nap)
+        assert eventually(lambda: rt.registrations() == 1)
+        clock.fail = 3  # the worker's next looks at the clock, as the sleep comes due
+        assert op.wait(10).value == "woke"
+        assert rt.spawn(lambda: "alive").wait(10).value == "alive"
+        assert [t.name.rsplit("-", 1)[-1] for t in worker_threads(rt)] == ["1"]
+    assert "the clock broke" in caplog.text
+    assert "it carries on" in caplog.text
+
+
+def me_op() -> asyncop.AsyncOperation:
+    op = current_operation()
+    assert op is not None
+    return op
+
+
 # ----------------------------------------------------------------------
 # Clocks
 # ----------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_shutdown_inside_a_sync_scope_block_raises_at_once() -> None:
         def inside() -> object:
             with rt.scope(name="outer") as s:
                 s.spawn(lambda: None)
-                with pytest.raises(RuntimeError, match=r"scope 'outer'.*leave the with-block"):
+                with pytest.raises(RuntimeError, match=r"scope 'outer'.*after the with-block"):
                     rt.shutdown()
                 return "left"
 
@@ -172,6 +172,37 @@ def test_interpreter_exit_with_abandoned_blocking_calls_is_prompt() -> None:
     assert "exiting" in done.stdout
     # The exit grace is one bound for everything, not one per thread.
     assert took < 6.0, took
+
+
+def test_interpreter_exit_with_several_stuck_runtimes_shares_one_grace_period() -> None:
+    script = textwrap.dedent(
+        """
+        import threading, time
+        import asyncop
+
+        started = threading.Semaphore(0)
+
+        def stuck():
+            started.release()
+            time.sleep(60)          # ignores its token
+
+        runtimes = [asyncop.Runtime(1, name=f"stuck{i}") for i in range(5)]
+        for rt in runtimes:
+            rt.spawn(stuck)
+        for _ in runtimes:
+            assert started.acquire(timeout=10)
+        print("exiting", flush=True)
+        """
+    )
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    took = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    assert "exiting" in done.stdout
+    # One second for all five, not one each.
+    assert took < 4.0, took
 
 
 # -- never half-built -----------------------------------------------------------

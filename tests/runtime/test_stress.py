@@ -10,6 +10,8 @@ reproducible, so a failure may show up as ``Flaky``.
 
 from __future__ import annotations
 
+import math
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -381,3 +383,96 @@ def test_random_trees_keep_every_invariant(
     assert [t.name for t in threading.enumerate() if t.name.startswith(prefix)] == []
     # A final state is set once and stays.
     assert {op: op.state for op in final} == final
+
+
+# ----------------------------------------------------------------------
+# Timers under worker replacement and retirement
+# ----------------------------------------------------------------------
+
+# How late a sleep or a scope deadline may wake on this shared machine.
+LATE_BOUND = 1.5
+
+
+async def _timed_sleep(seconds: float) -> tuple[str, float, float]:
+    start = time.monotonic()
+    await asyncop.sleep(seconds)
+    return ("sleep", seconds, time.monotonic() - start)
+
+
+async def _timed_scope(seconds: float) -> tuple[str, float, float]:
+    start = time.monotonic()
+    try:
+        async with asyncop.scope(timeout=seconds):
+            await asyncop.sleep(math.inf)
+    except TimeoutError:
+        pass
+    return ("scope", seconds, time.monotonic() - start)
+
+
+async def _block_then_sleep(
+    blocks: tuple[float, ...], seconds: float
+) -> tuple[str, float, float]:
+    # Sync callbacks that hold workers long enough to get them replaced.
+    async with asyncop.scope() as s:
+        for block in blocks:
+            s.spawn(time.sleep, block)
+        await asyncop.checkpoint()
+    return await _timed_sleep(seconds)
+
+
+def _timer_plan(rng: random.Random) -> list[tuple[str, Any]]:
+    """One round: what to spawn, drawn from ``rng`` (the run is not reproducible, the plan is)."""
+    plan: list[tuple[str, Any]] = []
+    for _ in range(rng.randint(2, 8)):
+        kind = rng.choice(["sleep", "scope", "block", "sync"])
+        if kind == "sleep":
+            plan.append(("sleep", rng.uniform(0.0, 0.6)))
+        elif kind == "scope":
+            plan.append(("scope", rng.uniform(0.01, 0.6)))
+        elif kind == "block":
+            blocks = tuple(rng.uniform(0.06, 0.4) for _ in range(rng.randint(1, 4)))
+            plan.append(("block", (blocks, rng.uniform(0.0, 0.6))))
+        else:
+            plan.append(("sync", rng.uniform(0.06, 0.4)))
+    return plan
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["fixed", "dynamic"])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_every_sleep_wakes_on_time_across_worker_replacement_and_retirement(
+    seed: int, dynamic: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if dynamic:
+        monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")
+    else:
+        monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
+    rng = random.Random(seed)
+    rt = asyncop.Runtime(2, name=f"timers{seed}{id(object()):x}")
+    rt.idle_retire = 0.2  # dynamic workers retire between rounds
+    results: list[tuple[str, float, float]] = []
+    try:
+        for _ in range(6):
+            ops = []
+            for kind, arg in _timer_plan(rng):
+                if kind == "sleep":
+                    ops.append(rt.spawn(_timed_sleep, arg))
+                elif kind == "scope":
+                    ops.append(rt.spawn(_timed_scope, arg))
+                elif kind == "block":
+                    ops.append(rt.spawn(_block_then_sleep, *arg))
+                else:
+                    rt.spawn(time.sleep, arg)
+            for op in ops:
+                try:
+                    results.append(op.wait(30).value)
+                except TimeoutError as exc:
+                    raise AssertionError(f"seed={seed}: a timer never fired:\n{rt.dump()}") from exc
+            # A pause long enough for extra workers to retire, or not.
+            time.sleep(rng.choice([0.0, 0.3, 0.7]))
+    finally:
+        assert rt.shutdown(timeout=10), f"seed={seed}: runtime did not shut down"
+    late = [(kind, want, got) for kind, want, got in results if got > want + LATE_BOUND]
+    early = [(kind, want, got) for kind, want, got in results if got < want - 0.01]
+    assert not late, f"seed={seed}: woke late: {late}"
+    assert not early, f"seed={seed}: woke early: {early}"
