@@ -974,11 +974,11 @@ def test_dump_survives_a_cancel_reason_whose_str_and_repr_raise(
     op.cancel(_Unprintable())
     text = runtime.dump()
     assert "stubborn [RUNNING]" in text
-    assert "cancelling (<_Unprintable whose str() raised>)" in text
+    assert "cancelling (<_Unprintable" in text  # named by its type, whatever it raised
     op.wait(5)
 
 
-def test_dump_shows_an_infinite_deadline_as_never(runtime: asyncop.Runtime) -> None:
+def test_an_infinite_deadline_means_none_and_dumps_as_none(runtime: asyncop.Runtime) -> None:
     parent = runtime.create(lambda o, ctx: None, name="parent")
     op = runtime.create(lambda o, ctx: None, parent=parent, name="patient")
     op.deadline = math.inf
@@ -986,8 +986,9 @@ def test_dump_shows_an_infinite_deadline_as_never(runtime: asyncop.Runtime) -> N
         text = runtime.dump()
     finally:
         parent.cancel()
+    assert op.deadline is None  # inf is "no limit", as for every timeout
     assert "patient [CREATED]" in text
-    assert "deadline=never" in text
+    assert "deadline=" not in text
 
 
 @pytest.mark.parametrize("error", [SystemExit, KeyboardInterrupt, ValueError])
