@@ -159,7 +159,9 @@ class _ProcessJob(RemoteJob):
         self.slot = seq % SLOTS
         self.payload = payload
         self.future: Any = None
-        self.remote_done = threading.Event()
+        # Set once the pool has reported the job's end (under the
+        # executor's lock, which shutdown() waits on).
+        self.remote_done = False
 
     def _send(self) -> None:
         executor = self.executor
@@ -170,7 +172,14 @@ class _ProcessJob(RemoteJob):
                     f"{self.name!r}; make a new ProcessExecutor"
                 )
             executor._jobs.add(self)
+        # Outside the lock: the pool's threads take it to report other jobs.
+        # A shutdown() in between has marked this job cancelled already, or
+        # stopped the pool, which then refuses it.
+        try:
             self.future = executor._pool.schedule(_run_job, args=(self.seq, self.payload))
+        except BaseException:
+            self._remote_ended()
+            raise
         self.payload = b""
         self.future.add_done_callback(self._on_done)
 
@@ -209,9 +218,15 @@ class _ProcessJob(RemoteJob):
             value, exc = decode_outcome(future.result(), self)
             self.finish(value, exc)
         finally:
-            self.remote_done.set()
-            with self.executor._lock:
-                self.executor._jobs.discard(self)
+            self._remote_ended()
+
+    def _remote_ended(self) -> None:
+        executor = self.executor
+        with executor._lock:
+            self.remote_done = True
+            executor._jobs.discard(self)
+            if not executor._jobs:
+                executor._idle.notify_all()
 
     def _wait_gone(self) -> None:
         """After a kill: wait until the process that ran the job is gone."""
@@ -252,7 +267,7 @@ class _ProcessJob(RemoteJob):
             self.finish(None, Cancelled(f"{self.name!r} was cancelled and abandoned"))
 
     def _kill(self) -> None:
-        if not self.remote_done.is_set():
+        if not self.remote_done:
             self.future.cancel()
 
 
@@ -306,6 +321,8 @@ class ProcessExecutor(RemoteExecutor):
             context=ctx,
         )
         self._lock = threading.Lock()
+        # Notified when the last job in flight has ended (for shutdown).
+        self._idle = threading.Condition(self._lock)
         self._seq = itertools.count()
         self._jobs: set[_ProcessJob] = set()
         self._closed = False
@@ -347,9 +364,8 @@ class ProcessExecutor(RemoteExecutor):
             else:
                 job._on_cancel()
         limit = None if self._grace is None else self._grace + REAP_WAIT
-        for job in jobs:
-            if not job.remote_done.wait(limit):
-                break
+        with self._idle:
+            self._idle.wait_for(lambda: not self._jobs, limit)
         self._finish_pool()
 
     def _finish_pool(self) -> None:
