@@ -424,10 +424,14 @@ class ProcessExecutor(RemoteExecutor):
             jobs = list(self._jobs)
         # Mark every job cancelled before cancelling any operation: a worker
         # freed by the first cancel must not start a queued job meanwhile.
-        with self._shared.lock:
+        locked = self._shared.lock.acquire(timeout=LOCK_WAIT)
+        try:
             for job in jobs:
                 if job.slot is not None:
                     self._shared.cancel[job.slot] = job.seq
+        finally:
+            if locked:
+                self._shared.lock.release()
         for job in jobs:
             op = job.op
             if op is not None:
@@ -437,6 +441,11 @@ class ProcessExecutor(RemoteExecutor):
         limit = None if self._grace is None else self._grace + REAP_WAIT
         with self._idle:
             self._idle.wait_for(lambda: not self._jobs, limit)
+            stuck = list(self._jobs)
+        # Stopping the pool settles nothing it still runs: end those
+        # operations here, or their waiters would wait forever.
+        for job in stuck:
+            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {self!r} shut down"))
         self._finish_pool()
 
     def _finish_pool(self) -> None:

@@ -287,6 +287,17 @@ def test_deadline_on_a_remote_operation_cancels_it(
     assert op.expired
 
 
+def test_autojump_waits_for_remote_work_in_flight(
+    vruntime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # Nothing local runs while the job computes: the virtual clock must not
+    # jump to the deadline meanwhile.
+    op = vruntime.spawn(jobs.ignore_token, 0.3, executor=executor)
+    op.deadline = vruntime.now() + 100
+    assert op.wait(30).value == "ignored"
+    assert vruntime.now() < 100
+
+
 def test_scope_timeout_above_remote_work_raises_timeout_error(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
