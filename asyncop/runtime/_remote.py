@@ -63,7 +63,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import AsyncOperation, Cancelled, CancelToken
+from ..operations import AsyncOperation, CancellationError, Cancelled, CancelToken
 from ..platform import check_timeout
 from ._waker import Subscription, WaitEvent
 
@@ -260,7 +260,9 @@ def run_call(token: RemoteToken, payload: bytes) -> bytes:
     _watcher.register(token)
     try:
         value = fn(*args)
-    except Cancelled as exc:
+    except (Cancelled, CancellationError) as exc:
+        # Cancelled escaped the job, or a runtime inside it, whose roots the
+        # token cancelled, reported them as results it cannot give.
         if token._flag.is_set() or token._poll():
             return pickle.dumps(("cancelled",))
         return _pack_error(exc, traceback.format_exc())
