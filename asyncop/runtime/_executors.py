@@ -159,6 +159,23 @@ def _register_exit() -> None:
         atexit.register(_stop_all_at_exit)
 
 
+def _preload_in_forkserver(ctx: Any) -> None:
+    """Have the fork server import the worker's code once, not each worker.
+
+    Halves the start of the first job and of each replacement. Only when the
+    server has not started and nobody chose its preload list already.
+    """
+    import multiprocessing.forkserver as forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if (
+        server is not None
+        and getattr(server, "_forkserver_pid", 0) is None
+        and getattr(server, "_preload_modules", None) == ["__main__"]
+    ):
+        ctx.set_forkserver_preload(["__main__", __name__])
+
+
 @final
 class _ProcessJob(RemoteJob):
     def __init__(
@@ -372,6 +389,8 @@ class ProcessExecutor(RemoteExecutor):
         _register_exit()
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            _preload_in_forkserver(ctx)
         self.max_workers = max_workers
         self._shared = _Shared(ctx)
         self._pool = ProcessPool(
