@@ -19,27 +19,29 @@ locks at that instant, is not safe.
 
 Cancel across processes
 -----------------------
-Each job gets a sequence number ``seq`` and a slot ``seq % SLOTS`` in four
-shared-memory arrays: ``cancel`` (written by the client), ``start``, ``pid``
-and ``ended`` (written by the worker that takes the job). One cross-process lock
-makes "the worker starts the job" and "the client cancels it" exclusive, so
-exactly one of them wins:
+Each job handed to the pool owns a slot in four shared-memory arrays:
+``cancel`` (written by the client), ``start``, ``pid`` and ``ended``
+(written by the worker that takes the job), each holding the job's
+sequence number ``seq`` once it applies. At most ``SLOTS`` jobs are handed
+to the pool at once; more wait in the executor for a slot, and a cancel
+drops them there. One cross-process lock makes "the worker starts the job"
+and "the client cancels it" exclusive, so exactly one of them wins:
 
 - the client wins: the job never runs (the worker finds it cancelled and
   drops it) and the local operation ends CANCELLED at once;
 - the worker wins: ``fn`` runs, and sees ``cancel[slot] == seq`` through its
   remote token within a few ms. If it has not ended ``kill_grace`` seconds
   later, its pebble future is cancelled, which kills and replaces the
-  worker; the operation ends CANCELLED once the process is gone.
+  worker; the operation ends CANCELLED once the process is gone (or once
+  the job is seen to have ended by itself after all).
 
-Two jobs share a slot only if ``SLOTS`` jobs are in flight at once; the
-later one's cancel then hides the earlier one's, which is still stopped by
-the kill after the grace.
+A slot is freed when the pool reports the job's end.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import ctypes
 import itertools
 import multiprocessing
@@ -57,7 +59,10 @@ from ._remote import JobState, RemoteExecutor, RemoteJob, RemoteToken, decode_ou
 
 __all__ = ["ProcessExecutor"]
 
-SLOTS = 1 << 16
+# Jobs handed to the pool at once, each owning one slot; more wait here.
+SLOTS = 1 << 14
+# The longest anyone waits for the slots' lock before going on without it.
+LOCK_WAIT = 1.0
 # How often a job's token is polled in the worker: shared memory, so cheap.
 POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
@@ -73,15 +78,20 @@ def _init_worker(shared: _Shared) -> None:
     _shared = shared
 
 
-def _run_job(seq: int, payload: bytes) -> bytes:
+def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
     shared = _shared
     assert shared is not None
-    slot = seq % SLOTS
-    with shared.lock:
+    # Bounded: a process killed inside this section (by something else than
+    # asyncop, which kills only jobs past it) would leave the lock held.
+    locked = shared.lock.acquire(timeout=LOCK_WAIT)
+    try:
         if shared.cancel[slot] == seq:
             return _DROPPED
         shared.start[slot] = seq
         shared.pid[slot] = os.getpid()
+    finally:
+        if locked:
+            shared.lock.release()
     cancel = shared.cancel
 
     def poll() -> bool:
@@ -149,17 +159,39 @@ def _register_exit() -> None:
         atexit.register(_stop_all_at_exit)
 
 
+def _preload_in_forkserver(ctx: Any) -> None:
+    """Have the fork server import the worker's code once, not each worker.
+
+    Halves the start of the first job and of each replacement. Only when the
+    server has not started and nobody chose its preload list already.
+    """
+    import multiprocessing.forkserver as forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if (
+        server is not None
+        and getattr(server, "_forkserver_pid", 0) is None
+        and getattr(server, "_preload_modules", None) == ["__main__"]
+    ):
+        ctx.set_forkserver_preload(["__main__", __name__])
+
+
 @final
 class _ProcessJob(RemoteJob):
-    def __init__(self, executor: ProcessExecutor, seq: int, payload: bytes, name: str,
-                 abandon: bool) -> None:
+    def __init__(
+        self, executor: ProcessExecutor, seq: int, payload: bytes, name: str, abandon: bool
+    ) -> None:
         super().__init__(name, abandon)
         self.executor = executor
         self.seq = seq
-        self.slot = seq % SLOTS
+        # The job's slot while the pool has it; None while it waits here
+        # for one (more than SLOTS jobs in flight), or once dropped.
+        self.slot: int | None = None
         self.payload = payload
         self.future: Any = None
-        self.remote_done = threading.Event()
+        # Set once the pool has reported the job's end (under the
+        # executor's lock, which shutdown() waits on).
+        self.remote_done = False
 
     def _send(self) -> None:
         executor = self.executor
@@ -170,15 +202,34 @@ class _ProcessJob(RemoteJob):
                     f"{self.name!r}; make a new ProcessExecutor"
                 )
             executor._jobs.add(self)
-            self.future = executor._pool.schedule(_run_job, args=(self.seq, self.payload))
+            if not executor._free:
+                executor._waiting.append(self)
+                return
+            self.slot = executor._free.pop()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        # Outside the executor lock: the pool's threads take it to report
+        # other jobs. A shutdown() in between has marked this job cancelled
+        # already, or stopped the pool, which then refuses it.
+        executor = self.executor
+        try:
+            future = executor._pool.schedule(_run_job, args=(self.seq, self.slot, self.payload))
+        except BaseException as exc:
+            self._remote_ended()
+            self.finish(None, exc)
+            return
+        self.future = future
         self.payload = b""
-        self.future.add_done_callback(self._on_done)
+        future.add_done_callback(self._on_done)
 
     def _started(self) -> bool:
-        return bool(self.executor._shared.start[self.slot] == self.seq)
+        slot = self.slot
+        return slot is not None and bool(self.executor._shared.start[slot] == self.seq)
 
     def where(self) -> str:
         if self._started():
+            assert self.slot is not None
             return f"worker process {self.executor._shared.pid[self.slot]}"
         return f"the queue of {self.executor!r}"
 
@@ -209,18 +260,31 @@ class _ProcessJob(RemoteJob):
             value, exc = decode_outcome(future.result(), self)
             self.finish(value, exc)
         finally:
-            self.remote_done.set()
-            with self.executor._lock:
-                self.executor._jobs.discard(self)
+            self._remote_ended()
+
+    def _remote_ended(self) -> None:
+        """The pool is done with the job: free its slot for a waiting job."""
+        executor = self.executor
+        with executor._lock:
+            self.remote_done = True
+            executor._jobs.discard(self)
+            if not executor._jobs:
+                executor._idle.notify_all()
+            if self.slot is not None:
+                executor._free.append(self.slot)
+            successor = executor._next_waiting_locked()
+        if successor is not None:
+            successor._schedule()
 
     def _wait_gone(self) -> None:
         """After a kill: wait until the process that ran the job is gone."""
-        if not self._started():
+        slot = self.slot
+        if slot is None or not self._started():
             return
         shared = self.executor._shared
-        pid = int(shared.pid[self.slot])
+        pid = int(shared.pid[slot])
         end = time.monotonic() + REAP_WAIT
-        while shared.ended[self.slot] != self.seq and time.monotonic() < end:
+        while shared.ended[slot] != self.seq and time.monotonic() < end:
             try:
                 os.kill(pid, 0)
             except OSError:  # gone (ProcessLookupError), or no longer ours to see
@@ -228,17 +292,16 @@ class _ProcessJob(RemoteJob):
             time.sleep(0.005)
 
     def _on_cancel(self) -> None:
-        shared = self.executor._shared
-        # Exclusive with the worker's start (see the module docstring).
-        if not shared.lock.acquire(timeout=1.0):  # pragma: no cover - a worker died holding it
-            started = True
-        else:
-            try:
-                shared.cancel[self.slot] = self.seq
-                started = self._started()
-            finally:
-                shared.lock.release()
-        if not started:
+        executor = self.executor
+        with executor._lock:
+            slot = self.slot
+            if slot is None:
+                # Still waiting here for a slot: the pool never sees it.
+                self._mark_remote_ended_locked()
+        if slot is None:
+            self.finish(None, Cancelled(f"{self.name!r} was cancelled before it started"))
+            return
+        if not self._mark_cancelled(slot):
             self.finish(None, Cancelled(f"{self.name!r} was cancelled before it started"))
             return
         if not self._mark(JobState.CANCELLING):
@@ -251,9 +314,36 @@ class _ProcessJob(RemoteJob):
         if self.abandon:
             self.finish(None, Cancelled(f"{self.name!r} was cancelled and abandoned"))
 
+    def _mark_cancelled(self, slot: int) -> bool:
+        """Set the job's cancel mark; True if its worker had started it."""
+        shared = self.executor._shared
+        # Exclusive with the worker's start (see the module docstring).
+        if not shared.lock.acquire(timeout=LOCK_WAIT):  # pragma: no cover - a process died in it
+            shared.cancel[slot] = self.seq
+            return True
+        try:
+            shared.cancel[slot] = self.seq
+            return self._started()
+        finally:
+            shared.lock.release()
+
+    def _mark_remote_ended_locked(self) -> None:
+        executor = self.executor
+        self.remote_done = True
+        executor._jobs.discard(self)
+        if not executor._jobs:
+            executor._idle.notify_all()
+
     def _kill(self) -> None:
-        if not self.remote_done.is_set():
-            self.future.cancel()
+        if self.remote_done:
+            return
+        future = self.future
+        if future is None:  # the worker started it before schedule() returned here
+            timer = threading.Timer(0.01, self._kill)
+            timer.daemon = True
+            timer.start()
+            return
+        future.cancel()
 
 
 @final
@@ -299,6 +389,8 @@ class ProcessExecutor(RemoteExecutor):
         _register_exit()
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            _preload_in_forkserver(ctx)
         self.max_workers = max_workers
         self._shared = _Shared(ctx)
         self._pool = ProcessPool(
@@ -306,10 +398,24 @@ class ProcessExecutor(RemoteExecutor):
             context=ctx,
         )
         self._lock = threading.Lock()
+        # Notified when the last job in flight has ended (for shutdown).
+        self._idle = threading.Condition(self._lock)
         self._seq = itertools.count()
         self._jobs: set[_ProcessJob] = set()
+        self._free = list(range(SLOTS - 1, -1, -1))
+        self._waiting: collections.deque[_ProcessJob] = collections.deque()
         self._closed = False
         _live.add(self)
+
+    def _next_waiting_locked(self) -> _ProcessJob | None:
+        """Give a free slot to the oldest job waiting for one, if any."""
+        while self._waiting and self._free:
+            job = self._waiting.popleft()
+            if job.remote_done:  # cancelled while it waited
+                continue
+            job.slot = self._free.pop()
+            return job
+        return None
 
     def _check_open(self, name: str) -> None:
         if self._closed:
@@ -337,9 +443,14 @@ class ProcessExecutor(RemoteExecutor):
             jobs = list(self._jobs)
         # Mark every job cancelled before cancelling any operation: a worker
         # freed by the first cancel must not start a queued job meanwhile.
-        with self._shared.lock:
+        locked = self._shared.lock.acquire(timeout=LOCK_WAIT)
+        try:
             for job in jobs:
-                self._shared.cancel[job.slot] = job.seq
+                if job.slot is not None:
+                    self._shared.cancel[job.slot] = job.seq
+        finally:
+            if locked:
+                self._shared.lock.release()
         for job in jobs:
             op = job.op
             if op is not None:
@@ -347,9 +458,13 @@ class ProcessExecutor(RemoteExecutor):
             else:
                 job._on_cancel()
         limit = None if self._grace is None else self._grace + REAP_WAIT
-        for job in jobs:
-            if not job.remote_done.wait(limit):
-                break
+        with self._idle:
+            self._idle.wait_for(lambda: not self._jobs, limit)
+            stuck = list(self._jobs)
+        # Stopping the pool settles nothing it still runs: end those
+        # operations here, or their waiters would wait forever.
+        for job in stuck:
+            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {self!r} shut down"))
         self._finish_pool()
 
     def _finish_pool(self) -> None:

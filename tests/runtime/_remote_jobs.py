@@ -10,6 +10,13 @@ from pathlib import Path
 import asyncop
 
 
+def _write(path: str, text: str) -> None:
+    """Write ``text`` so that a reader never sees the file empty or half written."""
+    partial = f"{path}.partial"
+    Path(partial).write_text(text)
+    os.replace(partial, path)
+
+
 def square(x: int) -> int:
     return x * x
 
@@ -27,7 +34,7 @@ def make_generator() -> object:
 
 
 def touch(path: str) -> str:
-    Path(path).write_text("ran")
+    _write(path, "ran")
     return "ran"
 
 
@@ -36,11 +43,11 @@ def poll_token(seconds: float, path: str | None = None) -> str:
     token = asyncop.remote_token()
     end = time.monotonic() + seconds
     if path is not None:
-        Path(path + ".started").write_text(str(os.getpid()))
+        _write(path + ".started", str(os.getpid()))
     while time.monotonic() < end:
         if token.cancelled:
             if path is not None:
-                Path(path).write_text(repr(time.time()))
+                _write(path, repr(time.time()))
             token.check()
         time.sleep(0.01)
     return "finished"
@@ -53,7 +60,7 @@ def wait_token(timeout: float) -> bool:
 def ignore_token(seconds: float, path: str | None = None) -> str:
     """Compute without ever looking at the token."""
     if path is not None:
-        Path(path).write_text(str(os.getpid()))
+        _write(path, str(os.getpid()))
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         sum(range(1000))
@@ -76,7 +83,7 @@ def remote_tree(path: str) -> str:
                 s.spawn(leaf)
 
     with asyncop.Runtime(1) as runtime:
-        Path(path + ".started").write_text(str(os.getpid()))
+        _write(path + ".started", str(os.getpid()))
         try:
             runtime.run(main)
         finally:

@@ -159,6 +159,28 @@ def test_cancel_of_a_pending_job_drops_it(runtime: asyncop.Runtime, tmp_path: Pa
     assert not marker.exists()
 
 
+def test_jobs_beyond_the_slots_wait_their_turn_and_a_cancel_drops_them(
+    runtime: asyncop.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncop.runtime import _executors
+
+    monkeypatch.setattr(_executors, "SLOTS", 2)
+    marker = tmp_path / "never"
+    with asyncop.ProcessExecutor(1, kill_grace=5) as ex:
+        busy = runtime.spawn(jobs.poll_token, 30, str(tmp_path / "busy"), executor=ex)
+        wait_for(lambda: (tmp_path / "busy.started").exists())
+        queued = [runtime.spawn(jobs.square, i, executor=ex) for i in range(4)]
+        dropped = runtime.spawn(jobs.touch, str(marker), executor=ex)
+        # One slot holds the busy job, the other the first queued one.
+        assert len(ex._waiting) == 4
+        dropped.cancel()
+        assert dropped.wait(5).state is OperationState.CANCELLED
+        busy.cancel()
+        assert [op.wait(30).value for op in queued] == [0, 1, 4, 9]
+        assert sorted(ex._free) == [0, 1]
+    assert not marker.exists()
+
+
 def test_cancel_before_the_first_step_never_sends(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, tmp_path: Path
 ) -> None:
@@ -263,6 +285,17 @@ def test_deadline_on_a_remote_operation_cancels_it(
     op.deadline = runtime.now() + 0.3
     assert op.wait(10).state is OperationState.CANCELLED
     assert op.expired
+
+
+def test_autojump_waits_for_remote_work_in_flight(
+    vruntime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # Nothing local runs while the job computes: the virtual clock must not
+    # jump to the deadline meanwhile.
+    op = vruntime.spawn(jobs.ignore_token, 0.3, executor=executor)
+    op.deadline = vruntime.now() + 100
+    assert op.wait(30).value == "ignored"
+    assert vruntime.now() < 100
 
 
 def test_scope_timeout_above_remote_work_raises_timeout_error(
