@@ -176,6 +176,8 @@ class CancelToken:
         does nothing for a cancel that completed.
         """
         if not self._cancelled:
+            # Interrupted before the token itself was marked.
+            self._cancel_locked(after)
             return
         waiters = self._waiters
         self._waiters = None

@@ -133,9 +133,9 @@ class Scope:
                 deadline = by_timeout if deadline is None else min(deadline, by_timeout)
             if deadline is not None:
                 op.deadline = deadline
-        except BaseException:
-            if op is None and parent is not None:
-                op = _unclaimed_scope(parent)
+        except BaseException as exc:
+            if op is None:
+                op = _made_before(exc, runtime)
             if op is not None:
                 abandon_scope(op, "the scope's entry was interrupted")
             raise
@@ -418,23 +418,24 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
-def _unclaimed_scope(parent: AsyncOperation) -> AsyncOperation | None:
-    """The scope just made under ``parent`` whose entry was interrupted, if any.
+def _made_before(exc: BaseException, runtime: Runtime) -> AsyncOperation | None:
+    """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
 
-    The calling thread is the only one opening sync scopes under the
-    operation it runs (and a task the only one under its current scope);
-    an open one would be that current operation, so a live SCOPE child whose
-    block has not ended, right at the end of the list, is the orphan.
+    A Ctrl-C can land inside the call after the operation was linked into
+    the tree, before it was returned. The call's frame is in the
+    exception's traceback, and its locals still hold the operation: no
+    other thread's scope can be mistaken for it.
     """
-    with parent.runtime._lock:
-        child = parent._last_child
-        if (
-            child is not None
-            and child._kind is OpKind.SCOPE
-            and child._outcome is Outcome.NONE
-            and child is not thread_state().running()
-        ):
-            return child
+    code = type(runtime)._new_operation.__code__
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is code:
+            op = frame.f_locals.get("op")
+            if type(op) is AsyncOperation and op._kind is OpKind.SCOPE:
+                return op
+            return None
+        tb = tb.tb_next
     return None
 
 

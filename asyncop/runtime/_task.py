@@ -120,14 +120,19 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task
-    if task.cancellable and task.current._cancelled and waker._transition_to_queued():
+    if task.cancellable and task.current._cancelled and waker.status is _WAITING:
         waker.triggered = None
         waker.result = None
         # The exception itself is made when the task is stepped: a cancel
         # walk over many tasks then allocates nothing per task while it
         # holds the lock (and feeds the collector nothing in one burst).
         waker.error = CANCEL_LATER
+        # Queue first, then mark QUEUED: a Ctrl-C landing in between (a
+        # cancel from the main thread) leaves the waker WAITING, so the
+        # next cancel walk wakes it again, and step() drops the stale
+        # queue entry, as it runs only a QUEUED waker.
         waker.runtime._push_locked(waker.task)
+        waker._transition_to_queued()
 
 
 def deliver_cancel(task: TaskState) -> Cancelled:
