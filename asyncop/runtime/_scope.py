@@ -347,7 +347,9 @@ class Scope:
         return exc is not None and only_cancelled(exc)
 
 
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+# Passed through bare, never grouped: Ctrl-C, SystemExit, and the
+# GeneratorExit that closes an async generator suspended inside the block.
+_INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 def _throw(error: BaseException) -> NoReturn:
@@ -447,11 +449,7 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     (cancelled, their blocks ended) so that every operation can still end.
     """
     stack: list[AsyncOperation] = [*(task.outer or ()), task.current]
-    if op not in stack:
-        return RuntimeError(
-            f"scope {op.name!r} was exited from a task that did not enter it; "
-            "exit a scope in the task that entered it"
-        )
+    # Still in the stack: a scope closed earlier has its block ended.
     index = stack.index(op)
     inner = stack[index + 1 :]
     for scope_op in reversed(inner):
@@ -462,7 +460,7 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     return RuntimeError(
         f"scope {op.name!r} was exited while scope {names} inside it was still open "
         "(an async generator holding a scope across a yield?); the inner scope was "
-        "cancelled and closed; exit scopes in the reverse order of entering them"
+        "cancelled and closed; close scopes in the reverse order of opening them"
     )
 
 

@@ -388,7 +388,7 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     failure = RuntimeError(
         f"task {task.task.name!r} ended while scope {names} it entered was still open "
         "(an async generator holding a scope across a yield?); the scope was cancelled "
-        "and closed; leave every 'async with scope()' before the task returns"
+        "and closed; close every 'async with scope()' before the task returns"
     )
     failure.__context__ = error
     return failure

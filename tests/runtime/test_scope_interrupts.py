@@ -258,3 +258,18 @@ def test_second_ctrl_c_at_a_sync_scope_exit_stops_the_wait(runtime: asyncop.Runt
     assert elapsed < 1.6, "the second Ctrl-C was swallowed by the wait"
     assert kid.token.cancelled
     kid.wait(10)
+
+
+def test_aclose_of_a_generator_suspended_inside_its_scope_closes_it_cleanly(
+    runtime: asyncop.Runtime,
+) -> None:
+    opened: list[asyncop.AsyncOperation] = []
+
+    async def main() -> str:
+        gen = holds_a_scope(opened)
+        await gen.__anext__()
+        await gen.aclose()  # GeneratorExit passes through the scope bare
+        return "closed"
+
+    assert runtime.run(main) == "closed"
+    assert opened[0].state is OperationState.CANCELLED
