@@ -8,21 +8,40 @@
     # leaves only when every child has ended
 
 Entering makes a SCOPE operation, linked under the operation whose code the
-thread is running (if any), and RUNNING at once: the block is its work.
-Leaving records how the block ended, waits for the children, and then
-decides what the ``with`` statement raises:
+thread is running (if any), and RUNNING at once: the block is its work. An
+entry interrupted once the operation exists ends its block, so no RUNNING
+scope is left with nobody to close it.
 
-1. A KeyboardInterrupt (in the block, or while waiting at the exit) cancels
-   the tree, waits for it, and is re-raised as itself.
+Leaving records how the block ended, waits for the children, and then
+decides what the ``with`` statement raises, in this order:
+
+1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
+   Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
+   re-raised as themselves, carrying any failure group as ``__context__``.
+   So is the GeneratorExit that closes an async generator suspended in the
+   block. A second Ctrl-C at a sync exit stops the wait.
 2. Failures (the block's exception and the failing children's) are raised as
    one ``ExceptionGroup``, even when there is only one.
-3. The scope's own deadline, if it cancelled something, raises a bare
-   ``TimeoutError``.
-4. A ``Cancelled`` from the block stops here when the scope itself was
-   cancelled; it passes on when something outside was cancelled too.
+3. A cancel that reached the scope from outside (the cancel walk marks the
+   nodes it enters from above, ``_outside_cancel``) raises ``Cancelled``:
+   the code after the block must not run. What caused the cancel decides,
+   not the value ``shield`` has now.
+4. The scope's own deadline, if it cancelled something, raises a bare
+   ``TimeoutError`` from the ``Cancelled`` that ended the block.
+5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
+   stops here.
 
 A scope's error is raised out of its block only: it is not handed to the
 enclosing operation as a failing child, so code that catches it goes on.
+The scope keeps no reference to it, and the exit's frames drop theirs: the
+traceback holds the user's frame, which holds the scope, so any reference
+back would make a cycle only the collector could free.
+
+A sync exit inside an operation is a cancellation point through the tree:
+that operation's cancel reaches the scope and its children, and rule 3
+raises once they have ended. It waits in slices (``acquire_for``), so the
+main thread notices a Ctrl-C, and a Ctrl-C there walks the tree again with
+``again=True``, finishing any cancel an earlier Ctrl-C tore.
 """
 
 from __future__ import annotations

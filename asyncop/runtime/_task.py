@@ -22,6 +22,12 @@ value alone: the task gets it and leaves at its next await. Non-cancellable
 waits (a blocking call in another thread, a scope waiting for its children)
 are not interrupted; the task leaves at its next await after them.
 
+A ``Cancelled`` raised into the task because of its own cancel (reaching
+its innermost scope from the task's operation through no shield) marks the
+task (``saw_cancel``): it ends CANCELLED even if it catches the exception
+and returns, its value discarded. One that a scope's own cancel caused, and
+that the scope absorbs, does not count.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of
