@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import math
 import os
 import re
@@ -265,6 +266,65 @@ def t_spawn_into_exited_scope(c: Ctx) -> BaseException:
 def t_on_cancel_not_callable(c: Ctx) -> BaseException:
     op = c.rt.create(noop_callback, name="tokened")
     return caught(op.token.on_cancel, 42)
+
+
+# -- scopes misused ----------------------------------------------------------
+
+
+def t_scope_result_after_raise(c: Ctx) -> BaseException:
+    try:
+        with c.rt.scope(name="failed_scope") as scope:
+            scope.spawn(lambda: 1 / 0)
+    except ExceptionGroup:
+        pass
+    return caught(scope.result)
+
+
+def t_scope_exit_not_entered(c: Ctx) -> BaseException:
+    return caught(c.rt.scope().__exit__, None, None, None)
+
+
+def t_scope_aexit_not_entered(c: Ctx) -> BaseException:
+    async def main() -> None:
+        await asyncop.scope().__aexit__(None, None, None)
+
+    return failure_of(c.vrt, main)
+
+
+async def _holds_scope(name: str) -> AsyncIterator[None]:
+    async with asyncop.scope(name=name):
+        yield
+
+
+def t_scope_exited_out_of_order(c: Ctx) -> BaseException:
+    async def main() -> None:
+        gen = _holds_scope("inner_scope")
+        async with asyncop.scope(name="outer_scope"):
+            await gen.__anext__()
+
+    return failure_of(c.vrt, main)
+
+
+def t_scope_exited_after_being_closed(c: Ctx) -> BaseException:
+    async def main() -> None:
+        gen = _holds_scope("closed_early")
+        with contextlib.suppress(RuntimeError):
+            async with asyncop.scope():
+                await gen.__anext__()
+        await gen.__anext__()
+
+    return failure_of(c.vrt, main)
+
+
+def t_task_ended_with_a_scope_open(c: Ctx) -> BaseException:
+    keep: list[Any] = []
+
+    async def scope_leaker() -> None:
+        gen = _holds_scope("left_open")
+        keep.append(gen)
+        await gen.__anext__()
+
+    return failure_of(c.vrt, scope_leaker)
 
 
 # -- runtime -----------------------------------------------------------------
@@ -1510,6 +1570,14 @@ CASES = [
     Case("submit-after-shutdown", t_submit_after_shutdown, RuntimeError, "'closed_rt_submit'"),
     Case("spawn-after-shutdown", t_spawn_after_shutdown, RuntimeError, "'closed_rt_spawn'"),
     Case("scope-after-shutdown", t_scope_after_shutdown, RuntimeError, "'closed_rt_scope'"),
+    Case(
+        "scope-result-after-raise", t_scope_result_after_raise, InvalidStateError, "'failed_scope'"
+    ),
+    Case("scope-exit-not-entered", t_scope_exit_not_entered, RuntimeError, "with statement"),
+    Case("scope-aexit-not-entered", t_scope_aexit_not_entered, RuntimeError, "async with"),
+    Case("scope-out-of-order", t_scope_exited_out_of_order, RuntimeError, "'outer_scope'"),
+    Case("scope-closed-early", t_scope_exited_after_being_closed, RuntimeError, "'closed_early'"),
+    Case("task-left-scope-open", t_task_ended_with_a_scope_open, RuntimeError, "'left_open'"),
     Case(
         "start-after-shutdown-race",
         t_start_after_shutdown_race,

@@ -37,6 +37,10 @@ children handed up (``_failures``):
 - otherwise VALUE -> COMPLETED, even if a cancel arrived after the work
   finished (a value already produced is kept);
 - otherwise CANCELLED.
+
+A KeyboardInterrupt or SystemExit among the failures is never grouped: the
+operation fails with it bare, the other failures in its ``__context__``, and
+it is handed to the parent even from a supervised child.
 """
 
 from __future__ import annotations

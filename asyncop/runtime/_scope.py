@@ -8,21 +8,40 @@
     # leaves only when every child has ended
 
 Entering makes a SCOPE operation, linked under the operation whose code the
-thread is running (if any), and RUNNING at once: the block is its work.
-Leaving records how the block ended, waits for the children, and then
-decides what the ``with`` statement raises:
+thread is running (if any), and RUNNING at once: the block is its work. An
+entry interrupted once the operation exists ends its block, so no RUNNING
+scope is left with nobody to close it.
 
-1. A KeyboardInterrupt (in the block, or while waiting at the exit) cancels
-   the tree, waits for it, and is re-raised as itself.
+Leaving records how the block ended, waits for the children, and then
+decides what the ``with`` statement raises, in this order:
+
+1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
+   Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
+   re-raised as themselves, carrying any failure group as ``__context__``.
+   So is the GeneratorExit that closes an async generator suspended in the
+   block. A second Ctrl-C at a sync exit stops the wait.
 2. Failures (the block's exception and the failing children's) are raised as
    one ``ExceptionGroup``, even when there is only one.
-3. The scope's own deadline, if it cancelled something, raises a bare
-   ``TimeoutError``.
-4. A ``Cancelled`` from the block stops here when the scope itself was
-   cancelled; it passes on when something outside was cancelled too.
+3. A cancel that reached the scope from outside (the cancel walk marks the
+   nodes it enters from above, ``_outside_cancel``) raises ``Cancelled``:
+   the code after the block must not run. What caused the cancel decides,
+   not the value ``shield`` has now.
+4. The scope's own deadline, if it cancelled something, raises a bare
+   ``TimeoutError`` from the ``Cancelled`` that ended the block.
+5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
+   stops here.
 
 A scope's error is raised out of its block only: it is not handed to the
 enclosing operation as a failing child, so code that catches it goes on.
+The scope keeps no reference to it, and the exit's frames drop theirs: the
+traceback holds the user's frame, which holds the scope, so any reference
+back would make a cycle only the collector could free.
+
+A sync exit inside an operation is a cancellation point through the tree:
+that operation's cancel reaches the scope and its children, and rule 3
+raises once they have ended. It waits in slices (``acquire_for``), so the
+main thread notices a Ctrl-C, and a Ctrl-C there walks the tree again with
+``again=True``, finishing any cancel an earlier Ctrl-C tore.
 """
 
 from __future__ import annotations
@@ -134,9 +153,9 @@ class Scope:
                 deadline = by_timeout if deadline is None else min(deadline, by_timeout)
             if deadline is not None:
                 op.deadline = deadline
-        except BaseException:
-            if op is None and parent is not None:
-                op = _unclaimed_scope(parent)
+        except BaseException as exc:
+            if op is None:
+                op = _made_before(exc, runtime)
             if op is not None:
                 abandon_scope(op, "the scope's entry was interrupted")
             raise
@@ -362,7 +381,9 @@ class Scope:
         return exc is not None and only_cancelled(exc)
 
 
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+# Passed through bare, never grouped: Ctrl-C, SystemExit, and the
+# GeneratorExit that closes an async generator suspended inside the block.
+_INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 def _throw(error: BaseException) -> NoReturn:
@@ -433,23 +454,24 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
-def _unclaimed_scope(parent: AsyncOperation) -> AsyncOperation | None:
-    """The scope just made under ``parent`` whose entry was interrupted, if any.
+def _made_before(exc: BaseException, runtime: Runtime) -> AsyncOperation | None:
+    """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
 
-    The calling thread is the only one opening sync scopes under the
-    operation it runs (and a task the only one under its current scope);
-    an open one would be that current operation, so a live SCOPE child whose
-    block has not ended, right at the end of the list, is the orphan.
+    A Ctrl-C can land inside the call after the operation was linked into
+    the tree, before it was returned. The call's frame is in the
+    exception's traceback, and its locals still hold the operation: no
+    other thread's scope can be mistaken for it.
     """
-    with parent.runtime._lock:
-        child = parent._last_child
-        if (
-            child is not None
-            and child._kind is OpKind.SCOPE
-            and child._outcome is Outcome.NONE
-            and child is not thread_state().running()
-        ):
-            return child
+    code = type(runtime)._new_operation.__code__
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is code:
+            op = frame.f_locals.get("op")
+            if type(op) is AsyncOperation and op._kind is OpKind.SCOPE:
+                return op
+            return None
+        tb = tb.tb_next
     return None
 
 
@@ -461,11 +483,7 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     (cancelled, their blocks ended) so that every operation can still end.
     """
     stack: list[AsyncOperation] = [*(task.outer or ()), task.current]
-    if op not in stack:
-        return RuntimeError(
-            f"scope {op.name!r} was exited from a task that did not enter it; "
-            "exit a scope in the task that entered it"
-        )
+    # Still in the stack: a scope closed earlier has its block ended.
     index = stack.index(op)
     inner = stack[index + 1 :]
     for scope_op in reversed(inner):
@@ -476,7 +494,7 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     return RuntimeError(
         f"scope {op.name!r} was exited while scope {names} inside it was still open "
         "(an async generator holding a scope across a yield?); the inner scope was "
-        "cancelled and closed; exit scopes in the reverse order of entering them"
+        "cancelled and closed; close scopes in the reverse order of opening them"
     )
 
 

@@ -22,6 +22,12 @@ value alone: the task gets it and leaves at its next await. Non-cancellable
 waits (a blocking call in another thread, a scope waiting for its children)
 are not interrupted; the task leaves at its next await after them.
 
+A ``Cancelled`` raised into the task because of its own cancel (reaching
+its innermost scope from the task's operation through no shield) marks the
+task (``saw_cancel``): it ends CANCELLED even if it catches the exception
+and returns, its value discarded. One that a scope's own cancel caused, and
+that the scope absorbs, does not count.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of
@@ -121,14 +127,19 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task
-    if task.cancellable and task.current._cancelled and waker._transition_to_queued():
+    if task.cancellable and task.current._cancelled and waker.status is _WAITING:
         waker.triggered = None
         waker.result = None
         # The exception itself is made when the task is stepped: a cancel
         # walk over many tasks then allocates nothing per task while it
         # holds the lock (and feeds the collector nothing in one burst).
         waker.error = CANCEL_LATER
+        # Queue first, then mark QUEUED: a Ctrl-C landing in between (a
+        # cancel from the main thread) leaves the waker WAITING, so the
+        # next cancel walk wakes it again, and step() drops the stale
+        # queue entry, as it runs only a QUEUED waker.
         waker.runtime._push_locked(waker.task)
+        waker._transition_to_queued()
 
 
 def deliver_cancel(task: TaskState) -> Cancelled:
@@ -408,7 +419,7 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     failure = RuntimeError(
         f"task {task.task.name!r} ended while scope {names} it entered was still open "
         "(an async generator holding a scope across a yield?); the scope was cancelled "
-        "and closed; leave every 'async with scope()' before the task returns"
+        "and closed; close every 'async with scope()' before the task returns"
     )
     failure.__context__ = error
     return failure
