@@ -599,14 +599,15 @@ class AsyncOperation:
         wake: Callable[[], object] | _thread.LockType = (
             waiter if caller is None else functools.partial(release_quietly, waiter)
         )
-        # A with-statement: see _end_work.
-        with self.runtime._lock:
-            if _is_final(self._state):
-                return True
-            self._add_waiter_locked(wake)
         try:
+            # A with-statement: see _end_work.
+            with self.runtime._lock:
+                if _is_final(self._state):
+                    return True
+                self._add_waiter_locked(wake)
             park(waiter, timeout, caller)
         finally:
+            # Also after a Ctrl-C that landed as the waiter was queued.
             if not _is_final(self._state):  # else the finalizer took the list
                 self._remove_waiter(wake)
         return _is_final(self._state)
