@@ -177,15 +177,16 @@ class CancelToken:
     def _release_waiters_locked(self) -> None:
         """Wake every thread parked on the token. Under the runtime lock.
 
-        One at a time, popping each before its release: a Ctrl-C landing in
-        between leaves the rest queued for the next cancel walk to wake. A
-        parked thread may have been woken already by what it waits for,
-        hence the quiet release.
+        One at a time, each released before it leaves the list: a Ctrl-C
+        landing in between leaves the rest queued for the next cancel walk
+        to wake. A parked thread may have been woken already by what it
+        waits for (or by a walk that was cut short), hence the quiet release.
         """
         waiters = self._waiters
         if waiters is not None:
             while waiters:
-                release_quietly(waiters.pop())
+                release_quietly(waiters[-1])
+                waiters.pop()
             self._waiters = None
 
     def _cancel_locked(self, after: list[Callable[[], object]]) -> bool:

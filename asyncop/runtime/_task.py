@@ -115,13 +115,20 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task
-    if task.cancellable and task.current._cancelled and waker._transition_to_queued():
+    if not (task.cancellable and task.current._cancelled):
+        return
+    if waker._transition_to_queued():
         waker.triggered = None
         waker.result = None
         # The exception itself is made when the task is stepped: a cancel
         # walk over many tasks then allocates nothing per task while it
         # holds the lock (and feeds the collector nothing in one burst).
         waker.error = CANCEL_LATER
+        waker.runtime._push_locked(waker.task)
+    elif waker.error is CANCEL_LATER and waker.status is _QUEUED:
+        # Woken by a walk that a Ctrl-C cut short, perhaps before it was
+        # queued or a worker woken: queue it again. A second copy in the
+        # ready queue is harmless, its step finds the waker no longer QUEUED.
         waker.runtime._push_locked(waker.task)
 
 

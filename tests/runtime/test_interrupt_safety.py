@@ -487,3 +487,149 @@ def test_an_interrupt_at_any_point_of_a_wait_loses_nothing(kind: str) -> None:
                 assert ki_at < fire_at + 500, "the call never returned"
         # The runtime still works.
         assert rt.spawn(lambda: 3).wait(10).value == 3
+
+
+# ----------------------------------------------------------------------
+# A Ctrl-C inside cancel() leaves the tree for a later cancel() to finish
+# ----------------------------------------------------------------------
+
+
+def _parked_task(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
+    parked = threading.Event()
+
+    async def sleeper() -> None:
+        parked.set()
+        await asyncop.sleep(100)
+
+    op = rt.spawn(sleeper)
+    assert parked.wait(10)
+    time.sleep(0.01)
+    return op
+
+
+def _task_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
+    ready = threading.Event()
+
+    async def root() -> None:
+        async with asyncop.scope() as s:
+            for _ in range(3):
+                s.spawn(asyncop.sleep, 100)
+            s.spawn(asyncop.Event().wait_async)
+            ready.set()
+            await asyncop.sleep(100)
+
+    op = rt.spawn(root)
+    assert ready.wait(10)
+    time.sleep(0.02)
+    return op
+
+
+def _pending_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
+    # The only worker is busy: everything below stays PENDING.
+    gate = threading.Event()
+    busy = rt.spawn(gate.wait, 10)
+    rt._test_gate = gate  # type: ignore[attr-defined]
+    root = rt.spawn(lambda: None)
+    for _ in range(3):
+        child = root.spawn(lambda: None)
+        child.spawn(lambda: None)
+    del busy
+    return root
+
+
+def _blocked_sync_ops(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
+    ch: asyncop.Channel[int] = asyncop.Channel(0)
+    event = asyncop.Event()
+    roots: list[asyncop.AsyncOperation] = []
+
+    def root() -> None:
+        me = asyncop.current_operation()
+        assert me is not None
+        roots.append(me)
+        me.spawn(ch.recv)
+        me.spawn(event.wait)
+        me.token.wait()
+        me.token.check()
+
+    op = rt.spawn(root)
+    deadline = time.monotonic() + 10
+    while not (ch._receivers and event._waiters and roots and roots[0].token._waiters):
+        assert time.monotonic() < deadline, "the sync operations never blocked"
+        time.sleep(0.001)
+    return op
+
+
+TREES: dict[str, Callable[[asyncop.Runtime], asyncop.AsyncOperation]] = {
+    "parked_task": _parked_task,
+    "task_tree": _task_tree,
+    "pending_tree": _pending_tree,
+    "blocked_sync_ops": _blocked_sync_ops,
+}
+
+
+def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
+    """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
+
+    Not swept: the points inside the finalization of a node that ends in the
+    walk (``_try_finalize_locked`` and what it calls), a separate step with
+    its own bookkeeping; the walk itself, waking tasks and threads, is.
+    """
+    seen = 0
+    finalizing = 0
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal seen, finalizing
+        if frame.f_code.co_name == "_try_finalize_locked":
+            if event == "call":
+                finalizing += 1
+            elif event == "return":
+                finalizing -= 1
+        if finalizing:
+            return
+        if event == "call" or event == "c_return":
+            seen += 1
+            if seen == nth:
+                sys.setprofile(None)
+                raise KeyboardInterrupt
+
+    sys.setprofile(hook)
+    try:
+        op.cancel("interrupted")
+    except KeyboardInterrupt:
+        return True
+    finally:
+        sys.setprofile(None)
+    return False
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("finish", ["cancel", "shutdown"])
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_completes(
+    tree: str, finish: str
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    nth = 1
+    while True:
+        workers = 1 if tree == "pending_tree" else 3
+        rt = asyncop.Runtime(workers, name=f"ki-cancel-{tree}-{nth}")
+        try:
+            op = TREES[tree](rt)
+            landed = _cancel_interrupted_at(op, nth)
+            gate = getattr(rt, "_test_gate", None)
+            if gate is not None:
+                gate.set()
+            if finish == "cancel":
+                op.cancel("again")
+                result = op.wait(10)
+                assert result.state is asyncop.OperationState.CANCELLED, (
+                    f"interrupt at point {nth}: ended {result.state.name}"
+                )
+        except TimeoutError:
+            pytest.fail(f"interrupt at point {nth} of cancel(): the tree never ended")
+        finally:
+            assert rt.shutdown(timeout=10), f"interrupt at point {nth}: shutdown did not end"
+        if not landed:
+            break
+        nth += 1
+    assert nth > 3
