@@ -8,7 +8,10 @@ Map
 - Completion: ``_end_work_locked`` records how the operation's own work
   ended; ``_try_finalize_locked`` makes it final once its children are gone,
   then climbs to the parent, iteratively.
-- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack.
+- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack;
+  a walk cut short by a Ctrl-C is redone by the next one.
+- Waiting: ``wait`` and ``_block_until_final`` park the thread through
+  ``_park.park``, so a cancel of the calling operation ends the wait.
 
 Who writes what
 ---------------

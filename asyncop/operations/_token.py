@@ -8,6 +8,11 @@ callback may call back into the runtime.
 States: a token is *live* until it is cancelled, and then *cancelled*
 forever. Only the cancel walk (``_cancel_locked``) writes ``_cancelled``;
 user code reads it through ``cancelled`` and ``check()``.
+
+Threads parked in ``wait()`` (or in any blocking call of asyncop inside the
+token's operation, see ``_park.py``) queue a held lock on ``_waiters``; the
+cancel walk releases them under the runtime lock, one at a time, so a walk
+cut short by a Ctrl-C and redone later wakes every one of them.
 """
 
 from __future__ import annotations
