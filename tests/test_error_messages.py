@@ -700,6 +700,32 @@ def t_lock_broken(c: Ctx) -> BaseException:
     return caught(lock.acquire, 1)
 
 
+def t_lock_reentry(c: Ctx) -> BaseException:
+    lock = Lock("reentered_lock")
+    assert lock.acquire(1)
+    try:
+        return caught(lock.acquire, 1)
+    finally:
+        lock.release()
+
+
+def t_wait_timeout_type(c: Ctx) -> BaseException:
+    return caught(Event().wait, "5")
+
+
+def t_wait_timeout_nan(c: Ctx) -> BaseException:
+    return caught(Channel(1).send, "item", math.nan)
+
+
+def t_deadline_type(c: Ctx) -> BaseException:
+    op = c.rt.create(noop_callback, name="deadline_typed")
+    return caught(setattr, op, "deadline", "soon")
+
+
+def t_helper_not_operation(c: Ctx) -> BaseException:
+    return caught(asyncop.async_await, None)
+
+
 def t_lock_release_unheld(c: Ctx) -> BaseException:
     return caught(Lock("free_lock").release)
 
@@ -1543,6 +1569,7 @@ CASES = [
     Case("result-unfinished", t_result_unfinished, InvalidStateError, "'unfinished'"),
     Case("result-cancelled", t_result_cancelled, CancellationError, "'dropped'"),
     Case("deadline-nan", t_deadline_nan, ValueError, "'deadlined'"),
+    Case("deadline-type", t_deadline_type, TypeError, "'deadline_typed'"),
     Case("wait-timeout", t_wait_timeout, TimeoutError, "'slow_op'", "outcome"),
     Case("wait-in-coroutine", t_wait_in_coroutine, RuntimeError, "'other_op'"),
     Case("wait-on-itself", t_wait_on_itself, RuntimeError, "self_waiter"),
@@ -1610,6 +1637,7 @@ CASES = [
     Case("worker-limit-type", t_worker_limit_type, TypeError, "async_worker_limit()"),
     Case("worker-limit-zero", t_worker_limit_zero, ValueError, "async_worker_limit(0)"),
     Case("worker-limit-late", t_worker_limit_late, RuntimeError, "async_worker_limit(3)"),
+    Case("helper-not-operation", t_helper_not_operation, TypeError, "async_await(op)"),
     # awaitables
     Case("sleep-type", t_sleep_type, TypeError, "sleep()"),
     Case("sleep-nan", t_sleep_nan, ValueError, "sleep()"),
@@ -1641,6 +1669,9 @@ CASES = [
     Case("lock-acquire-in-coroutine", t_lock_acquire_in_coroutine, RuntimeError, "'db_lock'"),
     Case("lock-broken", t_lock_broken, BrokenResourceError, "'cache_lock'"),
     Case("lock-release-unheld", t_lock_release_unheld, RuntimeError, "'free_lock'"),
+    Case("lock-reentry", t_lock_reentry, RuntimeError, "'reentered_lock'"),
+    Case("wait-timeout-type", t_wait_timeout_type, TypeError, "Event.wait(timeout=...)"),
+    Case("wait-timeout-nan", t_wait_timeout_nan, ValueError, "Channel.send(timeout=...)"),
     Case("lock-release-by-other", t_lock_release_by_other, RuntimeError, "'held_lock'"),
     Case("event-wait-in-coroutine", t_event_wait_in_coroutine, RuntimeError, "Event.wait()"),
     Case("semaphore-type", t_semaphore_type, TypeError, "str"),

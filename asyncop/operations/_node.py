@@ -8,7 +8,10 @@ Map
 - Completion: ``_end_work_locked`` records how the operation's own work
   ended; ``_try_finalize_locked`` makes it final once its children are gone,
   then climbs to the parent, iteratively.
-- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack.
+- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack;
+  a walk cut short by a Ctrl-C is redone by the next one.
+- Waiting: ``wait`` and ``_block_until_final`` park the thread through
+  ``_park.park``, so a cancel of the calling operation ends the wait.
 
 Who writes what
 ---------------
@@ -628,14 +631,15 @@ class AsyncOperation:
         wake: Callable[[], object] | _thread.LockType = (
             waiter if caller is None else functools.partial(release_quietly, waiter)
         )
-        # A with-statement: see _end_work.
-        with self.runtime._lock:
-            if _is_final(self._state):
-                return True
-            self._add_waiter_locked(wake)
         try:
+            # A with-statement: see _end_work.
+            with self.runtime._lock:
+                if _is_final(self._state):
+                    return True
+                self._add_waiter_locked(wake)
             park(waiter, timeout, caller)
         finally:
+            # Also after a Ctrl-C that landed as the waiter was queued.
             if not _is_final(self._state):  # else the finalizer took the list
                 self._remove_waiter(wake)
         return _is_final(self._state)

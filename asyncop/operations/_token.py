@@ -8,6 +8,11 @@ callback may call back into the runtime.
 States: a token is *live* until it is cancelled, and then *cancelled*
 forever. Only the cancel walk (``_cancel_locked``) writes ``_cancelled``;
 user code reads it through ``cancelled`` and ``check()``.
+
+Threads parked in ``wait()`` (or in any blocking call of asyncop inside the
+token's operation, see ``_park.py``) queue a held lock on ``_waiters``; the
+cancel walk releases them under the runtime lock, one at a time, so a walk
+cut short by a Ctrl-C and redone later wakes every one of them.
 """
 
 from __future__ import annotations
@@ -180,15 +185,16 @@ class CancelToken:
     def _release_waiters_locked(self) -> None:
         """Wake every thread parked on the token. Under the runtime lock.
 
-        One at a time, popping each before its release: a Ctrl-C landing in
-        between leaves the rest queued for the next cancel walk to wake. A
-        parked thread may have been woken already by what it waits for,
-        hence the quiet release.
+        One at a time, each released before it leaves the list: a Ctrl-C
+        landing in between leaves the rest queued for the next cancel walk
+        to wake. A parked thread may have been woken already by what it
+        waits for (or by a walk that was cut short), hence the quiet release.
         """
         waiters = self._waiters
         if waiters is not None:
             while waiters:
-                release_quietly(waiters.pop())
+                release_quietly(waiters[-1])
+                waiters.pop()
             self._waiters = None
 
     def _cancel_locked(self, after: list[Callable[[], object]]) -> bool:

@@ -12,6 +12,9 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   live sender; in a rendezvous it takes the item straight from a sender.
 - So an item is never handed to a waiter that is no longer waiting: a
   cancelled receive eats nothing, and a cancelled send leaves no item behind.
+- The blocking ``send``/``recv`` of a thread follow ``_sync.py``'s waiter
+  protocol: inside an operation they end at its cancel (keeping an item
+  already handed over), and a Ctrl-C puts a received item back in front.
 - ``close()``: later sends raise ``ClosedResourceError``; receives drain the
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued

@@ -10,6 +10,15 @@ already claimed) refuses the permit, which then goes to the next waiter or
 back into the primitive. That is how a cancelled waiter never leaves a lock
 held and a cancelled receive never eats an item.
 
+A thread waiter parks through ``operations._park.park``: inside an operation
+(a sync callback, or a sync scope's block) the operation's cancel wakes it
+too, and the waiter then settles under the mutex (``ThreadWaiter.wait``):
+fired means the value is kept, otherwise it gives up and raises
+``Cancelled``. Every thread-side call is written so that a KeyboardInterrupt
+landing anywhere in it (on the main thread) removes its waiter or gives back
+what it was handed (``ThreadWaiter.abandon``). A holder acquiring its own
+``Lock`` again raises at once instead of waiting for itself.
+
 Lock order: a primitive's own mutex, then the runtime lock of a waiter
 (taken inside ``fire``). The runtime never takes a primitive's mutex while
 holding its own lock, so the order cannot invert.

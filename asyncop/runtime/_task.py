@@ -127,7 +127,9 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
     if task is None:
         return
     waker = task
-    if task.cancellable and task.current._cancelled and waker.status is _WAITING:
+    if not (task.cancellable and task.current._cancelled):
+        return
+    if waker.status is _WAITING:
         waker.triggered = None
         waker.result = None
         # The exception itself is made when the task is stepped: a cancel
@@ -140,6 +142,11 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         # queue entry, as it runs only a QUEUED waker.
         waker.runtime._push_locked(waker.task)
         waker._transition_to_queued()
+    elif waker.error is CANCEL_LATER and waker.status is _QUEUED:
+        # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
+        # was woken for it: queue it again. A second copy in the ready
+        # queue is harmless, its step finds the waker no longer QUEUED.
+        waker.runtime._push_locked(waker.task)
 
 
 def deliver_cancel(task: TaskState) -> Cancelled:

@@ -1159,3 +1159,78 @@ def test_cancelled_task_does_not_take_a_free_permit(runtime: asyncop.Runtime) ->
         return sem.value
 
     assert runtime.run(main) == 1
+
+
+# ----------------------------------------------------------------------
+# Re-entry: the holder acquiring again raises at once, naming the lock
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0, 0])
+def test_a_thread_acquiring_a_lock_it_holds_raises_at_once(timeout: float | None) -> None:
+    lock = asyncop.Lock("config")
+    assert lock.acquire()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="'config' is already held by the task or thread"):
+        lock.acquire(timeout=timeout)
+    assert time.monotonic() - start < 1.0
+    # Still held by the thread, once: one release frees it.
+    assert lock.locked()
+    lock.release()
+    assert not lock.locked()
+
+
+def test_nested_with_blocks_on_one_lock_raise_instead_of_deadlocking() -> None:
+    lock = asyncop.Lock("nested")
+    with pytest.raises(RuntimeError, match="'nested'"), lock, lock:
+        pass
+    assert not lock.locked()
+
+
+def test_a_sync_operation_acquiring_its_lock_again_fails_at_once() -> None:
+    lock = asyncop.Lock("op-lock")
+    with asyncop.Runtime(2) as rt:
+
+        def work() -> None:
+            with lock:
+                lock.acquire()
+
+        result = rt.spawn(work).wait(5)
+    assert result.state is OperationState.FAILED
+    assert isinstance(result.error, RuntimeError) and "'op-lock'" in str(result.error)
+    assert not lock.locked()
+
+
+def test_a_task_acquiring_a_lock_it_holds_fails_at_once() -> None:
+    lock = asyncop.Lock("task-lock")
+
+    async def twice() -> str:
+        async with lock:
+            try:
+                await lock.lock_async()
+            except RuntimeError as exc:
+                return str(exc)
+        return "no error"
+
+    async def nested() -> None:
+        async with lock, lock:
+            pass
+
+    with asyncop.Runtime(2) as rt:
+        message = rt.spawn(twice).wait(5).value
+        assert "'task-lock' is already held" in message
+        result = rt.spawn(nested).wait(5)
+        assert result.state is OperationState.FAILED
+        assert isinstance(result.error, RuntimeError)
+    assert not lock.locked()
+
+
+def test_other_holders_still_make_an_acquirer_wait() -> None:
+    lock = asyncop.Lock()
+    assert lock.acquire()
+    got: list[bool] = []
+    other = threading.Thread(target=lambda: got.append(lock.acquire(timeout=0.05)))
+    other.start()
+    other.join(5)
+    assert got == [False]
+    lock.release()
