@@ -414,8 +414,18 @@ class Runtime:
             return None if end is None else max(0.0, end - monotonic())
 
         if cancel:
+            interrupt: KeyboardInterrupt | None = None
             for root in roots:
-                root.cancel("runtime shut down")
+                try:
+                    root.cancel("runtime shut down")
+                except KeyboardInterrupt as exc:
+                    # From an on_cancel callback on the main thread, raised
+                    # once its cancel was complete: cancel the other roots
+                    # too before it goes up, so no part of the tree is left
+                    # live.
+                    interrupt = interrupt or exc
+            if interrupt is not None:
+                raise interrupt
         ended = True
         for root in roots:
             if not root._block_until_final(remaining()):

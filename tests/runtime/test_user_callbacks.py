@@ -49,7 +49,7 @@ IDS = ["Exception", "SystemExit", "KeyboardInterrupt", "Cancelled"]
 def _raiser(exc: BaseException, log: list[str]) -> Callable[[], None]:
     def callback() -> None:
         log.append(type(exc).__name__)
-        raise exc
+        raise exc.with_traceback(None)
 
     return callback
 
