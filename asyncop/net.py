@@ -119,9 +119,7 @@ async def connect_async(host: str, port: int) -> socket.socket:
             "pass an int such as 8080"
         )
     if not 0 <= port <= 65535:
-        raise ValueError(
-            f"connect_async() got port {port}, outside 0-65535; pass a valid TCP port"
-        )
+        raise ValueError(f"connect_async() got port {port}, outside 0-65535; pass a valid TCP port")
     if _numeric_host(host):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]

@@ -450,3 +450,75 @@ def test_cancelled_send_all_reports_the_bytes_sent_and_the_peer_gets_exactly_tho
     while data := peer.recv(1 << 20):
         chunks.append(data)
     assert b"".join(chunks) == payload[:sent]
+
+
+# -- bad arguments are named -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [None, "127.0.0.1:80", 5, b"sock"], ids=repr)
+def test_the_helpers_name_an_argument_that_is_not_a_socket(
+    runtime: asyncop.Runtime, bad: Any
+) -> None:
+    calls: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
+        "recv_async": (recv_async, (bad, 10), "'sock'"),
+        "send_all_async": (send_all_async, (bad, b"x"), "'sock'"),
+        "accept_async": (accept_async, (bad,), "'listener'"),
+    }
+    for name, (fn, args, arg) in calls.items():
+        op = runtime.spawn(fn, *args)
+        op.wait(5)
+        assert isinstance(op.error, TypeError), (name, op.error)
+        assert name in str(op.error) and arg in str(op.error)
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "error", "names"),
+    [
+        (None, 80, TypeError, "'host'"),
+        (b"127.0.0.1", 80, TypeError, "'host'"),
+        ("127.0.0.1", "80", TypeError, "'port'"),
+        ("127.0.0.1", None, TypeError, "'port'"),
+        ("127.0.0.1", True, TypeError, "'port'"),
+        ("127.0.0.1", 70000, ValueError, "70000"),
+        ("127.0.0.1", -1, ValueError, "-1"),
+    ],
+)
+def test_connect_async_names_a_bad_host_or_port(
+    runtime: asyncop.Runtime, host: Any, port: Any, error: type, names: str
+) -> None:
+    op = runtime.spawn(connect_async, host, port)
+    op.wait(5)
+    assert isinstance(op.error, error), op.error
+    assert names in str(op.error)
+
+
+@pytest.mark.parametrize(
+    ("n", "error"), [("10", TypeError), (None, TypeError), (0, ValueError), (-5, ValueError)]
+)
+def test_recv_async_names_a_bad_count_and_takes_nothing(
+    runtime: asyncop.Runtime, n: Any, error: type
+) -> None:
+    a, b = socket.socketpair()
+    try:
+        b.sendall(b"kept")
+        op = runtime.spawn(recv_async, a, n)
+        op.wait(5)
+        message = str(op.error)
+        assert isinstance(op.error, error) and ("'n'" in message or "n=" in message)
+        a.setblocking(True)
+        assert a.recv(10) == b"kept"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("data", ["text", 5, None, [1, 2]], ids=repr)
+def test_send_all_async_names_data_that_is_not_bytes(runtime: asyncop.Runtime, data: Any) -> None:
+    a, b = socket.socketpair()
+    try:
+        op = runtime.spawn(send_all_async, a, data)
+        op.wait(5)
+        assert isinstance(op.error, TypeError) and "'data'" in str(op.error)
+    finally:
+        a.close()
+        b.close()

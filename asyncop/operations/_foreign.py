@@ -71,10 +71,11 @@ def running_loop() -> str | None:
 
 def _loop_of_type(obj: object) -> str | None:
     try:
-        module = type(obj).__module__ or ""
+        # (trio yields some of its messages as classes, not instances.)
+        module = (obj if isinstance(obj, type) else type(obj)).__module__
     except BaseException:
         return None
-    return _FOREIGN.get(module.partition(".")[0])
+    return _FOREIGN.get(module.partition(".")[0]) if isinstance(module, str) else None
 
 
 def awaited_outside_error(what: str, thrown: BaseException | None = None) -> TypeError:
@@ -123,10 +124,14 @@ def foreign_failure(exc: BaseException) -> BaseException:
     A RuntimeError raised inside asyncio, trio, anyio (or sniffio) code
     called from an asyncop task means that code looked for its own loop and
     found none: the message it carries ("no running event loop") says
-    nothing of asyncop. The TypeError names the call and the way across,
-    with the original as its cause.
+    nothing of asyncop. So does an AttributeError on None there (an
+    ``asyncio.Event`` takes None for its loop and fails on it). The
+    TypeError names the call and the way across, with the original as its
+    cause.
     """
-    if not isinstance(exc, RuntimeError):
+    if not isinstance(exc, RuntimeError) and not (
+        isinstance(exc, AttributeError) and "'NoneType'" in safe_repr(exc)
+    ):
         return exc
     tb: TracebackType | None = exc.__traceback__
     entry: FrameType | None = None  # the outermost frame of the innermost foreign run

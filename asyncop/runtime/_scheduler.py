@@ -509,7 +509,7 @@ class Runtime:
                 try:
                     root.cancel("runtime shut down")
                 except KeyboardInterrupt as exc:
-                    interrupt = exc  # finish stopping, without waiting, then raise it
+                    interrupt = interrupt or exc  # finish stopping, without waiting, then raise it
                     end = monotonic()
                 except BaseException:
                     _log_exception("asyncop: cancelling %r at shutdown raised", root)

@@ -385,7 +385,7 @@ def timeout(waker: Waker, sub: Subscription, result: Any, error: BaseException |
 
 def is_event(obj: object) -> bool:
     """Whether ``obj`` follows the event protocol (``_arm`` and ``_disarm``); never raises."""
-    if isinstance(obj, WaitEvent):
+    if issubclass(type(obj), WaitEvent):  # (isinstance would read obj.__class__)
         return True
     try:
         return callable(getattr(obj, "_arm", None)) and callable(getattr(obj, "_disarm", None))
@@ -424,6 +424,10 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
             callable.
         BaseException: what the event's ``_arm`` raised.
     """
+    if isinstance(event, WaitEvent):
+        # Handed over: the subscription stands for it (and a refusal below
+        # says enough without a "never awaited" warning besides).
+        event._awaited = True
     waker = _waker_of(task, "resume_when()")
     if not is_event(event):
         raise TypeError(
@@ -435,8 +439,6 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
             f"resume_when() needs a callable as 'callback', got {type(callback).__name__}; "
             "pass lowlevel.resolve, lowlevel.cancel or lowlevel.timeout"
         )
-    if isinstance(event, WaitEvent):
-        event._awaited = True  # the subscription stands for it now
     sub = Subscription(waker, event, callback)
     waker._add_subscription(sub)
     event._arm(sub)

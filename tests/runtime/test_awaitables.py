@@ -991,3 +991,88 @@ def test_timer_heap_stays_bounded_under_select_churn(vruntime: asyncop.Runtime) 
     # than a small multiple of the live ones plus the clean-up threshold.
     assert max(biggest) < 500, max(biggest)
     assert vruntime.registrations() == 0
+
+
+# ----------------------------------------------------------------------
+# sleep(0) yields; infinite and bad lengths
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds", [0, -1])
+def test_two_tasks_alternating_on_sleep_zero_interleave(
+    vruntime1: asyncop.Runtime, seconds: float
+) -> None:
+    log: list[str] = []
+
+    async def looper(name: str) -> None:
+        for i in range(40):
+            log.append(f"{name}{i}")
+            await asyncop.sleep(seconds)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(looper, "a")
+            s.spawn(looper, "b")
+
+    vruntime1.run(main)
+    assert log == [f"{name}{i}" for i in range(40) for name in "ab"]
+
+
+INFINITE = [math.inf, 1e300, 10**400]
+
+
+@pytest.mark.parametrize("seconds", INFINITE, ids=["inf", "1e300", "huge-int"])
+def test_an_infinite_sleep_arms_no_timer_and_ends_only_by_cancel(
+    vruntime: asyncop.Runtime, seconds: float
+) -> None:
+    async def sleeper() -> None:
+        await asyncop.sleep(seconds)
+
+    async def main() -> tuple[int, OperationState]:
+        op = me().spawn(sleeper)
+        await wait_all_blocked()
+        armed = vruntime.registrations()
+        op.cancel()
+        await asyncop.race(op)
+        return armed, op.state
+
+    assert vruntime.run(main) == (0, OperationState.CANCELLED)
+
+
+def test_sleep_until_inf_and_timeout_inf_arm_no_timer(vruntime: asyncop.Runtime) -> None:
+    gate = asyncop.Event()
+
+    async def slow() -> str:
+        await gate.wait_async()
+        return "done"
+
+    async def main() -> tuple[int, str, int]:
+        sleeper = me().spawn(lambda: None)
+        until = me().spawn(_sleep_until_forever)
+        waited = me().spawn(slow)
+        result: list[str] = []
+
+        async def times_out_never() -> None:
+            result.append(await asyncop.timeout(math.inf, waited))
+
+        async def selects() -> None:
+            index, _ = await asyncop.select(asyncop.sleep(math.inf), gate.wait_async())
+            result.append(f"select {index}")
+
+        me().spawn(times_out_never)
+        me().spawn(selects)
+        await wait_all_blocked()
+        armed = vruntime.registrations()
+        until.cancel()
+        gate.set()
+        await asyncop.race(until)
+        while len(result) < 2:
+            await asyncop.sleep(1)
+        await asyncop.race(sleeper)
+        return armed, " ".join(sorted(result)), vruntime.registrations()
+
+    assert vruntime.run(main) == (0, "done select 1", 0)
+
+
+async def _sleep_until_forever() -> None:
+    await asyncop.sleep_until(math.inf)

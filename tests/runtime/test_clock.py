@@ -245,3 +245,48 @@ def test_autojump_waits_while_a_worker_is_busy(vruntime: asyncop.Runtime) -> Non
     assert worker_op.wait(5).state is asyncop.OperationState.COMPLETED
     assert op.wait(5).state is asyncop.OperationState.CANCELLED
     assert op.expired is True
+
+
+# -- bad readings are refused ----------------------------------------------------
+
+_BAD_START = [
+    (float("nan"), ValueError),
+    (float("inf"), ValueError),
+    (float("-inf"), ValueError),
+    (10**400, ValueError),
+    ("0", TypeError),
+    (None, TypeError),
+    (True, TypeError),
+]
+
+
+@pytest.mark.parametrize(("start", "error"), _BAD_START, ids=lambda v: repr(v)[:12])
+def test_a_virtual_clock_refuses_a_start_it_cannot_read(start: object, error: type) -> None:
+    with pytest.raises(error, match=r"VirtualClock\(start=\.\.\.\)"):
+        VirtualClock(start=start)  # type: ignore[arg-type]
+
+
+_BAD_STEP = [*_BAD_START, (-1, ValueError), (-1e-9, ValueError)]
+
+
+@pytest.mark.parametrize(("seconds", "error"), _BAD_STEP, ids=lambda v: repr(v)[:12])
+def test_advance_refuses_a_step_it_cannot_take_and_leaves_time_alone(
+    manual: Manual, seconds: object, error: type
+) -> None:
+    rt, clock = manual
+    clock.advance(5)
+    with pytest.raises(error, match=r"VirtualClock\.advance\(\)"):
+        clock.advance(seconds)  # type: ignore[arg-type]
+    assert clock.now() == 5.0
+
+    async def sleeper() -> float:
+        await asyncop.sleep(1)
+        return asyncop.current_time()
+
+    op = rt.spawn(sleeper)
+    end = time.monotonic() + 5
+    while rt.registrations() == 0:  # until the sleep's timer is set
+        assert time.monotonic() < end
+        time.sleep(0.001)
+    clock.advance(1)
+    assert op.wait(5).value == 6.0  # sleeps still work

@@ -641,3 +641,239 @@ def run_stress(runtime: asyncop.Runtime, seed: int) -> None:
     # No item lost or delivered twice: a cancelled receiver eats nothing.
     assert sorted(received + drained) == sorted(sent), f"seed {seed}"
     assert runtime.registrations() == 0, f"seed {seed}"
+
+
+# -- custom events written to the documented protocol, and what they get wrong ----
+
+
+class ProtocolEvent:
+    """An event with only the documented protocol: _arm, _disarm, cancellable."""
+
+    cancellable = True
+
+    def __init__(self) -> None:
+        self.subs: list[Subscription] = []
+        self.disarmed = 0
+
+    def fire(self, value: Any) -> None:
+        for sub in list(self.subs):
+            sub.fire(value)
+
+    def _arm(self, sub: Subscription) -> None:
+        self.subs.append(sub)
+
+    def _disarm(self, sub: Subscription) -> None:
+        self.disarmed += 1
+        if sub in self.subs:
+            self.subs.remove(sub)
+
+    def __await__(self) -> Any:
+        return (yield self)
+
+
+def _wait_parked(op: asyncop.AsyncOperation) -> None:
+    end = time.monotonic() + 5
+    while op._task is None or op._task.status is not WakerStatus.WAITING:
+        assert time.monotonic() < end, "the task never parked"
+        time.sleep(0.001)
+
+
+def test_a_protocol_event_without_undocumented_attributes_works(rt1: asyncop.Runtime) -> None:
+    event = ProtocolEvent()
+
+    async def main() -> Any:
+        return await event
+
+    op = rt1.spawn(main)
+    _wait_parked(op)
+    assert "ProtocolEvent" in rt1.dump()  # described without a _describe()
+    event.fire("fired")
+    assert op.wait(5).value == "fired"
+    assert event.disarmed == 1
+
+
+def test_a_protocol_event_works_in_select_and_under_cancel(rt1: asyncop.Runtime) -> None:
+    event = ProtocolEvent()
+
+    async def selects() -> Any:
+        return await asyncop.select(asyncop.Event().wait_async(), event)
+
+    op = rt1.spawn(selects)
+    _wait_parked(op)
+    event.fire(5)
+    assert op.wait(5).value == (1, 5)
+
+    async def waits() -> Any:
+        return await ProtocolEvent()
+
+    victim = rt1.spawn(waits)
+    _wait_parked(victim)
+    victim.cancel()
+    victim.wait(5)
+    assert victim.state is OperationState.CANCELLED
+
+
+class FailingDisarm(ProtocolEvent):
+    def _disarm(self, sub: Subscription) -> None:
+        raise RuntimeError("disarm failed")
+
+
+class FailingCancellable(ProtocolEvent):
+    @property
+    def cancellable(self) -> bool:  # type: ignore[override]
+        raise RuntimeError("cancellable failed")
+
+
+def test_an_event_whose_disarm_raises_does_not_wedge_its_task(
+    rt1: asyncop.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    event = FailingDisarm()
+
+    async def main() -> Any:
+        value = await event
+        await asyncop.sleep(0.001)
+        return value
+
+    op = rt1.spawn(main)
+    _wait_parked(op)
+    event.fire("kept")
+    assert op.wait(5).value == "kept"
+    assert any("disarm failed" in r.getMessage() for r in caplog.records if r.name == "asyncop")
+
+
+def test_an_event_whose_cancellable_raises_fails_its_await(rt1: asyncop.Runtime) -> None:
+    async def main() -> str:
+        try:
+            await FailingCancellable()
+        except RuntimeError as exc:
+            return str(exc)
+        return "no error"
+
+    assert rt1.spawn(main).wait(5).value == "cancellable failed"
+
+
+class RaisingRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr failed")
+
+
+class RaisingGetattr:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no attribute {name} either")
+
+
+class RaisingGetattribute:
+    def __getattribute__(self, name: str) -> Any:
+        raise ValueError(name)
+
+
+class Yielder:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Any:
+        return (yield self.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [RaisingRepr, RaisingGetattr, RaisingGetattribute, lambda: 42, lambda: "text", object],
+    ids=["repr", "getattr", "getattribute", "int", "str", "object"],
+)
+def test_yielding_an_unknown_object_throws_a_type_error_into_the_task(
+    rt1: asyncop.Runtime, make: Callable[[], Any]
+) -> None:
+    value = make()
+
+    async def main() -> str:
+        try:
+            await Yielder(value)
+        except TypeError as exc:
+            await asyncop.sleep(0.001)  # still a working task afterwards
+            return "caught TypeError" if "asyncop" in str(exc) else str(exc)
+        return "nothing raised"
+
+    assert rt1.spawn(main).wait(5).value == "caught TypeError"
+
+    async def uncaught() -> None:
+        await Yielder(value)
+
+    op = rt1.spawn(uncaught)
+    op.wait(5)
+    assert op.state is OperationState.FAILED and isinstance(op.error, TypeError)
+
+
+def test_a_resume_when_callback_that_raises_resumes_the_task_with_it(
+    rt1: asyncop.Runtime,
+) -> None:
+    def broken(waker: Any, sub: Any, result: Any, error: Any) -> bool:
+        raise LookupError("broken callback")
+
+    class ViaBrokenCallback(WaitEvent):
+        def _arm(self, sub: Subscription) -> None:
+            lowlevel.resume_when(sub.waker.task, asyncop.sleep(0.01), broken)
+
+    async def main() -> str:
+        try:
+            await ViaBrokenCallback()
+        except LookupError as exc:
+            return str(exc)
+        return "nothing raised"
+
+    assert rt1.spawn(main).wait(5).value == "broken callback"
+
+    async def later() -> int:
+        await asyncop.sleep(0.001)
+        return 1
+
+    assert rt1.run(later) == 1  # the worker that fired the timer lives on
+
+
+@pytest.mark.parametrize("bad", [None, "task", 42])
+def test_lowlevel_calls_name_a_bad_task_argument(rt1: asyncop.Runtime, bad: Any) -> None:
+    with pytest.raises(TypeError, match="'task'"):
+        lowlevel.waker_new(bad)
+    with pytest.raises(TypeError, match="'task'"):
+        lowlevel.resume_when(bad, asyncop.Event().wait_async())
+
+
+def test_lowlevel_calls_name_bad_event_callback_and_timeout(rt1: asyncop.Runtime) -> None:
+    import math
+
+    task = rt1.create(_never, name="a_task")
+    with pytest.raises(TypeError, match="'event'"):
+        lowlevel.resume_when(task, None)
+    with pytest.raises(TypeError, match="'callback'"):
+        lowlevel.resume_when(task, asyncop.Event().wait_async(), None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="'cancellation'"):
+        lowlevel.waker_new(task, cancellation="event")
+    with pytest.raises(TypeError, match="timeout"):
+        lowlevel.waker_new(task, timeout="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout"):
+        lowlevel.waker_new(task, timeout=math.nan)
+
+
+async def _never() -> None:
+    await asyncop.Event().wait_async()
+
+
+def test_waker_new_with_an_infinite_timeout_arms_no_timer(rt1: asyncop.Runtime) -> None:
+    import math
+
+    gate = asyncop.Event()
+
+    class Gated(WaitEvent):
+        def _arm(self, sub: Subscription) -> None:
+            task = sub.waker.task
+            lowlevel.waker_new(task, timeout=math.inf)
+            lowlevel.resume_when(task, gate.wait_async(), lowlevel.resolve)
+
+    async def main() -> str:
+        await Gated()
+        return "opened"
+
+    op = rt1.spawn(main)
+    _wait_parked(op)
+    assert rt1.registrations() == 0
+    gate.set()
+    assert op.wait(5).value == "opened"

@@ -1,0 +1,290 @@
+"""Another event loop's objects in asyncop, and asyncop's under another loop.
+
+Both raise one TypeError that names the object, the loop it belongs to, and
+``asyncop.anyio`` as the way across, instead of each loop's own puzzle
+("no running event loop", "Task got bad yield"...). Also: plain functions
+and async generators that would leave work unrun are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+import trio
+
+import asyncop
+from asyncop.testing import VirtualClock
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def rt() -> Iterator[asyncop.Runtime]:
+    runtime = asyncop.Runtime(2, name=f"for{id(object()):x}", clock=VirtualClock(autojump=True))
+    try:
+        yield runtime
+    finally:
+        assert runtime.shutdown(timeout=10)
+
+
+def _error_of(run: Callable[[], object]) -> BaseException:
+    try:
+        run()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("nothing was raised")
+
+
+# -- other loops' objects inside an asyncop task ---------------------------------
+
+
+async def _asyncio_sleep() -> None:
+    await asyncio.sleep(1)
+
+
+async def _asyncio_sleep_zero() -> None:
+    await asyncio.sleep(0)
+
+
+async def _asyncio_event() -> None:
+    await asyncio.Event().wait()
+
+
+async def _asyncio_future() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        await loop.create_future()
+    finally:
+        loop.close()
+
+
+async def _asyncio_task() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(asyncio.sleep(1))
+        try:
+            await task
+        finally:
+            task.cancel()
+            loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+    finally:
+        loop.close()
+
+
+async def _trio_sleep() -> None:
+    await trio.sleep(1)
+
+
+async def _trio_checkpoint() -> None:
+    await trio.lowlevel.checkpoint()
+
+
+async def _anyio_sleep() -> None:
+    await anyio.sleep(1)
+
+
+async def _anyio_event() -> None:
+    await anyio.Event().wait()
+
+
+FOREIGN_IN_ASYNCOP = {
+    "asyncio.sleep": (_asyncio_sleep, "asyncio", "asyncio.sleep()"),
+    "asyncio.sleep(0)": (_asyncio_sleep_zero, "asyncio", "asyncio.sleep(0)"),
+    "asyncio.Event": (_asyncio_event, "asyncio", "asyncio.Event.wait()"),
+    "asyncio.Future": (_asyncio_future, "asyncio", "Future"),
+    "asyncio.Task": (_asyncio_task, "asyncio", "Task"),
+    "trio.sleep": (_trio_sleep, "trio", "trio.sleep()"),
+    "trio.checkpoint": (_trio_checkpoint, "trio", "CancelShieldedCheckpoint"),
+    "anyio.sleep": (_anyio_sleep, "anyio", "anyio.sleep()"),
+    "anyio.Event": (_anyio_event, "anyio", "anyio.Event"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN_IN_ASYNCOP))
+def test_another_loops_object_in_an_asyncop_task_is_a_clear_type_error(
+    rt: asyncop.Runtime, case: str
+) -> None:
+    body, loop, names = FOREIGN_IN_ASYNCOP[case]
+    error = _error_of(lambda: rt.run(body))
+    assert isinstance(error, TypeError), repr(error)
+    message = str(error)
+    assert names in message
+    assert loop in message
+    assert "asyncop.anyio" in message
+
+
+@pytest.mark.parametrize("case", ["asyncio.Future", "asyncio.sleep(0)"])
+def test_a_yielded_foreign_object_is_thrown_into_the_task_where_it_can_be_caught(
+    rt: asyncop.Runtime, case: str
+) -> None:
+    body = FOREIGN_IN_ASYNCOP[case][0]
+
+    async def main() -> str:
+        try:
+            await body()
+        except TypeError as exc:
+            await asyncop.sleep(1)  # the task goes on normally
+            return str(exc)
+        return "nothing raised"
+
+    assert "asyncop.anyio" in rt.run(main)
+
+
+def test_the_runtime_runs_new_work_after_foreign_objects(rt: asyncop.Runtime) -> None:
+    for body, _, _ in FOREIGN_IN_ASYNCOP.values():
+        with pytest.raises(TypeError):
+            rt.run(body)
+
+    async def fine() -> int:
+        await asyncop.sleep(1)
+        return 5
+
+    assert rt.run(fine) == 5
+
+
+# -- asyncop awaitables under other loops ---------------------------------------
+
+
+def _asyncop_awaitables() -> dict[str, Callable[[], Any]]:
+    return {
+        "sleep(1)": lambda: asyncop.sleep(1),
+        "checkpoint()": asyncop.checkpoint,
+        "sleep(0)": lambda: asyncop.sleep(0),
+        "channel": lambda: asyncop.Channel(1).recv_async(),
+        "lock": lambda: asyncop.Lock().lock_async(),
+        "event": lambda: asyncop.Event().wait_async(),
+        "semaphore": lambda: asyncop.Semaphore(0).acquire_async(),
+        "select": lambda: asyncop.select(asyncop.sleep(1)),
+        "spawn_blocking": lambda: asyncop.spawn_blocking(int),
+    }
+
+
+def _under(loop: str, make: Callable[[], Any]) -> BaseException:
+    async def main() -> None:
+        await make()
+
+    runner: dict[str, Callable[[], Any]] = {
+        "asyncio": lambda: asyncio.run(main()),
+        "trio": lambda: trio.run(main),
+        "anyio-asyncio": lambda: anyio.run(main, backend="asyncio"),
+        "anyio-trio": lambda: anyio.run(main, backend="trio"),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "never awaited" either
+        return _error_of(runner[loop])
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio", "anyio-asyncio", "anyio-trio"])
+@pytest.mark.parametrize("what", sorted(_asyncop_awaitables()))
+def test_an_asyncop_awaitable_under_another_loop_is_a_clear_type_error(
+    loop: str, what: str
+) -> None:
+    error = _under(loop, _asyncop_awaitables()[what])
+    assert isinstance(error, TypeError), repr(error)
+    message = str(error)
+    assert "asyncop awaitable" in message
+    assert loop.rpartition("-")[2] in message  # the loop it was awaited under
+    assert "asyncop.anyio" in message
+
+
+def test_an_operation_awaited_under_asyncio_is_a_clear_type_error(rt: asyncop.Runtime) -> None:
+    op = rt.create(lambda o, c: None, name="foreign_awaited")
+
+    async def main() -> None:
+        await op
+
+    error = _error_of(lambda: asyncio.run(main()))
+    assert isinstance(error, TypeError)
+    assert "'foreign_awaited'" in str(error) and "asyncio" in str(error)
+
+
+# -- work that would never run ---------------------------------------------------
+
+
+async def _agen() -> Any:
+    yield 1
+
+
+def test_spawning_an_async_generator_function_is_refused(rt: asyncop.Runtime) -> None:
+    import functools
+
+    for fn in (_agen, functools.partial(_agen)):
+        with pytest.raises(TypeError, match="async generator"):
+            rt.spawn(fn)
+        with pytest.raises(TypeError, match="async generator"):
+            rt.create(fn)
+
+    async def main() -> None:
+        me = asyncop.current_operation()
+        assert me is not None
+        with pytest.raises(TypeError, match="async generator"):
+            me.spawn(_agen)
+        async with asyncop.scope() as s:
+            with pytest.raises(TypeError, match="async generator"):
+                s.spawn(_agen)
+
+    rt.run(main)
+    assert rt.dump().endswith("no live operations")
+
+
+RETURNS_UNRUN: dict[str, Callable[[], Any]] = {
+    "asyncop.sleep": lambda: asyncop.sleep(10),
+    "checkpoint": asyncop.checkpoint,
+    "send_async": lambda: asyncop.Channel(1).send_async(1),
+    "coroutine": lambda: _asyncio_sleep(),
+    "async generator": lambda: _agen(),
+}
+
+
+@pytest.mark.parametrize("what", sorted(RETURNS_UNRUN))
+def test_a_plain_function_returning_unrun_work_is_refused(rt: asyncop.Runtime, what: str) -> None:
+    make = RETURNS_UNRUN[what]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "never awaited" besides
+        error = _error_of(lambda: rt.run(make))
+        op = rt.spawn(make, name="returns_unrun")
+        op.wait(10)
+    assert isinstance(error, TypeError), repr(error)
+    assert "would never run" in str(error)
+    assert op.state is asyncop.OperationState.FAILED
+    assert isinstance(op.error, TypeError)
+
+
+def test_spawn_of_asyncop_sleep_is_refused_not_completed(rt: asyncop.Runtime) -> None:
+    op = rt.spawn(asyncop.sleep, 10)
+    op.wait(10)
+    assert op.state is asyncop.OperationState.FAILED
+    assert "sleep(10)" in str(op.error)
+
+
+async def _async_fn() -> int:
+    return 1
+
+
+@pytest.mark.parametrize("fn", [_async_fn, _agen], ids=["async-def", "async-generator"])
+def test_spawn_blocking_of_an_async_function_is_refused(rt: asyncop.Runtime, fn: Any) -> None:
+    with pytest.raises(TypeError, match="spawn_blocking"):
+        asyncop.spawn_blocking(fn)
+
+
+@pytest.mark.parametrize("what", sorted(RETURNS_UNRUN))
+def test_spawn_blocking_of_a_function_returning_unrun_work_fails_the_await(
+    rt: asyncop.Runtime, what: str
+) -> None:
+    make = RETURNS_UNRUN[what]
+
+    async def main() -> str:
+        try:
+            await asyncop.spawn_blocking(make)
+        except TypeError as exc:
+            return str(exc)
+        return "nothing raised"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert "never runs in a thread" in rt.run(main)
