@@ -8,6 +8,7 @@ registration.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -445,6 +446,42 @@ def test_a_cancelled_task_starts_no_process_in_run_process(rt: asyncop.Runtime) 
     with pytest.raises(asyncop.CancellationError):
         run(rt, main)
     assert child_pids() == before
+
+
+def test_start_run_process_gives_the_running_process_as_trio_does(rt: asyncop.Runtime) -> None:
+    results: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def keep(*args: Any, **kwargs: Any) -> None:
+        results.append(await run_process(*args, **kwargs))
+
+    async def main() -> tuple[Any, ...]:
+        command = python("import sys; sys.stdout.write(sys.stdin.read() or 'no input')")
+        async with asyncop.scope() as s:
+            process = await s.start(functools.partial(keep, ["sleep", "30"], check=False))
+            running = process.returncode
+            process.terminate()
+            echoed = await s.start(keep, command)
+        return running, process, echoed
+
+    running, process, echoed = run(rt, main)
+    assert isinstance(process, Process) and isinstance(echoed, Process)
+    assert running is None
+    assert process.returncode == -signal.SIGTERM
+    # run_process went on after started(): it captured the output as usual.
+    assert sorted((r.returncode, r.stdout) for r in results) == [
+        (-signal.SIGTERM, b""),
+        (0, b"no input"),
+    ]
+
+
+def test_start_run_process_reports_a_failed_spawn_to_the_caller(rt: asyncop.Runtime) -> None:
+    async def main() -> list[Any]:
+        async with asyncop.scope() as s:
+            with pytest.raises(FileNotFoundError):
+                await s.start(run_process, ["/no/such/program"])
+            return s.children()
+
+    assert run(rt, main) == []
 
 
 def test_run_process_takes_trio_and_anyio_stream_arguments(rt: asyncop.Runtime) -> None:

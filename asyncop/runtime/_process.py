@@ -81,6 +81,7 @@ from ..operations import (
 from ..platform import check_timeout
 from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking, writable
 from ._scope import scope
+from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._sync import Lock
 
 __all__ = ["PipeStream", "Process", "open_process", "run_process"]
@@ -767,6 +768,7 @@ async def run_process(
     stdin: bytes | bytearray | memoryview | StdSpec | _Default = _DEFAULT,
     stdout: StdSpec | _Default = _DEFAULT,
     stderr: StdSpec | _Default = _DEFAULT,
+    task_status: TaskStatus[Process] = TASK_STATUS_IGNORED,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion and return what it did.
 
@@ -789,6 +791,11 @@ async def run_process(
         stdout, stderr: when given, they decide instead of ``capture_*``:
             ``PIPE`` captures, anything else goes to ``Popen`` as is (so
             ``stderr=STDOUT`` captures both streams as ``stdout``).
+        task_status: ``task_status.started(process)`` is called once the
+            process runs, so ``process = await scope.start(run_process,
+            command)`` gives the running ``Process`` (to signal it, say)
+            while ``run_process`` goes on waiting for it. Its pipes belong
+            to ``run_process``.
 
     Returns:
         A ``subprocess.CompletedProcess`` with ``args``, ``returncode``, and
@@ -842,6 +849,7 @@ async def run_process(
             into += chunk
 
     try:
+        task_status.started(process)
         async with scope(name=f"run_process({process.pid})") as s:
             if process.stdin is not None:
                 if input:
