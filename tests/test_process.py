@@ -8,11 +8,13 @@ registration.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +26,8 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.net import DelimiterNotFound, IncompleteRead
+from asyncop import net
+from asyncop.net import DelimiterNotFound, IncompleteRead, SocketStream
 from asyncop.process import (
     DEVNULL,
     PIPE,
@@ -35,7 +38,7 @@ from asyncop.process import (
     run_process,
 )
 from asyncop.runtime import _process
-from asyncop.testing import wait_all_blocked
+from asyncop.testing import assert_checkpoints, wait_all_blocked
 from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
@@ -270,7 +273,8 @@ def test_send_to_a_process_that_exited_raises_broken_resource_error(
         async with open_process(["true"], stdout=DEVNULL, stderr=DEVNULL) as process:
             assert process.stdin is not None
             await process.wait()
-            with pytest.raises(asyncop.BrokenResourceError, match="the pipe is broken"):
+            broken = r"the pipe \(stdin of .*\) is broken"
+            with pytest.raises(asyncop.BrokenResourceError, match=broken):
                 await process.stdin.send_all(b"x" * (1 << 20))
 
     run(rt, main)
@@ -826,3 +830,131 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
+
+
+# -- pipes and sockets are one kind of stream ------------------------------------------
+
+
+class _Peer:
+    """The raw far end of a stream under test: a socket or a pipe descriptor."""
+
+    def __init__(self, write: Callable[[bytes], object], close: Callable[[], None]) -> None:
+        self.write = write
+        self.close = close
+
+
+def _stream(kind: str, *, sending: bool = False) -> tuple[Any, _Peer]:
+    """A stream under test and the raw far end that feeds it (or reads it)."""
+    if kind == "socket":
+        a, b = socket.socketpair()
+        return SocketStream(a), _Peer(b.sendall, b.close)
+    read_end, write_end = os.pipe()
+    ours, theirs = (write_end, read_end) if sending else (read_end, write_end)
+    stream = PipeStream(ours, writable=sending, name="test pipe")
+    return stream, _Peer(functools.partial(os.write, theirs), functools.partial(os.close, theirs))
+
+
+def _receiving(kind: str) -> tuple[Any, _Peer]:
+    return _stream(kind)
+
+
+def _sending(kind: str) -> tuple[Any, _Peer]:
+    return _stream(kind, sending=True)
+
+
+# The one thing that differs: what the messages call the stream.
+_THIS = r"this (stream|pipe \(test pipe\))"
+KINDS = pytest.mark.parametrize("kind", ["socket", "pipe"])
+
+
+@KINDS
+def test_every_stream_is_a_net_stream(rt: asyncop.Runtime, kind: str) -> None:
+    stream, peer = _receiving(kind)
+    with contextlib.closing(stream):
+        assert isinstance(stream, net.Stream)
+        assert isinstance(stream, net.ReceiveStream) and isinstance(stream, net.SendStream)
+        peer.close()
+
+
+@KINDS
+def test_framing_errors_are_the_same_for_pipes_and_sockets(rt: asyncop.Runtime, kind: str) -> None:
+    async def main() -> list[Any]:
+        stream, peer = _receiving(kind)
+        async with stream:
+            peer.write(b"0123456789")
+            with pytest.raises(DelimiterNotFound, match=r"no b'\\n' within max_bytes=4"):
+                await stream.receive_until(b"\n", 4)
+            first = await stream.receive_exactly(2)  # the bytes stayed buffered
+            peer.close()
+            with pytest.raises(IncompleteRead, match="after 8 of the 9 bytes") as exactly:
+                await stream.receive_exactly(9)
+            with pytest.raises(IncompleteRead, match=r"before b'\\n' arrived \(0 bytes"):
+                await stream.receive_until(b"\n", 100)
+            return [first, exactly.value.partial, await stream.receive_some(None)]
+
+    assert run(rt, main) == [b"01", b"23456789", b""]
+
+
+@KINDS
+def test_closed_busy_and_eof_errors_are_the_same_for_pipes_and_sockets(
+    rt: asyncop.Runtime, kind: str
+) -> None:
+    async def main() -> None:
+        stream, peer = _receiving(kind)
+        async with asyncop.scope() as s:
+            first = s.spawn(stream.receive_some, supervise=True)
+            await wait_all_blocked()
+            with pytest.raises(asyncop.BusyResourceError, match="already receiving on " + _THIS):
+                await stream.receive_some()
+            await stream.aclose()  # wakes the parked receiver
+        assert isinstance(first.error, asyncop.ClosedResourceError)
+        assert re.search(_THIS + " was closed while a task used it", str(first.error))
+        with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " was closed; open a new"):
+            await stream.receive_some()
+        await stream.aclose()  # twice is harmless
+        peer.close()
+
+        sender, reader = _sending(kind)
+        async with sender:
+            await sender.send_eof()
+            await sender.send_eof()  # twice is harmless
+            with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " already sent end"):
+                await sender.send_all(b"late")
+        with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " was closed"):
+            await sender.send_eof()
+        reader.close()
+
+    run(rt, main)
+
+
+@KINDS
+def test_a_vanished_reader_breaks_pipes_and_sockets_alike(rt: asyncop.Runtime, kind: str) -> None:
+    async def main() -> BaseException:
+        sender, reader = _sending(kind)
+        reader.close()
+        async with sender:
+            with pytest.raises(asyncop.BrokenResourceError, match=" is broken ") as info:
+                await sender.send_all(b"x" * (1 << 20))
+        return info.value.__cause__  # type: ignore[return-value]
+
+    assert isinstance(run(rt, main), BrokenPipeError | ConnectionResetError)
+
+
+@KINDS
+def test_a_cancelled_receive_keeps_its_bytes_and_a_ready_one_is_a_cheap_checkpoint(
+    rt: asyncop.Runtime, kind: str
+) -> None:
+    async def main() -> list[bytes]:
+        stream, peer = _receiving(kind)
+        async with stream:
+            peer.write(b"half a li")
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.05):
+                    await stream.receive_until(b"\n", 100)
+            peer.write(b"ne\nmore")
+            with assert_checkpoints():
+                line = await stream.receive_until(b"\n", 100)
+            peer.close()
+            return [line, *[chunk async for chunk in stream]]
+
+    assert run(rt, main) == [b"half a line", b"more"]

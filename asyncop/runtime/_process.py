@@ -105,7 +105,7 @@ StdSpec = int | IO[Any] | None
 
 def _closed_io(*args: object) -> Any:
     """What a closed pipe's read and write become: never touch a number the OS may reuse."""
-    raise OSError(errno.EBADF, "the pipe was closed")
+    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
 @final
@@ -153,12 +153,13 @@ class PipeStream(DescriptorStream):
         self._end = _Descriptor(fd)
         self._writable = writable
         self._name = name if name is not None else f"fd {fd}"
+        what = f"pipe ({self._name})"
         self._init_stream(
-            f"pipe ({self._name})",
+            what,
             self._end,
             functools.partial(os.read, fd),
             functools.partial(os.write, fd),
-            ("pipe", "the process exited or closed its end"),
+            (what, "the process exited or closed its end; check await process.wait()"),
         )
 
     def __repr__(self) -> str:

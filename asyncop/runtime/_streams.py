@@ -206,11 +206,14 @@ async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) ->
     """Await ``readable``/``writable``; a socket closed meanwhile raises ``ClosedResourceError``.
 
     Another thread may close the socket between the failed attempt and the
-    registration: the multiplexer then refuses the fd (``EBADF``).
+    registration: the multiplexer then refuses the fd (``EBADF``). A close
+    during the wait wakes it with the reactor's ``ClosedResourceError``,
+    which names only a descriptor number; both become the error that names
+    ``what``.
     """
     try:
         await event
-    except OSError:
+    except (OSError, ClosedResourceError):
         if closed():
             raise closed_under_error(what) from None
         raise
