@@ -276,15 +276,26 @@ class ReceiveStream(AsyncResource):
     __slots__ = ()
 
     async def receive_some(self, max_bytes: int | None = DEFAULT_RECEIVE_SIZE) -> bytes:
-        """Receive at most ``max_bytes`` bytes; ``b""`` at end of stream."""
+        """Receive at most ``max_bytes`` bytes; ``b""`` at end of stream.
+
+        A cancellation point. See ``SocketStream.receive_some`` for the errors.
+        """
         raise NotImplementedError
 
     async def receive_exactly(self, n: int) -> bytes:
-        """Receive exactly ``n`` bytes; ``IncompleteRead`` if the stream ends first."""
+        """Receive exactly ``n`` bytes; ``IncompleteRead`` if the stream ends first.
+
+        A cancellation point. See ``SocketStream.receive_exactly``.
+        """
         raise NotImplementedError
 
     async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
-        """Receive the bytes before ``delimiter``; see ``SocketStream.receive_until``."""
+        """Receive the bytes before ``delimiter``, which is consumed.
+
+        A cancellation point. Raises ``DelimiterNotFound`` when ``max_bytes``
+        bytes arrive without it, ``IncompleteRead`` when the stream ends
+        first; see ``SocketStream.receive_until``.
+        """
         raise NotImplementedError
 
     def __aiter__(self) -> AsyncIterator[bytes]:
@@ -301,11 +312,17 @@ class SendStream(AsyncResource):
     __slots__ = ()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Send all of ``data``."""
+        """Send all of ``data``, waiting for room as needed.
+
+        A cancellation point. See ``SocketStream.send_all`` for the errors.
+        """
         raise NotImplementedError
 
     async def send_eof(self) -> None:
-        """Tell the peer that nothing more will be sent."""
+        """Tell the peer that nothing more will be sent; calling it twice is harmless.
+
+        A cancellation point. A later ``send_all`` raises ``ClosedResourceError``.
+        """
         raise NotImplementedError
 
 
