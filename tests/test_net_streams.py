@@ -1063,3 +1063,16 @@ def test_getaddrinfo_checks_its_arguments(runtime: asyncop.Runtime) -> None:
             await getaddrinfo(12, 80)  # type: ignore[arg-type]
 
     runtime.run(main)
+
+
+def test_importing_the_stream_modules_warns_about_nothing_at_exit() -> None:
+    # The shared cancellation-point singleton is collected at exit; it must
+    # not be reported as an awaitable somebody forgot to await.
+    import subprocess
+    import sys
+
+    code = "import asyncop.net, asyncop.process, asyncop.signals"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")

@@ -79,10 +79,10 @@ from typing import IO, Any, Final, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout
-from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking
+from ._awaitables import checkpoint, readable, spawn_blocking
 from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
-from ._streams import DescriptorStream
+from ._streams import DescriptorStream, close_fd
 from ._sync import Lock
 
 __all__ = ["PipeStream", "Process", "open_process", "run_process"]
@@ -205,8 +205,7 @@ class PipeStream(DescriptorStream):
             return
         self._end.fd = -1
         self._recv = self._send = _closed_io
-        notify_closing(fd)
-        os.close(fd)
+        close_fd(fd)
 
     def __del__(self) -> None:
         # An unreachable stream no task can wait on: closing is all there is.
@@ -385,8 +384,7 @@ class Process:
         fd = self._pidfd
         if fd >= 0:
             self._pidfd = -1
-            notify_closing(fd)
-            os.close(fd)
+            close_fd(fd)
 
     # -- closing --------------------------------------------------------------
 

@@ -49,6 +49,7 @@ trio's sockets and process pipes are all ``trio.abc.Stream`` objects.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
@@ -79,6 +80,7 @@ __all__ = [
     "check_max_bytes",
     "closed_error",
     "closed_under_error",
+    "close_fd",
     "eof_sent_error",
     "close_socket",
     "wait_ready",
@@ -107,6 +109,8 @@ class _Pass(WaitEvent):
 
 
 PASS = _Pass()
+# A shared singleton, collected only at exit: never an await that was forgotten.
+PASS._awaited = True
 
 # A stream yields to the scheduler at least once per this many calls that
 # found their socket ready.
@@ -227,6 +231,16 @@ def check_max_bytes(value: object, what: str) -> int:
     if value < 1:
         raise ValueError(f"{what} needs at least 1 byte, got {value}; pass a positive int")
     return value
+
+
+def close_fd(fd: int) -> None:
+    """Wake the tasks waiting on descriptor ``fd`` (``ClosedResourceError``), then close it.
+
+    The order matters: once closed, the number may be reused by the next
+    ``open``, and a waiter left registered would watch that file instead.
+    """
+    notify_closing(fd)
+    os.close(fd)
 
 
 def close_socket(sock: socket.socket) -> None:
