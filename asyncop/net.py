@@ -1,5 +1,10 @@
 """Socket I/O for coroutine operations, on non-blocking sockets.
 
+``Stream`` (with ``ReceiveStream`` and ``SendStream``) is what every byte
+stream of asyncop is: ``SocketStream``, ``TLSStream`` and the pipes of
+``asyncop.process`` share its methods, errors and cancellation rules, so a
+function annotated ``stream: Stream`` takes any of them.
+
 Each helper tries the operation first and, on ``BlockingIOError``, awaits
 ``readable``/``writable`` and tries again (a wake may be spurious). They are
 cancellation points at every wait.
@@ -35,7 +40,10 @@ from .runtime._serve import serve_listeners as serve_listeners
 from .runtime._serve import serve_tcp as serve_tcp
 from .runtime._streams import DelimiterNotFound as DelimiterNotFound
 from .runtime._streams import IncompleteRead as IncompleteRead
+from .runtime._streams import ReceiveStream as ReceiveStream
+from .runtime._streams import SendStream as SendStream
 from .runtime._streams import SocketStream as SocketStream
+from .runtime._streams import Stream as Stream
 from .runtime._tcp import SocketListener as SocketListener
 from .runtime._tcp import open_tcp_listeners as open_tcp_listeners
 from .runtime._tcp import open_tcp_stream as open_tcp_stream
@@ -49,8 +57,11 @@ from .runtime._unix import serve_unix as serve_unix
 __all__ = [
     "DelimiterNotFound",
     "IncompleteRead",
+    "ReceiveStream",
+    "SendStream",
     "SocketListener",
     "SocketStream",
+    "Stream",
     "TLSStream",
     "UDPSocket",
     "accept_async",

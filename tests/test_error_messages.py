@@ -56,7 +56,14 @@ from asyncop import (
     lowlevel,
 )
 from asyncop.lowlevel import Subscription, WaitEvent
-from asyncop.net import accept_async, connect_async, recv_async, send_all_async
+from asyncop.net import (
+    DelimiterNotFound,
+    IncompleteRead,
+    accept_async,
+    connect_async,
+    recv_async,
+    send_all_async,
+)
 from asyncop.process import STDOUT, open_process, run_process
 from asyncop.signals import SignalReceiver, open_signal_receiver
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
@@ -1159,7 +1166,7 @@ async def _fed_then_closed(process: Any, data: bytes) -> Any:
     return process.stdout
 
 
-def t_stream_closed(c: Ctx) -> BaseException:
+def t_pipe_closed(c: Ctx) -> BaseException:
     async def action(process: Any) -> None:
         await process.stdout.aclose()
         await process.stdout.receive_some()
@@ -1167,15 +1174,15 @@ def t_stream_closed(c: Ctx) -> BaseException:
     return on_cat(c, action)
 
 
-def t_stream_receive_on_write_end(c: Ctx) -> BaseException:
+def t_pipe_receive_on_write_end(c: Ctx) -> BaseException:
     return on_cat(c, lambda process: process.stdin.receive_some())
 
 
-def t_stream_send_on_read_end(c: Ctx) -> BaseException:
+def t_pipe_send_on_read_end(c: Ctx) -> BaseException:
     return on_cat(c, lambda process: process.stdout.send_all(b"x"))
 
 
-def t_stream_busy(c: Ctx) -> BaseException:
+def t_pipe_busy(c: Ctx) -> BaseException:
     async def action(process: Any) -> None:
         error: BaseException | None = None
         async with asyncop.scope() as s:
@@ -1192,40 +1199,40 @@ def t_stream_busy(c: Ctx) -> BaseException:
     return on_cat(c, action)
 
 
-def t_stream_max_bytes(c: Ctx) -> BaseException:
+def t_pipe_max_bytes(c: Ctx) -> BaseException:
     return on_cat(c, lambda process: process.stdout.receive_some(0))
 
 
-def t_stream_exactly_negative(c: Ctx) -> BaseException:
+def t_pipe_exactly_negative(c: Ctx) -> BaseException:
     return on_cat(c, lambda process: process.stdout.receive_exactly(-1))
 
 
-def t_stream_empty_delimiter(c: Ctx) -> BaseException:
+def t_pipe_empty_delimiter(c: Ctx) -> BaseException:
     return on_cat(c, lambda process: process.stdout.receive_until(b"", 10))
 
 
-def t_stream_exactly_eof(c: Ctx) -> BaseException:
+def t_pipe_exactly_eof(c: Ctx) -> BaseException:
     async def action(process: Any) -> None:
         await (await _fed_then_closed(process, b"ab")).receive_exactly(5)
 
     return on_cat(c, action)
 
 
-def t_stream_until_eof(c: Ctx) -> BaseException:
+def t_pipe_until_eof(c: Ctx) -> BaseException:
     async def action(process: Any) -> None:
         await (await _fed_then_closed(process, b"ab")).receive_until(b"\n", 100)
 
     return on_cat(c, action)
 
 
-def t_stream_until_limit(c: Ctx) -> BaseException:
+def t_pipe_until_limit(c: Ctx) -> BaseException:
     async def action(process: Any) -> None:
         await (await _fed_then_closed(process, b"abcdef")).receive_until(b"\n", 4)
 
     return on_cat(c, action)
 
 
-def t_stream_broken(c: Ctx) -> BaseException:
+def t_pipe_broken(c: Ctx) -> BaseException:
     async def main() -> None:
         async with open_process(["true"]) as process:
             await process.wait()
@@ -2089,18 +2096,19 @@ CASES += [
 ]
 
 CASES += [
-    # processes and their pipe streams
-    Case("stream-closed", t_stream_closed, ClosedResourceError, "receive_some()"),
-    Case("stream-receive-write-end", t_stream_receive_on_write_end, RuntimeError, "stdin of"),
-    Case("stream-send-read-end", t_stream_send_on_read_end, RuntimeError, "stdout of"),
-    Case("stream-busy", t_stream_busy, BusyResourceError, "stdout of"),
-    Case("stream-max-bytes", t_stream_max_bytes, ValueError, "max_bytes=0"),
-    Case("stream-exactly-negative", t_stream_exactly_negative, ValueError, "n=-1"),
-    Case("stream-empty-delimiter", t_stream_empty_delimiter, ValueError, "receive_until()"),
-    Case("stream-exactly-eof", t_stream_exactly_eof, EOFError, "2 of the 5", "outcome"),
-    Case("stream-until-eof", t_stream_until_eof, EOFError, "b'\\n'", "outcome"),
-    Case("stream-until-limit", t_stream_until_limit, ValueError, "max_bytes=4", "outcome"),
-    Case("stream-broken", t_stream_broken, BrokenResourceError, "stdin of", "outcome"),
+    # processes and their pipes: the pipes of a process are the socket streams' implementation: the
+    # same errors as the net cases, named after the pipe.
+    Case("pipe-closed", t_pipe_closed, ClosedResourceError, "stdout of"),
+    Case("pipe-receive-write-end", t_pipe_receive_on_write_end, RuntimeError, "stdin of"),
+    Case("pipe-send-read-end", t_pipe_send_on_read_end, RuntimeError, "stdout of"),
+    Case("pipe-busy", t_pipe_busy, BusyResourceError, "stdout of"),
+    Case("pipe-max-bytes", t_pipe_max_bytes, ValueError, "got 0"),
+    Case("pipe-exactly-negative", t_pipe_exactly_negative, ValueError, "receive_exactly(-1)"),
+    Case("pipe-empty-delimiter", t_pipe_empty_delimiter, ValueError, "receive_until()"),
+    Case("pipe-exactly-eof", t_pipe_exactly_eof, IncompleteRead, "2 of the 5", "outcome"),
+    Case("pipe-until-eof", t_pipe_until_eof, IncompleteRead, "b'\\n'", "outcome"),
+    Case("pipe-until-limit", t_pipe_until_limit, DelimiterNotFound, "max_bytes=4", "outcome"),
+    Case("pipe-broken", t_pipe_broken, BrokenResourceError, "stdin of", "outcome"),
     Case("process-string-command", t_process_string_command, TypeError, "'ls -l'"),
     Case("process-list-with-shell", t_process_list_with_shell, TypeError, "list command"),
     Case("process-command-type", t_process_command_type, TypeError, "int"),

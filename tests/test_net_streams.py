@@ -738,14 +738,13 @@ def test_serve_tcp_echoes_for_many_clients_and_reports_its_listeners(
             return b"".join([chunk async for chunk in stream])
 
     async def main() -> list[bytes]:
-        status = Status()
         async with asyncop.scope() as s:
-            server = s.spawn(functools.partial(serve_tcp, echo, 0, host=HOST, task_status=status))
-            await status.event.wait_async()
-            port = port_of(status.value)
+            listeners = await s.start(functools.partial(serve_tcp, echo, 0, host=HOST))
+            assert all(isinstance(listener, SocketListener) for listener in listeners)
+            port = port_of(listeners)
             async with asyncop.scope() as clients:
                 ops = [clients.spawn(client, port, b"m%d" % i * 1000) for i in range(10)]
-            server.cancel()
+            s.cancel()
         return [op.result() for op in ops]
 
     assert runtime.run(main) == [b"m%d" % i * 1000 for i in range(10)]
@@ -767,14 +766,10 @@ def test_a_failing_handler_is_logged_and_the_server_goes_on(
             return b"".join([chunk async for chunk in stream])
 
     async def main() -> list[bytes]:
-        status = Status()
         async with asyncop.scope() as s:
-            server = s.spawn(
-                functools.partial(serve_tcp, handler, 0, host=HOST, task_status=status)
-            )
-            await status.event.wait_async()
-            port = port_of(status.value)
+            port = port_of(await s.start(functools.partial(serve_tcp, handler, 0, host=HOST)))
             got = [await ask(port, b"boom"), await ask(port, b"fine")]
+            [server] = s.children()
             assert server.state is asyncop.OperationState.RUNNING
             server.cancel()
         return got
@@ -891,10 +886,38 @@ def test_serve_tcp_refuses_a_handler_that_is_not_callable(runtime: asyncop.Runti
     runtime.run(main)
 
 
-def test_task_status_ignored_accepts_a_report() -> None:
-    _serve.TASK_STATUS_IGNORED.started()
-    _serve.TASK_STATUS_IGNORED.started([1])
-    assert repr(_serve.TASK_STATUS_IGNORED) == "TASK_STATUS_IGNORED"
+def test_serve_tcp_called_without_start_ignores_its_task_status(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def main() -> bytes:
+        listeners = await open_tcp_listeners(0, host=HOST)
+        port = port_of(listeners)
+        async with asyncop.scope() as s:
+            s.spawn(serve_listeners, echo, listeners)  # the default TASK_STATUS_IGNORED
+            async with await open_tcp_stream(HOST, port) as stream:
+                await stream.send_all(b"plain spawn")
+                got = await stream.receive_some()
+            s.cancel()
+        return got
+
+    assert runtime.run(main) == b"plain spawn"
+    finish(runtime)
+
+
+def test_start_raises_what_keeps_serve_tcp_from_starting(runtime: asyncop.Runtime) -> None:
+    async def main() -> None:
+        with socket.socket() as taken:
+            taken.bind((HOST, 0))
+            taken.listen()
+            async with asyncop.scope() as s:
+                with pytest.raises(OSError):
+                    await s.start(
+                        functools.partial(serve_tcp, echo, taken.getsockname()[1], host=HOST)
+                    )
+                assert s.children() == []
+
+    runtime.run(main)
+    finish(runtime)
 
 
 # -- getaddrinfo --------------------------------------------------------------------
@@ -1040,3 +1063,16 @@ def test_getaddrinfo_checks_its_arguments(runtime: asyncop.Runtime) -> None:
             await getaddrinfo(12, 80)  # type: ignore[arg-type]
 
     runtime.run(main)
+
+
+def test_importing_the_stream_modules_warns_about_nothing_at_exit() -> None:
+    # The shared cancellation-point singleton is collected at exit; it must
+    # not be reported as an awaitable somebody forgot to await.
+    import subprocess
+    import sys
+
+    code = "import asyncop.net, asyncop.process, asyncop.signals"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")

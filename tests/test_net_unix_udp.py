@@ -14,6 +14,7 @@ import pytest
 import asyncop
 from asyncop import BusyResourceError, Cancelled, ClosedResourceError
 from asyncop.net import (
+    SocketListener,
     UDPSocket,
     open_udp_socket,
     open_unix_listener,
@@ -46,10 +47,10 @@ def test_serve_unix_and_open_unix_stream_echo_and_clean_up_the_file(
     runtime: asyncop.Runtime, sock_path: str
 ) -> None:
     async def main() -> list[bytes]:
-        status = Status()
         async with asyncop.scope() as s:
-            server = s.spawn(functools.partial(serve_unix, echo, sock_path, task_status=status))
-            await status.event.wait_async()
+            [listener] = await s.start(serve_unix, echo, sock_path)
+            assert isinstance(listener, SocketListener)
+            [server] = s.children()
             assert os.path.exists(sock_path)
             replies = []
             for text in (b"one", b"two"):

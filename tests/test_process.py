@@ -8,10 +8,13 @@ registration.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +26,8 @@ from typing import Any
 import pytest
 
 import asyncop
+from asyncop import net
+from asyncop.net import DelimiterNotFound, IncompleteRead, SocketStream
 from asyncop.process import (
     DEVNULL,
     PIPE,
@@ -33,7 +38,7 @@ from asyncop.process import (
     run_process,
 )
 from asyncop.runtime import _process
-from asyncop.testing import wait_all_blocked
+from asyncop.testing import assert_checkpoints, wait_all_blocked
 from tests._children import child_pids, leak_checked_runtime
 
 pytestmark = pytest.mark.timeout(60)
@@ -234,11 +239,12 @@ def test_receive_exactly_and_receive_until_keep_what_they_do_not_return(
             assert out is not None
             seen.append(await out.receive_exactly(2))
             seen.append(await out.receive_until(b"\n", 100))
-            with pytest.raises(EOFError, match="4 of the 10 bytes"):
+            seen.append(await out.receive_exactly(1))
+            # The socket streams' error, with what did arrive in .partial.
+            with pytest.raises(IncompleteRead, match="after 3 of the 10 bytes") as info:
                 await out.receive_exactly(10)
-            seen.append(await out.receive_some(1))  # the partial read was kept
+            seen.append(info.value.partial)
             seen.append(await out.receive_some(None))  # trio's "whatever is there"
-            seen.append(await out.receive_some())
         return seen
 
     assert run(rt, main) == [b"ab", b"cdef", b"r", b"est", b""]
@@ -249,13 +255,15 @@ def test_receive_until_raises_at_the_limit_and_at_end_of_stream(rt: asyncop.Runt
         async with open_process(["printf", "0123456789"], stdin=DEVNULL) as process:
             out = process.stdout
             assert out is not None
-            with pytest.raises(ValueError, match="max_bytes=4"):
+            with pytest.raises(DelimiterNotFound, match="max_bytes=4"):
                 await out.receive_until(b"\n", 4)
-            with pytest.raises(EOFError, match="before the delimiter"):
+            assert await out.receive_exactly(2) == b"01"  # what it read stayed buffered
+            with pytest.raises(IncompleteRead, match=r"before b'\\n' arrived") as info:
                 await out.receive_until(b"\n", 100)
-            return await out.receive_some()
+            assert await out.receive_some() == b""
+            return info.value.partial
 
-    assert run(rt, main) == b"0123456789"
+    assert run(rt, main) == b"23456789"
 
 
 def test_send_to_a_process_that_exited_raises_broken_resource_error(
@@ -265,7 +273,8 @@ def test_send_to_a_process_that_exited_raises_broken_resource_error(
         async with open_process(["true"], stdout=DEVNULL, stderr=DEVNULL) as process:
             assert process.stdin is not None
             await process.wait()
-            with pytest.raises(asyncop.BrokenResourceError, match="closed by its reader"):
+            broken = r"the pipe \(stdin of .*\) is broken"
+            with pytest.raises(asyncop.BrokenResourceError, match=broken):
                 await process.stdin.send_all(b"x" * (1 << 20))
 
     run(rt, main)
@@ -297,7 +306,7 @@ def test_closing_a_stream_wakes_its_parked_receiver(rt: asyncop.Runtime) -> None
                 await wait_all_blocked()
                 await out.aclose()
             assert isinstance(reader.error, asyncop.ClosedResourceError)
-            with pytest.raises(asyncop.ClosedResourceError, match="is closed"):
+            with pytest.raises(asyncop.ClosedResourceError, match=r"pipe .* was closed"):
                 await out.receive_some()
             await out.aclose()  # twice is harmless
 
@@ -445,6 +454,42 @@ def test_a_cancelled_task_starts_no_process_in_run_process(rt: asyncop.Runtime) 
     with pytest.raises(asyncop.CancellationError):
         run(rt, main)
     assert child_pids() == before
+
+
+def test_start_run_process_gives_the_running_process_as_trio_does(rt: asyncop.Runtime) -> None:
+    results: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def keep(*args: Any, **kwargs: Any) -> None:
+        results.append(await run_process(*args, **kwargs))
+
+    async def main() -> tuple[Any, ...]:
+        command = python("import sys; sys.stdout.write(sys.stdin.read() or 'no input')")
+        async with asyncop.scope() as s:
+            process = await s.start(functools.partial(keep, ["sleep", "30"], check=False))
+            running = process.returncode
+            process.terminate()
+            echoed = await s.start(keep, command)
+        return running, process, echoed
+
+    running, process, echoed = run(rt, main)
+    assert isinstance(process, Process) and isinstance(echoed, Process)
+    assert running is None
+    assert process.returncode == -signal.SIGTERM
+    # run_process went on after started(): it captured the output as usual.
+    assert sorted((r.returncode, r.stdout) for r in results) == [
+        (-signal.SIGTERM, b""),
+        (0, b"no input"),
+    ]
+
+
+def test_start_run_process_reports_a_failed_spawn_to_the_caller(rt: asyncop.Runtime) -> None:
+    async def main() -> list[Any]:
+        async with asyncop.scope() as s:
+            with pytest.raises(FileNotFoundError):
+                await s.start(run_process, ["/no/such/program"])
+            return s.children()
+
+    assert run(rt, main) == []
 
 
 def test_run_process_takes_trio_and_anyio_stream_arguments(rt: asyncop.Runtime) -> None:
@@ -773,8 +818,8 @@ def test_mixed_receives_give_back_exactly_the_bytes_sent(rt: asyncop.Runtime, se
                         break
                     else:
                         got += chunk
-                except EOFError:
-                    pass  # what came stays in the stream, for receive_some()
+                except IncompleteRead as exc:
+                    got += exc.partial  # what came before the end
         return bytes(got)
 
     got = run(rt, main)
@@ -785,3 +830,131 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
+
+
+# -- pipes and sockets are one kind of stream ------------------------------------------
+
+
+class _Peer:
+    """The raw far end of a stream under test: a socket or a pipe descriptor."""
+
+    def __init__(self, write: Callable[[bytes], object], close: Callable[[], None]) -> None:
+        self.write = write
+        self.close = close
+
+
+def _stream(kind: str, *, sending: bool = False) -> tuple[Any, _Peer]:
+    """A stream under test and the raw far end that feeds it (or reads it)."""
+    if kind == "socket":
+        a, b = socket.socketpair()
+        return SocketStream(a), _Peer(b.sendall, b.close)
+    read_end, write_end = os.pipe()
+    ours, theirs = (write_end, read_end) if sending else (read_end, write_end)
+    stream = PipeStream(ours, writable=sending, name="test pipe")
+    return stream, _Peer(functools.partial(os.write, theirs), functools.partial(os.close, theirs))
+
+
+def _receiving(kind: str) -> tuple[Any, _Peer]:
+    return _stream(kind)
+
+
+def _sending(kind: str) -> tuple[Any, _Peer]:
+    return _stream(kind, sending=True)
+
+
+# The one thing that differs: what the messages call the stream.
+_THIS = r"this (stream|pipe \(test pipe\))"
+KINDS = pytest.mark.parametrize("kind", ["socket", "pipe"])
+
+
+@KINDS
+def test_every_stream_is_a_net_stream(rt: asyncop.Runtime, kind: str) -> None:
+    stream, peer = _receiving(kind)
+    with contextlib.closing(stream):
+        assert isinstance(stream, net.Stream)
+        assert isinstance(stream, net.ReceiveStream) and isinstance(stream, net.SendStream)
+        peer.close()
+
+
+@KINDS
+def test_framing_errors_are_the_same_for_pipes_and_sockets(rt: asyncop.Runtime, kind: str) -> None:
+    async def main() -> list[Any]:
+        stream, peer = _receiving(kind)
+        async with stream:
+            peer.write(b"0123456789")
+            with pytest.raises(DelimiterNotFound, match=r"no b'\\n' within max_bytes=4"):
+                await stream.receive_until(b"\n", 4)
+            first = await stream.receive_exactly(2)  # the bytes stayed buffered
+            peer.close()
+            with pytest.raises(IncompleteRead, match="after 8 of the 9 bytes") as exactly:
+                await stream.receive_exactly(9)
+            with pytest.raises(IncompleteRead, match=r"before b'\\n' arrived \(0 bytes"):
+                await stream.receive_until(b"\n", 100)
+            return [first, exactly.value.partial, await stream.receive_some(None)]
+
+    assert run(rt, main) == [b"01", b"23456789", b""]
+
+
+@KINDS
+def test_closed_busy_and_eof_errors_are_the_same_for_pipes_and_sockets(
+    rt: asyncop.Runtime, kind: str
+) -> None:
+    async def main() -> None:
+        stream, peer = _receiving(kind)
+        async with asyncop.scope() as s:
+            first = s.spawn(stream.receive_some, supervise=True)
+            await wait_all_blocked()
+            with pytest.raises(asyncop.BusyResourceError, match="already receiving on " + _THIS):
+                await stream.receive_some()
+            await stream.aclose()  # wakes the parked receiver
+        assert isinstance(first.error, asyncop.ClosedResourceError)
+        assert re.search(_THIS + " was closed while a task used it", str(first.error))
+        with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " was closed; open a new"):
+            await stream.receive_some()
+        await stream.aclose()  # twice is harmless
+        peer.close()
+
+        sender, reader = _sending(kind)
+        async with sender:
+            await sender.send_eof()
+            await sender.send_eof()  # twice is harmless
+            with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " already sent end"):
+                await sender.send_all(b"late")
+        with pytest.raises(asyncop.ClosedResourceError, match=_THIS + " was closed"):
+            await sender.send_eof()
+        reader.close()
+
+    run(rt, main)
+
+
+@KINDS
+def test_a_vanished_reader_breaks_pipes_and_sockets_alike(rt: asyncop.Runtime, kind: str) -> None:
+    async def main() -> BaseException:
+        sender, reader = _sending(kind)
+        reader.close()
+        async with sender:
+            with pytest.raises(asyncop.BrokenResourceError, match=" is broken ") as info:
+                await sender.send_all(b"x" * (1 << 20))
+        return info.value.__cause__  # type: ignore[return-value]
+
+    assert isinstance(run(rt, main), BrokenPipeError | ConnectionResetError)
+
+
+@KINDS
+def test_a_cancelled_receive_keeps_its_bytes_and_a_ready_one_is_a_cheap_checkpoint(
+    rt: asyncop.Runtime, kind: str
+) -> None:
+    async def main() -> list[bytes]:
+        stream, peer = _receiving(kind)
+        async with stream:
+            peer.write(b"half a li")
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.05):
+                    await stream.receive_until(b"\n", 100)
+            peer.write(b"ne\nmore")
+            with assert_checkpoints():
+                line = await stream.receive_until(b"\n", 100)
+            peer.close()
+            return [line, *[chunk async for chunk in stream]]
+
+    assert run(rt, main) == [b"half a line", b"more"]

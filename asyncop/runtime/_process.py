@@ -38,12 +38,16 @@ Pipes
 -----
 The pipes to the child are made here (``os.pipe``), not by ``Popen``, so the
 parent's ends are raw non-blocking descriptors from the start. Each is a
-:class:`PipeStream` with the method names of the socket streams
-(``receive_some``, ``send_all``, ``receive_until``...): the task tries the
-``read``/``write`` and, on ``BlockingIOError``, awaits ``readable`` or
-``writable`` and tries again. Closing a stream calls ``notify_closing``
-first, so a task parked on it wakes with ``ClosedResourceError`` instead of
-waiting on a number the OS may reuse.
+:class:`PipeStream`, which is the socket streams' own implementation
+(``asyncop.net``'s ``DescriptorStream``) over ``os.read``/``os.write``: the
+same buffered ``receive_until``/``receive_exactly``, the same
+``BusyResourceError`` for two tasks in one direction, the same
+cancellation points and the same errors (``IncompleteRead``,
+``DelimiterNotFound``, ``BrokenResourceError`` when the process closed its
+end, ``ClosedResourceError`` after ``aclose``), as trio's process pipes and
+sockets are all ``trio.abc.Stream`` objects. Closing a stream calls
+``notify_closing`` first, so a task parked on it wakes with
+``ClosedResourceError`` instead of waiting on a number the OS may reuse.
 
 Starting
 --------
@@ -65,22 +69,20 @@ string would silently be taken as the name of one program; with
 from __future__ import annotations
 
 import enum
+import errno
+import functools
 import os
 import subprocess
-import threading
 import warnings
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import IO, Any, Final, final
 
-from ..operations import (
-    BrokenResourceError,
-    BusyResourceError,
-    Cancelled,
-    ClosedResourceError,
-)
+from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout
-from ._awaitables import checkpoint, notify_closing, readable, spawn_blocking, writable
+from ._awaitables import checkpoint, readable, spawn_blocking
 from ._scope import scope
+from ._start import TASK_STATUS_IGNORED, TaskStatus
+from ._streams import DescriptorStream, close_fd
 from ._sync import Lock
 
 __all__ = ["PipeStream", "Process", "open_process", "run_process"]
@@ -93,7 +95,6 @@ STDOUT: Final = subprocess.STDOUT
 # cover the thread fallback that other systems use.
 use_pidfd: bool = hasattr(os, "pidfd_open")
 
-_CHUNK = 65536
 
 Command = str | bytes | os.PathLike[str] | os.PathLike[bytes] | Sequence[Any]
 StdSpec = int | IO[Any] | None
@@ -102,19 +103,43 @@ StdSpec = int | IO[Any] | None
 # -- pipe streams -----------------------------------------------------------------
 
 
-@final
-class PipeStream:
-    """One end of an OS pipe as a byte stream: the write end or the read end.
+def _closed_io(*args: object) -> Any:
+    """What a closed pipe's read and write become: never touch a number the OS may reuse."""
+    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
-    The stream owns the descriptor and switches it to non-blocking mode. The
-    methods have the names of the socket streams; the read end receives and
-    the write end sends (the other direction raises RuntimeError).
-    ``Process.stdin`` is a write end, ``stdout`` and ``stderr`` are read
-    ends. Two tasks receiving (or two sending) at once get
-    ``BusyResourceError``.
+
+@final
+class _Descriptor:
+    """A descriptor number that reads -1 once closed: what a pipe stream waits on.
+
+    Separate from the stream so that the stream holds no reference to
+    itself, and an unwaited process's pipes are closed as soon as they are
+    dropped.
     """
 
-    __slots__ = ("_buffer", "_fd", "_name", "_receiving", "_sending", "_writable")
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@final
+class PipeStream(DescriptorStream):
+    """One end of an OS pipe as a byte stream: the write end or the read end.
+
+    The same stream as ``asyncop.net.SocketStream`` (both are
+    ``asyncop.net.Stream`` objects): ``receive_some``, ``receive_exactly``,
+    ``receive_until``, ``async for``, ``send_all``, ``send_eof`` and
+    ``aclose`` behave, and fail, alike. The read end receives and the write
+    end sends; the other direction raises RuntimeError. ``Process.stdin``
+    is a write end, ``stdout`` and ``stderr`` are read ends. The stream
+    owns the descriptor and switches it to non-blocking mode.
+    """
+
+    __slots__ = ("_end", "_name", "_writable")
 
     def __init__(self, fd: int, *, writable: bool, name: str | None = None) -> None:
         """Wrap ``fd``, which the stream then owns and closes.
@@ -125,269 +150,68 @@ class PipeStream:
             name: shown in ``repr`` and error messages.
         """
         os.set_blocking(fd, False)
-        self._fd = fd
+        self._end = _Descriptor(fd)
         self._writable = writable
-        self._name = name if name is not None else f"pipe fd {fd}"
-        self._buffer = bytearray()  # received, not yet handed out (read end)
-        # Conflict detectors: a non-blocking acquire is atomic across threads,
-        # so two tasks on parallel workers cannot both get in.
-        self._receiving = threading.Lock()
-        self._sending = threading.Lock()
+        self._name = name if name is not None else f"fd {fd}"
+        what = f"pipe ({self._name})"
+        self._init_stream(
+            what,
+            self._end,
+            functools.partial(os.read, fd),
+            functools.partial(os.write, fd),
+            (what, "the process exited or closed its end; check await process.wait()"),
+        )
 
     def __repr__(self) -> str:
-        state = f"fd {self._fd}" if self._fd >= 0 else "closed"
+        fd = self._end.fd
+        state = f"fd {fd}" if fd >= 0 else "closed"
         end = "write end" if self._writable else "read end"
         return f"<PipeStream {self._name} ({end}, {state})>"
 
     def fileno(self) -> int:
         """The descriptor, or -1 once closed."""
-        return self._fd
+        return self._end.fd
 
-    # -- checks ---------------------------------------------------------------
-
-    def _open_fd(self, what: str) -> int:
-        fd = self._fd
-        if fd < 0:
-            raise ClosedResourceError(
-                f"{what} on {self._name}, which is closed; open a new stream to go on"
-            )
-        return fd
-
-    def _need(self, writable: bool, what: str) -> None:
-        if self._writable is not writable:
-            if writable:
-                raise RuntimeError(
-                    f"{what} on {self._name}, which is the read end of a pipe; "
-                    "send to the process through its stdin stream instead"
-                )
+    def _check_receive(self) -> None:
+        if self._writable:
             raise RuntimeError(
-                f"{what} on {self._name}, which is the write end of a pipe; "
+                f"{self._name} is the write end of a pipe and cannot receive; "
                 "receive from the process through its stdout or stderr stream instead"
             )
+        super()._check_receive()
 
-    def _enter(self, guard: threading.Lock, what: str) -> None:
-        if not guard.acquire(False):
-            verb = "sending on" if guard is self._sending else "receiving from"
-            raise BusyResourceError(
-                f"{what}: another task is already {verb} {self._name}; "
-                "let one task do it, or hand the data over a Channel"
+    def _check_send(self) -> None:
+        self._refuse_read_end("send_all()")
+        super()._check_send()
+
+    def _check_eof(self) -> None:
+        self._refuse_read_end("send_eof()")
+        super()._check_eof()
+
+    def _refuse_read_end(self, what: str) -> None:
+        if not self._writable:
+            raise RuntimeError(
+                f"{what} on {self._name}, which is the read end of a pipe; "
+                "send to the process through its stdin stream instead"
             )
 
-    # -- receiving ------------------------------------------------------------
+    def _shut_write(self) -> None:
+        """For a pipe, the end of the data is the close of the write end."""
+        self._release()
 
-    async def _fill(self, max_bytes: int, what: str) -> bool:
-        """Read once into the buffer, waiting for data; False at end of stream."""
-        while True:
-            fd = self._open_fd(what)
-            try:
-                data = os.read(fd, max_bytes)
-            except BlockingIOError:
-                await readable(fd)
-                continue
-            if not data:
-                return False
-            self._buffer += data
-            return True
-
-    def _take(self, count: int) -> bytes:
-        data = bytes(self._buffer[:count])
-        del self._buffer[:count]
-        return data
-
-    async def receive_some(self, max_bytes: int | None = _CHUNK) -> bytes:
-        """Receive up to ``max_bytes`` bytes, waiting until at least one is there.
-
-        A cancellation point; a cancel takes no bytes from the pipe.
-
-        Returns:
-            The bytes, or ``b""`` once the writer has closed its end.
-
-        Raises:
-            ClosedResourceError: the stream is closed (also when another task
-                closes it during the wait).
-            BusyResourceError: another task is receiving from this stream.
-            RuntimeError: this is the write end.
-            ValueError: ``max_bytes`` is less than 1.
-        """
-        what = "receive_some()"
-        self._need(False, what)
-        if max_bytes is None:  # trio's spelling of "whatever is there"
-            max_bytes = _CHUNK
-        if max_bytes < 1:
-            raise ValueError(f"receive_some() got max_bytes={max_bytes}; pass 1 or more")
-        self._enter(self._receiving, what)
-        try:
-            await checkpoint()
-            if not self._buffer and not await self._fill(max_bytes, what):
-                return b""
-            return self._take(max_bytes)
-        finally:
-            self._receiving.release()
-
-    async def receive_exactly(self, n: int) -> bytes:
-        """Receive exactly ``n`` bytes.
-
-        A cancellation point; bytes read before a cancel stay in the stream
-        for the next receive.
-
-        Raises:
-            EOFError: the writer closed its end first; what arrived stays in
-                the stream.
-            ClosedResourceError, BusyResourceError, RuntimeError: as for
-                ``receive_some``.
-            ValueError: ``n`` is negative.
-        """
-        what = "receive_exactly()"
-        self._need(False, what)
-        if n < 0:
-            raise ValueError(f"receive_exactly() got n={n}; pass 0 or more")
-        self._enter(self._receiving, what)
-        try:
-            await checkpoint()
-            while len(self._buffer) < n:
-                if not await self._fill(max(_CHUNK, n - len(self._buffer)), what):
-                    raise EOFError(
-                        f"{self._name} ended after {len(self._buffer)} of the {n} bytes "
-                        "receive_exactly() wanted"
-                    )
-            return self._take(n)
-        finally:
-            self._receiving.release()
-
-    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
-        """Receive up to ``delimiter``; return what came before it.
-
-        The delimiter is consumed and not returned. A cancellation point;
-        bytes read before a cancel stay in the stream.
-
-        Raises:
-            ValueError: ``max_bytes`` bytes arrived without the delimiter (they
-                stay in the stream), or the delimiter is empty.
-            EOFError: the writer closed its end before the delimiter came.
-            ClosedResourceError, BusyResourceError, RuntimeError: as for
-                ``receive_some``.
-        """
-        what = "receive_until()"
-        self._need(False, what)
-        if not delimiter:
-            raise ValueError("receive_until() got an empty delimiter; pass e.g. b'\\n'")
-        self._enter(self._receiving, what)
-        try:
-            await checkpoint()
-            offset = 0
-            while True:
-                index = self._buffer.find(delimiter, offset)
-                if index >= 0:
-                    found = self._take(index)
-                    del self._buffer[: len(delimiter)]
-                    return found
-                if len(self._buffer) >= max_bytes:
-                    raise ValueError(
-                        f"receive_until() read {len(self._buffer)} bytes from {self._name} "
-                        f"without finding {delimiter!r} within max_bytes={max_bytes}; "
-                        "raise the limit or read with receive_some()"
-                    )
-                # Only the tail can hold the start of a delimiter split by the read.
-                offset = max(len(self._buffer) - len(delimiter) + 1, 0)
-                if not await self._fill(_CHUNK, what):
-                    raise EOFError(
-                        f"{self._name} ended after {len(self._buffer)} bytes, before "
-                        f"the delimiter {delimiter!r}"
-                    )
-        finally:
-            self._receiving.release()
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        """``async for chunk in stream``: each ``receive_some()`` until end of stream."""
-        data = await self.receive_some()
-        if not data:
-            raise StopAsyncIteration
-        return data
-
-    # -- sending --------------------------------------------------------------
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Send all of ``data``, waiting for room in the pipe as needed.
-
-        A cancellation point. A cancel while waiting for room leaves a prefix
-        of ``data`` sent; the ``Cancelled`` carries a note saying how much.
-
-        Raises:
-            BrokenResourceError: the reader closed its end (the process
-                exited or closed its stdin).
-            ClosedResourceError: the stream is closed.
-            BusyResourceError: another task is sending on this stream.
-            RuntimeError: this is the read end.
-        """
-        what = "send_all()"
-        self._need(True, what)
-        self._enter(self._sending, what)
-        try:
-            await checkpoint()
-            view = memoryview(data).cast("B")
-            total, size = 0, len(view)
-            while total < size:
-                fd = self._open_fd(what)
-                try:
-                    total += os.write(fd, view[total:])
-                except BlockingIOError:
-                    try:
-                        await writable(fd)
-                    except Cancelled as exc:
-                        exc.add_note(f"send_all() sent {total} of {size} bytes before the cancel")
-                        raise
-                except BrokenPipeError:
-                    raise BrokenResourceError(
-                        f"{self._name} was closed by its reader after {total} of {size} "
-                        "bytes; the process exited or closed its input"
-                    ) from None
-        finally:
-            self._sending.release()
-
-    async def send_eof(self) -> None:
-        """Tell the reader no more data is coming; for a pipe, close the write end.
-
-        Closing twice is harmless. A cancellation point, after the close.
-
-        Raises:
-            RuntimeError: this is the read end.
-        """
-        self._need(True, "send_eof()")
-        self.close()
-        await checkpoint()
-
-    # -- closing --------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the descriptor now; a task waiting on it gets ``ClosedResourceError``.
-
-        Harmless when already closed. Not a cancellation point.
-        """
-        fd = self._fd
+    def _release(self) -> None:
+        fd = self._end.fd
         if fd < 0:
             return
-        self._fd = -1
-        notify_closing(fd)
-        os.close(fd)
-
-    async def aclose(self) -> None:
-        """Close the stream; see ``close``. A cancellation point, after the close."""
-        self.close()
-        await checkpoint()
-
-    async def __aenter__(self) -> PipeStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
+        self._end.fd = -1
+        self._recv = self._send = _closed_io
+        close_fd(fd)
 
     def __del__(self) -> None:
         # An unreachable stream no task can wait on: closing is all there is.
-        if getattr(self, "_fd", -1) >= 0:
-            os.close(self._fd)
+        end = getattr(self, "_end", None)
+        if end is not None and end.fd >= 0:
+            os.close(end.fd)
 
 
 # -- processes --------------------------------------------------------------------
@@ -560,8 +384,7 @@ class Process:
         fd = self._pidfd
         if fd >= 0:
             self._pidfd = -1
-            notify_closing(fd)
-            os.close(fd)
+            close_fd(fd)
 
     # -- closing --------------------------------------------------------------
 
@@ -767,6 +590,7 @@ async def run_process(
     stdin: bytes | bytearray | memoryview | StdSpec | _Default = _DEFAULT,
     stdout: StdSpec | _Default = _DEFAULT,
     stderr: StdSpec | _Default = _DEFAULT,
+    task_status: TaskStatus[Process] = TASK_STATUS_IGNORED,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion and return what it did.
 
@@ -789,6 +613,11 @@ async def run_process(
         stdout, stderr: when given, they decide instead of ``capture_*``:
             ``PIPE`` captures, anything else goes to ``Popen`` as is (so
             ``stderr=STDOUT`` captures both streams as ``stdout``).
+        task_status: ``task_status.started(process)`` is called once the
+            process runs, so ``process = await scope.start(run_process,
+            command)`` gives the running ``Process`` (to signal it, say)
+            while ``run_process`` goes on waiting for it. Its pipes belong
+            to ``run_process``.
 
     Returns:
         A ``subprocess.CompletedProcess`` with ``args``, ``returncode``, and
@@ -842,6 +671,7 @@ async def run_process(
             into += chunk
 
     try:
+        task_status.started(process)
         async with scope(name=f"run_process({process.pid})") as s:
             if process.stdin is not None:
                 if input:

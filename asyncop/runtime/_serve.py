@@ -20,11 +20,12 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, ClosedResourceError
 from ._awaitables import sleep
 from ._scope import scope
+from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._streams import PASS, SocketStream
 from ._tcp import SocketListener, open_tcp_listeners
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACCEPT_BACKOFF",
-    "TASK_STATUS_IGNORED",
     "Handler",
     "check_handler",
     "serve_listeners",
@@ -47,20 +47,6 @@ ACCEPT_BACKOFF = 0.1
 _CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
-@final
-class _TaskStatusIgnored:
-    """The default ``task_status``: ``started()`` does nothing."""
-
-    __slots__ = ()
-
-    def started(self, value: Any = None) -> None:
-        """Accept the report and drop it."""
-
-    def __repr__(self) -> str:
-        return "TASK_STATUS_IGNORED"
-
-
-TASK_STATUS_IGNORED: Any = _TaskStatusIgnored()
 
 
 # -- serving ---------------------------------------------------------------------
@@ -164,7 +150,7 @@ async def serve_listeners(
     listeners: Sequence[SocketListener],
     *,
     ssl_context: ssl.SSLContext | None = None,
-    task_status: Any = TASK_STATUS_IGNORED,
+    task_status: TaskStatus[list[SocketListener]] = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections on ``listeners`` and run ``handler(stream)`` for each.
 
@@ -221,7 +207,7 @@ async def serve_tcp(
     host: str | bytes | None = None,
     ssl_context: ssl.SSLContext | None = None,
     backlog: int | None = None,
-    task_status: Any = TASK_STATUS_IGNORED,
+    task_status: TaskStatus[list[SocketListener]] = TASK_STATUS_IGNORED,
 ) -> None:
     """Serve TCP connections on ``port``: ``handler(stream)`` runs for each.
 

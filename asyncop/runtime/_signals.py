@@ -50,7 +50,8 @@ from typing import Any, final
 
 from ..operations import BusyResourceError, ClosedResourceError
 from ..platform import is_main_thread
-from ._awaitables import checkpoint, notify_closing, readable
+from ._awaitables import checkpoint, readable
+from ._streams import close_fd
 
 __all__ = ["SignalReceiver", "open_signal_receiver"]
 
@@ -161,8 +162,7 @@ class SignalReceiver:
             read_fd, write_fd = self._read_fd, self._write_fd
             self._read_fd = self._write_fd = -1
         if read_fd >= 0:
-            notify_closing(read_fd)
-            os.close(read_fd)
+            close_fd(read_fd)  # a task may wait on it
             os.close(write_fd)
 
     def _wake(self) -> None:

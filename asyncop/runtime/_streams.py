@@ -40,11 +40,16 @@ stream cannot be used further. A stream used after ``aclose()`` raises
 
 ``_BufferedReceiver`` holds the reading logic once, over one primitive,
 ``_receive_raw``; ``TLSStream`` reuses it over decrypted bytes.
+``DescriptorStream`` adds sending and closing over a non-blocking
+descriptor, once for ``SocketStream`` and the process pipes
+(``asyncop.process.PipeStream``), so the two behave and fail alike, as
+trio's sockets and process pipes are all ``trio.abc.Stream`` objects.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
@@ -61,6 +66,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncResource",
+    "DescriptorStream",
+    "ReceiveStream",
+    "SendStream",
+    "Stream",
     "CANCEL_POINT",
     "DEFAULT_RECEIVE_SIZE",
     "FAIR_STREAK",
@@ -71,6 +80,7 @@ __all__ = [
     "check_max_bytes",
     "closed_error",
     "closed_under_error",
+    "close_fd",
     "eof_sent_error",
     "close_socket",
     "wait_ready",
@@ -99,6 +109,8 @@ class _Pass(WaitEvent):
 
 
 PASS = _Pass()
+# A shared singleton, collected only at exit: never an await that was forgotten.
+PASS._awaited = True
 
 # A stream yields to the scheduler at least once per this many calls that
 # found their socket ready.
@@ -198,11 +210,14 @@ async def wait_ready(event: WaitEvent, closed: Callable[[], bool], what: str) ->
     """Await ``readable``/``writable``; a socket closed meanwhile raises ``ClosedResourceError``.
 
     Another thread may close the socket between the failed attempt and the
-    registration: the multiplexer then refuses the fd (``EBADF``).
+    registration: the multiplexer then refuses the fd (``EBADF``). A close
+    during the wait wakes it with the reactor's ``ClosedResourceError``,
+    which names only a descriptor number; both become the error that names
+    ``what``.
     """
     try:
         await event
-    except OSError:
+    except (OSError, ClosedResourceError):
         if closed():
             raise closed_under_error(what) from None
         raise
@@ -216,6 +231,16 @@ def check_max_bytes(value: object, what: str) -> int:
     if value < 1:
         raise ValueError(f"{what} needs at least 1 byte, got {value}; pass a positive int")
     return value
+
+
+def close_fd(fd: int) -> None:
+    """Wake the tasks waiting on descriptor ``fd`` (``ClosedResourceError``), then close it.
+
+    The order matters: once closed, the number may be reused by the next
+    ``open``, and a waiter left registered would watch that file instead.
+    """
+    notify_closing(fd)
+    os.close(fd)
 
 
 def close_socket(sock: socket.socket) -> None:
@@ -253,8 +278,76 @@ class AsyncResource:
         await self.aclose()
 
 
-class _BufferedReceiver(AsyncResource):
-    """The receive side shared by ``SocketStream`` and ``TLSStream``.
+class ReceiveStream(AsyncResource):
+    """A byte stream to receive from, as ``trio.abc.ReceiveStream``.
+
+    ``SocketStream``, ``TLSStream`` and ``asyncop.process.PipeStream`` are
+    all ``Stream`` objects with the same methods, errors and cancellation
+    rules: annotate a parameter ``ReceiveStream`` (or ``Stream``) and the
+    function takes any of them.
+    """
+
+    __slots__ = ()
+
+    async def receive_some(self, max_bytes: int | None = DEFAULT_RECEIVE_SIZE) -> bytes:
+        """Receive at most ``max_bytes`` bytes; ``b""`` at end of stream.
+
+        A cancellation point. See ``SocketStream.receive_some`` for the errors.
+        """
+        raise NotImplementedError
+
+    async def receive_exactly(self, n: int) -> bytes:
+        """Receive exactly ``n`` bytes; ``IncompleteRead`` if the stream ends first.
+
+        A cancellation point. See ``SocketStream.receive_exactly``.
+        """
+        raise NotImplementedError
+
+    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
+        """Receive the bytes before ``delimiter``, which is consumed.
+
+        A cancellation point. Raises ``DelimiterNotFound`` when ``max_bytes``
+        bytes arrive without it, ``IncompleteRead`` when the stream ends
+        first; see ``SocketStream.receive_until``.
+        """
+        raise NotImplementedError
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        while chunk := await self.receive_some():
+            yield chunk
+
+
+class SendStream(AsyncResource):
+    """A byte stream to send on, as ``trio.abc.SendStream``."""
+
+    __slots__ = ()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of ``data``, waiting for room as needed.
+
+        A cancellation point. See ``SocketStream.send_all`` for the errors.
+        """
+        raise NotImplementedError
+
+    async def send_eof(self) -> None:
+        """Tell the peer that nothing more will be sent; calling it twice is harmless.
+
+        A cancellation point. A later ``send_all`` raises ``ClosedResourceError``.
+        """
+        raise NotImplementedError
+
+
+class Stream(ReceiveStream, SendStream):
+    """A byte stream in both directions, as ``trio.abc.HalfCloseableStream``."""
+
+    __slots__ = ()
+
+
+class _BufferedReceiver(ReceiveStream):
+    """The receive side shared by ``SocketStream``, ``TLSStream`` and ``PipeStream``.
 
     Subclasses provide ``_receive_raw(max_bytes)``: bytes from the transport
     (``b""`` at end of stream), called with the receive guard held.
@@ -293,10 +386,11 @@ class _BufferedReceiver(AsyncResource):
         del buffer[:count]
         return data
 
-    async def receive_some(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
+    async def receive_some(self, max_bytes: int | None = DEFAULT_RECEIVE_SIZE) -> bytes:
         """Receive at most ``max_bytes`` bytes, waiting until some arrive.
 
-        A cancellation point, checked before any byte is taken: a cancelled
+        ``max_bytes=None``, as trio spells it, means the default size. A
+        cancellation point, checked before any byte is taken: a cancelled
         receive loses nothing.
 
         Returns:
@@ -310,6 +404,8 @@ class _BufferedReceiver(AsyncResource):
             BrokenResourceError: the connection broke (reset by the peer).
             Cancelled: the task was cancelled; nothing was received.
         """
+        if max_bytes is None:
+            max_bytes = DEFAULT_RECEIVE_SIZE
         check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
         with self._receive_guard:
             self._check_receive()
@@ -407,27 +503,188 @@ class _BufferedReceiver(AsyncResource):
                     )
                 buffer += chunk
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._chunks()
 
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        while chunk := await self.receive_some():
-            yield chunk
+_RECONNECT = ("connection", "close the stream and reconnect")
 
 
-def broken(exc: OSError, what: str) -> BrokenResourceError:
-    """The ``BrokenResourceError`` for a connection-level ``OSError``."""
+def broken(exc: OSError, what: str, why: tuple[str, str] = _RECONNECT) -> BrokenResourceError:
+    """The ``BrokenResourceError`` for a transport-level ``OSError``.
+
+    ``why`` is ``(what broke, what to do)``: a connection by default.
+    """
     reason = errno.errorcode.get(exc.errno or 0, "") or type(exc).__name__
+    thing, fix = why
     error = BrokenResourceError(
-        f"{what} failed: the connection is broken ({reason}: {exc.strerror or exc}); "
-        "close the stream and reconnect"
+        f"{what} failed: the {thing} is broken ({reason}: {exc.strerror or exc}); {fix}"
     )
     error.__cause__ = exc
     return error
 
 
+class DescriptorStream(_BufferedReceiver, Stream):
+    """A non-blocking descriptor (a stream socket, a pipe end) as a ``Stream``.
+
+    The one implementation of receiving, sending, ``send_eof`` and closing
+    for ``SocketStream`` and ``asyncop.process.PipeStream``, so the two
+    behave and fail alike. A subclass calls ``_init_stream`` with the
+    object to wait on (it has ``fileno()``, -1 once closed) and the
+    non-blocking ``recv(n)``/``send(view)`` calls, and provides
+    ``_shut_write`` (for ``send_eof``) and ``_release`` (for ``close``).
+    """
+
+    __slots__ = (
+        "_broken_why",
+        "_closed",
+        "_eof_sent",
+        "_recv",
+        "_send",
+        "_send_guard",
+        "_waitable",
+        "_what",
+    )
+
+    _recv: Callable[[int], bytes]
+    _send: Callable[[memoryview], int]
+
+    def _init_stream(
+        self,
+        what: str,
+        waitable: Any,
+        recv: Callable[[int], bytes],
+        send: Callable[[memoryview], int],
+        broken_why: tuple[str, str] = _RECONNECT,
+    ) -> None:
+        self._what = what
+        self._waitable = waitable
+        self._recv = recv
+        self._send = send
+        self._broken_why = broken_why
+        self._closed = False
+        self._eof_sent = False
+        self._init_receiver(what)
+        self._send_guard = ConflictGuard(
+            f"another task is already sending on this {what}; send from one task at a "
+            "time (hand the data over with a Channel, or hold a Lock around send_all)"
+        )
+
+    def _is_closed(self) -> bool:
+        return self._closed or self._waitable.fileno() < 0
+
+    def _check_receive(self) -> None:
+        if self._closed:
+            raise closed_error(self._what)
+
+    def _check_send(self) -> None:
+        if self._closed:
+            raise closed_error(self._what)
+        if self._eof_sent:
+            raise eof_sent_error(self._what)
+
+    async def _receive_raw(self, max_bytes: int) -> bytes:
+        recv = self._recv
+        streak = self._streak + 1
+        while True:
+            try:
+                data = recv(max_bytes)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if self._is_closed():
+                    raise closed_under_error(self._what) from None
+                raise broken(exc, "receive_some()", self._broken_why) from exc
+            else:
+                self._streak = streak
+                return data
+            streak = 0  # this call waits: it yields to the scheduler
+            await wait_ready(readable(self._waitable), self._is_closed, self._what)
+            self._check_receive()
+            recv = self._recv
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of ``data``, waiting for room as needed.
+
+        A cancellation point on entry and at every wait for room.
+
+        Raises:
+            ClosedResourceError: the stream was closed, or ``send_eof()``
+                was called.
+            BusyResourceError: another task is sending on this stream.
+            BrokenResourceError: the peer is gone (reset, or closed its side
+                for good).
+            Cancelled: the task was cancelled; a prefix of ``data`` may have
+                been sent (the exception's note says how much): close the
+                stream.
+        """
+        with self._send_guard:
+            self._check_send()
+            await self._entry()
+            view = memoryview(data).cast("B")
+            total, size = 0, len(view)
+            self._streak += 1
+            with view:
+                while total < size:
+                    try:
+                        total += self._send(view[total:])
+                        continue
+                    except BlockingIOError:
+                        pass
+                    except OSError as exc:
+                        if self._is_closed():
+                            raise closed_under_error(self._what) from None
+                        where = f"send_all() after {total} of {size} bytes"
+                        raise broken(exc, where, self._broken_why) from exc
+                    self._streak = 0
+                    try:
+                        await wait_ready(writable(self._waitable), self._is_closed, self._what)
+                    except Cancelled as exc:
+                        if total:
+                            exc.add_note(
+                                f"send_all() sent {total} of {size} bytes before the cancel"
+                            )
+                        raise
+                    self._check_send()
+
+    async def send_eof(self) -> None:
+        """Tell the peer no more data will be sent; the stream can still receive.
+
+        Calling it twice is harmless. A cancellation point, before the
+        end-of-file is sent.
+
+        Raises:
+            ClosedResourceError: the stream was closed.
+            BusyResourceError: another task is sending on this stream.
+        """
+        with self._send_guard:
+            self._check_eof()
+            await PASS
+            if self._eof_sent:
+                return
+            self._eof_sent = True
+            self._shut_write()
+
+    def _check_eof(self) -> None:
+        if self._closed:
+            raise closed_error(self._what)
+
+    def _shut_write(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the stream at once, from sync code (``aclose`` without the checkpoint).
+
+        A task waiting on the stream gets ``ClosedResourceError``. Harmless
+        when already closed; not a cancellation point.
+        """
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+
 @final
-class SocketStream(_BufferedReceiver):
+class SocketStream(DescriptorStream):
     """A connected stream socket (TCP or Unix) as a byte stream.
 
     Made by ``open_tcp_stream``, ``open_unix_stream`` and the servers, or
@@ -439,7 +696,7 @@ class SocketStream(_BufferedReceiver):
     ``BusyResourceError``.
     """
 
-    __slots__ = ("_closed", "_eof_sent", "_send_guard", "_socket")
+    __slots__ = ("_socket",)
 
     def __init__(self, sock: socket.socket) -> None:
         if not isinstance(sock, socket.socket):
@@ -463,123 +720,23 @@ class SocketStream(_BufferedReceiver):
             except OSError:  # pragma: no cover - not every stream socket is TCP
                 pass
         self._socket = sock
-        self._closed = False
-        self._eof_sent = False
-        self._init_receiver("stream")
-        self._send_guard = ConflictGuard(
-            "another task is already sending on this stream; send from one task at a "
-            "time (hand the data over with a Channel, or hold a Lock around send_all)"
-        )
+        self._init_stream("stream", sock, sock.recv, sock.send)
 
     @property
     def socket(self) -> socket.socket:
         """The underlying socket (non-blocking); do not read or write it directly."""
         return self._socket
 
-    def _is_closed(self) -> bool:
-        return self._closed or self._socket.fileno() < 0
+    def _shut_write(self) -> None:
+        """A TCP half-close."""
+        try:
+            self._socket.shutdown(socket.SHUT_WR)
+        except OSError as exc:
+            if exc.errno != errno.ENOTCONN:  # the peer is gone already: EOF is moot
+                raise broken(exc, "send_eof()") from exc
 
-    def _check_receive(self) -> None:
-        if self._closed:
-            raise closed_error("stream")
-
-    async def _receive_raw(self, max_bytes: int) -> bytes:
-        sock = self._socket
-        streak = self._streak + 1
-        while True:
-            try:
-                data = sock.recv(max_bytes)
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                if self._is_closed():
-                    raise closed_under_error("stream") from None
-                raise broken(exc, "receive_some()") from exc
-            else:
-                self._streak = streak
-                return data
-            streak = 0  # this call waits: it yields to the scheduler
-            await wait_ready(readable(sock), self._is_closed, "stream")
-            self._check_receive()
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Send all of ``data``, waiting for room in the socket as needed.
-
-        A cancellation point on entry and at every wait for room.
-
-        Raises:
-            ClosedResourceError: the stream was closed, or ``send_eof()``
-                was called.
-            BusyResourceError: another task is sending on this stream.
-            BrokenResourceError: the peer is gone (reset, or closed its side
-                for good).
-            Cancelled: the task was cancelled; a prefix of ``data`` may have
-                been sent (the exception's note says how much): close the
-                stream.
-        """
-        with self._send_guard:
-            self._check_send()
-            await self._entry()
-            view = memoryview(data).cast("B")
-            sock = self._socket
-            total, size = 0, len(view)
-            self._streak += 1
-            with view:
-                while total < size:
-                    try:
-                        total += sock.send(view[total:])
-                        continue
-                    except BlockingIOError:
-                        pass
-                    except OSError as exc:
-                        if self._is_closed():
-                            raise closed_under_error("stream") from None
-                        raise broken(exc, f"send_all() after {total} of {size} bytes") from exc
-                    self._streak = 0
-                    try:
-                        await wait_ready(writable(sock), self._is_closed, "stream")
-                    except Cancelled as exc:
-                        if total:
-                            exc.add_note(
-                                f"send_all() sent {total} of {size} bytes before the cancel"
-                            )
-                        raise
-                    self._check_send()
-
-    def _check_send(self) -> None:
-        if self._closed:
-            raise closed_error("stream")
-        if self._eof_sent:
-            raise eof_sent_error("stream")
-
-    async def send_eof(self) -> None:
-        """Tell the peer no more data will be sent (a TCP half-close).
-
-        The stream can still receive. Calling it twice is harmless. A
-        cancellation point.
-
-        Raises:
-            ClosedResourceError: the stream was closed.
-            BusyResourceError: another task is sending on this stream.
-        """
-        with self._send_guard:
-            if self._closed:
-                raise closed_error("stream")
-            await PASS
-            if self._eof_sent:
-                return
-            self._eof_sent = True
-            try:
-                self._socket.shutdown(socket.SHUT_WR)
-            except OSError as exc:
-                if exc.errno != errno.ENOTCONN:  # the peer is gone already: EOF is moot
-                    raise broken(exc, "send_eof()") from exc
-
-    def close(self) -> None:
-        """Close the stream at once, from sync code (``aclose`` without the checkpoint)."""
-        if not self._closed:
-            self._closed = True
-            close_socket(self._socket)
+    def _release(self) -> None:
+        close_socket(self._socket)
 
     def getsockname(self) -> Any:
         """The local address."""

@@ -65,6 +65,7 @@ from ._streams import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
     ConflictGuard,
+    Stream,
     _BufferedReceiver,
     closed_error,
     closed_under_error,
@@ -97,7 +98,7 @@ def _cause(exc: BaseException) -> BaseException:
 
 
 @final
-class TLSStream(_BufferedReceiver):
+class TLSStream(_BufferedReceiver, Stream):
     """A TLS session over a byte stream; make one with ``TLSStream.wrap``.
 
     It has the stream methods (``receive_some``, ``send_all``,

@@ -23,10 +23,10 @@ import os
 import socket
 import stat
 import weakref
-from typing import Any
 
 from ._awaitables import sleep, writable
-from ._serve import TASK_STATUS_IGNORED, Handler, check_handler, serve_listeners
+from ._serve import Handler, check_handler, serve_listeners
+from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._streams import PASS, SocketStream
 from ._tcp import SocketListener
 
@@ -134,7 +134,7 @@ async def serve_unix(
     path: str | bytes | os.PathLike[str],
     *,
     backlog: int | None = None,
-    task_status: Any = TASK_STATUS_IGNORED,
+    task_status: TaskStatus[list[SocketListener]] = TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a Unix-domain stream socket at ``path``: ``handler(stream)`` runs per connection.
 
