@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..operations import AsyncOperation, AsyncResult, OperationState
+from ..operations._typing import V
 from ._scheduler import Runtime
 
 __all__ = [
@@ -97,13 +98,13 @@ def _operation(op: object, call: str) -> AsyncOperation:
     return op
 
 
-def async_submit(op: AsyncOperation) -> AsyncOperation:
+def async_submit(op: AsyncOperation[V]) -> AsyncOperation[V]:
     """Queue a CREATED operation on its runtime; returns it.
 
     Raises:
         TypeError: ``op`` is not an operation.
     """
-    return _operation(op, "async_submit").runtime.submit(op)  # type: ignore[attr-defined,no-any-return]
+    return _operation(op, "async_submit").runtime.submit(op)
 
 
 def async_cancel(op: AsyncOperation) -> None:
@@ -115,7 +116,7 @@ def async_cancel(op: AsyncOperation) -> None:
     _operation(op, "async_cancel").cancel()
 
 
-def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult:
+def async_await(op: AsyncOperation[V], timeout: float | None = None) -> AsyncResult[V]:
     """Block until the operation ends and return its ``AsyncResult``.
 
     The same wait as ``op.wait(timeout)``: a cancellation point when called
@@ -130,7 +131,7 @@ def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult
     return _operation(op, "async_await").wait(timeout)
 
 
-def async_result(op: AsyncOperation) -> AsyncResult:
+def async_result(op: AsyncOperation[V]) -> AsyncResult[V]:
     """Return the operation's result now: a snapshot if it has not ended.
 
     Raises:

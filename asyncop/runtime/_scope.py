@@ -524,7 +524,7 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    runtime: Runtime = op.runtime  # type: ignore[assignment]
+    runtime: Runtime = op.runtime
     return runtime.scope(
         name=name, timeout=timeout, deadline=deadline, shield=shield, supervise=supervise
     )
