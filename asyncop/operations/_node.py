@@ -472,7 +472,7 @@ class AsyncOperation(Generic[T]):
             return
         redo = again or self._cancel_unfinished
         self._cancel_unfinished = True
-        stack = [self]
+        stack: list[AsyncOperation] = [self]
         unstarted: list[AsyncOperation] = []
         while stack:
             node = stack.pop()
@@ -970,7 +970,7 @@ class AsyncOperation(Generic[T]):
                         # A thread blocked in wait(): release it now, under
                         # the lock (one C call), so that its OS wake-up
                         # starts before this worker's remaining bookkeeping.
-                        waiter.release()
+                        waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
                     else:
                         after.append(waiter)  # type: ignore[arg-type]
             node = parent
