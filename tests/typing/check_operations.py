@@ -6,6 +6,7 @@ imported or run.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, assert_type
 
 import asyncop
@@ -87,3 +88,9 @@ def widen(op: AsyncOperation[object]) -> AsyncOperation[object]:
 
 # The generic class can be subscripted at run time too.
 IntOperation = AsyncOperation[int]
+
+
+def with_keywords(rt: Runtime) -> None:
+    # spawn passes positional arguments; functools.partial binds keywords.
+    assert_type(rt.spawn(functools.partial(fetch, 1, verbose=True)), AsyncOperation[str])
+    assert_type(rt.run(functools.partial(compute, b="x"), 1), float)
