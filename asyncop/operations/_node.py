@@ -157,9 +157,9 @@ class AsyncOperation(Generic[T]):
 
     runtime: Runtime
     name: str
-    parent: AsyncOperation | None
-    first_child: AsyncOperation | None
-    sibling_next: AsyncOperation | None
+    parent: AsyncOperation[Any] | None
+    first_child: AsyncOperation[Any] | None
+    sibling_next: AsyncOperation[Any] | None
     cancel_reason: object
     _state: OperationState
     _sibling_prev: AsyncOperation | None
@@ -353,7 +353,7 @@ class AsyncOperation(Generic[T]):
             "call op.wait() (or 'await op' in a coroutine) first"
         )
 
-    def children(self) -> list[AsyncOperation]:
+    def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""
         with self.runtime._lock:
             return list(self._iter_children())

@@ -79,11 +79,11 @@ def async_worker_limit(n: int) -> None:
 
 
 def async_create(
-    callback: Callable[[AsyncOperation, Any], Any],
+    callback: Callable[[AsyncOperation[Any], Any], Any],
     context: Any = None,
     *,
-    parent: AsyncOperation | None = None,
-) -> AsyncOperation:
+    parent: AsyncOperation[Any] | None = None,
+) -> AsyncOperation[Any]:
     """Make a CREATED operation that will run ``callback(operation, context)``."""
     return default_runtime().create(callback, context, parent=parent)
 
@@ -107,7 +107,7 @@ def async_submit(op: AsyncOperation[V]) -> AsyncOperation[V]:
     return _operation(op, "async_submit").runtime.submit(op)
 
 
-def async_cancel(op: AsyncOperation) -> None:
+def async_cancel(op: AsyncOperation[Any]) -> None:
     """Cancel an operation and its subtree (see ``AsyncOperation.cancel``).
 
     Raises:
@@ -140,7 +140,7 @@ def async_result(op: AsyncOperation[V]) -> AsyncResult[V]:
     return _operation(op, "async_result")._snapshot(observe=True)
 
 
-def async_state(op: AsyncOperation) -> OperationState:
+def async_state(op: AsyncOperation[Any]) -> OperationState:
     """Return the operation's current state.
 
     Raises:

@@ -180,7 +180,7 @@ class Scope:
 
     # -- sync block ----------------------------------------------------------
 
-    def __enter__(self) -> AsyncOperation:
+    def __enter__(self) -> AsyncOperation[None]:
         state = thread_state()
         if state.task is not None:
             raise RuntimeError(
@@ -249,7 +249,7 @@ class Scope:
 
     # -- async block ---------------------------------------------------------
 
-    async def __aenter__(self) -> AsyncOperation:
+    async def __aenter__(self) -> AsyncOperation[None]:
         task = thread_state().task
         if task is None:
             raise RuntimeError(

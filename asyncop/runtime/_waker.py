@@ -412,7 +412,9 @@ def _waker_of(task: object, what: str) -> Waker:
     return waker
 
 
-def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resolve) -> Subscription:
+def resume_when(
+    task: AsyncOperation[Any], event: Any, callback: WakeCallback = resolve
+) -> Subscription:
     """Subscribe ``task``'s waker to ``event``; ``callback`` decides the outcome.
 
     Call it between ``waker_new`` and the suspension. The event may fire at
@@ -445,7 +447,7 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
 
 
 def waker_new(
-    task: AsyncOperation,
+    task: AsyncOperation[Any],
     timeout: float | None = None,
     cancellation: Any = None,
 ) -> Waker:

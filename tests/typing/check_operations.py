@@ -61,6 +61,9 @@ def from_threads(rt: Runtime) -> None:
     op.runtime.dump()
 
     with rt.scope(timeout=5) as root:
+        assert_type(root, AsyncOperation[None])
+        assert_type(root.parent, AsyncOperation[Any] | None)
+        assert_type(root.children(), list[AsyncOperation[Any]])
         assert_type(root.spawn(compute, 2, "y"), AsyncOperation[float])
         assert_type(root.spawn(fetch, 3), AsyncOperation[str])
 
@@ -70,6 +73,8 @@ def from_threads(rt: Runtime) -> None:
 
 async def in_a_task() -> None:
     me = asyncop.current_operation(require=True)
+    assert_type(me, AsyncOperation[Any])
+    assert_type(asyncop.current_operation(), AsyncOperation[Any] | None)
     child = me.spawn(fetch, 4)
     assert_type(child, AsyncOperation[str])
     assert_type(await child, str)

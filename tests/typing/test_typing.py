@@ -43,7 +43,7 @@ def _has_module(name: str) -> bool:
 
 def _expected(path: Path) -> dict[int, list[str]]:
     """Line number -> the codes its "expect" comment names."""
-    found = {}
+    found: dict[int, list[str]] = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         match = _EXPECT.search(line)
         if match:
@@ -68,11 +68,11 @@ def _mypy(paths: list[Path], tmp_path: Path, *flags: str) -> dict[int, set[str]]
     return errors
 
 
-def _pyright_run(paths: list[Path], tmp_path: Path) -> list[dict[str, Any]]:
+def _pyright_run(paths: list[Path], tmp_path: Path, mode: str) -> list[dict[str, Any]]:
     """Run pyright on copies of ``paths`` against this checkout; the diagnostics."""
     config = {
         "pythonVersion": "3.11",
-        "typeCheckingMode": "standard",
+        "typeCheckingMode": mode,
         # This checkout's asyncop, even when another one is installed.
         "extraPaths": [str(ROOT)],
     }
@@ -102,7 +102,7 @@ def test_examples_pass_mypy_strict(tmp_path: Path) -> None:
 
 
 def test_examples_pass_pyright(tmp_path: Path) -> None:
-    problems = [d for d in _pyright_run(CHECKED, tmp_path) if d["severity"] == "error"]
+    problems = [d for d in _pyright_run(CHECKED, tmp_path, "strict") if d["severity"] == "error"]
     assert not problems, json.dumps(problems, indent=1)
 
 
@@ -125,7 +125,7 @@ def test_misuse_is_caught_by_mypy(tmp_path: Path) -> None:
 def test_misuse_is_caught_by_pyright(tmp_path: Path) -> None:
     path = ERRORS / "misuse.py"
     found: dict[int, set[str]] = {}
-    for diagnostic in _pyright_run([path], tmp_path):
+    for diagnostic in _pyright_run([path], tmp_path, "standard"):
         if diagnostic["severity"] == "error":
             start = diagnostic["range"]["start"]
             found.setdefault(start["line"] + 1, set()).add(str(diagnostic.get("rule")))
