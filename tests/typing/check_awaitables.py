@@ -11,6 +11,7 @@ import subprocess
 from typing import Any, assert_type
 
 import asyncop
+import asyncop.testing
 from asyncop import AsyncOperation, LockGuard, TaskStatus
 from asyncop.net import SocketStream, TLSStream, open_tcp_stream
 from asyncop.process import Process, open_process, run_process
@@ -33,6 +34,7 @@ async def ready(port: int, *, task_status: TaskStatus[int] = asyncop.TASK_STATUS
 
 
 async def plain_waits() -> None:
+    assert_type(await asyncop.testing.wait_all_blocked(), None)
     assert_type(await asyncop.sleep(1), None)
     assert_type(await asyncop.sleep_until(10.0), None)
     assert_type(await asyncop.checkpoint(), None)
@@ -77,6 +79,12 @@ async def channels() -> None:
     assert_type(await tx.send_async(2), None)
     assert_type(await rx.recv_async(), int)
     assert_type(rx.clone().recv(), int)
+    async for item in ch:
+        assert_type(item, int)
+    async for received in rx:
+        assert_type(received, int)
+    for taken in rx:
+        assert_type(taken, int)
 
 
 async def sync_primitives() -> None:
