@@ -8,6 +8,7 @@ module calls :func:`publish` on its ``__all__`` once, at import.
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any
 
 __all__ = ["publish"]
@@ -25,7 +26,13 @@ def publish(module_name: str, namespace: dict[str, Any], names: list[str]) -> No
             continue
         current = getattr(obj, "__module__", "") or ""
         if current.startswith("asyncop.") and current != module_name:
+            # typing keeps a function's overloads under its module's name:
+            # move them along, so typing.get_overloads() still finds them.
+            overloads = typing.get_overloads(obj) if inspect.isfunction(obj) else []
             try:
                 obj.__module__ = module_name
             except (AttributeError, TypeError):  # pragma: no cover - builtins
                 pass
+            for variant in overloads:
+                variant.__module__ = module_name
+                typing.overload(variant)

@@ -23,8 +23,8 @@ This module needs the ``asyncop[anyio]`` extra.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, overload
 
 try:
     import anyio
@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - tested in a venv without the ex
     ) from exc
 
 from .operations import AsyncOperation
+from .operations._typing import R, Ts, V
 from .runtime._helpers import default_runtime
 from .runtime._scheduler import Runtime
 
@@ -77,7 +78,7 @@ def _threadsafe(fn: Callable[[], object]) -> Callable[[], None]:
     )
 
 
-async def wait(op: AsyncOperation) -> Any:
+async def wait(op: AsyncOperation[V]) -> V:
     """Wait for an asyncop operation from anyio code, without blocking the loop.
 
     A checkpoint of the host: cancelling the host's scope while waiting
@@ -119,7 +120,17 @@ async def wait(op: AsyncOperation) -> Any:
     return op.result()
 
 
-async def spawn(fn: Callable[..., Any], *args: Any, runtime: Runtime | None = None) -> Any:
+@overload
+async def spawn(
+    fn: Callable[[*Ts], Coroutine[Any, Any, R]], *args: *Ts, runtime: Runtime | None = None
+) -> R: ...
+
+
+@overload
+async def spawn(fn: Callable[[*Ts], R], *args: *Ts, runtime: Runtime | None = None) -> R: ...
+
+
+async def spawn(fn: Callable[[*Ts], Any], *args: *Ts, runtime: Runtime | None = None) -> Any:
     """Run ``fn(*args)`` on an asyncop runtime and wait for its value from anyio code.
 
     ``fn`` may be a plain function (run on a worker thread) or an ``async

@@ -24,7 +24,7 @@ __all__ = ["VirtualClock", "assert_checkpoints", "wait_all_blocked"]
 
 
 @final
-class _AllBlocked(WaitEvent):
+class _AllBlocked(WaitEvent[None]):
     __slots__ = ()
 
     def _arm(self, sub: Subscription) -> None:
@@ -45,7 +45,7 @@ class _AllBlocked(WaitEvent):
         return "wait_all_blocked()"
 
 
-def wait_all_blocked() -> WaitEvent:
+def wait_all_blocked() -> WaitEvent[None]:
     """Wait until every other task of this runtime is parked.
 
     "Parked" means suspended on an event with no worker running anything and

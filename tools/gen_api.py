@@ -29,6 +29,7 @@ import inspect
 import re
 import sys
 import textwrap
+import typing
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,6 +252,15 @@ def _code(text: str) -> str:
     return f"```py\n{text}\n```"
 
 
+def _def_lines(prefix: str, keyword: str, name: str, function: Any) -> str:
+    """The ``def`` line, or one per overload: the overloads are what a type checker sees."""
+    lines = []
+    for variant in typing.get_overloads(function) or [function]:
+        sig = format_signature(variant)
+        lines.append(f"{prefix}{keyword} {name}{sig if sig is not None else '(...)'}")
+    return "\n".join(lines)
+
+
 # -- headings and links ---------------------------------------------------------------
 
 
@@ -286,6 +296,10 @@ def _class_line(cls: type) -> str:
             for base in cls.__bases__
         )
         return f"class {name}({bases})"
+    # A generic class shows its type parameters: AsyncOperation[T].
+    parameters = getattr(cls, "__parameters__", ())
+    if parameters:
+        name += "[" + ", ".join(param.__name__ for param in parameters) + "]"
     if _is_final_class(cls):
         return f"class {name}"
     sig = format_signature(cls)
@@ -365,8 +379,7 @@ def _member_entry(cls: type, name: str, value: Any) -> str:
         elif isinstance(value, classmethod):
             function, prefix = value.__func__, "@classmethod\n"
         keyword = "async def" if inspect.iscoroutinefunction(function) else "def"
-        sig = format_signature(function)
-        parts.append(_code(f"{prefix}{keyword} {name}{sig if sig is not None else '(...)'}"))
+        parts.append(_code(_def_lines(prefix, keyword, name, function)))
         doc = _own_doc(function)
     if doc:
         parts.append(docstring_to_markdown(doc))
@@ -400,8 +413,7 @@ def _class_body(cls: type) -> list[str]:
 
 def _function_body(obj: Callable[..., Any]) -> list[str]:
     keyword = "async def" if inspect.iscoroutinefunction(obj) else "def"
-    sig = format_signature(obj)
-    parts = [_code(f"{keyword} {obj.__name__}{sig if sig is not None else '(...)'}")]
+    parts = [_code(_def_lines("", keyword, obj.__name__, obj))]
     doc = _own_doc(obj)
     if doc:
         parts.append(docstring_to_markdown(doc))

@@ -68,14 +68,14 @@ def thread_state() -> ThreadState:
 
 
 @overload
-def current_operation(*, require: Literal[True]) -> AsyncOperation: ...
+def current_operation(*, require: Literal[True]) -> AsyncOperation[Any]: ...
 
 
 @overload
-def current_operation(*, require: bool = False) -> AsyncOperation | None: ...
+def current_operation(*, require: bool = False) -> AsyncOperation[Any] | None: ...
 
 
-def current_operation(*, require: bool = False) -> AsyncOperation | None:
+def current_operation(*, require: bool = False) -> AsyncOperation[Any] | None:
     """Return the operation whose code the calling thread is running.
 
     Inside a sync callback, a coroutine operation or a scope's block, that is

@@ -56,9 +56,9 @@ import logging
 import math
 import numbers
 import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Generic, final, overload
 
 import attrs
 
@@ -71,9 +71,11 @@ from ._guard import run_isolated
 from ._park import blocking_operation, cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
+from ._typing import R, T, Ts
 
 if TYPE_CHECKING:
-    from ._hooks import After, RuntimeHooks
+    from ..runtime._scheduler import Runtime
+    from ._hooks import After
 
 __all__ = ["AsyncOperation", "OpKind", "Outcome", "run_after"]
 
@@ -89,7 +91,9 @@ _CANCELLED = OperationState.CANCELLED
 
 # The results that carry nothing but a state, made once: results are
 # immutable, and a callback that returns None is the common case.
-_NO_VALUE = {state: AsyncResult(state, None, None) for state in OperationState}
+_NO_VALUE: dict[OperationState, AsyncResult[Any]] = {
+    state: AsyncResult(state, None, None) for state in OperationState
+}
 _COMPLETED_NONE = _NO_VALUE[OperationState.COMPLETED]
 
 
@@ -151,18 +155,18 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
 
 @final
 @attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
-class AsyncOperation:
+class AsyncOperation(Generic[T]):
     """One node of the operation tree: a unit of work and its children.
 
     Only the runtime makes operations, through ``Runtime.create``,
     ``Runtime.spawn``, ``AsyncOperation.spawn`` and ``Runtime.scope``.
     """
 
-    runtime: RuntimeHooks
+    runtime: Runtime
     name: str
-    parent: AsyncOperation | None
-    first_child: AsyncOperation | None
-    sibling_next: AsyncOperation | None
+    parent: AsyncOperation[Any] | None
+    first_child: AsyncOperation[Any] | None
+    sibling_next: AsyncOperation[Any] | None
     cancel_reason: object
     _state: OperationState
     _sibling_prev: AsyncOperation | None
@@ -209,7 +213,7 @@ class AsyncOperation:
 
     def __init__(
         self,
-        runtime: RuntimeHooks,
+        runtime: Runtime,
         kind: OpKind,
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
@@ -327,7 +331,7 @@ class AsyncOperation:
             return self._error
         return None
 
-    def result(self) -> Any:
+    def result(self) -> T:
         """Return the operation's value, or raise how it ended.
 
         Raises:
@@ -337,7 +341,7 @@ class AsyncOperation:
         """
         state = self._state
         if state is _COMPLETED:
-            return self._value
+            return self._value  # type: ignore[no-any-return]
         if state is _FAILED:
             self._observe()
             if self._error is None:
@@ -356,7 +360,7 @@ class AsyncOperation:
             "call op.wait() (or 'await op' in a coroutine) first"
         )
 
-    def children(self) -> list[AsyncOperation]:
+    def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""
         with self.runtime._lock:
             return list(self._iter_children())
@@ -475,7 +479,7 @@ class AsyncOperation:
             return
         redo = again or self._cancel_unfinished
         self._cancel_unfinished = True
-        stack = [self]
+        stack: list[AsyncOperation] = [self]
         unstarted: list[AsyncOperation] = []
         while stack:
             node = stack.pop()
@@ -539,7 +543,7 @@ class AsyncOperation:
     # Waiting
     # ------------------------------------------------------------------
 
-    def wait(self, timeout: float | None = None) -> AsyncResult:
+    def wait(self, timeout: float | None = None) -> AsyncResult[T]:
         """Block the calling thread until the operation ends.
 
         Inside a coroutine operation use ``await op`` instead. Called from
@@ -577,7 +581,7 @@ class AsyncOperation:
                 )
         return self._snapshot(observe=True)
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[Any, Any, T]:
         """``await op``: suspend the calling task until ``op`` ends.
 
         A cancellation point. Returns the operation's value.
@@ -589,7 +593,7 @@ class AsyncOperation:
         """
         # The worker stepping the task turns the operation into an event.
         try:
-            return (yield self)
+            return (yield self)  # type: ignore[no-any-return]
         except (RuntimeError, TypeError) as exc:
             # What asyncio or trio throws back at an object it cannot run.
             if thread_state().task is None:
@@ -661,7 +665,7 @@ class AsyncOperation:
                 except ValueError:
                     pass
 
-    def _snapshot(self, *, observe: bool) -> AsyncResult:
+    def _snapshot(self, *, observe: bool) -> AsyncResult[T]:
         state = self._state
         if state is _COMPLETED:
             value = self._value
@@ -676,15 +680,39 @@ class AsyncOperation:
     # Children
     # ------------------------------------------------------------------
 
+    # The overloads give AsyncOperation[T] for an async def returning T (not
+    # for its coroutine) and check *args against fn's parameters.
+    @overload
     def spawn(
         self,
-        fn: Callable[..., Any],
-        *args: Any,
+        fn: Callable[[*Ts], Coroutine[Any, Any, R]],
+        *args: *Ts,
         name: str | None = None,
         supervise: bool = False,
         executor: object = None,
         abandon: bool = False,
-    ) -> AsyncOperation:
+    ) -> AsyncOperation[R]: ...
+
+    @overload
+    def spawn(
+        self,
+        fn: Callable[[*Ts], R],
+        *args: *Ts,
+        name: str | None = None,
+        supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
+    ) -> AsyncOperation[R]: ...
+
+    def spawn(
+        self,
+        fn: Callable[[*Ts], Any],
+        *args: *Ts,
+        name: str | None = None,
+        supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
+    ) -> AsyncOperation[Any]:
         """Make a child that runs ``fn(*args)`` and submit it.
 
         A plain function runs on a worker thread; an ``async def`` function
@@ -950,7 +978,7 @@ class AsyncOperation:
                         # A thread blocked in wait(): release it now, under
                         # the lock (one C call), so that its OS wake-up
                         # starts before this worker's remaining bookkeeping.
-                        waiter.release()
+                        waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
                     else:
                         after.append(waiter)  # type: ignore[arg-type]
             node = parent

@@ -21,9 +21,11 @@ of a ``with`` block that is already running in the caller's thread.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Generic
 
 import attrs
+
+from ._typing import T
 
 __all__ = ["FINAL_STATES", "AsyncResult", "OperationState"]
 
@@ -55,7 +57,7 @@ FINAL_STATES = frozenset(
 
 
 @attrs.frozen
-class AsyncResult:
+class AsyncResult(Generic[T]):
     """What an operation ended with: its state, value and error.
 
     COMPLETED results carry ``value`` and no ``error``; FAILED results carry
@@ -67,5 +69,5 @@ class AsyncResult:
     __module__ = "asyncop"
 
     state: OperationState
-    value: Any = None
+    value: T | None = None
     error: BaseException | None = None

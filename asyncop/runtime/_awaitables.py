@@ -19,12 +19,13 @@ import inspect
 import numbers
 from collections.abc import Callable, Generator
 from types import AsyncGeneratorType, CoroutineType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, final, overload
 
 from ..operations import AsyncOperation, CancellationError, OperationState
 from ..operations._current import current_operation, thread_state
 from ..operations._foreign import awaited_outside_error
 from ..operations._guard import safe_repr
+from ..operations._typing import A, B, C, D, E, R, Ts, V
 from ..platform import check_timeout
 from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
 from ._reactor import READ, WRITE, IoWait, fileno_of
@@ -65,7 +66,7 @@ def current_runtime(what: str) -> Runtime:
             f"{what} needs a running asyncop operation, and this thread is not running one; "
             "call it from inside an operation's code"
         )
-    runtime: Runtime = op.runtime  # type: ignore[assignment]
+    runtime: Runtime = op.runtime
     return runtime
 
 
@@ -114,7 +115,7 @@ _keep_spare = _spare.append
 _take_spare = _spare.pop
 
 
-def checkpoint() -> WaitEvent:
+def checkpoint() -> WaitEvent[None]:
     """A cancellation point that also lets every other ready task run first.
 
     ``await checkpoint()`` puts the task at the back of the ready queue, so a
@@ -202,7 +203,7 @@ def _seconds(value: object, what: str) -> float:
     return _INF if seconds is None else seconds
 
 
-def sleep(seconds: float) -> WaitEvent:
+def sleep(seconds: float) -> WaitEvent[None]:
     """Suspend the task for ``seconds`` on the runtime clock.
 
     A sleep of 0 or less is a ``checkpoint()``: the task goes to the back of
@@ -220,7 +221,7 @@ def sleep(seconds: float) -> WaitEvent:
     return SleepUntil(value, relative=True)
 
 
-def sleep_until(deadline: float) -> WaitEvent:
+def sleep_until(deadline: float) -> WaitEvent[None]:
     """Suspend the task until the runtime clock reads ``deadline``.
 
     A deadline already passed ends the wait at once, without parking;
@@ -413,7 +414,55 @@ class Select(WaitEvent):
         return "select(" + ", ".join(describe_event(event) for event in self.events) + ")"
 
 
-def select(*awaitables: Any) -> WaitEvent:
+# The overloads give (index, value) with the value's type the union of the
+# awaitables' (an operation gives its value, as for 'await op').
+@overload
+def select(a: WaitEvent[A] | AsyncOperation[A], /) -> WaitEvent[tuple[int, A]]: ...
+
+
+@overload
+def select(
+    a: WaitEvent[A] | AsyncOperation[A], b: WaitEvent[B] | AsyncOperation[B], /
+) -> WaitEvent[tuple[int, A | B]]: ...
+
+
+@overload
+def select(
+    a: WaitEvent[A] | AsyncOperation[A],
+    b: WaitEvent[B] | AsyncOperation[B],
+    c: WaitEvent[C] | AsyncOperation[C],
+    /,
+) -> WaitEvent[tuple[int, A | B | C]]: ...
+
+
+@overload
+def select(
+    a: WaitEvent[A] | AsyncOperation[A],
+    b: WaitEvent[B] | AsyncOperation[B],
+    c: WaitEvent[C] | AsyncOperation[C],
+    d: WaitEvent[D] | AsyncOperation[D],
+    /,
+) -> WaitEvent[tuple[int, A | B | C | D]]: ...
+
+
+@overload
+def select(
+    a: WaitEvent[A] | AsyncOperation[A],
+    b: WaitEvent[B] | AsyncOperation[B],
+    c: WaitEvent[C] | AsyncOperation[C],
+    d: WaitEvent[D] | AsyncOperation[D],
+    e: WaitEvent[E] | AsyncOperation[E],
+    /,
+) -> WaitEvent[tuple[int, A | B | C | D | E]]: ...
+
+
+@overload
+def select(
+    *awaitables: WaitEvent[Any] | AsyncOperation[Any],
+) -> WaitEvent[tuple[int, Any]]: ...
+
+
+def select(*awaitables: Any) -> WaitEvent[tuple[int, Any]]:
     """Wait for the first of several awaitables; cancel the others.
 
     Spawns nothing. The losers are taken back before the task resumes, so a
@@ -430,7 +479,44 @@ def select(*awaitables: Any) -> WaitEvent:
     return Select(awaitables)
 
 
-def race(*ops: AsyncOperation) -> WaitEvent:
+# The overloads give the winner as AsyncOperation[A | B | ...]: any of them
+# may win, whatever its outcome.
+@overload
+def race(a: AsyncOperation[A], /) -> WaitEvent[AsyncOperation[A]]: ...
+
+
+@overload
+def race(a: AsyncOperation[A], b: AsyncOperation[B], /) -> WaitEvent[AsyncOperation[A | B]]: ...
+
+
+@overload
+def race(
+    a: AsyncOperation[A], b: AsyncOperation[B], c: AsyncOperation[C], /
+) -> WaitEvent[AsyncOperation[A | B | C]]: ...
+
+
+@overload
+def race(
+    a: AsyncOperation[A], b: AsyncOperation[B], c: AsyncOperation[C], d: AsyncOperation[D], /
+) -> WaitEvent[AsyncOperation[A | B | C | D]]: ...
+
+
+@overload
+def race(
+    a: AsyncOperation[A],
+    b: AsyncOperation[B],
+    c: AsyncOperation[C],
+    d: AsyncOperation[D],
+    e: AsyncOperation[E],
+    /,
+) -> WaitEvent[AsyncOperation[A | B | C | D | E]]: ...
+
+
+@overload
+def race(*ops: AsyncOperation[Any]) -> WaitEvent[AsyncOperation[Any]]: ...
+
+
+def race(*ops: AsyncOperation[Any]) -> WaitEvent[AsyncOperation[Any]]:
     """Wait for the first of several operations to end; the others keep running.
 
     Returns:
@@ -490,7 +576,7 @@ class _Timeout(WaitEvent):
         return f"timeout({self.seconds:g}, {self.op.name!r})"
 
 
-def timeout(seconds: float, op: AsyncOperation) -> WaitEvent:
+def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]:
     """Wait for ``op`` for at most ``seconds``; it keeps running after a timeout.
 
     Returns:
@@ -618,11 +704,11 @@ def _returned_unrun(fn: object, value: object) -> TypeError:
 
 
 def spawn_blocking(
-    fn: Callable[..., Any],
-    *args: Any,
+    fn: Callable[[*Ts], R],
+    *args: *Ts,
     abandon: bool = False,
     limiter: CapacityLimiter | None = None,
-) -> WaitEvent:
+) -> WaitEvent[R]:
     """Run ``fn(*args)`` in another OS thread and wait for its result.
 
     The thread gets a copy of the task's context variables. The call first
@@ -648,7 +734,7 @@ def spawn_blocking(
 # -- readiness ------------------------------------------------------------------
 
 
-def readable(fd: Any) -> WaitEvent:
+def readable(fd: Any) -> WaitEvent[None]:
     """Wait until ``fd`` (an int or an object with ``fileno()``) is readable.
 
     One-shot: the task re-registers for each wait. The wake may be spurious,
@@ -662,7 +748,7 @@ def readable(fd: Any) -> WaitEvent:
     return IoWait(fd, READ)
 
 
-def writable(fd: Any) -> WaitEvent:
+def writable(fd: Any) -> WaitEvent[None]:
     """Wait until ``fd`` is writable; see ``readable``."""
     return IoWait(fd, WRITE)
 

@@ -208,7 +208,7 @@ class Channel(Generic[T]):
 
     # -- coroutines ----------------------------------------------------------------
 
-    def send_async(self, item: T) -> WaitEvent:
+    def send_async(self, item: T) -> WaitEvent[None]:
         """Send from a coroutine, waiting for room (or a receiver). A cancellation point.
 
         Raises:
@@ -217,7 +217,7 @@ class Channel(Generic[T]):
         """
         return _Send(self, item)
 
-    def recv_async(self) -> WaitEvent:
+    def recv_async(self) -> WaitEvent[T]:
         """Receive in a coroutine, waiting for an item. A cancellation point.
 
         Raises:

@@ -174,7 +174,7 @@ class ChannelSender(_End[T]):
     def _last_closed(self) -> None:
         self._channel.close()
 
-    def send_async(self, item: T) -> WaitEvent:
+    def send_async(self, item: T) -> WaitEvent[None]:
         """``Channel.send_async`` through this end: a cancellation point.
 
         Raises:
@@ -219,7 +219,7 @@ class ChannelReceiver(_End[T]):
     def _last_closed(self) -> None:
         _break(self._channel)
 
-    def recv_async(self) -> WaitEvent:
+    def recv_async(self) -> WaitEvent[T]:
         """``Channel.recv_async`` through this end: a cancellation point.
 
         Raises:

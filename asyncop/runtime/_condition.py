@@ -75,7 +75,7 @@ class Condition:
 
     # -- the lock ----------------------------------------------------------------
 
-    def acquire_async(self) -> WaitEvent:
+    def acquire_async(self) -> WaitEvent[LockGuard]:
         """Acquire the lock in a coroutine (``Lock.lock_async``): a cancellation point."""
         return self._lock.lock_async()
 

@@ -110,8 +110,10 @@ async def getaddrinfo(
         if claim.acquire(False):
             _slots.release()
         raise
-    resolved: list[AddrInfo] = result
-    return resolved
+    # None only when this task took the claim first, which it does only
+    # on the way out with an error.
+    assert result is not None
+    return result
 
 
 def type_name(value: object) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..operations import AsyncOperation, AsyncResult, OperationState
+from ..operations._typing import V
 from ._scheduler import Runtime
 
 __all__ = [
@@ -78,11 +79,11 @@ def async_worker_limit(n: int) -> None:
 
 
 def async_create(
-    callback: Callable[[AsyncOperation, Any], Any],
+    callback: Callable[[AsyncOperation[Any], Any], Any],
     context: Any = None,
     *,
-    parent: AsyncOperation | None = None,
-) -> AsyncOperation:
+    parent: AsyncOperation[Any] | None = None,
+) -> AsyncOperation[Any]:
     """Make a CREATED operation that will run ``callback(operation, context)``."""
     return default_runtime().create(callback, context, parent=parent)
 
@@ -97,16 +98,16 @@ def _operation(op: object, call: str) -> AsyncOperation:
     return op
 
 
-def async_submit(op: AsyncOperation) -> AsyncOperation:
+def async_submit(op: AsyncOperation[V]) -> AsyncOperation[V]:
     """Queue a CREATED operation on its runtime; returns it.
 
     Raises:
         TypeError: ``op`` is not an operation.
     """
-    return _operation(op, "async_submit").runtime.submit(op)  # type: ignore[attr-defined,no-any-return]
+    return _operation(op, "async_submit").runtime.submit(op)
 
 
-def async_cancel(op: AsyncOperation) -> None:
+def async_cancel(op: AsyncOperation[Any]) -> None:
     """Cancel an operation and its subtree (see ``AsyncOperation.cancel``).
 
     Raises:
@@ -115,7 +116,7 @@ def async_cancel(op: AsyncOperation) -> None:
     _operation(op, "async_cancel").cancel()
 
 
-def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult:
+def async_await(op: AsyncOperation[V], timeout: float | None = None) -> AsyncResult[V]:
     """Block until the operation ends and return its ``AsyncResult``.
 
     The same wait as ``op.wait(timeout)``: a cancellation point when called
@@ -130,7 +131,7 @@ def async_await(op: AsyncOperation, timeout: float | None = None) -> AsyncResult
     return _operation(op, "async_await").wait(timeout)
 
 
-def async_result(op: AsyncOperation) -> AsyncResult:
+def async_result(op: AsyncOperation[V]) -> AsyncResult[V]:
     """Return the operation's result now: a snapshot if it has not ended.
 
     Raises:
@@ -139,7 +140,7 @@ def async_result(op: AsyncOperation) -> AsyncResult:
     return _operation(op, "async_result")._snapshot(observe=True)
 
 
-def async_state(op: AsyncOperation) -> OperationState:
+def async_state(op: AsyncOperation[Any]) -> OperationState:
     """Return the operation's current state.
 
     Raises:

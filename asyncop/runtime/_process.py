@@ -543,7 +543,8 @@ def _spawn(options: dict[str, Any]) -> Process:
             if spec == PIPE:
                 parent[name], child[name] = _pipe_pair(child_reads=name == "stdin")
                 specs[name] = child[name]
-        popen: subprocess.Popen[bytes] = subprocess.Popen(
+        # (**specs holds no 'text': the pipes carry bytes.)
+        popen: subprocess.Popen[bytes] = subprocess.Popen(  # pyright: ignore[reportAssignmentType]
             options["command"],
             shell=options["shell"],
             cwd=options["cwd"],

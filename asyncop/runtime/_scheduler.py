@@ -36,10 +36,10 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
 from types import AsyncGeneratorType, CoroutineType, FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import ThreadState, thread_state
@@ -47,6 +47,7 @@ from ..operations._executor import spawn_remote
 from ..operations._guard import safe_str
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
+from ..operations._typing import C, R, Ts
 from ..platform import (
     RecursiveLock,
     WakeEvent,
@@ -288,6 +289,46 @@ class Runtime:
         """The target number of worker threads."""
         return self._target
 
+    # The callback gets the operation and the context; without a context it
+    # gets None. An async def callback gives its coroutine's value.
+    @overload
+    def create(
+        self,
+        callback: Callable[[AsyncOperation[Any], C], Coroutine[Any, Any, R]],
+        context: C,
+        *,
+        parent: AsyncOperation[Any] | None = None,
+        name: str | None = None,
+    ) -> AsyncOperation[R]: ...
+
+    @overload
+    def create(
+        self,
+        callback: Callable[[AsyncOperation[Any], None], Coroutine[Any, Any, R]],
+        *,
+        parent: AsyncOperation[Any] | None = None,
+        name: str | None = None,
+    ) -> AsyncOperation[R]: ...
+
+    @overload
+    def create(
+        self,
+        callback: Callable[[AsyncOperation[Any], C], R],
+        context: C,
+        *,
+        parent: AsyncOperation[Any] | None = None,
+        name: str | None = None,
+    ) -> AsyncOperation[R]: ...
+
+    @overload
+    def create(
+        self,
+        callback: Callable[[AsyncOperation[Any], None], R],
+        *,
+        parent: AsyncOperation[Any] | None = None,
+        name: str | None = None,
+    ) -> AsyncOperation[R]: ...
+
     def create(
         self,
         callback: Callable[..., Any],
@@ -295,7 +336,7 @@ class Runtime:
         *,
         parent: AsyncOperation | None = None,
         name: str | None = None,
-    ) -> AsyncOperation:
+    ) -> AsyncOperation[Any]:
         """Make an operation that will run ``callback(operation, context)``.
 
         The operation is CREATED: nothing runs until ``submit(op)``. With a
@@ -311,7 +352,7 @@ class Runtime:
             op._args = (op, context)
         return op
 
-    def submit(self, op: AsyncOperation) -> AsyncOperation:
+    def submit(self, op: AsyncOperation[R]) -> AsyncOperation[R]:
         """Queue a CREATED operation for a worker; returns it.
 
         Raises:
@@ -322,15 +363,39 @@ class Runtime:
         self._submit(op)
         return op
 
+    # As AsyncOperation.spawn: *args checked against fn, AsyncOperation[R]
+    # for a function or an async def returning R.
+    @overload
     def spawn(
         self,
-        fn: Callable[..., Any],
-        *args: Any,
+        fn: Callable[[*Ts], Coroutine[Any, Any, R]],
+        *args: *Ts,
         name: str | None = None,
         supervise: bool = False,
         executor: object = None,
         abandon: bool = False,
-    ) -> AsyncOperation:
+    ) -> AsyncOperation[R]: ...
+
+    @overload
+    def spawn(
+        self,
+        fn: Callable[[*Ts], R],
+        *args: *Ts,
+        name: str | None = None,
+        supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
+    ) -> AsyncOperation[R]: ...
+
+    def spawn(
+        self,
+        fn: Callable[[*Ts], Any],
+        *args: *Ts,
+        name: str | None = None,
+        supervise: bool = False,
+        executor: object = None,
+        abandon: bool = False,
+    ) -> AsyncOperation[Any]:
         """Make and submit a top-level operation that runs ``fn(*args)``.
 
         A plain function runs on a worker thread; an ``async def`` function
@@ -353,7 +418,13 @@ class Runtime:
             fn, args, parent=None, name=name, submit=True, supervise=supervise
         )
 
-    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    @overload
+    def run(self, fn: Callable[[*Ts], Coroutine[Any, Any, R]], *args: *Ts) -> R: ...
+
+    @overload
+    def run(self, fn: Callable[[*Ts], R], *args: *Ts) -> R: ...
+
+    def run(self, fn: Callable[[*Ts], Any], *args: *Ts) -> Any:
         """Run ``fn(*args)`` as a root operation, wait, and return its value.
 
         Like ``trio.run``: the call blocks until the operation and all its
@@ -669,7 +740,7 @@ class Runtime:
                 ctx = contextvars.copy_context()
             else:
                 ctx = parent._ctx.copy()
-        op = AsyncOperation(self, kind, fn, args, name, ctx, code, lasti)
+        op: AsyncOperation[Any] = AsyncOperation(self, kind, fn, args, name, ctx, code, lasti)
         if shield:
             op._shield = True
         if supervise:

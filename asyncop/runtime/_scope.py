@@ -199,7 +199,7 @@ class Scope:
 
     # -- sync block ----------------------------------------------------------
 
-    def __enter__(self) -> AsyncOperation:
+    def __enter__(self) -> AsyncOperation[None]:
         state = thread_state()
         if state.task is not None:
             raise RuntimeError(
@@ -268,7 +268,7 @@ class Scope:
 
     # -- async block ---------------------------------------------------------
 
-    async def __aenter__(self) -> AsyncOperation:
+    async def __aenter__(self) -> AsyncOperation[None]:
         task = thread_state().task
         if task is None:
             raise RuntimeError(
@@ -542,7 +542,7 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    runtime: Runtime = op.runtime  # type: ignore[assignment]
+    runtime: Runtime = op.runtime
     return runtime.scope(
         name=name, timeout=timeout, deadline=deadline, shield=shield, supervise=supervise
     )

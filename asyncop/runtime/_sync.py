@@ -221,7 +221,7 @@ class Lock:
             "re-entrant)"
         )
 
-    def lock_async(self) -> WaitEvent:
+    def lock_async(self) -> WaitEvent[LockGuard]:
         """Acquire the lock from a coroutine; ``await`` it for a ``LockGuard``.
 
         A cancellation point. A guard already handed over when a cancel
@@ -443,7 +443,7 @@ class Event:
             for waiter in waiters:
                 waiter.fire(None)
 
-    def wait_async(self) -> WaitEvent:
+    def wait_async(self) -> WaitEvent[None]:
         """Wait in a coroutine until the flag is set. A cancellation point."""
         return _EventWait(self)
 
@@ -571,7 +571,7 @@ class Semaphore:
         """The most permits a release may bring the semaphore to, or None for no bound."""
         return self._max_value
 
-    def acquire_async(self) -> WaitEvent:
+    def acquire_async(self) -> WaitEvent[None]:
         """Take a permit in a coroutine, waiting for one. A cancellation point."""
         return _SemaphoreAcquire(self)
 

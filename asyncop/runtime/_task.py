@@ -263,9 +263,9 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
         state.task = task
         try:
             if error is None:
-                ev = ctx.run(coro.send, value)
+                ev = ctx.run(coro.send, value)  # pyright: ignore[reportOptionalMemberAccess]
             else:
-                ev = ctx.run(coro.throw, error)
+                ev = ctx.run(coro.throw, error)  # pyright: ignore[reportOptionalMemberAccess, reportArgumentType]
         except StopIteration as stop:
             if task.saw_cancel:
                 # Cancelled was delivered and caught: the value is discarded.

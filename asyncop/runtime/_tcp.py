@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, final, overload
 
 from ..operations import AsyncOperation
 from ..platform import check_timeout
@@ -184,6 +184,40 @@ async def _happy_eyeballs(
         # cancelled while the block had already finished. Leave here.
         await PASS
     raise _all_failed(host, port, errors)
+
+
+# The overloads tell the two results apart: TLS only with an ssl_context.
+@overload
+async def open_tcp_stream(
+    host: str | bytes,
+    port: int,
+    *,
+    ssl_context: None = None,
+    server_hostname: None = None,
+    happy_eyeballs_delay: float | None = 0.25,
+) -> SocketStream: ...
+
+
+@overload
+async def open_tcp_stream(
+    host: str | bytes,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext,
+    server_hostname: str | None = None,
+    happy_eyeballs_delay: float | None = 0.25,
+) -> TLSStream: ...
+
+
+@overload
+async def open_tcp_stream(
+    host: str | bytes,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    happy_eyeballs_delay: float | None = 0.25,
+) -> SocketStream | TLSStream: ...
 
 
 async def open_tcp_stream(

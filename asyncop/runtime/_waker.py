@@ -51,12 +51,13 @@ import sys
 import warnings
 from collections.abc import Callable, Generator
 from types import FrameType
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
 
 from ..operations import Cancelled
 from ..operations._current import thread_state
 from ..operations._foreign import awaited_outside_error
 from ..operations._guard import log_user_failure, safe_repr
+from ..operations._typing import T
 from ..platform import check_timeout, is_main_thread
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ _RESULT = WakerStatus.RESULT
 WakeCallback = Callable[["Waker", "Subscription", Any, "BaseException | None"], bool]
 
 
-class WaitEvent:
+class WaitEvent(Generic[T]):
     """Base of the runtime's awaitables: an event a task can wait on.
 
     ``await event`` yields the event to the worker stepping the task, which
@@ -129,10 +130,10 @@ class WaitEvent:
     #: False only for a scope's wait for its children, which must happen.
     entry_checked = True
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
         try:
-            return (yield self)
+            return (yield self)  # type: ignore[no-any-return]
         except (RuntimeError, TypeError) as exc:
             # What asyncio ("Task got bad yield") and trio ("unrecognized
             # yield message") throw back at an object they cannot run. An
@@ -411,7 +412,9 @@ def _waker_of(task: object, what: str) -> Waker:
     return waker
 
 
-def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resolve) -> Subscription:
+def resume_when(
+    task: AsyncOperation[Any], event: Any, callback: WakeCallback = resolve
+) -> Subscription:
     """Subscribe ``task``'s waker to ``event``; ``callback`` decides the outcome.
 
     Call it between ``waker_new`` and the suspension. The event may fire at
@@ -446,7 +449,7 @@ def resume_when(task: AsyncOperation, event: Any, callback: WakeCallback = resol
 
 
 def waker_new(
-    task: AsyncOperation,
+    task: AsyncOperation[Any],
     timeout: float | None = None,
     cancellation: Any = None,
 ) -> Waker:

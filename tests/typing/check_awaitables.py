@@ -1,0 +1,151 @@
+"""What a type checker sees for asyncop's awaitables and primitives.
+
+Checked by ``mypy --strict`` and ``pyright`` (``test_typing.py``); never
+imported or run.
+"""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+from typing import Any, assert_type
+
+import asyncop
+import asyncop.testing
+from asyncop import AsyncOperation, LockGuard, TaskStatus
+from asyncop.net import SocketStream, TLSStream, open_tcp_stream
+from asyncop.process import Process, open_process, run_process
+
+
+async def number() -> int:
+    return 1
+
+
+async def text() -> str:
+    return ""
+
+
+def blocking_read(path: str, size: int) -> bytes:
+    return b""
+
+
+async def ready(port: int, *, task_status: TaskStatus[int] = asyncop.TASK_STATUS_IGNORED) -> None:
+    task_status.started(port)
+
+
+async def plain_waits() -> None:
+    assert_type(await asyncop.testing.wait_all_blocked(), None)
+    assert_type(await asyncop.sleep(1), None)
+    assert_type(await asyncop.sleep_until(10.0), None)
+    assert_type(await asyncop.checkpoint(), None)
+    assert_type(asyncop.current_time(), float)
+    assert_type(await asyncop.spawn_blocking(blocking_read, "f", 10), bytes)
+    assert_type(await asyncop.spawn_blocking(blocking_read, "f", 10, abandon=True), bytes)
+    limiter = asyncop.CapacityLimiter(2)
+    assert_type(await asyncop.spawn_blocking(blocking_read, "f", 1, limiter=limiter), bytes)
+
+
+async def operations(a: AsyncOperation[int], b: AsyncOperation[str]) -> None:
+    assert_type(await a, int)
+    assert_type(await asyncop.timeout(1, a), int)
+    assert_type(await asyncop.race(a), AsyncOperation[int])
+    assert_type(await asyncop.race(a, b), AsyncOperation[int | str])
+    winner = await asyncop.race(a, b, a, b, a)
+    assert_type(winner, AsyncOperation[int | str])
+    assert_type(await winner, int | str)
+    many = [a, a, a, a, a, a]
+    assert_type(await asyncop.race(*many), AsyncOperation[Any])
+
+
+async def selecting(a: AsyncOperation[int], ch: asyncop.Channel[bytes]) -> None:
+    assert_type(await asyncop.select(ch.recv_async()), tuple[int, bytes])
+    index, value = await asyncop.select(ch.recv_async(), asyncop.sleep(1))
+    assert_type(index, int)
+    assert_type(value, bytes | None)
+    three = await asyncop.select(a, ch.recv_async(), asyncop.sleep(1))
+    assert_type(three, tuple[int, int | bytes | None])
+
+
+async def channels() -> None:
+    ch: asyncop.Channel[int] = asyncop.Channel(10)
+    assert_type(await ch.send_async(1), None)
+    assert_type(await ch.recv_async(), int)
+    assert_type(ch.recv(), int)
+    tx = ch.sender()
+    rx = ch.receiver()
+    assert_type(tx, asyncop.ChannelSender[int])
+    assert_type(rx, asyncop.ChannelReceiver[int])
+    assert_type(tx.clone(), asyncop.ChannelSender[int])
+    assert_type(await tx.send_async(2), None)
+    assert_type(await rx.recv_async(), int)
+    assert_type(rx.clone().recv(), int)
+    async for item in ch:
+        assert_type(item, int)
+    async for received in rx:
+        assert_type(received, int)
+    for taken in rx:
+        assert_type(taken, int)
+
+
+async def sync_primitives() -> None:
+    lock = asyncop.Lock()
+    guard = await lock.lock_async()
+    assert_type(guard, LockGuard)
+    async with lock as held:
+        assert_type(held, LockGuard)
+    event = asyncop.Event()
+    assert_type(await event.wait_async(), None)
+    assert_type(event.wait(1), bool)
+    semaphore = asyncop.Semaphore(2, max_value=2)
+    assert_type(await semaphore.acquire_async(), None)
+    condition = asyncop.Condition()
+    assert_type(await condition.acquire_async(), LockGuard)
+    assert_type(await condition.wait_async(), None)
+    async with condition as c:
+        assert_type(c, asyncop.Condition)
+    limiter = asyncop.CapacityLimiter(3)
+    assert_type(await limiter.acquire_async(), None)
+    async with limiter as borrowed:
+        assert_type(borrowed, asyncop.CapacityLimiter)
+    assert_type(limiter.borrowed_tokens, int)
+
+
+async def starting() -> None:
+    async with asyncop.scope() as s:
+        # start() gives what the task handed to started(); annotate it.
+        port: int = await s.start(ready, 8080)
+        assert_type(port, int)
+        assert_type(s.spawn(ready, 1), AsyncOperation[None])
+
+
+async def streams(context: ssl.SSLContext, maybe: ssl.SSLContext | None) -> None:
+    plain = await open_tcp_stream("example.com", 80)
+    assert_type(plain, SocketStream)
+    assert_type(await plain.receive_some(), bytes)
+    assert_type(await plain.send_all(b"x"), None)
+    secure = await open_tcp_stream("example.com", 443, ssl_context=context)
+    assert_type(secure, TLSStream)
+    assert_type(await open_tcp_stream("h", 1, ssl_context=maybe), SocketStream | TLSStream)
+
+
+async def processes() -> None:
+    done = await run_process(["true"])
+    assert_type(done, subprocess.CompletedProcess[bytes])
+    process = await open_process(["cat"])
+    assert_type(process, Process)
+    assert_type(await process.wait(), int)
+    async with open_process(["cat"]) as p:
+        assert_type(p, Process)
+
+
+async def from_anyio() -> None:
+    import asyncop.anyio
+
+    assert_type(await asyncop.anyio.spawn(number), int)
+    assert_type(await asyncop.anyio.spawn(blocking_read, "f", 1), bytes)
+
+
+async def runtime_and_scope() -> None:
+    rt = asyncop.current_runtime()
+    assert_type(rt, asyncop.Runtime)
+    assert_type(await rt.spawn(text), str)
