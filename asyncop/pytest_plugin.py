@@ -129,7 +129,7 @@ class _TestTree:
         self.runtime = runtime
         self.fn: Callable[..., Coroutine[Any, Any, Any]] | None = None
         self.kwargs: dict[str, Any] = {}
-        self.fixtures: list[AsyncOperation] = []
+        self.fixtures: list[AsyncOperation[Any]] = []
         self.body_done = threading.Event()
         self.error: BaseException | None = None
         # Errors already raised to pytest, so that teardown does not repeat them.
@@ -156,7 +156,7 @@ class _TestTree:
         return False
 
 
-async def _run_test(op: AsyncOperation, tree: _TestTree) -> None:
+async def _run_test(op: AsyncOperation[Any], tree: _TestTree) -> None:
     """The root's own work: the test function, then the children it spawned."""
     assert tree.fn is not None
     errors: list[BaseException] = []
@@ -193,7 +193,7 @@ def _is_cancel(error: BaseException) -> bool:
     return isinstance(error, Cancelled)
 
 
-async def _ended(op: AsyncOperation) -> None:
+async def _ended(op: AsyncOperation[Any]) -> None:
     from .runtime._awaitables import race
 
     await race(op)
@@ -250,7 +250,7 @@ async def _yield_fixture(
     kwargs: dict[str, Any],
     teardown: Event,
     *,
-    task_status: TaskStatus[tuple[Any, AsyncOperation]],
+    task_status: TaskStatus[tuple[Any, AsyncOperation[Any]]],
 ) -> None:
     # This task's own operation: once the fixture has entered a scope and
     # yielded, current_operation() is that scope.
@@ -365,7 +365,7 @@ class _Unobserved(logging.Handler):
             self.messages.append(f"{record.getMessage()}: {error!r}")
 
 
-def _settle(root: AsyncOperation, tree: _TestTree) -> list[str]:
+def _settle(root: AsyncOperation[Any], tree: _TestTree) -> list[str]:
     """Wait for the root to end and say what it left unreported."""
     problems: list[str] = []
     if root.state is OperationState.CREATED:
