@@ -83,6 +83,8 @@ class Record:
     propagates: bool  # a failure of this op must reach the parent
     started: bool = False
     own_error: BaseException | None = None
+    # What a scope's block raised: the scope keeps no reference to it.
+    raised: BaseException | None = None
     children: list[Record] = field(default_factory=list)
 
 
@@ -226,8 +228,10 @@ class Harness:
                         for child in plan.children:
                             self.start(child, s)
                         self._spin(s, plan)
-                except (ExceptionGroup, TimeoutError):
-                    pass  # the scope's error leaves through its block only
+                except (ExceptionGroup, TimeoutError) as exc:
+                    # The scope's error leaves through its block only.
+                    with self.lock:
+                        self.records[s].raised = exc
                 return ("value", serial)
             for child in plan.children:
                 self.start(child, op)
@@ -276,15 +280,18 @@ class Harness:
                     problems.append(f"{where} completed despite a failure")
             elif state is OperationState.FAILED:
                 error = op.error
+                if error is None and rec.plan is None:
+                    error = rec.raised  # raised out of the block, not kept
+                elif error is not None:
+                    try:
+                        op.result()
+                        problems.append(f"{where}: result() did not raise")
+                    except BaseException as exc:
+                        if exc is not error:
+                            problems.append(f"{where}: result() raised {exc!r}, not its error")
                 if error is None:
                     problems.append(f"{where} has no error")
                     continue
-                try:
-                    op.result()
-                    problems.append(f"{where}: result() did not raise")
-                except BaseException as exc:
-                    if exc is not error:
-                        problems.append(f"{where}: result() raised {exc!r}, not its error")
                 found = leaves(error)
                 strangers = [exc for exc in found if not isinstance(exc, Boom)]
                 if strangers:
