@@ -61,7 +61,7 @@ import attrs
 from ..platform import check_timeout
 from ._current import ThreadState, thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
-from ._park import blocking_operation, cancelled_error, park, release_quietly
+from ._park import cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
 
@@ -540,11 +540,13 @@ class AsyncOperation:
             RuntimeError: called from a coroutine, or from the operation's own
                 code or a descendant's, which would wait for itself forever.
         """
-        limit = check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
+        limit = (
+            None if timeout is None else check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
+        )
         if not _is_final(self._state):
             state = thread_state()
             self._check_can_block("wait()", state)
-            caller = blocking_operation(state)
+            caller = state.op  # the operation whose cancel ends the wait, if any
             if not self._block_until_final(limit, caller):
                 if caller is not None and caller._cancelled:
                     raise cancelled_error(caller)

@@ -7,7 +7,7 @@ operation: a plain function running as an operation, or the block of a sync
 
 The protocol every blocking call follows::
 
-    op = blocking_operation()        # None: only block
+    op = thread_state().op           # None: a plain thread, which only blocks
     ... return at once if the call can complete without waiting
     ... queue a waiter whose `lock` is held; whoever resolves the wait
     ... marks it done under the primitive's mutex, then releases `lock`
@@ -37,13 +37,12 @@ import _thread
 from typing import TYPE_CHECKING
 
 from ..platform import acquire_for
-from ._current import ThreadState, thread_state
 from ._errors import Cancelled
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
 
-__all__ = ["blocking_operation", "cancelled_error", "park", "release_quietly"]
+__all__ = ["cancelled_error", "park", "release_quietly"]
 
 
 def release_quietly(lock: _thread.LockType) -> None:
@@ -57,16 +56,6 @@ def release_quietly(lock: _thread.LockType) -> None:
 def cancelled_error(op: AsyncOperation) -> Cancelled:
     """The ``Cancelled`` a blocking call raises in cancelled operation ``op``."""
     return Cancelled(f"operation {op.name!r} was cancelled while it waited")
-
-
-def blocking_operation(state: ThreadState | None = None) -> AsyncOperation | None:
-    """Return the operation whose cancel must end a blocking wait of this thread.
-
-    None on a thread that runs no operation: its waits only block.
-    """
-    if state is None:
-        state = thread_state()
-    return state.op
 
 
 def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
