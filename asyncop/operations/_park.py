@@ -19,7 +19,8 @@ The protocol every blocking call follows::
 of the wait: the cancel walk releases it (under the runtime lock, so a
 Ctrl-C that interrupts ``cancel()`` cannot lose the wake-up; a later
 ``cancel()`` redoes the walk). The lock may thus be released twice, by the
-resolver and by the cancel: both use :func:`release_quietly`, and the waiter
+resolver and by the cancel: both release it quietly (a lock already free is
+left alone, see :func:`release_quietly`), and the waiter
 decides what happened under the primitive's mutex, never from how it woke.
 That keeps the value-kept rule: a result handed over before the cancel is
 returned, and the next call that has to wait raises ``Cancelled`` at once
@@ -27,8 +28,10 @@ returned, and the next call that has to wait raises ``Cancelled`` at once
 without waiting (a free lock, an item ready, an operation already ended)
 completes even in a cancelled operation, so cleanup code keeps working.
 
-A sync scope's exit (or any other blocking wait of the runtime) can reuse
-:func:`park` with its own lock and resolver.
+Any other blocking wait of the runtime can reuse :func:`park` with its own
+lock and resolver; a wait for an operation to end (a sync scope's exit, say)
+is ``AsyncOperation._block_until_final(timeout, caller)``, which ends early
+when ``caller`` is cancelled.
 """
 
 from __future__ import annotations
