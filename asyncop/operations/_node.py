@@ -68,7 +68,7 @@ from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._executor import spawn_remote
 from ._foreign import awaited_outside_error
 from ._guard import run_isolated
-from ._park import blocking_operation, cancelled_error, park, release_quietly
+from ._park import cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
 from ._typing import R, T, Ts
@@ -567,11 +567,13 @@ class AsyncOperation(Generic[T]):
             RuntimeError: called from a coroutine, or from the operation's own
                 code or a descendant's, which would wait for itself forever.
         """
-        limit = check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
+        limit = (
+            None if timeout is None else check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
+        )
         if not _is_final(self._state):
             state = thread_state()
             self._check_can_block("wait()", state)
-            caller = blocking_operation(state)
+            caller = state.op  # the operation whose cancel ends the wait, if any
             if not self._block_until_final(limit, caller):
                 if caller is not None and caller._cancelled:
                     raise cancelled_error(caller)

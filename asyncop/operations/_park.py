@@ -7,7 +7,7 @@ operation: a plain function running as an operation, or the block of a sync
 
 The protocol every blocking call follows::
 
-    op = blocking_operation()        # None: only block
+    op = thread_state().op           # None: a plain thread, which only blocks
     ... return at once if the call can complete without waiting
     ... queue a waiter whose `lock` is held; whoever resolves the wait
     ... marks it done under the primitive's mutex, then releases `lock`
@@ -19,7 +19,8 @@ The protocol every blocking call follows::
 of the wait: the cancel walk releases it (under the runtime lock, so a
 Ctrl-C that interrupts ``cancel()`` cannot lose the wake-up; a later
 ``cancel()`` redoes the walk). The lock may thus be released twice, by the
-resolver and by the cancel: both use :func:`release_quietly`, and the waiter
+resolver and by the cancel: both release it quietly (a lock already free is
+left alone, see :func:`release_quietly`), and the waiter
 decides what happened under the primitive's mutex, never from how it woke.
 That keeps the value-kept rule: a result handed over before the cancel is
 returned, and the next call that has to wait raises ``Cancelled`` at once
@@ -27,8 +28,10 @@ returned, and the next call that has to wait raises ``Cancelled`` at once
 without waiting (a free lock, an item ready, an operation already ended)
 completes even in a cancelled operation, so cleanup code keeps working.
 
-A sync scope's exit (or any other blocking wait of the runtime) can reuse
-:func:`park` with its own lock and resolver.
+Any other blocking wait of the runtime can reuse :func:`park` with its own
+lock and resolver; a wait for an operation to end (a sync scope's exit, say)
+is ``AsyncOperation._block_until_final(timeout, caller)``, which ends early
+when ``caller`` is cancelled.
 """
 
 from __future__ import annotations
@@ -37,13 +40,12 @@ import _thread
 from typing import TYPE_CHECKING
 
 from ..platform import acquire_for
-from ._current import ThreadState, thread_state
 from ._errors import Cancelled, cancelled_for
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
 
-__all__ = ["blocking_operation", "cancelled_error", "park", "release_quietly"]
+__all__ = ["cancelled_error", "park", "release_quietly"]
 
 
 def release_quietly(lock: _thread.LockType) -> None:
@@ -57,16 +59,6 @@ def release_quietly(lock: _thread.LockType) -> None:
 def cancelled_error(op: AsyncOperation) -> Cancelled:
     """The ``Cancelled`` a blocking call raises in cancelled operation ``op``."""
     return cancelled_for(op.name, op.cancel_reason)
-
-
-def blocking_operation(state: ThreadState | None = None) -> AsyncOperation | None:
-    """Return the operation whose cancel must end a blocking wait of this thread.
-
-    None on a thread that runs no operation: its waits only block.
-    """
-    if state is None:
-        state = thread_state()
-    return state.op
 
 
 def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
 from ..platform import check_timeout
+from ._current import thread_state
 from ._errors import Cancelled, cancelled_for
-from ._park import blocking_operation, cancelled_error, park, release_quietly
+from ._park import cancelled_error, park, release_quietly
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
@@ -153,10 +154,10 @@ class CancelToken:
             Cancelled: the calling operation was cancelled while this token
                 was not.
         """
-        limit = check_timeout(timeout, "CancelToken.wait(timeout=...)")
+        limit = None if timeout is None else check_timeout(timeout, "CancelToken.wait(timeout=...)")
         if self._cancelled:
             return True
-        op = blocking_operation()
+        op = thread_state().op  # the operation whose cancel ends the wait, if any
         if op is not None and op._token is self:
             op = None  # its cancel is what we wait for: no second waker needed
         waiter = _thread.allocate_lock()

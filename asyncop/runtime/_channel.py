@@ -34,7 +34,6 @@ from typing import Any, Generic, TypeVar, final
 
 from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel, WouldBlock
 from ..operations._current import ThreadState, thread_state
-from ..operations._park import blocking_operation
 from ..platform import check_timeout
 from ._channel_ends import (
     ChannelReceiver,
@@ -262,8 +261,8 @@ class Channel(Generic[T]):
             ValueError: ``timeout`` is NaN.
         """
         state = self._blocking_caller("send", "send_async")
-        limit = check_timeout(timeout, "Channel.send(timeout=...)")
-        op = blocking_operation(state)
+        limit = None if timeout is None else check_timeout(timeout, "Channel.send(timeout=...)")
+        op = state.op  # the operation whose cancel ends the wait, if any
         waiter: ThreadWaiter | None = None
         try:
             with self._mutex:
@@ -308,8 +307,8 @@ class Channel(Generic[T]):
             ValueError: ``timeout`` is NaN.
         """
         state = self._blocking_caller("recv", "recv_async")
-        limit = check_timeout(timeout, "Channel.recv(timeout=...)")
-        op = blocking_operation(state)
+        limit = None if timeout is None else check_timeout(timeout, "Channel.recv(timeout=...)")
+        op = state.op  # the operation whose cancel ends the wait, if any
         item: Any = _NOTHING
         waiter: ThreadWaiter | None = None
         try:

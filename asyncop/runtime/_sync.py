@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import BrokenResourceError
 from ..operations._current import thread_state
-from ..operations._park import blocking_operation, cancelled_error, park
+from ..operations._park import cancelled_error, park
 from ..platform import check_timeout
 from ._task import TaskState
 from ._waker import Subscription, WaitEvent
@@ -289,8 +289,8 @@ class Lock:
                 f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
                 "write 'await lock.lock_async()' or 'async with lock' instead"
             )
-        limit = check_timeout(timeout, "Lock.acquire(timeout=...)")
-        op = blocking_operation(state)
+        limit = None if timeout is None else check_timeout(timeout, "Lock.acquire(timeout=...)")
+        op = state.op  # the operation whose cancel ends the wait, if any
         me = threading.get_ident()
         waiter: ThreadWaiter | None = None
         taken = False
@@ -475,8 +475,8 @@ class Event:
                 "Event.wait() would block a worker inside a coroutine; "
                 "write 'await event.wait_async()' instead"
             )
-        limit = check_timeout(timeout, "Event.wait(timeout=...)")
-        op = blocking_operation(state)
+        limit = None if timeout is None else check_timeout(timeout, "Event.wait(timeout=...)")
+        op = state.op  # the operation whose cancel ends the wait, if any
         if self._set:
             return True
         if limit == 0.0:
@@ -605,8 +605,10 @@ class Semaphore:
                 "Semaphore.acquire() would block a worker inside a coroutine; "
                 "write 'await sem.acquire_async()' or 'async with sem' instead"
             )
-        limit = check_timeout(timeout, "Semaphore.acquire(timeout=...)")
-        op = blocking_operation(state)
+        limit = (
+            None if timeout is None else check_timeout(timeout, "Semaphore.acquire(timeout=...)")
+        )
+        op = state.op  # the operation whose cancel ends the wait, if any
         waiter: ThreadWaiter | None = None
         taken = False
         try:

@@ -202,7 +202,7 @@ def _spawn_blocked(rt: asyncop.Runtime, blocker: Blocker) -> asyncop.AsyncOperat
 
 @pytest.mark.parametrize("kind", sorted(BLOCKERS))
 def test_cancel_wakes_a_sync_operation_blocked_in_the_call(kind: str) -> None:
-    with asyncop.Runtime(3, name=kind) as rt:
+    with asyncop.Runtime(4, name=kind) as rt:
         blocker = BLOCKERS[kind](rt)
         try:
             op = _spawn_blocked(rt, blocker)
@@ -220,7 +220,7 @@ def test_cancel_wakes_a_sync_operation_blocked_in_the_call(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(BLOCKERS))
 def test_a_scope_deadline_ends_a_child_blocked_in_the_call_with_timeout_error(kind: str) -> None:
-    with asyncop.Runtime(3, name=kind) as rt:
+    with asyncop.Runtime(4, name=kind) as rt:
         blocker = BLOCKERS[kind](rt)
         try:
             start = time.monotonic()
@@ -235,7 +235,7 @@ def test_a_scope_deadline_ends_a_child_blocked_in_the_call_with_timeout_error(ki
 
 @pytest.mark.parametrize("kind", sorted(BLOCKERS))
 def test_a_sync_scope_block_blocked_in_the_call_leaves_at_its_deadline(kind: str) -> None:
-    with asyncop.Runtime(3, name=kind) as rt:
+    with asyncop.Runtime(4, name=kind) as rt:
         blocker = BLOCKERS[kind](rt)
         try:
             start = time.monotonic()
@@ -252,7 +252,7 @@ def test_a_sync_scope_block_blocked_in_the_call_leaves_at_its_deadline(kind: str
 def test_a_value_handed_over_before_the_cancel_is_kept_and_the_next_wait_raises(
     kind: str,
 ) -> None:
-    with asyncop.Runtime(3, name=kind) as rt:
+    with asyncop.Runtime(4, name=kind) as rt:
         blocker = BLOCKERS[kind](rt)
         second = BLOCKERS[kind](rt)
         log: list[object] = []
@@ -287,7 +287,7 @@ def test_a_value_handed_over_before_the_cancel_is_kept_and_the_next_wait_raises(
 
 @pytest.mark.parametrize("kind", sorted(BLOCKERS))
 def test_a_plain_thread_only_blocks_whatever_the_runtime_cancels(kind: str) -> None:
-    with asyncop.Runtime(3, name=kind) as rt:
+    with asyncop.Runtime(4, name=kind) as rt:
         blocker = BLOCKERS[kind](rt)
         results: list[object] = []
         thread = threading.Thread(target=lambda: results.append(blocker.block()))
