@@ -14,6 +14,9 @@
             await process.stdin.send_eof()
             print(await process.stdout.receive_until(b"\\n", 1024))
 
+The pipes (``PipeStream``) are ``asyncop.net.Stream`` objects: the socket
+streams over a pipe, with the same methods, errors and cancellation rules.
+
 An operation that waits for a process ends only once the process has been
 reaped. Cancelling the wait sends ``SIGTERM``, then ``SIGKILL`` after
 ``kill_grace`` seconds (5 by default), and waits for the process to go.
