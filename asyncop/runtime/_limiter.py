@@ -363,6 +363,7 @@ def arm_token(
     """
     limiter._claim(borrower)
     event = limiter._sem.acquire_async()
+    event._awaited = True  # composed into this wait: never awaited on its own
     waker = sub.waker
 
     def granted(

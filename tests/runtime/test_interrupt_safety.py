@@ -510,11 +510,17 @@ def _parked_task(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
 def _task_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
     ready = threading.Event()
 
+    async def nap() -> None:
+        await asyncop.sleep(100)
+
+    async def wait_for_nothing() -> None:
+        await asyncop.Event().wait_async()
+
     async def root() -> None:
         async with asyncop.scope() as s:
             for _ in range(3):
-                s.spawn(asyncop.sleep, 100)
-            s.spawn(asyncop.Event().wait_async)
+                s.spawn(nap)
+            s.spawn(wait_for_nothing)
             ready.set()
             await asyncop.sleep(100)
 
