@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, final
 
 from ..platform import acquire_for
 from ._errors import Cancelled
+from ._guard import run_isolated
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
@@ -95,7 +96,10 @@ class CancelToken:
         """Run ``fn()`` once, in the cancelling thread, when the token is cancelled.
 
         On a token that is already cancelled, ``fn()`` runs at once in the
-        calling thread.
+        calling thread. An exception from ``fn`` (even SystemExit) is logged
+        on the ``asyncop`` logger, never raised into the cancel or lost
+        with the callbacks after it; on the main thread a KeyboardInterrupt
+        is raised again once every pending callback has run.
 
         Args:
             fn: called with no arguments.
@@ -118,7 +122,8 @@ class CancelToken:
                     self._callbacks = {}
                 self._callbacks[handle] = fn
                 return handle
-        fn()
+        # Already cancelled: the same rule as for a callback the cancel runs.
+        run_isolated((fn,), "an on_cancel callback")
         return CancelHandle(None, fn)
 
     def wait(self, timeout: float | None = None) -> bool:

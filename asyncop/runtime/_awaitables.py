@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import numbers
+from collections import deque
 from collections.abc import Callable, Generator
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final
@@ -82,8 +83,7 @@ class Checkpoint(WaitEvent):
         # yields the one CHECKPOINT, which the stepper tells apart by
         # identity, and hands itself back to checkpoint()'s spares.
         self._awaited = True
-        if len(_spare) < _SPARE_MAX:
-            _keep_spare(self)
+        _keep_spare(self)
         try:
             return (yield CHECKPOINT)
         except (RuntimeError, TypeError) as exc:
@@ -105,10 +105,10 @@ CHECKPOINT._awaited = True
 # Checkpoints already awaited, for checkpoint() to hand out again: making
 # and finalizing one per await would cost more than the await itself. They
 # hold no state but the flag, so sharing one with a caller that kept a
-# reference is harmless. (list.pop and list.append are atomic, on
-# free-threaded builds too.)
-_spare: list[Checkpoint] = []
-_SPARE_MAX = 64
+# reference is harmless. A bounded deque drops its oldest spare by itself
+# when full, with no length test on the way. (deque.append and deque.pop
+# are atomic, on free-threaded builds too.)
+_spare: deque[Checkpoint] = deque(maxlen=64)
 _keep_spare = _spare.append
 _take_spare = _spare.pop
 
