@@ -5,11 +5,18 @@ They are events, not coroutines (``WaitEvent`` subclasses), so that
 them is a cancellation point (see ``_task.py``), except where its docstring
 says otherwise.
 
-- ``checkpoint()``: go to the back of the ready queue.
-- ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap.
+- ``checkpoint()``: go to the back of the ready queue. ``sleep(0)`` (or
+  less) is one too.
+- ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap; an
+  infinite (or decades-long) one arms no timer and waits for a cancel.
 - ``await op``: the operation ends (``OpWait``).
 - ``timeout(seconds, op)``, ``race(*ops)``, ``select(*events)``.
 - ``spawn_blocking(fn, *args, abandon=False)``: ``fn`` in another thread.
+
+Every factory checks its arguments when called, before anything is made,
+and every event made warns if it is collected without being awaited (see
+``_waker.py``). Events an awaitable makes for itself (the parts of a
+``timeout`` or ``race``) are marked used when made.
 """
 
 from __future__ import annotations

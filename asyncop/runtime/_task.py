@@ -22,6 +22,15 @@ value alone: the task gets it and leaves at its next await. Non-cancellable
 waits (a blocking call in another thread, a scope waiting for its children)
 are not interrupted; the task leaves at its next await after them.
 
+What a coroutine may yield
+--------------------------
+An asyncop event (a ``WaitEvent``, or any object with ``_arm``,
+``_disarm`` and ``cancellable``), or an operation. Anything else (an
+asyncio Future, a bare ``yield``, an object whose ``repr`` or attributes
+raise) gets a TypeError thrown in at that await, never an exception out of
+``step``: an exception escaping here would leave the task RUNNING with
+nobody to step it again.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of
