@@ -197,6 +197,14 @@ def _seconds(value: object, what: str) -> float:
     Raises TypeError for a non-number (``None`` included: a sleep needs a
     length) and ValueError for NaN, before anything is made.
     """
+    if type(value) is float or type(value) is int:
+        # The usual case, without the ABC check below (sleep is a hot path).
+        # The same meanings as check_timeout's; NaN fails both tests.
+        number: float = value
+        if number > 0.0:
+            return float(number) if number < _NO_LIMIT else _INF
+        if number <= 0.0:
+            return 0.0
     if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
             f"{what} needs a number of seconds, got {type(value).__name__}; pass a float, "
