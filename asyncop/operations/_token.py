@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, final
 from ..platform import check_timeout
 from ._current import thread_state
 from ._errors import Cancelled, cancelled_for
+from ._guard import run_isolated
 from ._park import cancelled_error, park, release_quietly
 
 if TYPE_CHECKING:
@@ -105,7 +106,10 @@ class CancelToken:
         """Run ``fn()`` once, in the cancelling thread, when the token is cancelled.
 
         On a token that is already cancelled, ``fn()`` runs at once in the
-        calling thread.
+        calling thread. An exception from ``fn`` (even SystemExit) is logged
+        on the ``asyncop`` logger, never raised into the cancel or lost
+        with the callbacks after it; on the main thread a KeyboardInterrupt
+        is raised again once every pending callback has run.
 
         Args:
             fn: called with no arguments.
@@ -128,7 +132,8 @@ class CancelToken:
                     self._callbacks = {}
                 self._callbacks[handle] = fn
                 return handle
-        fn()
+        # Already cancelled: the same rule as for a callback the cancel runs.
+        run_isolated((fn,), "an on_cancel callback")
         return CancelHandle(None, fn)
 
     def wait(self, timeout: float | None = None) -> bool:

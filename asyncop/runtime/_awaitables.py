@@ -5,11 +5,18 @@ They are events, not coroutines (``WaitEvent`` subclasses), so that
 them is a cancellation point (see ``_task.py``), except where its docstring
 says otherwise.
 
-- ``checkpoint()``: go to the back of the ready queue.
-- ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap.
+- ``checkpoint()``: go to the back of the ready queue. ``sleep(0)`` (or
+  less) is one too.
+- ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap; an
+  infinite (or decades-long) one arms no timer and waits for a cancel.
 - ``await op``: the operation ends (``OpWait``).
 - ``timeout(seconds, op)``, ``race(*ops)``, ``select(*events)``.
 - ``spawn_blocking(fn, *args, abandon=False)``: ``fn`` in another thread.
+
+Every factory checks its arguments when called, before anything is made,
+and every event made warns if it is collected without being awaited (see
+``_waker.py``). Events an awaitable makes for itself (the parts of a
+``timeout`` or ``race``) are marked used when made.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import numbers
+from collections import deque
 from collections.abc import Callable, Generator
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final, overload
@@ -84,8 +92,7 @@ class Checkpoint(WaitEvent):
         # yields the one CHECKPOINT, which the stepper tells apart by
         # identity, and hands itself back to checkpoint()'s spares.
         self._awaited = True
-        if len(_spare) < _SPARE_MAX:
-            _keep_spare(self)
+        _keep_spare(self)
         try:
             return (yield CHECKPOINT)
         except (RuntimeError, TypeError) as exc:
@@ -107,10 +114,10 @@ CHECKPOINT._awaited = True
 # Checkpoints already awaited, for checkpoint() to hand out again: making
 # and finalizing one per await would cost more than the await itself. They
 # hold no state but the flag, so sharing one with a caller that kept a
-# reference is harmless. (list.pop and list.append are atomic, on
-# free-threaded builds too.)
-_spare: list[Checkpoint] = []
-_SPARE_MAX = 64
+# reference is harmless. A bounded deque drops its oldest spare by itself
+# when full, with no length test on the way. (deque.append and deque.pop
+# are atomic, on free-threaded builds too.)
+_spare: deque[Checkpoint] = deque(maxlen=64)
 _keep_spare = _spare.append
 _take_spare = _spare.pop
 
@@ -192,6 +199,14 @@ def _seconds(value: object, what: str) -> float:
     Raises TypeError for a non-number (``None`` included: a sleep needs a
     length) and ValueError for NaN, before anything is made.
     """
+    if type(value) is float or type(value) is int:
+        # The usual case, without the ABC check below (sleep is a hot path).
+        # The same meanings as check_timeout's; NaN fails both tests.
+        number: float = value
+        if number > 0.0:
+            return float(number) if number < _NO_LIMIT else _INF
+        if number <= 0.0:
+            return 0.0
     if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
             f"{what} needs a number of seconds, got {type(value).__name__}; pass a float, "

@@ -28,6 +28,15 @@ task (``saw_cancel``): it ends CANCELLED even if it catches the exception
 and returns, its value discarded. One that a scope's own cancel caused, and
 that the scope absorbs, does not count.
 
+What a coroutine may yield
+--------------------------
+An asyncop event (a ``WaitEvent``, or any object with ``_arm``,
+``_disarm`` and ``cancellable``), or an operation. Anything else (an
+asyncio Future, a bare ``yield``, an object whose ``repr`` or attributes
+raise) gets a TypeError thrown in at that await, never an exception out of
+``step``: an exception escaping here would leave the task RUNNING with
+nobody to step it again.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of

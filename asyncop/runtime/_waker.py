@@ -42,6 +42,21 @@ idempotent. ``resume_when(task, event, callback)`` makes the subscription;
 the callback decides how a firing resolves the waker: ``resolve`` hands over
 the result or error, ``cancel`` raises ``Cancelled``, ``timeout`` raises
 ``TimeoutError``.
+
+An event's code is user code, and runs on workers, the timer path and the
+reactor thread, which must survive it: a ``_disarm`` that raises is logged
+and the task still resumes; a callback that raises resumes the task with
+its exception (``Subscription.fire`` never raises).
+
+Never awaited
+-------------
+A ``WaitEvent`` carries one flag, ``_awaited``, set when it is awaited or
+handed over (to ``select``, ``race``, ``resume_when``). It is left unset at
+creation, which costs nothing; ``__del__`` warns about an event collected
+without it, as Python warns about a coroutine never awaited. The location
+is the innermost frame outside asyncop when the event is collected: for a
+forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
+that made it, without paying for a frame lookup on every event made.
 """
 
 from __future__ import annotations

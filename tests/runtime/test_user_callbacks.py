@@ -272,3 +272,16 @@ class _Yield:
 
     def __await__(self) -> Any:
         return (yield self.value)
+
+
+@pytest.mark.parametrize("exc", RAISED[:2], ids=IDS[:2])
+def test_on_cancel_on_a_cancelled_token_logs_what_the_callback_raises(
+    rt: asyncop.Runtime, caplog: pytest.LogCaptureFixture, exc: BaseException
+) -> None:
+    log: list[str] = []
+    op = rt.create(lambda o, c: None, name="already")
+    op.cancel()
+    handle = op.token.on_cancel(_raiser(exc, log))  # runs at once, here
+    assert log == [type(exc).__name__]
+    assert handle.remove() is False
+    assert _logged(caplog, exc) == 1
