@@ -1665,7 +1665,7 @@ CASES = [
     # scopes
     Case("scope-timeout-type", t_scope_timeout_type, TypeError, "timeout="),
     Case("scope-deadline-type", t_scope_deadline_type, TypeError, "deadline="),
-    Case("scope-timeout-nan", t_scope_timeout_nan, ValueError, "timeout=nan"),
+    Case("scope-timeout-nan", t_scope_timeout_nan, ValueError, "scope(timeout=...)"),
     Case("scope-entered-twice", t_scope_entered_twice, RuntimeError, "'entered_once'"),
     Case("sync-scope-in-coroutine", t_sync_scope_in_coroutine, RuntimeError, "scope()"),
     Case("async-scope-outside", t_async_scope_outside_asyncop, RuntimeError, "scope()"),

@@ -72,7 +72,6 @@ SETTINGS = settings(
 )
 BOUND = 10.0  # seconds any run here may take; virtual-clock runs take milliseconds
 # Calls whose timeouts are still being made to follow the rule.
-PENDING = "not yet following the timeout rule: {}"
 LATER = 0.02  # how long after a no-limit wait starts another thread provides
 
 
@@ -265,6 +264,10 @@ async def _nap(seconds: float) -> str:
     return "napped"
 
 
+async def _nap_seed_shape(op: asyncop.AsyncOperation[str], seconds: float) -> str:
+    return await _nap(seconds)
+
+
 @SETTINGS
 @given(value=VALUES)
 def test_timeout_awaitable(value: Any) -> None:
@@ -298,9 +301,6 @@ def test_timeout_awaitable(value: Any) -> None:
     bounded(body)
 
 
-@pytest.mark.xfail(
-    reason=PENDING.format("scope(timeout=, deadline=) with a huge or infinite value"), strict=False
-)
 @SETTINGS
 @given(value=VALUES, which=st.sampled_from(["timeout", "deadline"]))
 def test_async_scope_timeout_and_deadline(value: Any, which: str) -> None:
@@ -334,9 +334,6 @@ def test_async_scope_timeout_and_deadline(value: Any, which: str) -> None:
     bounded(body)
 
 
-@pytest.mark.xfail(
-    reason=PENDING.format("runtime.scope(timeout=) with an int beyond float range"), strict=False
-)
 @SETTINGS
 @given(value=VALUES)
 def test_sync_scope_timeout(value: Any) -> None:
@@ -370,7 +367,6 @@ def test_sync_scope_timeout(value: Any) -> None:
     bounded(body)
 
 
-@pytest.mark.xfail(reason=PENDING.format("op.deadline = inf"), strict=False)
 @SETTINGS
 @given(value=VALUES)
 def test_operation_deadline(value: Any) -> None:
@@ -378,7 +374,8 @@ def test_operation_deadline(value: Any) -> None:
         meaning = kind(value, none="forever")  # None clears the deadline
         runtime = vruntime()
         try:
-            op = runtime.create(_nap, 5, name="deadlined")
+            parent = runtime.create(_nap_seed_shape, 0, name="parent")
+            op = runtime.create(_nap_seed_shape, 5, parent=parent, name="deadlined")
             if meaning in ("type", "value"):
 
                 def set_it() -> None:
@@ -387,13 +384,17 @@ def test_operation_deadline(value: Any) -> None:
                 refused(set_it, "deadline")
                 assert op.deadline is None
             else:
+                # Set while CREATED: a deadline already passed cancels it at once.
                 op.deadline = value
-            runtime.submit(op)
+            if op.state is OperationState.CREATED:
+                runtime.submit(op)
             op.wait(30)
             if meaning in ("type", "value", "forever") or number(value) > 5:
                 assert op.state is OperationState.COMPLETED
             elif number(value) < 5:
                 assert op.state is OperationState.CANCELLED and op.expired
+            runtime.submit(parent)
+            parent.wait(30)
             still_works(runtime)
         finally:
             stop(runtime)
@@ -409,10 +410,6 @@ def _no_wait_value(value: Any) -> bool:
     return kind(value, none="forever") in ("poll", "forever", "type", "value")
 
 
-@pytest.mark.xfail(
-    reason=PENDING.format("op.wait() and async_await() with an int beyond float range"),
-    strict=False,
-)
 @SETTINGS
 @given(value=VALUES, ready=st.booleans())
 def test_operation_wait_and_async_await(rt: asyncop.Runtime, value: Any, ready: bool) -> None:
@@ -445,10 +442,6 @@ def test_operation_wait_and_async_await(rt: asyncop.Runtime, value: Any, ready: 
     bounded(body)
 
 
-@pytest.mark.xfail(
-    reason=PENDING.format("token.wait() and Event.wait() with an int beyond float range"),
-    strict=False,
-)
 @SETTINGS
 @given(value=VALUES, ready=st.booleans())
 def test_token_and_event_wait(rt: asyncop.Runtime, value: Any, ready: bool) -> None:
@@ -479,7 +472,6 @@ def test_token_and_event_wait(rt: asyncop.Runtime, value: Any, ready: bool) -> N
     bounded(body)
 
 
-@pytest.mark.xfail(reason=PENDING.format("Channel.send/recv with a refused timeout"), strict=False)
 @SETTINGS
 @given(value=VALUES, ready=st.booleans())
 def test_channel_send_and_recv(rt: asyncop.Runtime, value: Any, ready: bool) -> None:
@@ -542,9 +534,6 @@ def test_channel_send_and_recv(rt: asyncop.Runtime, value: Any, ready: bool) -> 
     bounded(body)
 
 
-@pytest.mark.xfail(
-    reason=PENDING.format("Lock/Semaphore.acquire with a refused timeout"), strict=False
-)
 @SETTINGS
 @given(value=VALUES, ready=st.booleans(), which=st.sampled_from(["Lock", "Semaphore"]))
 def test_lock_and_semaphore_acquire(
@@ -590,7 +579,6 @@ def test_lock_and_semaphore_acquire(
     bounded(body)
 
 
-@pytest.mark.xfail(reason=PENDING.format("shutdown(timeout=inf)"), strict=False)
 @SETTINGS
 @given(value=VALUES)
 def test_shutdown_timeout(value: Any) -> None:

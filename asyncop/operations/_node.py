@@ -53,8 +53,6 @@ import contextvars
 import enum
 import functools
 import logging
-import math
-import numbers
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType
@@ -62,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Generic, final, overload
 
 import attrs
 
-from ..platform import check_timeout
+from ..platform import check_deadline, check_timeout
 from ._current import ThreadState, thread_state
 from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._executor import spawn_remote
@@ -392,20 +390,7 @@ class AsyncOperation(Generic[T]):
 
     @deadline.setter
     def deadline(self, value: float | None) -> None:
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(
-                    f"deadline of operation {self.name!r} must be a number of seconds "
-                    f"on the runtime clock, got {type(value).__name__}; pass None to clear it"
-                )
-            value = float(value)
-            if math.isnan(value):  # NaN never compares due; refuse it.
-                raise ValueError(
-                    f"deadline of operation {self.name!r} must be a number of seconds "
-                    "on the runtime clock, got NaN; pass None to clear it"
-                )
-            if value == math.inf:
-                value = None  # a deadline that never comes is no deadline
+        value = check_deadline(value, f"deadline of operation {self.name!r}")
         with self.runtime._lock:
             self._deadline = value
             if _is_final(self._state):

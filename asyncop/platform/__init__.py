@@ -37,6 +37,7 @@ from ._thread import ThreadHandle as ThreadHandle
 from ._thread import start_thread as start_thread
 from ._timeout import MAIN_SLICE as MAIN_SLICE
 from ._timeout import acquire_for as acquire_for
+from ._timeout import check_deadline as check_deadline
 from ._timeout import check_timeout as check_timeout
 from ._timeout import is_main_thread as is_main_thread
 
@@ -47,6 +48,7 @@ __all__ = [
     "WakeEvent",
     "WakeupChannel",
     "acquire_for",
+    "check_deadline",
     "check_timeout",
     "choose_selector",
     "cpu_count",

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Protocol
 
-__all__ = ["MAIN_SLICE", "acquire_for", "check_timeout", "is_main_thread"]
+__all__ = ["MAIN_SLICE", "acquire_for", "check_deadline", "check_timeout", "is_main_thread"]
 
 # The longest single wait, in seconds, that every OS accepts: below
 # threading.TIMEOUT_MAX, and short enough that a clock jump is recovered.
@@ -81,6 +81,40 @@ def check_timeout(timeout: object, what: str) -> float | None:
     if value <= 0.0:
         return 0.0
     if value >= 1e9:  # about 31 years: the same as no limit, and safe for deadlines
+        return None
+    return value
+
+
+def check_deadline(deadline: object, what: str) -> float | None:
+    """Validate a user's deadline, a time on a clock, and say what it means.
+
+    Args:
+        deadline: the value the user passed, in seconds on the clock.
+        what: the call or attribute that took it, for the error message.
+
+    Returns:
+        None for no deadline (``None`` or ``+inf``, or an int past float
+        range); otherwise the deadline as a float (``-inf`` or a time long
+        past is due at once).
+
+    Raises:
+        TypeError: ``deadline`` is not a real number (or is a bool).
+        ValueError: ``deadline`` is NaN.
+    """
+    if deadline is None:
+        return None
+    if isinstance(deadline, bool) or not isinstance(deadline, numbers.Real):
+        raise TypeError(
+            f"{what} needs a time in seconds on the runtime clock or None, got "
+            f"{type(deadline).__name__}; pass a float, or None for no deadline"
+        )
+    try:
+        value = float(deadline)
+    except OverflowError:  # an int too large for a float
+        value = math.inf if deadline > 0 else -math.inf  # type: ignore[operator]
+    if math.isnan(value):
+        raise ValueError(f"{what} got NaN; pass a time in seconds, or None for no deadline")
+    if value == math.inf:
         return None
     return value
 

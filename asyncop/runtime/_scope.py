@@ -54,7 +54,7 @@ from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_operation, thread_state
 from ..operations._errors import cancelled_for, only_cancelled
 from ..operations._node import OpKind, Outcome, run_after
-from ..platform import acquire_for
+from ..platform import acquire_for, check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
 
@@ -93,18 +93,9 @@ class Scope:
         shield: bool,
         supervise: bool,
     ) -> None:
-        for label, value in (("timeout", timeout), ("deadline", deadline)):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(
-                    f"scope({label}=...) needs a number of seconds, got "
-                    f"{type(value).__name__}; pass a float or None"
-                )
-            if value != value:
-                raise ValueError(
-                    f"scope({label}=nan) is not a time; pass a number of seconds or None"
-                )
+        # Checked before anything is made: a bad value leaves nothing behind.
+        timeout = check_timeout(timeout, "scope(timeout=...)")
+        deadline = check_deadline(deadline, "scope(deadline=...)")
         self._runtime = runtime
         self._name = name
         self._timeout = timeout
