@@ -363,6 +363,7 @@ def arm_token(
     """
     limiter._claim(borrower)
     event = limiter._sem.acquire_async()
+    event._awaited = True  # the composed wait stands for it: no "never awaited" warning
     waker = sub.waker
 
     def granted(

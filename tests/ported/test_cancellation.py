@@ -149,10 +149,9 @@ async def test_shielded_scope_still_obeys_its_own_deadline(autojump_clock: Virtu
 
 @pytest.mark.asyncop
 async def test_shield_protects_children_too(autojump_clock: VirtualClock) -> None:
-    async with asyncop.scope() as outer:
-        async with asyncop.scope(shield=True) as inner:
-            child = inner.spawn(asyncop_sleep, 2)
-            outer.cancel()
+    async with asyncop.scope() as outer, asyncop.scope(shield=True) as inner:
+        child = inner.spawn(asyncop_sleep, 2)
+        outer.cancel()
     assert child.state is OperationState.COMPLETED
 
 
@@ -191,11 +190,10 @@ async def test_removing_shield_lets_pending_cancel_in(autojump_clock: VirtualClo
 
 @pytest.mark.asyncop
 async def test_setting_shield_keeps_later_cancel_out(autojump_clock: VirtualClock) -> None:
-    async with asyncop.scope() as outer:
-        async with asyncop.scope() as inner:
-            inner.shield = True
-            outer.cancel()
-            await asyncop.sleep(1)
+    async with asyncop.scope() as outer, asyncop.scope() as inner:
+        inner.shield = True
+        outer.cancel()
+        await asyncop.sleep(1)
     assert asyncop.current_time() == 1
 
 
@@ -273,7 +271,9 @@ async def test_child_spawned_into_cancelled_scope_never_runs(autojump_clock: Vir
 
 
 @pytest.mark.asyncop
-async def test_catching_cancelled_and_returning_ends_cancelled(autojump_clock: VirtualClock) -> None:
+async def test_catching_cancelled_and_returning_ends_cancelled(
+    autojump_clock: VirtualClock,
+) -> None:
     async def stubborn() -> str:
         try:
             await sleep_forever()
