@@ -218,3 +218,62 @@ async def test_timeout_cancelled_reason_mentions_deadline(autojump_clock: Virtua
                 seen.append(str(exc))
                 raise
     assert seen and seen[0]
+
+
+# -- blocking thread calls made inside a coroutine (they would stall a worker)
+
+
+def _blocking_calls() -> list[tuple[str, object]]:
+    lock = asyncop.Lock()
+    sem = asyncop.Semaphore(0)
+    ev = asyncop.Event()
+    ch: asyncop.Channel[int] = asyncop.Channel(0)
+    lim = asyncop.CapacityLimiter(1)
+    cond = asyncop.Condition()
+    tx, rx = ch.sender(), ch.receiver()
+    return [
+        ("Lock.acquire", lambda: lock.acquire(0.01)),
+        ("Semaphore.acquire", lambda: sem.acquire(0.01)),
+        ("Event.wait", lambda: ev.wait(0.01)),
+        ("Channel.send", lambda: ch.send(1, timeout=0.01)),
+        ("Channel.recv", lambda: ch.recv(timeout=0.01)),
+        ("ChannelSender.send", lambda: tx.send(1, timeout=0.01)),
+        ("ChannelReceiver.recv", lambda: rx.recv(timeout=0.01)),
+        ("CapacityLimiter.acquire", lambda: lim.acquire(0.01)),
+        ("Condition.wait", lambda: cond.wait(0.01)),
+        (
+            "CancelToken.wait",
+            lambda: asyncop.current_operation().token.wait(0.01),  # type: ignore[union-attr]
+        ),
+    ]
+
+
+_TOKEN_WAIT_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="CancelToken.wait() in a coroutine blocks the worker instead of raising RuntimeError",
+)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        pytest.param(i, id=name, marks=[_TOKEN_WAIT_BUG] if name == "CancelToken.wait" else [])
+        for i, (name, _) in enumerate(_blocking_calls())
+    ],
+)
+def test_blocking_call_inside_a_coroutine_is_refused(vruntime: asyncop.Runtime, index: int) -> None:
+    # asyncop's rule (and asyncio's advice): a thread-blocking call inside a
+    # coroutine raises RuntimeError at once, pointing at the async form.
+    name, call = _blocking_calls()[index]
+
+    async def main() -> str:
+        try:
+            call()  # type: ignore[operator]
+        except RuntimeError as exc:
+            return f"refused: {exc}"
+        except TimeoutError:
+            return "blocked the worker until its timeout"
+        return "returned"
+
+    outcome = vruntime.run(main)
+    assert outcome.startswith("refused"), f"{name}: {outcome}"
