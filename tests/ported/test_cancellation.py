@@ -545,3 +545,54 @@ def test_on_cancel_handle_remove(vruntime: asyncop.Runtime) -> None:
 
     vruntime.run(main)
     assert calls == []
+
+
+def _sync_blockers() -> list[tuple[str, object]]:
+    lock = asyncop.Lock()
+    lock.acquire()  # held by the test thread
+    sem = asyncop.Semaphore(0)
+    ev = asyncop.Event()
+    ch: asyncop.Channel[int] = asyncop.Channel(0)
+    lim = asyncop.CapacityLimiter(1)
+    lim.acquire_on_behalf_of(object())
+    cond = asyncop.Condition()
+    tx, rx = ch.sender(), ch.receiver()
+
+    def cond_wait() -> None:
+        with cond:
+            cond.wait()
+
+    return [
+        ("Lock.acquire", lock.acquire),
+        ("Semaphore.acquire", sem.acquire),
+        ("Event.wait", ev.wait),
+        ("Channel.send", lambda: ch.send(1)),
+        ("Channel.recv", ch.recv),
+        ("ChannelSender.send", lambda: tx.send(1)),
+        ("ChannelReceiver.recv", rx.recv),
+        ("CapacityLimiter.acquire", lim.acquire),
+        ("Condition.wait", cond_wait),
+    ]
+
+
+@pytest.mark.parametrize("index", range(9), ids=[n for n, _ in _sync_blockers()])
+def test_blocking_call_in_a_sync_operation_is_a_cancellation_point(
+    runtime: asyncop.Runtime, index: int
+) -> None:
+    # asyncop's rule for sync operations: its own blocking calls raise Cancelled
+    # promptly when the operation is cancelled.
+    name, call = _sync_blockers()[index]
+    started = threading.Event()
+
+    def worker() -> None:
+        started.set()
+        call()  # type: ignore[operator]
+
+    op = runtime.spawn(worker)
+    assert started.wait(5)
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    op.cancel()
+    result = op.wait(10)
+    assert result.state is OperationState.CANCELLED, f"{name}: {result}"
+    assert time.monotonic() - t0 < 5
