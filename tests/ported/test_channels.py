@@ -551,3 +551,23 @@ async def test_select_receive_from_two_channels(autojump_clock: VirtualClock) ->
         assert await asyncop.select(a.recv_async(), b.recv_async()) == (1, "b")
     a.try_send("a")
     assert a.try_recv() == "a"
+
+
+def test_primitives_work_across_two_runtimes() -> None:
+    ev = asyncop.Event()
+    ch: Channel[int] = Channel(0)
+
+    async def waiter() -> int:
+        await ev.wait_async()
+        return await ch.recv_async()
+
+    async def setter() -> None:
+        await asyncop.sleep(0.01)
+        ev.set()
+        await ch.send_async(5)
+
+    with asyncop.Runtime(1, name="rtA") as a, asyncop.Runtime(1, name="rtB") as b:
+        op = a.spawn(waiter)
+        op2 = b.spawn(setter)
+        assert op.wait(10).value == 5
+        assert op2.wait(10).state is OperationState.COMPLETED

@@ -563,3 +563,29 @@ def test_sync_scope_body_error_is_grouped(vruntime: asyncop.Runtime) -> None:
         s.spawn(sleep_forever)
         raise Boom("body")
     assert [type(e) for e in leaves(info.value)] == [Boom]
+
+
+def test_current_operation_in_a_sync_scope_block(vruntime: asyncop.Runtime) -> None:
+    with vruntime.scope(name="sync-block") as s:
+        assert asyncop.current_operation() is s
+    assert asyncop.current_operation() is None
+
+
+@pytest.mark.asyncop
+async def test_child_awaiting_its_own_scope_raises(autojump_clock: VirtualClock) -> None:
+    async def child(parent: asyncop.AsyncOperation) -> str:
+        try:
+            await parent
+        except RuntimeError:
+            return "refused"
+        return "waited"
+
+    async with asyncop.scope() as s:
+        op = s.spawn(child, s)
+    assert op.result() == "refused"
+
+
+@pytest.mark.asyncop
+async def test_scope_names(autojump_clock: VirtualClock) -> None:
+    async with asyncop.scope(name="load_page") as s:
+        assert s.name == "load_page"
