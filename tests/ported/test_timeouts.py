@@ -10,6 +10,7 @@ Mapping: ``trio.fail_after(t)`` / ``asyncio.timeout(t)`` -> ``scope(timeout=t)``
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
@@ -420,3 +421,42 @@ def test_wait_with_timeout_from_a_thread(vruntime: asyncop.Runtime) -> None:
         op.wait(0.01)
     op.cancel()
     assert op.wait(5).state is OperationState.CANCELLED
+
+
+@pytest.mark.parametrize("value", [-1, 0, -math.inf])
+def test_negative_thread_timeouts_only_look(value: float) -> None:
+    lock = asyncop.Lock()
+    lock.acquire()
+    sem = asyncop.Semaphore(0)
+    ev = asyncop.Event()
+    ch: asyncop.Channel[int] = asyncop.Channel(0)
+    holder: list[bool] = []
+
+    def other_thread() -> None:
+        holder.append(lock.acquire(value))
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join(5)
+    assert holder == [False]
+    assert sem.acquire(value) is False
+    assert ev.wait(value) is False
+    with pytest.raises(TimeoutError):
+        ch.recv(timeout=value)
+    with pytest.raises(TimeoutError):
+        ch.send(1, timeout=value)
+
+
+@pytest.mark.parametrize("value", [math.nan, "1"])
+def test_bad_thread_timeouts_raise_before_anything(value: object) -> None:
+    sem = asyncop.Semaphore(1)
+    ch: asyncop.Channel[int] = asyncop.Channel(1)
+    error = ValueError if isinstance(value, float) else TypeError
+    with pytest.raises(error):
+        sem.acquire(value)  # type: ignore[arg-type]
+    assert sem.value == 1
+    with pytest.raises(error):
+        ch.send(1, timeout=value)  # type: ignore[arg-type]
+    assert len(ch) == 0
+    with pytest.raises(error):
+        asyncop.Event().wait(value)  # type: ignore[arg-type]
