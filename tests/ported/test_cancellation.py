@@ -596,3 +596,36 @@ def test_blocking_call_in_a_sync_operation_is_a_cancellation_point(
     result = op.wait(10)
     assert result.state is OperationState.CANCELLED, f"{name}: {result}"
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.asyncop
+async def test_already_ready_awaitables_still_check_cancel(autojump_clock: VirtualClock) -> None:
+    # trio test_cancel_points: each await checks for cancellation even when it
+    # could complete at once.
+    async def value() -> int:
+        return 1
+
+    async with asyncop.scope() as outer:
+        done = outer.spawn(value)
+        await done
+        ready: asyncop.Channel[int] = asyncop.Channel(1)
+        ready.try_send(1)
+        makers = {
+            "sleep_until(past)": lambda: asyncop.sleep_until(-1),
+            "await done op": lambda: done,
+            "timeout(done op)": lambda: asyncop.timeout(5, done),
+            "race(done op)": lambda: asyncop.race(done),
+            "select(ready)": lambda: asyncop.select(ready.recv_async()),
+            "spawn_blocking": lambda: asyncop.spawn_blocking(int),
+            "wait_all_blocked": lambda: wait_all_blocked(),
+        }
+        raised: list[str] = []
+        async with asyncop.scope() as s:
+            s.cancel()
+            for name, make in makers.items():
+                try:
+                    await make()  # type: ignore[no-untyped-call]
+                except Cancelled:
+                    raised.append(name)
+        assert raised == list(makers)
+        assert ready.try_recv() == 1
