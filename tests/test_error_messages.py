@@ -1852,6 +1852,15 @@ def t_start_without_started(c: Ctx) -> BaseException:
         return caught(root.start, never_ready)
 
 
+def t_start_into_cancelled_scope(c: Ctx) -> BaseException:
+    def never_runs(*, task_status: asyncop.TaskStatus[None]) -> None:
+        task_status.started()
+
+    with c.vrt.scope(name="cancelled_scope") as root:
+        root.cancel()
+        return caught(root.start, never_runs)
+
+
 def t_start_not_callable(c: Ctx) -> BaseException:
     with c.vrt.scope() as root:
         return caught(root.start, 42)
@@ -2035,6 +2044,7 @@ CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
     Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
+    Case("start-born-cancelled", t_start_into_cancelled_scope, RuntimeError, "'cancelled_scope'"),
     Case("start-not-callable", t_start_not_callable, TypeError, "int"),
     Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),

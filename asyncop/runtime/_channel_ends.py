@@ -19,8 +19,9 @@ of each kind:
   ``Channel.close()`` would: receivers drain what is buffered, then get
   ``EndOfChannel``; senders still blocked get ``ClosedResourceError``.
 - When every receiver end made so far is closed, nobody will ever receive:
-  the buffer is dropped, and every send, blocked or new, raises
-  ``BrokenResourceError``.
+  the buffer is dropped, every send, blocked or new, raises
+  ``BrokenResourceError``, and a receive still blocked raises
+  ``ClosedResourceError``.
 - Using an end that was closed raises ``ClosedResourceError``.
 
 The ends only count; every send and receive is the channel's own, so they
@@ -34,7 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Self, TypeVar, final
 
-from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel
+from ..operations import BrokenResourceError, ClosedResourceError
 from ._awaitables import checkpoint
 
 if TYPE_CHECKING:
@@ -71,7 +72,16 @@ def _break(channel: Channel[T]) -> None:
             # A send already paid for (the _PREPAID entry) takes no error.
             waiter.fire(None, channel._closed_error())
         for waiter in receivers:
-            waiter.fire(None, EndOfChannel("the channel is closed and drained; stop receiving"))
+            # Every receiver end is closed, so a receive still blocked was made
+            # through one of them: as for any use of a closed end, that is
+            # ClosedResourceError (EndOfChannel would claim the senders ended).
+            waiter.fire(
+                None,
+                ClosedResourceError(
+                    "the receiver end this receive waited on was closed; receive through "
+                    "an open receiver (clone one before closing)"
+                ),
+            )
 
 
 class _End(Generic[T]):

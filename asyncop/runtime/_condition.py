@@ -174,7 +174,14 @@ class Condition:
             self._pass_on(waiter)
             await self._reacquire_async()
             raise
-        await self._reacquire_async()
+        try:
+            await self._reacquire_async()
+        except BaseException:
+            # Notified, then cancelled while taking the lock back: this task
+            # leaves without acting on the notification, so another waiter
+            # must get it or it is lost.
+            self._notify(1)
+            raise
 
     def _reacquire_blocking(self) -> None:
         # Not a cancellation point: the caller must hold the lock when it

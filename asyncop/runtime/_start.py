@@ -107,10 +107,13 @@ TASK_STATUS_IGNORED: TaskStatus[Any] = _IgnoredStatus()
 class _Status(TaskStatus[Any]):
     """The real status of one ``start()``; see the module docstring."""
 
-    __slots__ = ("_op", "_ready", "_state", "_value")
+    __slots__ = ("_born_cancelled", "_op", "_ready", "_state", "_value")
 
     def __init__(self) -> None:
         self._op: AsyncOperation | None = None
+        # The name of the target when it was cancelled already, so that the
+        # child never ran at all; None otherwise.
+        self._born_cancelled: str | None = None
         self._state = _Start.WAITING
         self._value: Any = None
         # Set on STARTED or ENDED: what the caller of start() waits on, in
@@ -159,6 +162,12 @@ class _Status(TaskStatus[Any]):
             error = op.error  # observes it: start() reports it
             assert error is not None
             raise error
+        if self._born_cancelled is not None:
+            raise RuntimeError(
+                f"{op.name!r} never ran: {self._born_cancelled!r} was already cancelled "
+                "when start() launched it, and a task born cancelled does not run; start it into a "
+                "scope that is not cancelled"
+            )
         how = "was cancelled" if state is OperationState.CANCELLED else "returned"
         raise RuntimeError(
             f"{op.name!r} {how} without calling task_status.started(); call "
@@ -188,6 +197,8 @@ def _launch(
         if not child.done:
             child._add_waiter_locked(status._on_end)
             return status
+    if child.state is OperationState.CANCELLED:
+        status._born_cancelled = target.name
     status._on_end()  # born cancelled, or already over
     return status
 
