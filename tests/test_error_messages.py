@@ -2163,6 +2163,27 @@ REFUSED_PORT = free_port()
 # The network's cases live beside its tests.
 CASES += [Case(*row) for row in NET_CASES]
 
+
+def t_token_wait_in_coroutine(c: Ctx) -> BaseException:
+    async def waits_on_a_token() -> None:
+        me = asyncop.current_operation(require=True)
+        me.token.wait(0.1)
+
+    return failure_of(c.rt, waits_on_a_token)
+
+
+def t_run_a_coroutine_object(c: Ctx) -> BaseException:
+    async def main() -> None:
+        pass
+
+    return caught(c.rt.run, main())
+
+
+CASES += [
+    Case("token-wait-in-coroutine", t_token_wait_in_coroutine, RuntimeError, "CancelToken.wait()"),
+    Case("run-coroutine-object", t_run_a_coroutine_object, TypeError, "main()"),
+]
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 

@@ -158,11 +158,21 @@ class CancelToken:
             ValueError: ``timeout`` is NaN.
             Cancelled: the calling operation was cancelled while this token
                 was not.
+            RuntimeError: called from a coroutine task, whose worker it
+                would block.
         """
+        state = thread_state()
+        if state.task is not None:
+            # Steps of a runtime's tasks never overlap: blocking one blocks them all.
+            raise RuntimeError(
+                "CancelToken.wait() would block a worker inside a coroutine; a task "
+                "learns of its cancel at its next await, so await asyncop.sleep() or "
+                "another asyncop awaitable instead, or check token.cancelled"
+            )
         limit = None if timeout is None else check_timeout(timeout, "CancelToken.wait(timeout=...)")
         if self._cancelled:
             return True
-        op = thread_state().op  # the operation whose cancel ends the wait, if any
+        op = state.op  # the operation whose cancel ends the wait, if any
         if op is not None and op._token is self:
             op = None  # its cancel is what we wait for: no second waker needed
         waiter = _thread.allocate_lock()

@@ -27,6 +27,7 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -141,19 +142,20 @@ class Channel(Generic[T]):
     """A FIFO channel for coroutines and threads; see the module docstring.
 
     Args:
-        capacity: how many items the buffer holds; 0 makes a rendezvous.
+        capacity: how many items the buffer holds; 0 makes a rendezvous and
+            ``math.inf`` a buffer without limit, whose sends never wait.
     """
 
-    def __init__(self, capacity: int = 0) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int):
+    def __init__(self, capacity: int | float = 0) -> None:
+        if capacity != math.inf and (isinstance(capacity, bool) or not isinstance(capacity, int)):
             raise TypeError(
-                f"Channel() needs an int capacity, got {type(capacity).__name__}; "
-                "pass 0 for a rendezvous or a positive buffer size"
+                f"Channel() needs an int capacity or math.inf, got {type(capacity).__name__}; "
+                "pass 0 for a rendezvous, a positive buffer size, or math.inf for no limit"
             )
         if capacity < 0:
             raise ValueError(
                 f"Channel({capacity}) needs a capacity of 0 or more; "
-                "pass 0 for a rendezvous or a positive buffer size"
+                "pass 0 for a rendezvous, a positive buffer size, or math.inf for no limit"
             )
         self.capacity = capacity
         self._mutex = threading.Lock()

@@ -684,6 +684,15 @@ class Runtime:
             elif not callable(fn):
                 what = "callback" if seed_shape else "function"
                 label = f"operation {name!r}" if isinstance(name, str) else "an operation"
+                if isinstance(fn, CoroutineType):
+                    # run(main()) or spawn(fetch(x)), the asyncio habit.
+                    fn.close()
+                    raise TypeError(
+                        f"cannot make {label} from coroutine object {fn.__qualname__}(), "
+                        f"a call already made; pass the async def function itself, as in "
+                        f"run({fn.__name__}) or spawn({fn.__name__}, arg), instead of "
+                        f"{fn.__name__}(...)"
+                    )
                 raise TypeError(
                     f"cannot make {label} from {fn!r}: the {what} is not callable; "
                     "pass a function (def or async def)"

@@ -283,9 +283,14 @@ def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
                 _finish(task, Outcome.VALUE, stop.value, None)
             return
         except Cancelled:
+            # This frame is in the exception's traceback, and ``error`` may be
+            # that exception: drop it, or the task's frames and locals would
+            # wait for the collector instead of going with the task.
+            error = None
             _finish(task, Outcome.CANCELLED, None, None)
             return
         except BaseException as exc:
+            error = None  # (as above)
             if only_cancelled(exc):
                 _finish(task, Outcome.CANCELLED, None, None)
             else:

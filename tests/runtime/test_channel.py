@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import threading
@@ -1068,3 +1069,26 @@ def test_cancelled_task_does_not_take_a_buffered_item(runtime: asyncop.Runtime) 
     runtime.run(main)
     assert log == ["cancelled", "refused the item"]
     assert ch.try_recv() == "x"
+
+
+def test_a_channel_of_infinite_capacity_never_makes_a_sender_wait(
+    vruntime: asyncop.Runtime,
+) -> None:
+    ch: asyncop.Channel[int] = asyncop.Channel(math.inf)
+
+    async def main() -> list[int]:
+        for i in range(10_000):
+            await ch.send_async(i)
+        for i in range(10_000, 10_010):
+            ch.try_send(i)  # never WouldBlock
+        return [await ch.recv_async() for _ in range(10_010)]
+
+    assert vruntime.run(main) == list(range(10_010))
+    ch.send(1, timeout=0)  # nor does a thread's
+    assert ch.recv(timeout=0) == 1
+
+
+@pytest.mark.parametrize("capacity", [1.5, -math.inf, math.nan, "3"])
+def test_a_capacity_that_is_neither_an_int_nor_inf_is_refused(capacity: object) -> None:
+    with pytest.raises((TypeError, ValueError), match=r"Channel"):
+        asyncop.Channel(capacity)  # type: ignore[arg-type]
