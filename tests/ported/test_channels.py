@@ -419,13 +419,9 @@ def test_bad_capacities() -> None:
         Channel(1.5)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Channel(math.inf) raises TypeError: there is no unbounded channel at all",
-)
 def test_infinite_capacity() -> None:
     # trio accepts open_memory_channel(math.inf) for an unbounded buffer.
-    ch: Channel[int] = Channel(math.inf)  # type: ignore[arg-type]
+    ch: Channel[int] = Channel(math.inf)
     for i in range(1000):
         ch.try_send(i)
     assert len(ch) == 1000

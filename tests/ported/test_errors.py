@@ -248,17 +248,10 @@ def _blocking_calls() -> list[tuple[str, object]]:
     ]
 
 
-_TOKEN_WAIT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="CancelToken.wait() in a coroutine blocks the worker instead of raising RuntimeError",
-)
-
-
 @pytest.mark.parametrize(
     "index",
     [
-        pytest.param(i, id=name, marks=[_TOKEN_WAIT_BUG] if name == "CancelToken.wait" else [])
-        for i, (name, _) in enumerate(_blocking_calls())
+        pytest.param(i, id=name) for i, (name, _) in enumerate(_blocking_calls())
     ],
 )
 def test_blocking_call_inside_a_coroutine_is_refused(vruntime: asyncop.Runtime, index: int) -> None:

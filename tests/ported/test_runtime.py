@@ -255,10 +255,6 @@ def test_group_has_no_context_loop(vruntime: asyncop.Runtime) -> None:
     assert group.__context__ is None or group.__context__ not in group.exceptions
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cancelled task's frame and locals stay in a reference cycle; only gc frees them",
-)
 def test_locals_freed_promptly_on_cancel(vruntime: asyncop.Runtime) -> None:
     # trio test_locals_destroyed_promptly_on_cancel
     class Local:
