@@ -276,6 +276,15 @@ class Harness:
                     problems.append(f"{where} completed despite a failure")
             elif state is OperationState.FAILED:
                 error = op.error
+                if error is None and rec.plan is None:
+                    # A scope's error leaves through its block only (caught in
+                    # _run): the scope keeps no copy, and result() says so.
+                    try:
+                        op.result()
+                        problems.append(f"{where}: result() did not raise")
+                    except asyncop.InvalidStateError:
+                        pass
+                    continue
                 if error is None:
                     problems.append(f"{where} has no error")
                     continue
