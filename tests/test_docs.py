@@ -10,6 +10,7 @@ each block is still its own test, with the id ``file:line``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -23,6 +24,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK_TIMEOUT = 30.0
 PARALLEL = 8  # the blocks mostly sleep or wait; more than the cores is fine
+
+# Third-party packages a block may import that not every interpreter has (a
+# free-threaded build lacks trustme, whose cryptography needs cffi): a block
+# importing a missing one is skipped, not failed.
+OPTIONAL_MODULES = frozenset({"anyio", "dask", "distributed", "trio", "trustme", "uvloop"})
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.MULTILINE)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 
@@ -126,9 +133,16 @@ def outcomes(request: pytest.FixtureRequest) -> dict[str, Outcome]:
         and item.nodeid.split("::")[0].endswith("test_docs.py")
     }
     blocks = [block for block in BLOCKS if block.id in wanted] or BLOCKS
+    blocks = [block for block in blocks if not missing_modules(block)]
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(blocks)))) as pool:
         results = list(pool.map(run_block, blocks))
     return {block.id: outcome for block, outcome in zip(blocks, results, strict=True)}
+
+
+def missing_modules(block: Block) -> list[str]:
+    """The optional packages ``block`` imports that this interpreter lacks."""
+    names = sorted(set(_IMPORT.findall(block.code)) & OPTIONAL_MODULES)
+    return [name for name in names if importlib.util.find_spec(name) is None]
 
 
 def tail(text: str, limit: int = 6000) -> str:
@@ -139,6 +153,9 @@ def tail(text: str, limit: int = 6000) -> str:
 @pytest.mark.timeout(4 * BLOCK_TIMEOUT)
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_python_block_runs(block: Block, outcomes: dict[str, Outcome]) -> None:
+    missing = missing_modules(block)
+    if missing:
+        pytest.skip(f"the block needs {', '.join(missing)}, which is not installed")
     outcome = outcomes.get(block.id) or run_block(block)
     if outcome.returncode == 0:
         return
@@ -190,3 +207,15 @@ def test_only_python_fences_are_collected() -> None:
         (2, "print('run me')\n"),
         (14, "if True:\n    print('indented')\n"),
     ]
+
+
+def test_a_block_importing_a_missing_optional_package_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    block = Block("x.md", 1, "import ssl\nimport trustme\nfrom anyio import run\n")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "trustme" else real(name)
+    )
+    assert missing_modules(block) == ["trustme"]
+    assert missing_modules(Block("x.md", 1, "import missing_by_mistake\n")) == []

@@ -893,6 +893,15 @@ class Runtime:
             worker is not None and state.op is None and worker.runtime is self and not worker.parked
         )
 
+    def _watch_soon(self) -> None:
+        """``_watch_locked`` from a worker thread that does not hold the lock."""
+        lock = self._lock
+        lock.acquire()  # (worker thread only: it never runs signal handlers)
+        try:
+            self._watch_locked()
+        finally:
+            lock.release()
+
     def _watch_locked(self) -> None:
         """Make sure the watchdog looks: work waits on a busy worker."""
         if not self._watchdog_armed and not self._stopping:
@@ -1096,6 +1105,12 @@ class Runtime:
                             if coro:
                                 step(self, op, state)
                             else:
+                                if self._next_deadline < _INF and not self._watchdog_armed:
+                                    # This worker may be the one to fire the next
+                                    # timer (it was woken to park on it), and the
+                                    # callback may hold it past the deadline: have
+                                    # the watchdog hand the timer on if so.
+                                    self._watch_soon()
                                 self._run_item(op, state)
                         except BaseException:  # pragma: no cover - a bug in asyncop
                             _log_exception("asyncop: worker failed running %r", op)

@@ -177,7 +177,9 @@ def test_jobs_beyond_the_slots_wait_their_turn_and_a_cancel_drops_them(
         assert dropped.wait(5).state is OperationState.CANCELLED
         busy.cancel()
         assert [op.wait(30).value for op in queued] == [0, 1, 4, 9]
-        assert sorted(ex._free) == [0, 1]
+    # A job's slot is freed just after its operation ends, by the thread that
+    # ended it; the executor's exit waits for that, a wait() does not.
+    assert sorted(ex._free) == [0, 1]
     assert not marker.exists()
 
 

@@ -323,6 +323,30 @@ def test_sync_scope_exit_in_a_callback_with_a_deadline_of_its_own_op(
     assert log == [("child", "cancelled")]
 
 
+@pytest.mark.timeout(120)
+def test_a_deadline_fires_when_the_worker_woken_for_it_takes_a_blocking_callback() -> None:
+    # Setting the deadline wakes the parked worker to park again on it; when
+    # that worker then takes the child, which blocks, every worker is inside
+    # a sync callback and the deadline must still fire. The window is narrow
+    # (two threads must run side by side, as with the GIL off): repeat.
+    for attempt in range(20):
+        rt = asyncop.Runtime(2, name=f"woken{attempt}-{id(object()):x}")
+        log: list[Any] = []
+
+        def callback(rt: asyncop.Runtime = rt, log: list[Any] = log) -> None:
+            me = asyncop.current_operation(require=True)
+            me.deadline = rt.now() + 0.05
+            with rt.scope() as s:
+                s.spawn(poll_token_until_cancelled, log, "child")
+
+        try:
+            result = rt.spawn(callback).wait(5)
+            assert result.state is OperationState.CANCELLED, f"attempt {attempt}"
+            assert log == [("child", "cancelled")], f"attempt {attempt}"
+        finally:
+            rt.shutdown(cancel=True, timeout=10)
+
+
 def test_sync_scope_in_a_plain_thread_only_waits(runtime: asyncop.Runtime) -> None:
     log: list[Any] = []
     done = threading.Event()
