@@ -2179,7 +2179,32 @@ def t_run_a_coroutine_object(c: Ctx) -> BaseException:
     return caught(c.rt.run, main())
 
 
+def t_receive_on_an_end_closed_under_it(c: Ctx) -> BaseException:
+    channel: asyncop.Channel[int] = asyncop.Channel()
+    receiver = channel.receiver()
+
+    async def close_soon() -> None:
+        await wait_all_blocked()
+        receiver.close()
+
+    async def main() -> BaseException:
+        async with asyncop.scope() as s:
+            s.spawn(close_soon)
+            try:
+                await receiver.recv_async()
+            except ClosedResourceError as exc:
+                return exc
+        raise AssertionError("the receive was not woken")
+
+    error: BaseException = c.vrt.run(main)
+    return error
+
+
 CASES += [
+    Case(
+        "receive-on-closed-end", t_receive_on_an_end_closed_under_it, ClosedResourceError,
+        "receiver end",
+    ),
     Case("token-wait-in-coroutine", t_token_wait_in_coroutine, RuntimeError, "CancelToken.wait()"),
     Case("run-coroutine-object", t_run_a_coroutine_object, TypeError, "main()"),
 ]

@@ -387,7 +387,11 @@ def test_operation_deadline(value: Any) -> None:
                 # Set while CREATED: a deadline already passed cancels it at once.
                 op.deadline = value
             if op.state is OperationState.CREATED:
-                runtime.submit(op)
+                try:
+                    runtime.submit(op)
+                except RuntimeError:
+                    # The clock jumped to a deadline a hair ahead before the submit.
+                    assert op.state is OperationState.CANCELLED and op.expired
             op.wait(30)
             if meaning in ("type", "value", "forever") or number(value) > 5:
                 assert op.state is OperationState.COMPLETED
