@@ -13,8 +13,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from ..platform import ThreadHandle, WakeEvent, start_thread
-from ._worker import join_by
+from ..platform import ThreadHandle, WakeEvent, join_by, start_thread
 
 __all__ = ["BlockingPool"]
 
@@ -43,6 +42,10 @@ class BlockingPool:
         self._threads: list[_Thread] = []
         self._seq = 0
         self._closed = False
+
+    def thread_count(self) -> int:
+        """The threads running or parked, for ``Runtime.dump()``."""
+        return len(self._threads)
 
     def submit(self, job: Callable[[], None]) -> None:
         """Queue ``job``; wake an idle thread or start one.

@@ -59,9 +59,15 @@ import time
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import BusyResourceError, ClosedResourceError
-from ..platform import ThreadHandle, WakeupChannel, choose_selector, selector_name, start_thread
+from ..platform import (
+    ThreadHandle,
+    WakeupChannel,
+    choose_selector,
+    join_by,
+    selector_name,
+    start_thread,
+)
 from ._waker import Subscription, WaitEvent
-from ._worker import join_by
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
@@ -231,6 +237,8 @@ class IoWait(WaitEvent):
 # A wake to deliver once the reactor lock is released: the subscription and
 # the error to fail it with (None: the fd is ready).
 _Wake = tuple[Subscription, BaseException | None]
+# What a poll collected: the waits to fire, and the waits to fail.
+Collected = tuple[list[Subscription], list[_Wake]]
 
 
 class Reactor:
@@ -243,6 +251,11 @@ class Reactor:
         self._armed: dict[int, int] = {}  # fd -> directions armed in the multiplexer
         self._known: set[int] = set()  # fds epoll knows about (epoll only)
         self.backend = selector_name(backend)
+        # On epoll the workers wait in the multiplexer themselves (one at a
+        # time, the *poller*), and no reactor thread is started.
+        self.drives_epoll = self.backend == "epoll"
+        # Whether any wait was ever registered (the workers start polling then).
+        self._used = False
         self._wakeup = WakeupChannel()
         self._epoll: Any = None
         self._selector: selectors.BaseSelector | None = None
@@ -299,6 +312,7 @@ class Reactor:
                             "and direction"
                         )
                 table[key] = sub
+                self._used = True
                 self._registered = True
                 self._arm_locked(fd, self._armed.get(fd, 0) | direction, wakes)
                 for i, (failed, error) in enumerate(wakes):
@@ -307,6 +321,11 @@ class Reactor:
                         del wakes[i]
                         assert error is not None
                         raise error
+                if self.drives_epoll:
+                    # epoll reports an fd that is ready when it is armed: no
+                    # re-check needed. The worker that registered polls before
+                    # it parks, or parks in the multiplexer itself.
+                    return
                 if self._thread is None:
                     self._thread = start_thread(
                         self._main, None, name=f"{self._runtime.name}-reactor"
@@ -445,6 +464,12 @@ class Reactor:
             True if it woke anything.
         """
         table = self._table
+        if self.drives_epoll:
+            collected = self._collect_epoll(0.0, drain=False)
+            if collected is None:
+                return False
+            self.deliver(collected)
+            return True
         if not table or len(table) > POLL_LIMIT:
             return False
         with self._lock:
@@ -513,10 +538,7 @@ class Reactor:
     # -- the thread -----------------------------------------------------------
 
     def _main(self, _: object) -> None:
-        if self._epoll is not None:
-            self._run_epoll()
-        else:
-            self._run_selector()
+        self._run_selector()
 
     def _recover(self) -> None:
         """Log what escaped a round of the thread's loop; nothing ends the thread.
@@ -547,66 +569,66 @@ class Reactor:
         self._forever = True
         return None
 
-    def _run_epoll(self) -> None:
-        epoll = self._epoll
-        wake_fd = self._wakeup.fileno()
-        while not self._stopping:
-            try:
-                with self._lock:
-                    timeout = self._poll_timeout_locked()
-                try:
-                    events = epoll.poll(-1 if timeout is None else timeout)
-                except InterruptedError:  # pragma: no cover - PEP 475 retries
-                    continue
-                # epoll reports nothing for a closed fd, nor for a new file
-                # on its number until a wait registers it, which evicts the
-                # stale waits first: a readiness here is the waiter's own.
-                fired: list[Subscription] = []
-                wakes: list[_Wake] = []
-                with self._lock:
-                    for fd, mask in events:
-                        if fd == wake_fd:
-                            self._wakeup.drain()
-                            continue
-                        ready = 0
-                        if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
-                            ready |= READ
-                        if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
-                            ready |= WRITE
-                        if not mask & (_EPOLLERR | _EPOLLHUP):
-                            ready = self._confirm_locked(fd, ready)
-                        fired.extend(self._take_ready_locked(fd, ready))
-                        # ONESHOT disarmed the whole fd: re-arm what still waits.
-                        self._arm_locked(fd, self._armed.get(fd, 0), wakes)
-                    self._forever = False
-                    if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
-                        self._sweep_locked(wakes)
-                for sub in fired:
-                    sub.fire(None)
-                if wakes:
-                    _deliver(wakes)
-            except BaseException:
-                if self._stopping:
-                    return
-                self._recover()
+    # -- the workers' side (epoll) ---------------------------------------------
 
-    def _confirm_locked(self, fd: int, ready: int) -> int:
-        """Keep only the directions of ``ready`` that are still ready now.
+    def wait_ready(self, timeout: float | None) -> Collected | None:
+        """Block in the multiplexer up to ``timeout`` (None: no limit): the poller's park.
 
-        An event can be stale: the re-check in ``register`` may already have
-        woken the wait it was armed for, and a newer wait on the same fd
-        (or on a new socket that reused the number) must not be woken by it.
-        One zero-timeout poll here is cheaper than a spurious task step.
+        Returns what became ready, to hand to :meth:`deliver` once the
+        caller is busy again, or None. A :meth:`wake_poller` ends the wait.
         """
-        confirmed = 0
-        for direction in (READ, WRITE):
-            if ready & direction and (fd, direction) in self._table:
-                try:
-                    if _ready_now(fd, direction):
-                        confirmed |= direction
-                except (OSError, ValueError):
-                    confirmed |= direction  # let the waiter retry and see the error
-        return confirmed
+        return self._collect_epoll(timeout, drain=True)
+
+    def wake_poller(self) -> None:
+        """End the poller's :meth:`wait_ready` (a push has work for it)."""
+        self._wakeup.wake()
+
+    def deliver(self, collected: Collected) -> None:
+        """Fire the wakes :meth:`wait_ready` collected."""
+        fired, wakes = collected
+        for sub in fired:
+            sub.fire(None)
+        if wakes:
+            _deliver(wakes)
+
+    def _collect_epoll(self, timeout: float | None, *, drain: bool) -> Collected | None:
+        """Poll epoll once; take the waits that became ready out of the table.
+
+        Only the poller (``drain``) empties the wake-up channel: a zero-
+        timeout poll by a busy worker must not eat the poller's wake-up.
+        While waits are parked, the wait is cut at the next sweep for fds
+        closed under their waiters (epoll reports nothing for those).
+        """
+        wait = -1.0 if timeout is None else timeout
+        if self._table and wait != 0.0:
+            until_sweep = max(0.0, self._swept + SWEEP_EVERY - time.monotonic())
+            wait = until_sweep if wait < 0 else min(wait, until_sweep)
+        try:
+            events = self._epoll.poll(wait)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            events = []
+        wake_fd = self._wakeup.fileno()
+        fired: list[Subscription] = []
+        wakes: list[_Wake] = []
+        with self._lock:
+            for fd, mask in events:
+                if fd == wake_fd:
+                    if drain:
+                        self._wakeup.drain()
+                    continue
+                ready = 0
+                if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
+                    ready |= READ
+                if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
+                    ready |= WRITE
+                fired.extend(self._take_ready_locked(fd, ready))
+                # ONESHOT disarmed the whole fd: re-arm what still waits.
+                self._arm_locked(fd, self._armed.get(fd, 0), wakes)
+            if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
+                self._sweep_locked(wakes)
+        if fired or wakes:
+            return fired, wakes
+        return None
 
     def _take_ready_locked(self, fd: int, ready: int) -> list[Subscription]:
         """Pop the waiters of ``fd`` whose direction is in ``ready``."""

@@ -38,38 +38,32 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
-from types import AsyncGeneratorType, CoroutineType, FunctionType
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, overload
 
-from ..operations import AsyncOperation, Cancelled, OperationState
+from ..operations import AsyncOperation, OperationState
 from ..operations._current import ThreadState, thread_state
 from ..operations._executor import spawn_remote
 from ..operations._guard import safe_str
 from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
 from ..operations._tree import walk
 from ..operations._typing import C, R, Ts
-from ..platform import (
-    RecursiveLock,
-    WakeEvent,
-    check_timeout,
-    cpu_count,
-    start_thread,
-    thread_cpu_clock,
-)
+from ..platform import RecursiveLock, check_timeout, cpu_count, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
+from ._monitor import Monitor
 from ._reactor import Reactor
-from ._task import TaskState, describe_wait, on_cancel_running, step, strip_own_frame
+from ._task import TaskState, describe_wait, on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
-from ._waker import WaitEvent, describe_event
 from ._worker import (
-    BLOCKED_AFTER,
-    COMPUTING,
     EXTRA_IDLE,
     IDLE_RETIRE,
+    RETIRE,
     Worker,
+    WorkerState,
     join_by,
     monotonic,
+    worker_main,
 )
 
 if TYPE_CHECKING:
@@ -84,14 +78,15 @@ _RUNNING = OperationState.RUNNING
 _CORO = OpKind.CORO
 _SYNC = OpKind.SYNC
 _SCOPE = OpKind.SCOPE
-# Ready items a worker runs before it looks at the timers again.
-_BATCH = 64
 # How long interpreter exit waits for cancelled work before abandoning it.
 EXIT_GRACE = 1.0
 # The most worker threads a Runtime takes. Far more than any CPU count; a
 # number past it is a mistake (a count of tasks, not of threads) that would
 # start threads until the OS refuses.
 MAX_WORKERS = 1024
+# Worker threads a runtime may start beyond ``workers`` by default, to keep
+# work moving while workers are held by long callbacks or steps.
+DEFAULT_EXTRA_THREADS = 8
 _INF = float("inf")
 
 _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -120,10 +115,6 @@ def _noop() -> None:
     pass
 
 
-# How long a worker pauses after an error escaped its loop.
-_RECOVER_PAUSE = 0.01
-
-
 def _log_exception(message: str, *args: object) -> None:
     """Log the exception being handled; never raise, whatever it or the args are.
 
@@ -134,32 +125,6 @@ def _log_exception(message: str, *args: object) -> None:
         logger.error(message, *args, exc_info=True)
     except BaseException:  # pragma: no cover - a broken handler or stream
         pass
-# What a plain function may not return: work that would never run.
-_NOT_A_RESULT = (CoroutineType, AsyncGeneratorType, WaitEvent)
-
-
-def _unrun_result_refused(name: str, value: object) -> TypeError:
-    """Refuse an operation's result that is work which would never run."""
-    if isinstance(value, WaitEvent):
-        value._awaited = True  # refused here: no second warning when collected
-        what = f"an asyncop awaitable ({describe_event(value)})"
-        fix = (
-            "spawn an async def function that awaits it, "
-            "e.g. 'async def nap(): await asyncop.sleep(10)'"
-        )
-    else:
-        if isinstance(value, CoroutineType):
-            value.close()
-            what = "a coroutine"
-        else:
-            what = "an async generator"
-        fix = "pass the async def function itself, as in spawn(fn, arg), not a lambda or wrapper"
-    return TypeError(
-        f"operation {name!r} ran a plain function that returned {what}, which would never "
-        f"run; {fix}"
-    )
-
-
 def _async_generator_refused(fn: object) -> TypeError:
     return TypeError(
         f"cannot make an operation from async generator function {_describe(fn)!r}: it "
@@ -182,19 +147,46 @@ def _describe(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def _check_max_threads(max_threads: object, workers: int) -> int:
+    """The worker-thread cap: ``max_threads``, or the default for ``workers``."""
+    if max_threads is None:
+        return workers + DEFAULT_EXTRA_THREADS
+    if isinstance(max_threads, bool) or not isinstance(max_threads, int):
+        raise TypeError(
+            f"Runtime(max_threads=...) needs an int, got {type(max_threads).__name__}; "
+            "pass a number of threads at least as large as workers, or None"
+        )
+    if max_threads < workers:
+        raise ValueError(
+            f"Runtime(max_threads={max_threads}) is below workers={workers}: the cap "
+            "counts the regular workers too; pass at least the number of workers, or None"
+        )
+    return max_threads
+
+
 class Runtime:
     """An asyncop runtime: worker threads, a ready queue and a timer heap.
 
     Args:
         workers: the number of worker threads; defaults to the CPU count.
+            At most this many sync callbacks run at once.
         name: shown in thread names and ``repr``.
         clock: a clock with ``now()``; ``asyncop.testing.VirtualClock`` for
             tests. Defaults to the monotonic clock.
+        parallel: let coroutine steps run on several workers at once (for
+            free-threaded CPython). By default no two steps of the runtime
+            overlap: the code of a task between two awaits is atomic with
+            respect to every other task, as in asyncio and trio.
+        max_threads: the most worker threads the runtime runs, regular and
+            replacement ones (started while workers are held by long work);
+            defaults to ``workers + 8``. At the cap, work waits and one
+            WARNING says so.
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
-            (1024).
-        TypeError: ``workers`` is not an integer.
+            (1024), or ``max_threads`` is below ``workers``.
+        TypeError: ``workers`` or ``max_threads`` is not an integer, or
+            ``parallel`` is not a bool.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
 
@@ -209,6 +201,8 @@ class Runtime:
         *,
         name: str | None = None,
         clock: Any = None,
+        parallel: bool = False,
+        max_threads: int | None = None,
     ) -> None:
         if workers is None:
             workers = cpu_count()
@@ -228,7 +222,15 @@ class Runtime:
                 "threads; pass a smaller number (blocking calls belong in "
                 "spawn_blocking, not in extra workers)"
             )
+        if not isinstance(parallel, bool):
+            raise TypeError(
+                f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}"
+            )
+        self._max_threads = _check_max_threads(max_threads, workers)
         self.name = name if name is not None else f"asyncop-{id(self):x}"
+        # ASYNCOP_PARALLEL=1 runs every runtime in parallel mode: for running
+        # a test suite in both modes.
+        self._parallel = parallel or os.environ.get("ASYNCOP_PARALLEL", "") == "1"
         self._lock = RecursiveLock()
         self._clock: Any = clock if clock is not None else MonotonicClock()
         if not callable(getattr(self._clock, "now", None)):
@@ -240,8 +242,16 @@ class Runtime:
         self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
         self._target = workers
         self._dynamic = os.environ.get("ASYNCOP_DYNAMIC_WORKERS", "") == "1"
+        # Ready coroutine tasks, stepped by whoever holds the lane (by any
+        # worker in parallel mode), and ready sync callbacks.
         self._ready: deque[AsyncOperation] = deque()
+        self._sync_ready: deque[AsyncOperation] = deque()
+        self._lane = threading.Lock()
         self._idle: list[Worker] = []
+        # The parked worker that waits in the I/O multiplexer, if any, and
+        # when a worker last polled it (time.monotonic()).
+        self._poller: Worker | None = None
+        self._polled_at = 0.0
         self._workers: list[Worker] = []
         self._worker_seq = 0
         self._active = 0  # workers not parked
@@ -255,9 +265,7 @@ class Runtime:
         self._outside_work = 0
         self._closing = False
         self._stopping = False
-        self._watchdog_event = WakeEvent()
-        self._watchdog_armed = False
-        self._watchdog: Any = None
+        self._monitor = Monitor(self)
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)
         self._reactor: Reactor | None = None
@@ -269,6 +277,7 @@ class Runtime:
             with self._lock:
                 for _ in range(1 if self._dynamic else workers):
                     self._start_worker_locked(extra=False)
+                self._monitor.start()
         except BaseException:
             # Half built (the OS refused a thread, or a Ctrl-C): nobody can
             # reach this runtime to shut it down, so stop what did start.
@@ -518,9 +527,20 @@ class Runtime:
         """
         with self._lock:
             lines = [_indent(depth) + self._describe_locked(op) for op, depth in walk(self._roots)]
+            threads = self._threads_line_locked()
         if not lines:
-            return f"{self.name}: no live operations"
-        return "\n".join([f"{self.name}:", *("  " + line for line in lines)])
+            return f"{self.name}: no live operations\n  {threads}"
+        return "\n".join([f"{self.name}:", *("  " + line for line in lines), "  " + threads])
+
+    def _threads_line_locked(self) -> str:
+        """The thread counts ``dump()`` shows first."""
+        extra = sum(1 for worker in self._workers if worker.extra)
+        parked = len(self._idle)
+        regular = len(self._workers) - extra
+        return (
+            f"threads: {regular} workers + {extra} extra of max_threads={self._max_threads} "
+            f"({parked} parked), {self._blocking.thread_count()} blocking-call threads"
+        )
 
     def _describe_locked(self, op: AsyncOperation) -> str:
         text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
@@ -593,12 +613,13 @@ class Runtime:
             workers = list(self._workers)
             for worker in workers:
                 worker.event.set()
-            self._watchdog_event.set()
-            watchdog = self._watchdog
+            if self._poller is not None and self._reactor is not None:
+                self._reactor.wake_poller()
+            monitor = self._monitor.stop()
         for worker in workers:
             if worker.handle is not None and not join_by(worker.handle, end):
                 ended = False
-        if watchdog is not None and not join_by(watchdog, end):
+        if monitor is not None and not join_by(monitor, end):
             ended = False
         if not self._blocking.shutdown(end):
             ended = False
@@ -645,7 +666,8 @@ class Runtime:
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopping else "closing" if self._closing else "running"
-        return f"<Runtime {self.name!r} {state} workers={self._target}>"
+        mode = " parallel" if self._parallel else ""
+        return f"<Runtime {self.name!r} {state} workers={self._target}{mode}>"
 
     # ------------------------------------------------------------------
     # Making and submitting operations
@@ -733,8 +755,7 @@ class Runtime:
                 # sleep meanwhile (it looks at the queue under the lock first).
                 with self._lock:
                     if self._idle and not self._closing:
-                        woken = self._idle[-1]
-                        self._wake_one_locked()
+                        woken = self._wake_one_locked()
         # spawn() or create() -> here: the user's frame is 3 up.
         code, lasti = _user_frame(3)
         if kind is _SCOPE:
@@ -836,14 +857,17 @@ class Runtime:
     def _push_locked(
         self, op: AsyncOperation, state: ThreadState | None = None, woken: Worker | None = None
     ) -> None:
-        """Queue ``op`` and wake a parked worker (or arrange for one).
+        """Queue ``op`` and wake a parked worker for it, if one is needed.
 
         ``state`` is the calling thread's state, for callers that hold it.
         ``woken`` is a worker the caller woke for this item beforehand: if it
         is still up, between items (it took none meanwhile), and this is the
         only item queued, it will find the item, and nobody else is woken.
         """
-        ready = self._ready
+        if op._kind is _CORO:
+            ready = self._ready
+        else:
+            ready = self._sync_ready
         ready.append(op)
         if (
             woken is not None
@@ -860,26 +884,30 @@ class Runtime:
             # this item would only hand it across threads.
             state.keep_next_push = False
             return
-        worker = state.worker
-        if (
-            op._kind is _CORO
-            and worker is not None
-            and state.op is None
-            and worker.runtime is self
-            and not worker.parked
-        ):
-            # A coroutine task queued by this worker's own step (or timers):
-            # the worker runs the queue when the step ends (the test of
-            # _on_own_worker, inline: this is the hottest path). Should the
-            # step not end, the watchdog hands the queue to another worker.
-            if not self._watchdog_armed and not self._stopping:
-                self._arm_watchdog_locked()
-        elif self._idle:
+        if ready is self._ready:
+            worker = state.worker
+            if (
+                worker is not None
+                and state.op is None
+                and worker.runtime is self
+                and not worker.parked
+            ):
+                # A task queued by this worker's own step (or its timers, or
+                # its poll): the worker runs the queue when the step ends
+                # (the test of _on_own_worker, inline: this is the hottest
+                # path). Should the step not end, the monitor hands the
+                # queue on (in parallel mode) or reports the slow step.
+                return
+            if not self._parallel and self._lane.locked():
+                return  # the lane's holder steps it, before it parks
+        elif not self._sync_slot_free_locked():
+            return  # the callback that frees a slot runs it next
+        if self._idle:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
             self._grow_locked(extra=False)
-        elif not self._watchdog_armed and not self._stopping:
-            self._arm_watchdog_locked()
+        # Else every worker is busy: one takes it when its item ends, and
+        # the monitor hands it on should none end soon.
 
     def _on_own_worker(self, state: Any) -> bool:
         """Whether the calling thread is a worker of this runtime that will
@@ -892,20 +920,6 @@ class Runtime:
         return (
             worker is not None and state.op is None and worker.runtime is self and not worker.parked
         )
-
-    def _watch_soon(self) -> None:
-        """``_watch_locked`` from a worker thread that does not hold the lock."""
-        lock = self._lock
-        lock.acquire()  # (worker thread only: it never runs signal handlers)
-        try:
-            self._watch_locked()
-        finally:
-            lock.release()
-
-    def _watch_locked(self) -> None:
-        """Make sure the watchdog looks: work waits on a busy worker."""
-        if not self._watchdog_armed and not self._stopping:
-            self._arm_watchdog_locked()
 
     # ------------------------------------------------------------------
     # Hooks called by AsyncOperation (see operations/_hooks.py)
@@ -976,23 +990,16 @@ class Runtime:
             # is a worker that looks at the timers before it parks anyway:
             # the woken one would then fire them beside it, and two threads
             # stepping the woken tasks only take turns for the GIL.
-            if self._idle:
-                if not self._virtual and self._on_own_worker(thread_state()):
-                    self._watch_locked()
-                else:
-                    self._wake_one_locked()
-            elif (
-                self._dynamic
-                and self._unstuck_locked() < self._target
-                and not self._on_own_worker(thread_state())
-            ):
+            own = self._on_own_worker(thread_state())
+            if self._idle and (self._virtual or not own):
+                self._wake_one_locked()
+            elif self._dynamic and self._unstuck_locked() < self._target and not own:
                 # Every worker started so far is busy: start one to fire it.
                 self._grow_locked(extra=False)
             else:
-                # Every worker is busy. Should none look at the timers by the
-                # deadline (each stuck in a long callback), the watchdog hands
-                # the due timer to an extra worker.
-                self._watch_locked()
+                # Should no worker look at the timers by the deadline (each
+                # held by long work), the monitor fires it.
+                self._monitor.deadline_pending()
         return timer
 
     def _cancel_timer_locked(self, timer: Timer) -> None:
@@ -1027,6 +1034,8 @@ class Runtime:
         with self._lock:
             if self._idle:
                 self._wake_one_locked()
+            else:
+                self._monitor.deadline_pending()
 
     # ------------------------------------------------------------------
     # Workers
@@ -1045,234 +1054,135 @@ class Runtime:
         # behind that the pool would wait for. The new thread cannot look
         # at the pool before this returns: it parks under the lock we hold.
         worker.handle = start_thread(
-            self._worker_main, worker, name=f"{self.name}-{kind}-{worker.index}"
+            lambda w: worker_main(self, w), worker, name=f"{self.name}-{kind}-{worker.index}"
         )
         self._workers.append(worker)
         self._active += 1
         return worker
 
     def _grow_locked(self, *, extra: bool) -> bool:
-        """Start a worker for work that waits; False if the OS refused the thread.
+        """Start a worker for work that waits; False if refused or at ``max_threads``.
 
-        The work stays queued either way: the watchdog tries again on its
+        The work stays queued either way: the monitor tries again on its
         next round while it waits, so a refusal is logged, never raised into
         the push or the timer that asked.
         """
+        if len(self._workers) >= self._max_threads:
+            return False
         try:
             self._start_worker_locked(extra=extra)
         except RuntimeError:
             _log_exception("asyncop: runtime %r could not start another worker thread", self)
-            self._watch_locked()
             return False
+        self._monitor.wake()
         return True
 
     def _unstuck_locked(self) -> int:
         return sum(1 for worker in self._workers if not worker.replaced)
 
-    def _wake_one_locked(self) -> None:
-        """Pop the most recently parked worker and wake it."""
-        worker = self._idle.pop()
-        worker.parked = False
-        self._active += 1
-        worker.event.set()
+    def _wake_one_locked(self) -> Worker:
+        """Pop a parked worker and wake it: the most recently parked one.
 
-    def _worker_main(self, worker: Worker) -> None:
-        ready = self._ready
-        state = thread_state()
-        state.worker = worker
-        worker.cpu_clock = thread_cpu_clock()
-        try:
-            while True:
-                # No exception ends a worker: one that escaped a phase below
-                # (a bug in asyncop, or user code it calls into) is logged
-                # and the loop goes on. A dead worker would take its share
-                # of the queue and the timers with it, silently. (A try
-                # costs nothing until something raises.)
-                try:
-                    # 1. Run ready work.
-                    for _ in range(_BATCH):
-                        if not ready:
-                            break  # (cheaper than the IndexError below)
-                        try:
-                            op = ready.popleft()
-                        except IndexError:
-                            break  # another worker took it
-                        # Odd while busy: the watchdog times an item by seeing
-                        # the same odd number on its looks (no clock read here).
-                        worker.item_seq += 1
-                        coro = worker.stepping = op._kind is _CORO
-                        try:
-                            if coro:
-                                step(self, op, state)
-                            else:
-                                if self._next_deadline < _INF and not self._watchdog_armed:
-                                    # This worker may be the one to fire the next
-                                    # timer (it was woken to park on it), and the
-                                    # callback may hold it past the deadline: have
-                                    # the watchdog hand the timer on if so.
-                                    self._watch_soon()
-                                self._run_item(op, state)
-                        except BaseException:  # pragma: no cover - a bug in asyncop
-                            _log_exception("asyncop: worker failed running %r", op)
-                        # Do not keep the last item alive from this frame: an
-                        # unobserved failure is reported when it is collected.
-                        op = None  # type: ignore[assignment]
-                        worker.item_seq += 1
-                        worker.replaced = False
-                    # 2. Fire due timers (without reading the clock when none is set).
-                    next_deadline = self._next_deadline
-                    if next_deadline < _INF and next_deadline <= self.now():
-                        self._fire_due_timers()
-                    # 2b. Take the readiness of parked fds without the reactor's
-                    # two thread hops, if that wakes something to run.
-                    reactor = self._reactor
-                    if reactor is not None and reactor._table:
-                        state.keep_next_push = True
-                        try:
-                            woke = reactor.poll_ready()
-                        finally:
-                            state.keep_next_push = False
-                        if woke:
-                            continue
-                    # 3. Park until the next deadline.
-                    if not self._park(worker):
-                        return
-                except BaseException:
-                    self._recover_worker(worker, state)
-        finally:
-            with self._lock:
-                if worker in self._workers:  # left without _retire_locked (a bug)
-                    self._retire_locked(worker)
-
-    def _recover_worker(self, worker: Worker, state: ThreadState) -> None:
-        """Log what escaped a worker's loop and put the worker back in shape."""
-        _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, self)
-        state.op = None
-        state.task = None
-        state.keep_next_push = False
-        if worker.item_seq & 1:
-            worker.item_seq += 1
-        worker.replaced = False
-        with self._lock:
-            if worker in self._idle:  # it failed between parking and waking
-                self._idle.remove(worker)
-                worker.parked = False
-                self._active += 1
-        # Should the same error come back at once, do not spin on it.
-        time.sleep(_RECOVER_PAUSE)
-
-    def _retire_locked(self, worker: Worker) -> None:
-        """Take ``worker`` out of the pool, in the same locked step that decided it.
-
-        Leaving the pool and the active count at once matters: a worker that
-        still counted as active after deciding to leave would make the last
-        parking worker think another one is busy, and it would then skip
-        waking wait_all_blocked() or jumping the clock. Likewise two workers
-        timing out together cannot both count the other as staying.
+        The poller (parked in the multiplexer) stays there while another
+        worker is parked: it keeps socket readiness on the coroutine side.
         """
-        # Always called on the worker's own thread. From here on, what this
-        # thread pushes must wake another worker: it runs no more queue.
-        thread_state().worker = None
-        if worker in self._workers:
-            self._workers.remove(worker)
-        if worker in self._idle:
-            self._idle.remove(worker)
+        idle = self._idle
+        worker = idle.pop()
+        if worker is self._poller and idle:
+            other = idle.pop()
+            idle.append(worker)
+            worker = other
+        polling = worker.state is WorkerState.POLLING
+        self._unpark_locked(worker)
+        if polling:
+            reactor = self._reactor
+            assert reactor is not None
+            reactor.wake_poller()
         else:
-            self._active -= 1
-        if self._next_deadline < _INF and not self._stopping:
-            # This worker may be the one that was to fire the next timer:
-            # it armed it from a step (which wakes nobody, the arming worker
-            # looks at the timers before it parks), or a push of an earlier
-            # deadline woke it to re-park on that deadline. The parked
-            # workers still sleep towards the deadline they saw when they
-            # parked, maybe later or none: hand the timer on, or the timer
-            # waits for an unrelated wake-up, if one ever comes.
-            if self._idle:
-                self._wake_one_locked()
-            elif self._active:
-                self._watch_locked()
+            worker.event.set()
+        return worker
 
-    def _park(self, worker: Worker) -> bool:
-        """Park until woken or the next deadline; False when the worker must exit."""
-        lock = self._lock
-        lock.acquire()  # (worker thread only, see step): a worker parks after every burst
-        try:
-            if self._ready:
-                return True
-            if self._stopping:
-                self._retire_locked(worker)
-                return False
-            deadline = self._timers.next_deadline()
-            self._next_deadline = _INF if deadline is None else deadline
-            timeout: float | None
-            if self._active == 1 and self._idle_watchers and self._outside_work == 0:
-                # This worker is the last one busy and is about to park:
-                # every task is blocked. Wake the wait_all_blocked() waiters.
-                watchers = self._idle_watchers
-                self._idle_watchers = []
-                for sub in watchers:
-                    sub.fire(None)
-                return True
-            # Retire only after the check above, and not when a clock jump
-            # is due: the last busy worker must still wake wait_all_blocked()
-            # and jump the clock, even when it is an extra one on its way out.
-            jump_due = self._autojump and self._active == 1 and deadline is not None
-            if worker.extra and not jump_due and self._unstuck_locked() > self._target:
-                self._retire_locked(worker)
-                return False
-            if self._virtual:
-                if deadline is not None and deadline <= self.now():
-                    return True
-                if (
-                    self._autojump
-                    and deadline is not None
-                    and self._active == 1
-                    and self._outside_work == 0
-                    and not self._io_waiting()
-                ):
-                    # Every other worker is parked and nothing outside the
-                    # workers can make progress: jump to the next deadline.
-                    self._clock._jump_to(deadline)
-                    return True
-                timeout = None
-            elif deadline is None:
-                timeout = None
-            else:
-                timeout = deadline - self.now()
-                if timeout <= 0:
-                    return True
-            if worker.extra or (self._dynamic and len(self._workers) > 1):
-                # May retire: look again after a while even if nobody pushes.
-                # An extra worker parks while the worker it replaced is still
-                # stuck; once that one is back, the LIFO idle stack never
-                # wakes the extra, so it must notice the surplus by itself.
-                limit = EXTRA_IDLE if worker.extra else self.idle_retire
-                timeout = limit if timeout is None else min(timeout, limit)
-            self._idle.append(worker)
-            worker.parked = True
-            self._active -= 1
-            if self._dynamic:
-                worker.parked_at = monotonic()  # for _may_retire_locked
-        finally:
-            lock.release()
-        woken = worker.event.wait(timeout)
-        if woken and not worker.parked:
-            return True  # popped and woken by a push: nothing to undo
-        with self._lock:
-            if worker in self._idle:
-                # Timed out (or a stale wake-up): nobody popped us.
-                self._idle.remove(worker)
-                worker.parked = False
-                self._active += 1
-                if (
-                    not woken
-                    and not self._ready
-                    and not self._next_deadline <= self.now()
-                    and self._may_retire_locked(worker)
-                ):
-                    self._retire_locked(worker)
-                    return False
-        return True
+    def _unpark_locked(self, worker: Worker) -> None:
+        """``worker`` (already off the idle stack) is busy again."""
+        worker.state = WorkerState.BUSY
+        self._active += 1
+        if self._monitor._asleep:
+            self._monitor.wake()
+
+    def _sync_slot_free_locked(self) -> bool:
+        """Whether fewer than ``workers`` sync callbacks hold a slot."""
+        busy = 0
+        for worker in self._workers:
+            if worker.in_sync and worker.holds_sync_slot():
+                busy += 1
+        return busy < self._target
+
+    def _work_for_worker_locked(self) -> bool:
+        """Whether a worker about to park has work it may take instead."""
+        return bool(
+            (self._ready and (self._parallel or not self._lane.locked()))
+            or (self._sync_ready and self._sync_slot_free_locked())
+        )
+
+    def _work_waits_locked(self, timers: bool = True) -> bool:
+        """Whether work or (with ``timers``) a due timer waits for a worker."""
+        if self._work_for_worker_locked():
+            return True
+        return timers and self._next_deadline <= self.now()
+
+    def _park_timeout_locked(self, worker: Worker) -> tuple[Any, bool]:
+        """How long ``worker`` may park: ``(timeout, go_on)``.
+
+        ``go_on`` is True when it must not park but loop again (a timer is
+        due, the clock jumped, wait_all_blocked() was woken); ``timeout`` is
+        ``RETIRE`` when the worker must leave the pool.
+        """
+        deadline = self._timers.next_deadline()
+        self._next_deadline = _INF if deadline is None else deadline
+        if self._active == 1 and self._idle_watchers and self._outside_work == 0:
+            # This worker is the last one busy and is about to park: every
+            # task is blocked. Wake the wait_all_blocked() waiters.
+            watchers = self._idle_watchers
+            self._idle_watchers = []
+            for sub in watchers:
+                sub.fire(None)
+            return None, True
+        # Retire only after the check above, and not when a clock jump is
+        # due: the last busy worker must still wake wait_all_blocked() and
+        # jump the clock, even when it is an extra one on its way out.
+        jump_due = self._autojump and self._active == 1 and deadline is not None
+        if worker.extra and not jump_due and self._unstuck_locked() > self._target:
+            return RETIRE, False
+        timeout: float | None
+        if self._virtual:
+            if deadline is not None and deadline <= self.now():
+                return None, True
+            if (
+                self._autojump
+                and deadline is not None
+                and self._active == 1
+                and self._outside_work == 0
+                and not self._io_waiting()
+            ):
+                # Every other worker is parked and nothing outside the
+                # workers can make progress: jump to the next deadline.
+                self._clock._jump_to(deadline)
+                return None, True
+            timeout = None
+        elif deadline is None:
+            timeout = None
+        else:
+            timeout = deadline - self.now()
+            if timeout <= 0:
+                return None, True
+        if worker.extra or (self._dynamic and len(self._workers) > 1):
+            # May retire: look again after a while even if nobody pushes.
+            # An extra worker parks while the worker it replaced is still
+            # stuck; once that one is back, the LIFO idle stack never wakes
+            # the extra, so it must notice the surplus by itself.
+            limit = EXTRA_IDLE if worker.extra else self.idle_retire
+            timeout = limit if timeout is None else min(timeout, limit)
+        return timeout, False
 
     def _may_retire_locked(self, worker: Worker) -> bool:
         if worker.extra:
@@ -1282,181 +1192,3 @@ class Runtime:
             and len(self._workers) > 1
             and monotonic() - worker.parked_at >= self.idle_retire
         )
-
-    def _run_item(self, op: AsyncOperation, state: ThreadState) -> None:
-        """Run one ready sync item. (The worker loop steps a coroutine item itself.)"""
-        lock = self._lock
-        lock.acquire()  # (worker thread only, see step)
-        try:
-            if not op._transition_to_running():
-                return  # cancelled while queued: already finalized, never runs
-        finally:
-            lock.release()
-        fn = op._fn
-        args = op._args
-        ctx = op._ctx
-        assert fn is not None and ctx is not None
-        state.op = op
-        try:
-            value = ctx.run(fn, *args)
-            if value is not None and isinstance(value, _NOT_A_RESULT):
-                raise _unrun_result_refused(op.name, value) from None
-        except Cancelled:
-            outcome, value, error = Outcome.CANCELLED, None, None
-        except BaseException as exc:
-            outcome, value, error = Outcome.ERROR, None, strip_own_frame(exc)
-        else:
-            outcome, error = Outcome.VALUE, None
-        finally:
-            state.op = None
-        # Its waiters are woken before this worker looks for more work or
-        # parks: a thread woken now has the OS's wake-up latency to cover,
-        # and this worker's own bookkeeping then overlaps it instead of
-        # coming first.
-        op._end_work_on_worker(outcome, value, error)
-
-    # ------------------------------------------------------------------
-    # Watchdog: replace workers stuck in long synchronous calls
-    # ------------------------------------------------------------------
-
-    def _arm_watchdog_locked(self) -> None:
-        if self._watchdog is None:
-            try:
-                self._watchdog = start_thread(
-                    lambda _: self._watchdog_main(), None, name=f"{self.name}-watchdog"
-                )
-            except RuntimeError:
-                # Called from pushes and timers, which must not fail for it:
-                # stay disarmed, so that the next one tries again.
-                _log_exception("asyncop: runtime %r could not start its watchdog thread", self)
-                return
-        self._watchdog_armed = True
-        self._watchdog_event.set()
-
-    def _watchdog_main(self) -> None:
-        event = self._watchdog_event
-        # Per worker: the item, when it was first seen, and the real time
-        # and CPU time when last looked at.
-        seen: dict[Worker, _Look] = {}
-        while True:
-            event.wait()
-            # Look at once, then every half BLOCKED_AFTER: work that starts
-            # waiting behind a stuck worker is handed on BLOCKED_AFTER later.
-            while True:
-                if self._stopping:
-                    return
-                # Look without the lock first: a worker steps tasks under it
-                # many times a millisecond, and taking it from this thread
-                # each round would make the two trade the GIL for it.
-                if not self._work_waits() and self._disarm_watchdog():
-                    # Keep the looks at items still running: one that was
-                    # running then has run at least since, so it is judged
-                    # by its whole age when the watchdog is armed again.
-                    for worker, look in list(seen.items()):
-                        if worker.item_seq != look[0]:
-                            del seen[worker]
-                    break
-                try:
-                    stuck = self._find_stuck(seen)
-                    if stuck is not None:
-                        self._replace(*stuck)
-                except BaseException:
-                    # The watchdog is what fires timers when every worker is
-                    # stuck: it must outlive any error, like the workers.
-                    _log_exception("asyncop: the watchdog of %r hit an error; it carries on", self)
-                event.wait(BLOCKED_AFTER / 2)
-
-    def _disarm_watchdog(self) -> bool:
-        """Stop watching unless work or a timer still needs it; False if one does.
-
-        Only tries the lock: a worker that holds it is busy, and waiting
-        for it here would hold that worker up.
-        """
-        lock = self._lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            if self._work_waits() or (self._next_deadline < _INF and self._active):
-                # A timer that a busy worker may be the only one to fire (it
-                # was to fire it itself, or every worker is busy): keep watching.
-                return False
-            self._watchdog_armed = False
-            return True
-        finally:
-            lock.release()
-
-    def _work_waits(self) -> bool:
-        """Whether queued work or a due timer waits for a worker."""
-        return bool(self._ready) or self._next_deadline <= self.now()
-
-    def _find_stuck(self, seen: dict[Worker, _Look]) -> tuple[Worker, int] | None:
-        """A worker held by one item too long, with the item's number, or None.
-
-        A worker is timed by sampling: the item it was busy with when first
-        seen has run at least since then, so one still running
-        ``BLOCKED_AFTER`` later is stuck (found within one more round).
-        Reads what the workers publish without the lock; ``_replace`` checks
-        again under it.
-        """
-        now = monotonic()
-        for worker in list(self._workers):
-            seq = worker.item_seq
-            if not seq & 1 or worker.replaced:
-                continue  # between items, or already replaced
-            look = seen.get(worker)
-            if look is None or look[0] != seq:
-                seen[worker] = (seq, now, now, _cpu_time(worker))
-                continue  # first look at this item
-            if worker.stepping and _computing(worker, now, seen, look):
-                continue
-            if now - look[1] >= BLOCKED_AFTER:
-                return worker, seq
-        return None
-
-    def _replace(self, worker: Worker, item: int) -> None:
-        """Hand the queue behind ``worker``'s item to a parked or an extra worker."""
-        with self._lock:
-            if (
-                self._stopping
-                or not self._work_waits()
-                or worker.item_seq != item
-                or worker.replaced
-                or worker not in self._workers
-            ):
-                return  # it moved on meanwhile
-            if self._idle:
-                # The queue waits behind this worker's item while another
-                # worker is parked: wake that one.
-                self._wake_one_locked()
-            elif self._grow_locked(extra=True):
-                worker.replaced = True
-
-
-# What the watchdog saw of one worker: the item's number, when it first saw
-# that item, and the real time and the thread's CPU time at its last look.
-_Look = tuple[int, float, float, float]
-
-
-def _cpu_time(worker: Worker) -> float:
-    """The worker thread's CPU time, or NaN where it cannot be read."""
-    clock = worker.cpu_clock
-    if clock is None:
-        return math.nan
-    try:
-        return clock()
-    except OSError:  # pragma: no cover - the thread is just ending
-        return math.nan
-
-
-def _computing(worker: Worker, now: float, seen: dict[Worker, _Look], look: _Look) -> bool:
-    """Whether ``worker``'s current coroutine step kept its thread on the CPU.
-
-    Compares the thread's CPU time with real time since the watchdog last
-    looked at the same item (``look``), and records this look.
-    """
-    cpu = _cpu_time(worker)
-    seen[worker] = (look[0], look[1], now, cpu)
-    if now <= look[2]:
-        return True  # nothing to compare with yet: look again next round
-    # NaN (no CPU clock) compares false: the step counts as blocked.
-    return (cpu - look[3]) / (now - look[2]) >= COMPUTING

@@ -54,7 +54,8 @@ from ..operations import AsyncOperation, Cancelled, OperationState
 from ..operations._current import current_operation, thread_state
 from ..operations._errors import cancelled_for, only_cancelled
 from ..operations._node import OpKind, Outcome, run_after
-from ..platform import acquire_for, check_deadline, check_timeout
+from ..operations._park import park
+from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
 
@@ -416,7 +417,7 @@ def _wait_final(op: AsyncOperation) -> None:
             return
         op._add_waiter_locked(waiter)
     try:
-        acquire_for(waiter, None)
+        park(waiter, None, None)  # (marks the thread blocked: a worker's sync slot is free)
     except BaseException:
         op._remove_waiter(waiter)
         raise
