@@ -224,7 +224,8 @@ class Runtime:
             )
         if not isinstance(parallel, bool):
             raise TypeError(
-                f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}"
+                f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
+                "pass parallel=True to let coroutine steps overlap, or leave it out"
             )
         self._max_threads = _check_max_threads(max_threads, workers)
         self.name = name if name is not None else f"asyncop-{id(self):x}"

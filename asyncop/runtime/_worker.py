@@ -61,6 +61,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final
@@ -254,7 +255,9 @@ def worker_main(rt: Runtime, worker: Worker) -> None:
                 retire_locked(rt, worker)
 
 
-def _step_batch(rt: Runtime, worker: Worker, state: ThreadState, ready: Any) -> None:
+def _step_batch(
+    rt: Runtime, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
+) -> None:
     worker.stepping = True
     for _ in range(BATCH):
         if not ready:

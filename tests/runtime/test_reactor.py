@@ -14,7 +14,6 @@ import pytest
 import asyncop
 from asyncop import BusyResourceError, Cancelled, ClosedResourceError, OperationState
 from asyncop.platform import selector_name
-from asyncop.runtime import _scheduler
 from asyncop.testing import VirtualClock, wait_all_blocked
 from tests.conftest import needs_default_mode, runtime_threads
 
