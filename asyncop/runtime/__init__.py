@@ -10,6 +10,7 @@ what is live, waits, and joins every thread the runtime started.
 
 from __future__ import annotations
 
+from ..operations._hooks import install_start
 from ._clock import MonotonicClock as MonotonicClock
 from ._clock import VirtualClock as VirtualClock
 from ._helpers import async_await as async_await
@@ -22,6 +23,11 @@ from ._helpers import async_worker_limit as async_worker_limit
 from ._helpers import default_runtime as default_runtime
 from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
+from ._start import start as _start
+
+# AsyncOperation.start() lives below the runtime, in the operations package:
+# give it the runtime's start().
+install_start(_start)
 
 __all__ = [
     "MonotonicClock",
