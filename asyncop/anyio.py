@@ -37,10 +37,8 @@ except ImportError as exc:  # pragma: no cover - tested in a venv without the ex
         name=exc.name,
     ) from exc
 
-from .operations import AsyncOperation
-from .operations._typing import R, Ts, V
-from .runtime._helpers import default_runtime
-from .runtime._scheduler import Runtime
+from .operations import AsyncOperation, R, Ts, V
+from .runtime import Runtime, default_runtime
 
 __all__ = ["spawn", "wait"]
 

@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from ._exports import publish as _publish
 from .operations import BrokenResourceError, Cancelled
-from .runtime._remote import (
+from .runtime import (
     JobState,
     RemoteExecutor,
     RemoteJob,

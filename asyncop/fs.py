@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .runtime._awaitables import spawn_blocking
+from .runtime import spawn_blocking
 
 __all__ = ["read_bytes_async", "read_text_async", "write_bytes_async", "write_text_async"]
 

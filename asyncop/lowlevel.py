@@ -10,15 +10,15 @@ See ``asyncop/runtime/_waker.py`` for the states and their invariants.
 from __future__ import annotations
 
 from ._exports import publish as _publish
-from .runtime._waker import Subscription as Subscription
-from .runtime._waker import WaitEvent as WaitEvent
-from .runtime._waker import Waker as Waker
-from .runtime._waker import WakerStatus as WakerStatus
-from .runtime._waker import cancel as cancel
-from .runtime._waker import resolve as resolve
-from .runtime._waker import resume_when as resume_when
-from .runtime._waker import timeout as timeout
-from .runtime._waker import waker_new as waker_new
+from .runtime import Subscription as Subscription
+from .runtime import WaitEvent as WaitEvent
+from .runtime import Waker as Waker
+from .runtime import WakerStatus as WakerStatus
+from .runtime import cancel as cancel
+from .runtime import resolve as resolve
+from .runtime import resume_when as resume_when
+from .runtime import timeout_callback as timeout
+from .runtime import waker_new as waker_new
 
 __all__ = [
     "Subscription",

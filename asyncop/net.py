@@ -32,27 +32,25 @@ from typing import Any
 
 from ._exports import publish as _publish
 from .operations import Cancelled, ClosedResourceError
-from .runtime._awaitables import readable, spawn_blocking, writable
-
-# Streams, servers, TLS, name resolution, Unix and UDP sockets.
-from .runtime._dns import getaddrinfo as getaddrinfo
-from .runtime._serve import serve_listeners as serve_listeners
-from .runtime._serve import serve_tcp as serve_tcp
-from .runtime._streams import DelimiterNotFound as DelimiterNotFound
-from .runtime._streams import IncompleteRead as IncompleteRead
-from .runtime._streams import ReceiveStream as ReceiveStream
-from .runtime._streams import SendStream as SendStream
-from .runtime._streams import SocketStream as SocketStream
-from .runtime._streams import Stream as Stream
-from .runtime._tcp import SocketListener as SocketListener
-from .runtime._tcp import open_tcp_listeners as open_tcp_listeners
-from .runtime._tcp import open_tcp_stream as open_tcp_stream
-from .runtime._tls import TLSStream as TLSStream
-from .runtime._udp import UDPSocket as UDPSocket
-from .runtime._udp import open_udp_socket as open_udp_socket
-from .runtime._unix import open_unix_listener as open_unix_listener
-from .runtime._unix import open_unix_stream as open_unix_stream
-from .runtime._unix import serve_unix as serve_unix
+from .runtime import DelimiterNotFound as DelimiterNotFound
+from .runtime import IncompleteRead as IncompleteRead
+from .runtime import ReceiveStream as ReceiveStream
+from .runtime import SendStream as SendStream
+from .runtime import SocketListener as SocketListener
+from .runtime import SocketStream as SocketStream
+from .runtime import Stream as Stream
+from .runtime import TLSStream as TLSStream
+from .runtime import UDPSocket as UDPSocket
+from .runtime import getaddrinfo as getaddrinfo
+from .runtime import open_tcp_listeners as open_tcp_listeners
+from .runtime import open_tcp_stream as open_tcp_stream
+from .runtime import open_udp_socket as open_udp_socket
+from .runtime import open_unix_listener as open_unix_listener
+from .runtime import open_unix_stream as open_unix_stream
+from .runtime import readable, spawn_blocking, writable
+from .runtime import serve_listeners as serve_listeners
+from .runtime import serve_tcp as serve_tcp
+from .runtime import serve_unix as serve_unix
 
 __all__ = [
     "DelimiterNotFound",

@@ -29,10 +29,10 @@ from subprocess import PIPE as PIPE
 from subprocess import STDOUT as STDOUT
 
 from ._exports import publish as _publish
-from .runtime._process import PipeStream as PipeStream
-from .runtime._process import Process as Process
-from .runtime._process import open_process as open_process
-from .runtime._process import run_process as run_process
+from .runtime import PipeStream as PipeStream
+from .runtime import Process as Process
+from .runtime import open_process as open_process
+from .runtime import run_process as run_process
 
 __all__ = [
     "DEVNULL",

@@ -56,8 +56,16 @@ from typing import Any, final
 
 import pytest
 
-from . import Event, OperationState, Runtime, TaskStatus, current_operation
-from .operations import AsyncOperation
+from . import (
+    AsyncOperation,
+    Cancelled,
+    Event,
+    OperationState,
+    Runtime,
+    TaskStatus,
+    current_operation,
+    race,
+)
 from .testing import VirtualClock
 
 __all__ = ["asyncop_runtime", "autojump_clock"]
@@ -188,14 +196,10 @@ async def _run_test(op: AsyncOperation[Any], tree: _TestTree) -> None:
 
 
 def _is_cancel(error: BaseException) -> bool:
-    from .operations import Cancelled
-
     return isinstance(error, Cancelled)
 
 
 async def _ended(op: AsyncOperation[Any]) -> None:
-    from .runtime._awaitables import race
-
     await race(op)
 
 

@@ -24,8 +24,8 @@ previous handlers.
 from __future__ import annotations
 
 from ._exports import publish as _publish
-from .runtime._signals import SignalReceiver as SignalReceiver
-from .runtime._signals import open_signal_receiver as open_signal_receiver
+from .runtime import SignalReceiver as SignalReceiver
+from .runtime import open_signal_receiver as open_signal_receiver
 
 __all__ = ["SignalReceiver", "open_signal_receiver"]
 

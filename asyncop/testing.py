@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import final
 
 from ._exports import publish as _publish
-from .operations._current import thread_state
-from .runtime._clock import VirtualClock as VirtualClock
-from .runtime._waker import Subscription, WaitEvent
+from .operations import thread_state
+from .runtime import Subscription, WaitEvent
+from .runtime import VirtualClock as VirtualClock
 
 __all__ = ["VirtualClock", "assert_checkpoints", "wait_all_blocked"]
 

@@ -1510,6 +1510,12 @@ def t_remote_call_unpicklable(c: Ctx) -> BaseException:
     return caught(pack_call, dumps, remote_jobs.square, (1,), "a worker process")
 
 
+def t_runtime_no_such_name(c: Ctx) -> BaseException:
+    import asyncop.runtime
+
+    return caught(getattr, asyncop.runtime, "no_such_name")
+
+
 def t_dask_missing(c: Ctx) -> BaseException:
     import sys
 
@@ -1829,6 +1835,13 @@ CASES = [
     Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
     Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
     Case("dask-broken", t_dask_broken, BrokenResourceError, "'lost_task'", "outcome", False),
+    Case(
+        "runtime-no-such-name",
+        t_runtime_no_such_name,
+        AttributeError,
+        "'no_such_name'",
+        public=False,
+    ),
 ]
 
 

@@ -5,12 +5,20 @@ An ``AsyncOperation`` is one unit of work. It links to its ``parent``, its
 its whole subtree with one iterative walk, and a child that ends unlinks
 itself in O(1). Running work learns of a cancel through its ``CancelToken``.
 This package holds the node's state machine and tree rules; it reaches the
-runtime that schedules the work only through the ``RuntimeHooks`` protocol.
+runtime that schedules the work only through the ``RuntimeHooks`` protocol
+and the services the runtime installs in ``_hooks.py``.
+
+This module is the package's one face. Besides the public names in
+``__all__`` (which ``asyncop`` re-exports), it gives the runtime the
+internals it drives the tree with and the type variables of the public
+signatures; no other package imports a ``_`` module of this one.
 """
 
 from __future__ import annotations
 
+from ._current import ThreadState as ThreadState
 from ._current import current_operation as current_operation
+from ._current import thread_state as thread_state
 from ._errors import BrokenResourceError as BrokenResourceError
 from ._errors import BusyResourceError as BusyResourceError
 from ._errors import CancellationError as CancellationError
@@ -19,11 +27,40 @@ from ._errors import ClosedResourceError as ClosedResourceError
 from ._errors import EndOfChannel as EndOfChannel
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import WouldBlock as WouldBlock
+from ._errors import cancelled_for as cancelled_for
+from ._errors import only_cancelled as only_cancelled
+from ._executor import spawn_remote as spawn_remote
+from ._foreign import awaited_outside_error as awaited_outside_error
+from ._foreign import foreign_failure as foreign_failure
+from ._foreign import foreign_yield_error as foreign_yield_error
+from ._guard import log_user_failure as log_user_failure
+from ._guard import safe_repr as safe_repr
+from ._guard import safe_str as safe_str
+from ._hooks import After as After
+from ._hooks import RuntimeHooks as RuntimeHooks
+from ._hooks import install_start as install_start
 from ._node import AsyncOperation as AsyncOperation
+from ._node import OpKind as OpKind
+from ._node import Outcome as Outcome
+from ._node import _is_final as _is_final
+from ._node import _user_frame as _user_frame
+from ._node import run_after as run_after
+from ._park import cancelled_error as cancelled_error
+from ._park import park as park
 from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._token import CancelHandle as CancelHandle
 from ._token import CancelToken as CancelToken
+from ._tree import walk as walk
+from ._typing import A as A
+from ._typing import B as B
+from ._typing import C as C
+from ._typing import D as D
+from ._typing import E as E
+from ._typing import R as R
+from ._typing import T as T
+from ._typing import Ts as Ts
+from ._typing import V as V
 
 __all__ = [
     "AsyncOperation",

@@ -1,8 +1,10 @@
 """What an operation needs from the runtime that owns it.
 
 The operations package sits below the runtime in the import order, so the
-node reaches its runtime only through this protocol. ``asyncop.runtime``
-implements it.
+node reaches its runtime only through this protocol, which the runtime
+implements, and through the few services the runtime installs here when it
+is imported (:func:`install_start`). An operation exists only once a runtime
+made it, so by the time a node calls a service, it is installed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
     from ..platform import RecursiveLock
     from ._node import AsyncOperation
 
-__all__ = ["After", "RuntimeHooks"]
+__all__ = ["After", "RuntimeHooks", "StartFn", "install_start", "start_child"]
 
 # Actions collected under the runtime lock and run after it is released:
 # user callbacks (on_cancel, completion callbacks) must never run under it.
@@ -55,3 +57,26 @@ class RuntimeHooks(Protocol):
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         """(Re)arm the deadline timer; True if the deadline has already passed."""
         ...
+
+
+#: ``start(op, fn, args, name)``: spawn ``fn(*args, task_status=...)`` under
+#: ``op`` and wait until it is ready (an awaitable in a task, blocking in a
+#: thread); what ``AsyncOperation.start`` does.
+StartFn = Callable[["AsyncOperation", Callable[..., Any], tuple[Any, ...], "str | None"], Any]
+
+_start: StartFn | None = None
+
+
+def install_start(start: StartFn) -> None:
+    """Give ``AsyncOperation.start`` the runtime's ``start``; ``asyncop.runtime`` calls it once."""
+    global _start
+    _start = start
+
+
+def start_child(
+    op: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
+) -> Any:
+    """Run the installed ``start`` for ``op.start(fn, *args, name=name)``."""
+    start = _start
+    assert start is not None, "asyncop.runtime installs start when it is imported"
+    return start(op, fn, args, name)

@@ -66,13 +66,14 @@ from ._errors import CancellationError, Cancelled, InvalidStateError
 from ._executor import spawn_remote
 from ._foreign import awaited_outside_error
 from ._guard import run_isolated
+from ._hooks import start_child
 from ._park import cancelled_error, park, release_quietly
 from ._state import AsyncResult, OperationState
 from ._token import CancelToken
 from ._typing import R, T, Ts
 
 if TYPE_CHECKING:
-    from ..runtime._scheduler import Runtime
+    from ..runtime import Runtime
     from ._hooks import After
 
 __all__ = ["AsyncOperation", "OpKind", "Outcome", "run_after"]
@@ -758,11 +759,9 @@ class AsyncOperation(Generic[T]):
                 operation has ended (a scope that exited).
             TypeError: ``fn`` is not callable.
         """
-        # The runtime sits above the operations package; this is its one
-        # entry point from a node method that needs runtime machinery.
-        from ..runtime._start import start
-
-        return start(self, fn, args, name)
+        # The runtime sits above the operations package: it installed its
+        # start() in _hooks when it was imported.
+        return start_child(self, fn, args, name)
 
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""

@@ -6,12 +6,38 @@ its operation tree. Work enters through ``create``/``submit``, ``spawn``,
 ``run`` or a ``scope`` block; it leaves through ``wait``, ``result`` or the
 C-style ``async_*`` helpers on the default runtime. ``shutdown`` cancels
 what is live, waits, and joins every thread the runtime started.
+
+This module is the package's one face: ``asyncop`` and its public modules
+(``net``, ``lowlevel``, ``testing``...) take what they publish from here,
+never from a ``_`` module. The network, process and signal modules load on
+first use of one of their names (see ``__getattr__`` below), so that
+``import asyncop`` does not pay for ssl and subprocess.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ..operations import install_start
+from ._awaitables import checkpoint as checkpoint
+from ._awaitables import current_time as current_time
+from ._awaitables import notify_closing as notify_closing
+from ._awaitables import race as race
+from ._awaitables import readable as readable
+from ._awaitables import select as select
+from ._awaitables import sleep as sleep
+from ._awaitables import sleep_until as sleep_until
+from ._awaitables import timeout as timeout
+from ._awaitables import writable as writable
+from ._blocking import spawn_blocking as spawn_blocking
+from ._channel import Channel as Channel
+from ._channel_ends import ChannelReceiver as ChannelReceiver
+from ._channel_ends import ChannelSender as ChannelSender
 from ._clock import MonotonicClock as MonotonicClock
 from ._clock import VirtualClock as VirtualClock
+from ._condition import Condition as Condition
+from ._executors import ProcessExecutor as ProcessExecutor
 from ._helpers import async_await as async_await
 from ._helpers import async_cancel as async_cancel
 from ._helpers import async_create as async_create
@@ -20,14 +46,150 @@ from ._helpers import async_state as async_state
 from ._helpers import async_submit as async_submit
 from ._helpers import async_worker_limit as async_worker_limit
 from ._helpers import default_runtime as default_runtime
+from ._introspect import current_runtime as current_runtime
+from ._limiter import CapacityLimiter as CapacityLimiter
+from ._limiter import current_default_limiter as current_default_limiter
+from ._remote import JobState as JobState
+from ._remote import RemoteExecutor as RemoteExecutor
+from ._remote import RemoteJob as RemoteJob
+from ._remote import RemoteToken as RemoteToken
+from ._remote import decode_outcome as decode_outcome
+from ._remote import pack_call as pack_call
+from ._remote import remote_token as remote_token
+from ._remote import run_call as run_call
 from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
+from ._scope import scope as scope
+from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
+from ._start import TaskStatus as TaskStatus
+from ._start import start as _start
+from ._subscribe import resume_when as resume_when
+from ._subscribe import waker_new as waker_new
+from ._sync import Event as Event
+from ._sync import Lock as Lock
+from ._sync import LockGuard as LockGuard
+from ._sync import Semaphore as Semaphore
+from ._waker import Subscription as Subscription
+from ._waker import WaitEvent as WaitEvent
+from ._waker import Waker as Waker
+from ._waker import WakerStatus as WakerStatus
+from ._waker import cancel as cancel
+from ._waker import resolve as resolve
+
+# The waker callback that ends a wait with TimeoutError (asyncop.lowlevel's
+# ``timeout``); plain ``timeout`` here is asyncop.timeout(seconds, op).
+from ._waker import timeout as timeout_callback
+
+if TYPE_CHECKING:
+    from ._dns import getaddrinfo as getaddrinfo
+    from ._process import PipeStream as PipeStream
+    from ._process import Process as Process
+    from ._process import open_process as open_process
+    from ._process import run_process as run_process
+    from ._serve import serve_listeners as serve_listeners
+    from ._serve import serve_tcp as serve_tcp
+    from ._signals import SignalReceiver as SignalReceiver
+    from ._signals import open_signal_receiver as open_signal_receiver
+    from ._streams import DelimiterNotFound as DelimiterNotFound
+    from ._streams import IncompleteRead as IncompleteRead
+    from ._streams import ReceiveStream as ReceiveStream
+    from ._streams import SendStream as SendStream
+    from ._streams import SocketStream as SocketStream
+    from ._streams import Stream as Stream
+    from ._tcp import SocketListener as SocketListener
+    from ._tcp import open_tcp_listeners as open_tcp_listeners
+    from ._tcp import open_tcp_stream as open_tcp_stream
+    from ._tls import TLSStream as TLSStream
+    from ._udp import UDPSocket as UDPSocket
+    from ._udp import open_udp_socket as open_udp_socket
+    from ._unix import open_unix_listener as open_unix_listener
+    from ._unix import open_unix_stream as open_unix_stream
+    from ._unix import serve_unix as serve_unix
+
+# The names loaded on first use -> their module. The same names, imported
+# above for the type checkers (a test keeps the two lists equal).
+_LAZY = {
+    "getaddrinfo": "_dns",
+    "PipeStream": "_process",
+    "Process": "_process",
+    "open_process": "_process",
+    "run_process": "_process",
+    "serve_listeners": "_serve",
+    "serve_tcp": "_serve",
+    "SignalReceiver": "_signals",
+    "open_signal_receiver": "_signals",
+    "DelimiterNotFound": "_streams",
+    "IncompleteRead": "_streams",
+    "ReceiveStream": "_streams",
+    "SendStream": "_streams",
+    "SocketStream": "_streams",
+    "Stream": "_streams",
+    "SocketListener": "_tcp",
+    "open_tcp_listeners": "_tcp",
+    "open_tcp_stream": "_tcp",
+    "TLSStream": "_tls",
+    "UDPSocket": "_udp",
+    "open_udp_socket": "_udp",
+    "open_unix_listener": "_unix",
+    "open_unix_stream": "_unix",
+    "serve_unix": "_unix",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the module of a network, process or signal name on its first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}; "
+            "use the public names of asyncop and its public modules instead"
+        )
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next lookup does not come here
+    return value
+
+
+# AsyncOperation.start() lives below the runtime, in the operations package:
+# give it the runtime's start().
+install_start(_start)
 
 __all__ = [
+    "CapacityLimiter",
+    "Channel",
+    "ChannelReceiver",
+    "ChannelSender",
+    "Condition",
+    "DelimiterNotFound",
+    "Event",
+    "IncompleteRead",
+    "JobState",
+    "Lock",
+    "LockGuard",
     "MonotonicClock",
+    "PipeStream",
+    "Process",
+    "ProcessExecutor",
+    "ReceiveStream",
+    "RemoteExecutor",
+    "RemoteJob",
+    "RemoteToken",
     "Runtime",
     "Scope",
+    "Semaphore",
+    "SendStream",
+    "SignalReceiver",
+    "SocketListener",
+    "SocketStream",
+    "Stream",
+    "Subscription",
+    "TASK_STATUS_IGNORED",
+    "TLSStream",
+    "TaskStatus",
+    "UDPSocket",
     "VirtualClock",
+    "WaitEvent",
+    "Waker",
+    "WakerStatus",
     "async_await",
     "async_cancel",
     "async_create",
@@ -35,5 +197,40 @@ __all__ = [
     "async_state",
     "async_submit",
     "async_worker_limit",
+    "cancel",
+    "checkpoint",
+    "current_default_limiter",
+    "current_runtime",
+    "current_time",
+    "decode_outcome",
     "default_runtime",
+    "getaddrinfo",
+    "notify_closing",
+    "open_process",
+    "open_signal_receiver",
+    "open_tcp_listeners",
+    "open_tcp_stream",
+    "open_udp_socket",
+    "open_unix_listener",
+    "open_unix_stream",
+    "pack_call",
+    "race",
+    "readable",
+    "remote_token",
+    "resolve",
+    "resume_when",
+    "run_call",
+    "run_process",
+    "scope",
+    "select",
+    "serve_listeners",
+    "serve_tcp",
+    "serve_unix",
+    "sleep",
+    "sleep_until",
+    "spawn_blocking",
+    "timeout",
+    "timeout_callback",
+    "waker_new",
+    "writable",
 ]

@@ -1,21 +1,33 @@
-"""The blocking-call pool behind ``spawn_blocking``.
+"""Blocking calls in other threads: ``spawn_blocking`` and the pool it runs on.
 
 Blocking calls must not occupy the workers, so they run on their own
 threads. Threads are started on demand up to ``limit``, park on their own
 wake event when idle (0 % CPU), and retire after ``IDLE_RETIRE`` seconds
 without work. Jobs beyond ``limit`` wait in a FIFO queue.
+
+``spawn_blocking(fn, *args)`` is the awaitable a task waits on: it first
+borrows a token from a ``CapacityLimiter`` (``_limiter.py``), then submits
+``fn`` to its runtime's pool, and the thread fires the task's subscription
+with the outcome.
 """
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from types import AsyncGeneratorType, CoroutineType
+from typing import Any, final
 
+from ..operations import R, Ts, safe_repr
 from ..platform import ThreadHandle, WakeEvent, join_by, start_thread
+from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
+from ._waker import Subscription, WaitEvent
 
-__all__ = ["BlockingPool"]
+__all__ = ["Blocking", "BlockingPool", "spawn_blocking"]
 
 IDLE_RETIRE = 10.0
 
@@ -130,3 +142,140 @@ class BlockingPool:
             if thread.handle is not None and not join_by(thread.handle, end):
                 ended = False
         return ended
+
+
+# -- blocking calls in other threads ---------------------------------------------
+
+
+@final
+class Blocking(WaitEvent):
+    """Run a blocking function in another OS thread; see ``spawn_blocking``."""
+
+    __slots__ = ("abandon", "args", "fn", "limiter", "waiting_token")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        abandon: bool,
+        limiter: CapacityLimiter | None = None,
+    ) -> None:
+        self._awaited = True  # until it is checked: a refused one has nothing to warn about
+        if not callable(fn):
+            raise TypeError(
+                f"spawn_blocking() needs a callable, got {type(fn).__name__}; pass a function"
+            )
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"spawn_blocking() runs plain functions in a thread, and "
+                f"{_name_of(fn)!r} is an async function, whose body would never run "
+                "there; await it directly, or spawn it with asyncop.spawn()"
+            )
+        if limiter is not None and not isinstance(limiter, CapacityLimiter):
+            raise TypeError(
+                f"spawn_blocking(limiter=...) needs a CapacityLimiter, got "
+                f"{type(limiter).__name__}; pass asyncop.CapacityLimiter(n) or None"
+            )
+        del self._awaited
+        self.fn = fn
+        self.args = args
+        self.abandon = abandon
+        self.limiter = limiter
+        # True while the call waits for a token: that wait is interruptible.
+        self.waiting_token = False
+
+    @property
+    def cancellable(self) -> bool:  # type: ignore[override]
+        return self.abandon or self.waiting_token
+
+    def _arm(self, sub: Subscription) -> None:
+        waker = sub.waker
+        runtime = waker.runtime
+        source = waker.task._ctx
+        ctx = source.copy() if source is not None else contextvars.copy_context()
+        fn, args = self.fn, self.args
+        limiter = self.limiter if self.limiter is not None else default_limiter(runtime)
+        # The token is lent to this call, not to the task: a task may have
+        # several calls in flight (in a select).
+        borrower = self
+
+        def job() -> None:
+            try:
+                value = ctx.run(fn, *args)
+                if value is not None and isinstance(value, _NOT_RUN):
+                    raise _returned_unrun(fn, value)
+            except BaseException as exc:
+                result: tuple[Any, BaseException | None] = (None, exc)
+            else:
+                result = (value, None)
+            limiter.release_on_behalf_of(borrower)
+            with runtime._lock:
+                runtime._outside_work -= 1
+            # A late result of an abandoned call finds the waker claimed by
+            # the cancel and is dropped here, silently.
+            sub.fire(*result)
+
+        def start() -> None:
+            self.waiting_token = False
+            with runtime._lock:
+                runtime._outside_work += 1
+            runtime._blocking.submit(job)
+
+        self.waiting_token = True
+        arm_token(limiter, borrower, sub, start, keep_cancellable=self.abandon)
+
+    def _disarm(self, sub: Subscription) -> None:
+        limiter = self.limiter if self.limiter is not None else default_limiter(sub.waker.runtime)
+        disarm_token(limiter, self, sub)
+
+    def _describe(self) -> str:
+        return f"spawn_blocking({_name_of(self.fn)})"
+
+
+def _name_of(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else safe_repr(fn)
+
+
+# What a function run by spawn_blocking may not return: work that never ran.
+_NOT_RUN = (CoroutineType, AsyncGeneratorType, WaitEvent)
+
+
+def _returned_unrun(fn: object, value: object) -> TypeError:
+    if isinstance(value, CoroutineType):
+        value.close()
+    elif isinstance(value, WaitEvent):
+        value._awaited = True  # refused here: no second warning when collected
+    return TypeError(
+        f"spawn_blocking() ran {_name_of(fn)!r}, which returned {safe_repr(value)}: work "
+        "that never runs in a thread; await it in the task instead, or pass a function "
+        "that does the work itself"
+    )
+
+
+def spawn_blocking(
+    fn: Callable[[*Ts], R],
+    *args: *Ts,
+    abandon: bool = False,
+    limiter: CapacityLimiter | None = None,
+) -> WaitEvent[R]:
+    """Run ``fn(*args)`` in another OS thread and wait for its result.
+
+    The thread gets a copy of the task's context variables. The call first
+    borrows a token from ``limiter`` (by default the runtime's shared one,
+    ``current_default_limiter()``, of 40 tokens) and gives it back when
+    ``fn`` returns: waiting for the token is a cancellation point. Once the
+    thread runs, the wait is not a cancellation point by default: on cancel
+    the task waits for the thread, keeps its value, and leaves at its next
+    await. With ``abandon=True`` the task is woken at once with
+    ``Cancelled`` and the thread's late result is dropped silently (the
+    thread keeps its token until it ends).
+
+    Returns:
+        When awaited, ``fn``'s return value.
+
+    Raises:
+        BaseException: what ``fn`` raised.
+        Cancelled: with ``abandon=True``, when the task is cancelled.
+    """
+    return Blocking(fn, args, bool(abandon), limiter)

@@ -33,8 +33,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Generic, TypeVar, final
 
-from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel, WouldBlock
-from ..operations._current import ThreadState, thread_state
+from ..operations import (
+    BrokenResourceError,
+    ClosedResourceError,
+    EndOfChannel,
+    ThreadState,
+    WouldBlock,
+    thread_state,
+)
 from ..platform import check_timeout
 from ._channel_ends import (
     ChannelReceiver,

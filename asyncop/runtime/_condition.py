@@ -28,9 +28,9 @@ from collections import deque
 from types import TracebackType
 from typing import final
 
-from ..operations import Cancelled
-from ..operations._current import thread_state
+from ..operations import Cancelled, thread_state
 from ..platform import check_timeout
+from ._scope import scope
 from ._sync import Event, Lock, LockGuard, _owner_key
 from ._waker import WaitEvent
 
@@ -148,8 +148,6 @@ class Condition:
         except Cancelled:
             # A cancelled waiter must still hold the lock when it leaves:
             # take it where the cancel cannot reach, then let it go on.
-            from ._scope import scope
-
             async with scope(shield=True, name="Condition.wait_async() re-acquiring its lock"):
                 await self._lock.lock_async()
             raise

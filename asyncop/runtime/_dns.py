@@ -26,7 +26,7 @@ import socket
 import threading
 from typing import Any
 
-from ._awaitables import spawn_blocking
+from ._blocking import spawn_blocking
 from ._streams import PASS
 from ._sync import Semaphore
 

@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..operations import AsyncOperation, AsyncResult, OperationState
-from ..operations._typing import V
+from ..operations import AsyncOperation, AsyncResult, OperationState, V
 from ._scheduler import Runtime
 
 __all__ = [

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._awaitables import current_runtime as _runtime_of_caller
+from ..operations import current_operation
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["current_runtime"]
+__all__ = ["current_runtime", "runtime_of_caller"]
 
 
 def current_runtime() -> Runtime:
@@ -29,4 +29,16 @@ def current_runtime() -> Runtime:
         RuntimeError: the calling thread runs no asyncop operation (check
             ``asyncop.current_operation()`` for None to test that first).
     """
-    return _runtime_of_caller("current_runtime()")
+    return runtime_of_caller("current_runtime()")
+
+
+def runtime_of_caller(what: str) -> Runtime:
+    """The runtime of the operation the calling thread is running."""
+    op = current_operation()
+    if op is None:
+        raise RuntimeError(
+            f"{what} needs a running asyncop operation, and this thread is not running one; "
+            "call it from inside an operation's code"
+        )
+    runtime: Runtime = op.runtime
+    return runtime

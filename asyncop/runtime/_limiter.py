@@ -42,13 +42,14 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations._current import thread_state
+from ..operations import thread_state
 from ..platform import check_timeout
+from ._introspect import runtime_of_caller
+from ._sync import Semaphore
 from ._waker import Subscription, WakerStatus, resolve
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
-    from ._sync import Semaphore
     from ._waker import Waker
 
 __all__ = [
@@ -107,10 +108,6 @@ class CapacityLimiter:
     __slots__ = ("__weakref__", "_borrowers", "_debt", "_lock", "_pending", "_sem", "_total")
 
     def __init__(self, total_tokens: int) -> None:
-        # Imported here: spawn_blocking's module needs this one, and _sync
-        # sits above both in the import order.
-        from ._sync import Semaphore
-
         self._total = _check_total(total_tokens)
         self._sem: Semaphore = Semaphore(self._total)
         self._lock = threading.Lock()
@@ -331,9 +328,7 @@ def current_default_limiter() -> CapacityLimiter:
     Raises:
         RuntimeError: the calling thread is not running an operation.
     """
-    from ._awaitables import current_runtime
-
-    return default_limiter(current_runtime("current_default_limiter()"))
+    return default_limiter(runtime_of_caller("current_default_limiter()"))
 
 
 def _still_waiting(waker: Waker, sub: Subscription) -> bool:

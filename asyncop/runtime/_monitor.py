@@ -38,7 +38,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..operations._guard import safe_str
+from ..operations import safe_str
 from ..platform import ThreadHandle, WakeEvent, start_thread
 from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 

@@ -79,7 +79,8 @@ from typing import IO, Any, Final, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout
-from ._awaitables import checkpoint, readable, spawn_blocking
+from ._awaitables import checkpoint, readable
+from ._blocking import spawn_blocking
 from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._streams import DescriptorStream, close_fd

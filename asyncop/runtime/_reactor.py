@@ -1,11 +1,30 @@
-"""The reactor: one thread per runtime that waits for socket readiness.
+"""The reactor: the parking table of socket waits, and the I/O multiplexer.
 
 A task that finds a non-blocking socket not ready awaits ``readable(fd)`` or
-``writable(fd)``. That parks its waker in the *parking table*, keyed by
-``(fd, direction)``, and arms the fd in the OS multiplexer. The reactor
-thread blocks in the multiplexer; when an fd becomes ready it looks the key
-up in the table and fires the waker it finds, which queues the task. The
-multiplexer itself holds no wakers.
+``writable(fd)`` (see ``_io_wait.py``). That parks its waker in the
+*parking table*, keyed by ``(fd, direction)``, and arms the fd in the OS
+multiplexer. Whoever polls the multiplexer looks each ready fd up in the
+table and fires the waker it finds, which queues the task. The multiplexer
+itself holds no wakers.
+
+Who polls
+---------
+On epoll (Linux), the workers drive the multiplexer themselves; there is
+no reactor thread:
+
+- a worker with nothing to run parks *in* ``epoll_wait`` (one at a time:
+  the runtime's *poller*), with the next timer deadline as its timeout; a
+  push wakes it through the wake-up channel. A readiness then reaches its
+  task on the thread that steps it, without crossing threads;
+- a busy worker polls with a zero timeout once per round of its loop, so
+  readiness is taken between batches of steps;
+- while every worker is held by long work, the monitor thread polls once
+  per tick (``_monitor.py``).
+
+Elsewhere (kqueue, poll, select) one reactor thread per runtime, started
+on the first wait, owns a ``selectors`` object and blocks in it; a
+registration wakes it through the platform's ``WakeupChannel`` to re-read
+the table. A worker about to park polls small tables itself first.
 
 Rules:
 
@@ -13,9 +32,9 @@ Rules:
   gets ``BusyResourceError``.
 - Registration is one-shot per wait: firing removes the entry, and the
   task re-registers for its next wait.
-- After registering, the fd is polled once more with a zero timeout, so a
-  readiness edge that came between the task's failed attempt and the
-  registration is not missed (and costs no trip through the reactor).
+- A readiness that came between the task's failed attempt and the
+  registration is not missed: epoll reports an fd that is ready when it is
+  armed, and the other backends poll the fd once more after registering.
 - Wakes may be spurious (an error or hang-up wakes both directions):
   callers retry the operation.
 - ``notify_closing(fd)`` wakes the waiters with ``ClosedResourceError``.
@@ -36,11 +55,9 @@ Backends
 --------
 On epoll the fd is armed with ``EPOLLONESHOT`` straight from the worker
 thread: ``epoll_ctl`` is safe to call while another thread is blocked in
-``epoll_wait``, so registering costs no cross-thread wake-up. An fd stays
-known to epoll (disarmed) after its wait, so the next wait is one
-``EPOLL_CTL_MOD``. Elsewhere (kqueue, poll, select) the reactor thread owns a
-``selectors`` object, and a registration wakes it through the platform's
-``WakeupChannel`` to re-read the table.
+``epoll_wait``, and one-shot arming hands each readiness to exactly one of
+the threads that poll. An fd stays known to epoll (disarmed) after its
+wait, so the next wait is one ``EPOLL_CTL_MOD``.
 
 Lock order: the reactor's own lock is taken before a waker's runtime lock
 (``fire`` runs after the reactor lock is released, in fact), never inside it.
@@ -53,12 +70,11 @@ import logging
 import os
 import select
 import selectors
-import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any
 
-from ..operations import BusyResourceError, ClosedResourceError
+from ..operations import BusyResourceError
 from ..platform import (
     ThreadHandle,
     WakeupChannel,
@@ -67,16 +83,24 @@ from ..platform import (
     selector_name,
     start_thread,
 )
-from ._waker import Subscription, WaitEvent
+from ._io_wait import (
+    _NAMES,
+    READ,
+    WRITE,
+    IoWait,
+    _closed_error,
+    _is_stale,
+    _ready_now,
+    _refused_error,
+    fileno_of,
+)
+from ._waker import Subscription
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
 __all__ = ["READ", "WRITE", "IoWait", "Reactor", "fileno_of"]
 
-READ = 1
-WRITE = 2
-_NAMES = {READ: "readable", WRITE: "writable"}
 # A worker about to park polls the parked fds itself when there are at most
 # this many (see Reactor.poll_ready); 0 turns that off.
 POLL_LIMIT = int(os.environ.get("ASYNCOP_WORKER_POLL_LIMIT", "16"))
@@ -96,67 +120,6 @@ _EPOLLONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
 _TO_EPOLL = {0: 0, READ: _EPOLLIN, WRITE: _EPOLLOUT, READ | WRITE: _EPOLLIN | _EPOLLOUT}
 
 
-def fileno_of(fd: Any) -> int:
-    """The descriptor number of an int or of an object with ``fileno()``.
-
-    Raises:
-        ClosedResourceError: the object is closed (its fileno is -1).
-        TypeError: it is neither an int nor has ``fileno()``.
-    """
-    if isinstance(fd, int) and not isinstance(fd, bool):
-        number = fd
-    else:
-        getter = getattr(fd, "fileno", None)
-        if getter is None:
-            raise TypeError(
-                f"expected a file descriptor or an object with fileno(), got "
-                f"{type(fd).__name__}; pass a socket or its fileno()"
-            )
-        number = getter()
-    if number < 0:
-        raise ClosedResourceError(f"{fd!r} is closed and cannot be waited on; open a new socket")
-    return int(number)
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    """The (device, inode) of the file behind ``fd``, or None if it is closed."""
-    try:
-        st = os.fstat(fd)
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _closed_error(fd: int, direction: int) -> ClosedResourceError:
-    return ClosedResourceError(
-        f"fd {fd} was closed while a task waited until it was {_NAMES[direction]}; "
-        "stop using the socket (call asyncop.notify_closing(sock) before closing it)"
-    )
-
-
-def _refused_error(fd: int, direction: int, exc: OSError) -> BaseException:
-    """The error for a wait whose fd the multiplexer refused."""
-    if exc.errno == errno.EBADF:
-        return _closed_error(fd, direction)
-    hint = (
-        "regular files cannot be waited on: use asyncop.fs or spawn_blocking"
-        if exc.errno == errno.EPERM
-        else "check that it is an open socket or pipe"
-    )
-    error = OSError(
-        exc.errno,
-        f"cannot wait until fd {fd} is {_NAMES[direction]}: the I/O multiplexer "
-        f"refused it ({exc.strerror or exc}); {hint}",
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _is_stale(sub: Subscription, fd: int) -> bool:
-    stale = getattr(sub.event, "stale", None)
-    return stale is not None and bool(stale(fd))
-
-
 def _add_ready(
     fd: int, taken: list[Subscription], wakes: list[tuple[Subscription, BaseException | None]]
 ) -> None:
@@ -173,65 +136,6 @@ def _deliver(wakes: list[tuple[Subscription, BaseException | None]]) -> None:
     """Fire the collected wakes; called with the reactor lock released."""
     for sub, error in wakes:
         sub.fire(None, error)
-
-
-def _ready_now(fd: int, direction: int) -> int:
-    """Poll one fd with a zero timeout (the re-check after registering).
-
-    Returns:
-        The poll event mask, 0 when not ready. ``POLLNVAL`` means the fd is
-        closed.
-    """
-    poller = select.poll()
-    poller.register(fd, select.POLLIN if direction == READ else select.POLLOUT)
-    events = poller.poll(0)
-    return events[0][1] if events else 0
-
-
-@final
-class IoWait(WaitEvent):
-    """``await readable(fd)`` / ``await writable(fd)``: wait for readiness once."""
-
-    __slots__ = ("direction", "fd", "identity", "sock")
-
-    def __init__(self, fd: Any, direction: int) -> None:
-        self.fd = fd
-        self.direction = direction
-        # For a bare int, the file it named when the wait began (see stale()).
-        self.identity: tuple[int, int] | None = None
-        # A plain socket, whose fileno() the hot paths compare inline.
-        self.sock: socket.socket | None = fd if type(fd) is socket.socket else None
-
-    def _arm(self, sub: Subscription) -> None:
-        reactor = sub.waker.runtime._get_reactor()
-        fd = fileno_of(self.fd)
-        if not hasattr(self.fd, "fileno"):
-            self.identity = _identity(fd)
-        sub.handle = (fd, self.direction)
-        reactor.register(fd, self.direction, sub)
-
-    def stale(self, fd: int) -> bool:
-        """Tell whether ``fd`` no longer is what this wait waits on: it was closed.
-
-        A socket object closed since reports fileno() -1 (or another number);
-        a bare int names another file now, or none.
-        """
-        obj = self.fd
-        if self.identity is not None or not hasattr(obj, "fileno"):
-            return _identity(fd) != self.identity
-        try:
-            return bool(obj.fileno() != fd)
-        except Exception:
-            return True  # a fileno() that raises: the object is unusable
-
-    def _disarm(self, sub: Subscription) -> None:
-        key = sub.handle
-        if key is not None:
-            sub.handle = None
-            sub.waker.runtime._get_reactor().unregister(key[0], key[1], sub)
-
-    def _describe(self) -> str:
-        return f"{_NAMES[self.direction]}({self.fd!r})"
 
 
 # A wake to deliver once the reactor lock is released: the subscription and

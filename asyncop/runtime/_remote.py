@@ -65,11 +65,11 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, Cancelled, CancelToken
 from ..platform import check_timeout
+from ._scheduler import live_runtimes
 from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
-    from ..operations._hooks import RuntimeHooks
-    from ..operations._token import CancelHandle
+    from ..operations import CancelHandle, RuntimeHooks
 
 __all__ = [
     "JobState",
@@ -231,8 +231,6 @@ def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
 
 def _cancel_remote_roots(token: RemoteToken) -> None:
     """Cancel the roots of this process's runtimes that the job started."""
-    from ._scheduler import live_runtimes
-
     for runtime in live_runtimes():
         with runtime._lock:
             roots = list(runtime._roots)

@@ -41,18 +41,29 @@ from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, overload
 
-from ..operations import AsyncOperation, OperationState
-from ..operations._current import ThreadState, thread_state
-from ..operations._executor import spawn_remote
-from ..operations._guard import safe_str
-from ..operations._node import OpKind, Outcome, _is_final, _user_frame, run_after
-from ..operations._tree import walk
-from ..operations._typing import C, R, Ts
+from ..operations import (
+    AsyncOperation,
+    C,
+    OperationState,
+    OpKind,
+    Outcome,
+    R,
+    ThreadState,
+    Ts,
+    _is_final,
+    _user_frame,
+    run_after,
+    safe_str,
+    spawn_remote,
+    thread_state,
+    walk,
+)
 from ..platform import RecursiveLock, check_timeout, cpu_count, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
 from ._monitor import Monitor
 from ._reactor import Reactor
+from ._scope import Scope
 from ._task import TaskState, describe_wait, on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import (
@@ -67,8 +78,7 @@ from ._worker import (
 )
 
 if TYPE_CHECKING:
-    from ..operations._hooks import After
-    from ._scope import Scope
+    from ..operations import After
 
 __all__ = ["Runtime"]
 
@@ -147,6 +157,29 @@ def _describe(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def _check_workers(workers: object) -> int:
+    """The number of worker threads: ``workers``, or the CPU count for None."""
+    if workers is None:
+        return cpu_count()
+    if isinstance(workers, bool) or not isinstance(workers, int):
+        raise TypeError(
+            f"Runtime(workers=...) needs an int, got {type(workers).__name__}; "
+            "pass a positive number of threads, or None for the CPU count"
+        )
+    if workers < 1:
+        raise ValueError(
+            f"Runtime(workers={workers}) needs at least one worker thread; "
+            "pass a positive number, or None for the CPU count"
+        )
+    if workers > MAX_WORKERS:
+        raise ValueError(
+            f"Runtime(workers={workers}) asks for more than {MAX_WORKERS} worker "
+            "threads; pass a smaller number (blocking calls belong in "
+            "spawn_blocking, not in extra workers)"
+        )
+    return workers
+
+
 def _check_max_threads(max_threads: object, workers: int) -> int:
     """The worker-thread cap: ``max_threads``, or the default for ``workers``."""
     if max_threads is None:
@@ -204,24 +237,7 @@ class Runtime:
         parallel: bool = False,
         max_threads: int | None = None,
     ) -> None:
-        if workers is None:
-            workers = cpu_count()
-        elif isinstance(workers, bool) or not isinstance(workers, int):
-            raise TypeError(
-                f"Runtime(workers=...) needs an int, got {type(workers).__name__}; "
-                "pass a positive number of threads, or None for the CPU count"
-            )
-        if workers < 1:
-            raise ValueError(
-                f"Runtime(workers={workers}) needs at least one worker thread; "
-                "pass a positive number, or None for the CPU count"
-            )
-        if workers > MAX_WORKERS:
-            raise ValueError(
-                f"Runtime(workers={workers}) asks for more than {MAX_WORKERS} worker "
-                "threads; pass a smaller number (blocking calls belong in "
-                "spawn_blocking, not in extra workers)"
-            )
+        workers = _check_workers(workers)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -483,8 +499,6 @@ class Runtime:
             supervise: a failing child neither cancels its siblings nor makes
                 the block raise; its error stays on the child.
         """
-        from ._scope import Scope
-
         return Scope(
             self,
             name=name,

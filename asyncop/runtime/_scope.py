@@ -50,11 +50,19 @@ import _thread
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, final
 
-from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import current_operation, thread_state
-from ..operations._errors import cancelled_for, only_cancelled
-from ..operations._node import OpKind, Outcome, run_after
-from ..operations._park import park
+from ..operations import (
+    AsyncOperation,
+    Cancelled,
+    OperationState,
+    OpKind,
+    Outcome,
+    cancelled_for,
+    current_operation,
+    only_cancelled,
+    park,
+    run_after,
+    thread_state,
+)
 from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._waker import Subscription, WaitEvent
@@ -62,7 +70,7 @@ from ._waker import Subscription, WaitEvent
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..operations._hooks import After
+    from ..operations import After
     from ._scheduler import Runtime
 
 __all__ = ["Scope", "ScopeDone", "scope"]

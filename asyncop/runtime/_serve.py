@@ -28,6 +28,7 @@ from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._streams import PASS, SocketStream
 from ._tcp import SocketListener, open_tcp_listeners
+from ._tls import TLSStream
 
 if TYPE_CHECKING:
     import ssl
@@ -80,8 +81,6 @@ async def _handle(
     conversation: Any = stream
     try:
         if ssl_context is not None:
-            from ._tls import TLSStream
-
             conversation = TLSStream.wrap(stream, ssl_context=ssl_context, server_side=True)
             try:
                 await conversation.do_handshake()

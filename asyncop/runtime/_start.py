@@ -41,8 +41,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
-from ..operations import AsyncOperation, OperationState
-from ..operations._current import thread_state
+from ..operations import AsyncOperation, OperationState, thread_state
 from ._scope import ScopeDone
 from ._sync import Event
 

@@ -55,8 +55,13 @@ import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import BrokenResourceError, BusyResourceError, Cancelled, ClosedResourceError
-from ..operations._current import thread_state
+from ..operations import (
+    BrokenResourceError,
+    BusyResourceError,
+    Cancelled,
+    ClosedResourceError,
+    thread_state,
+)
 from ._awaitables import CHECKPOINT, notify_closing, readable, writable
 from ._waker import Subscription, WaitEvent
 

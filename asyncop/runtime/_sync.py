@@ -32,9 +32,7 @@ from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import BrokenResourceError
-from ..operations._current import thread_state
-from ..operations._park import cancelled_error, park
+from ..operations import BrokenResourceError, cancelled_error, park, thread_state
 from ..platform import check_timeout
 from ._task import TaskState
 from ._waker import Subscription, WaitEvent

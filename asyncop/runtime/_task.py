@@ -51,17 +51,23 @@ from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import ThreadState
-from ..operations._errors import cancelled_for, only_cancelled
-from ..operations._foreign import foreign_failure, foreign_yield_error
-from ..operations._node import Outcome
+from ..operations import (
+    AsyncOperation,
+    Cancelled,
+    OperationState,
+    Outcome,
+    ThreadState,
+    cancelled_for,
+    foreign_failure,
+    foreign_yield_error,
+    only_cancelled,
+)
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
-    from ..operations._hooks import After
+    from ..operations import After
     from ._scheduler import Runtime
 
 __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]

@@ -35,6 +35,7 @@ from ..platform import check_timeout
 from . import _dns
 from ._awaitables import readable, select, sleep, writable
 from ._scope import scope
+from ._socket_file import forget_socket_file
 from ._streams import (
     PASS,
     AsyncResource,
@@ -45,11 +46,10 @@ from ._streams import (
     wait_ready,
 )
 from ._sync import Event
+from ._tls import TLSStream
 
 if TYPE_CHECKING:
     import ssl
-
-    from ._tls import TLSStream
 
 __all__ = [
     "SocketListener",
@@ -282,8 +282,6 @@ async def open_tcp_stream(
     stream = SocketStream(sock)
     if ssl_context is None:
         return stream
-    from ._tls import TLSStream
-
     name = server_hostname
     if name is None:
         name = host.decode() if isinstance(host, bytes) else host
@@ -375,8 +373,6 @@ class SocketListener(AsyncResource):
         self._closed = True
         sock = self._socket
         if sock.family == socket.AF_UNIX:
-            from ._unix import forget_socket_file
-
             forget_socket_file(sock)
         close_socket(sock)
 

@@ -9,7 +9,8 @@ socket unless removed. As asyncio does, a listener removes a *stale socket
 file* left at its path (a crashed server's) before binding, and removes its
 own file when it closes. It only ever removes a socket, never a regular
 file, and on close only the file it created itself (same device and inode):
-a second server that took the path over keeps its file.
+a second server that took the path over keeps its file (see
+``_socket_file.py``).
 
 Connecting to a listener whose queue is full fails with ``EAGAIN`` on
 Linux, with no readiness to wait for; the connect is retried every
@@ -22,19 +23,17 @@ import errno
 import os
 import socket
 import stat
-import weakref
 
 from ._awaitables import sleep, writable
 from ._serve import Handler, check_handler, serve_listeners
+from ._socket_file import forget_socket_file, remember_socket_file
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._streams import PASS, SocketStream
 from ._tcp import SocketListener
 
-__all__ = ["forget_socket_file", "open_unix_listener", "open_unix_stream", "serve_unix"]
+__all__ = ["open_unix_listener", "open_unix_stream", "serve_unix"]
 
 _CONNECT_RETRY = 0.01
-# listener socket -> (path, st_dev, st_ino) of the file it bound.
-_bound: weakref.WeakKeyDictionary[socket.socket, tuple[str, int, int]] = weakref.WeakKeyDictionary()
 
 
 def _check_path(path: object, what: str) -> str:
@@ -105,28 +104,13 @@ async def open_unix_listener(
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(name)
-        info = os.stat(name)
-        _bound[sock] = (name, info.st_dev, info.st_ino)
+        remember_socket_file(sock, name)
         sock.listen(backlog)
     except BaseException:
         forget_socket_file(sock)
         sock.close()
         raise
     return SocketListener(sock)
-
-
-def forget_socket_file(sock: socket.socket) -> None:
-    """Remove the socket file ``sock`` bound, if it is still that file."""
-    entry = _bound.pop(sock, None)
-    if entry is None:
-        return
-    name, device, inode = entry
-    try:
-        info = os.stat(name)
-        if (info.st_dev, info.st_ino) == (device, inode):
-            os.unlink(name)
-    except OSError:
-        pass
 
 
 async def serve_unix(

@@ -38,10 +38,10 @@ Events
 An event is any object with ``_arm(sub)``, ``_disarm(sub)`` and a
 ``cancellable`` attribute (see :class:`WaitEvent`). ``_arm`` registers the
 subscription and may fire it at once; ``_disarm`` takes it back and must be
-idempotent. ``resume_when(task, event, callback)`` makes the subscription;
-the callback decides how a firing resolves the waker: ``resolve`` hands over
-the result or error, ``cancel`` raises ``Cancelled``, ``timeout`` raises
-``TimeoutError``.
+idempotent. ``resume_when(task, event, callback)`` makes the subscription
+(it and ``waker_new`` are in ``_subscribe.py``); the callback decides how a
+firing resolves the waker: ``resolve`` hands over the result or error,
+``cancel`` raises ``Cancelled``, ``timeout`` raises ``TimeoutError``.
 
 An event's code is user code, and runs on workers, the timer path and the
 reactor thread, which must survive it: a ``_disarm`` that raises is logged
@@ -68,12 +68,15 @@ from collections.abc import Callable, Generator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
 
-from ..operations import Cancelled
-from ..operations._current import thread_state
-from ..operations._foreign import awaited_outside_error
-from ..operations._guard import log_user_failure, safe_repr
-from ..operations._typing import T
-from ..platform import check_timeout, is_main_thread
+from ..operations import (
+    Cancelled,
+    T,
+    awaited_outside_error,
+    log_user_failure,
+    safe_repr,
+    thread_state,
+)
+from ..platform import is_main_thread
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -88,9 +91,7 @@ __all__ = [
     "describe_event",
     "is_event",
     "resolve",
-    "resume_when",
     "timeout",
-    "waker_new",
 ]
 
 
@@ -407,104 +408,6 @@ def is_event(obj: object) -> bool:
         return callable(getattr(obj, "_arm", None)) and callable(getattr(obj, "_disarm", None))
     except BaseException:  # a __getattr__ that raises something else
         return False
-
-
-def _waker_of(task: object, what: str) -> Waker:
-    from ..operations import AsyncOperation
-
-    if not isinstance(task, AsyncOperation):
-        raise TypeError(
-            f"{what} needs a coroutine task (an AsyncOperation) as 'task', got "
-            f"{type(task).__name__}; pass sub.waker.task from inside an event's _arm()"
-        )
-    state = task._task
-    if state is None:
-        raise TypeError(
-            f"{what}: operation {task.name!r} is not a coroutine task and has no waker; "
-            "pass an operation made from an async def function"
-        )
-    waker: Waker = state
-    return waker
-
-
-def resume_when(
-    task: AsyncOperation[Any], event: Any, callback: WakeCallback = resolve
-) -> Subscription:
-    """Subscribe ``task``'s waker to ``event``; ``callback`` decides the outcome.
-
-    Call it between ``waker_new`` and the suspension. The event may fire at
-    once (it was already ready): the waker then goes to RESULT and the task
-    does not suspend. Not a cancellation point.
-
-    Raises:
-        TypeError: ``task`` is not a coroutine task, ``event`` is not an
-            event (it lacks ``_arm``/``_disarm``), or ``callback`` is not
-            callable.
-        BaseException: what the event's ``_arm`` raised.
-    """
-    if isinstance(event, WaitEvent):
-        # Handed over: the subscription stands for it (and a refusal below
-        # says enough without a "never awaited" warning besides).
-        event._awaited = True
-    waker = _waker_of(task, "resume_when()")
-    if not is_event(event):
-        raise TypeError(
-            f"resume_when() needs an asyncop event as 'event', got {type(event).__name__}; "
-            "pass an awaitable such as asyncop.sleep(1) or an operation"
-        )
-    if not callable(callback):
-        raise TypeError(
-            f"resume_when() needs a callable as 'callback', got {type(callback).__name__}; "
-            "pass lowlevel.resolve, lowlevel.cancel or lowlevel.timeout"
-        )
-    sub = Subscription(waker, event, callback)
-    waker._add_subscription(sub)
-    event._arm(sub)
-    return sub
-
-
-def waker_new(
-    task: AsyncOperation[Any],
-    timeout: float | None = None,
-    cancellation: Any = None,
-) -> Waker:
-    """Reset ``task``'s waker for a new wait, with an optional timeout.
-
-    Not a cancellation point.
-
-    Args:
-        task: a coroutine task.
-        timeout: seconds after which the wait ends with ``TimeoutError``;
-            None or ``inf`` for no limit.
-        cancellation: an event whose firing ends the wait with ``Cancelled``.
-
-    Returns:
-        The task's waker, reset to NO_STATUS with no subscriptions.
-
-    Raises:
-        TypeError: ``task`` is not a coroutine task, ``timeout`` is not a
-            number, or ``cancellation`` is not an event.
-        ValueError: ``timeout`` is NaN.
-    """
-    from ._awaitables import SleepUntil
-
-    waker = _waker_of(task, "waker_new()")
-    seconds = check_timeout(timeout, "waker_new(timeout=...)")
-    if cancellation is not None and not is_event(cancellation):
-        raise TypeError(
-            "waker_new() needs an asyncop event as 'cancellation', got "
-            f"{type(cancellation).__name__}; pass an awaitable such as event.wait_async()"
-        )
-    waker._disarm_all()
-    waker._reset()
-    if seconds is not None:
-        resume_when(task, SleepUntil(seconds, relative=True), _timeout_callback)
-    if cancellation is not None:
-        resume_when(task, cancellation, cancel)
-    return waker
-
-
-_timeout_callback = timeout
 
 
 # -- events that were never awaited ---------------------------------------------

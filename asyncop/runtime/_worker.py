@@ -66,9 +66,7 @@ from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import Cancelled
-from ..operations._current import ThreadState, thread_state
-from ..operations._node import OpKind, Outcome
+from ..operations import Cancelled, OpKind, Outcome, ThreadState, thread_state
 from ..platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
 from ._task import step, strip_own_frame
 from ._waker import WaitEvent, describe_event

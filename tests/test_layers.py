@@ -1,0 +1,512 @@
+"""asyncop's shape: layers, one face per package, no cycles, modest sizes.
+
+The package is three layers and the modules on top of them::
+
+    asyncop, asyncop.net, .testing, ...   the façade users import
+    asyncop.runtime                        workers, timers, reactor, scopes
+    asyncop.operations                     the operation tree
+    asyncop.platform                       the OS primitives
+
+Imports flow down only. ``platform`` uses the standard library alone, so
+that porting asyncop means porting it; ``operations`` adds ``attrs`` and
+``platform``. Each of the three packages has one face, its ``__init__.py``:
+code outside a package imports the package, never one of its ``_`` modules,
+so a package can move its insides around without touching its users.
+Modules import each other at the top (not inside functions, where an import
+hides a dependency and costs a lookup per call), and their top-level
+imports form no cycle.
+
+The runtime's face loads its network, process and signal names on first
+use, so that ``import asyncop`` does not load ssl; the last tests check
+that part in a fresh interpreter. Everything else here reads the source
+with ``ast`` and imports nothing. The allowlists below name every known
+exception with its reason, and each test also fails on an entry that no
+longer matches anything, so the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "asyncop"
+
+#: The layers, bottom up; every other module of asyncop sits on top of them.
+LAYERS = ("asyncop.platform", "asyncop.operations", "asyncop.runtime")
+TOP = len(LAYERS)
+
+#: The third-party packages a layer may use besides the standard library
+#: (the façade may use anything: its optional integrations guard their imports).
+THIRD_PARTY = {"asyncop.platform": frozenset(), "asyncop.operations": frozenset({"attrs"})}
+
+SCHEDULER = "asyncop.runtime._scheduler"
+
+# Each allowlist maps a known exception to why it stands, or to the fix it
+# still waits for.
+
+#: (importing module, imported module) -> why it may use another package's insides.
+FACE_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+#: (importing module, imported module) -> why a type-only import may point upward.
+UPWARD_TYPE_IMPORTS: dict[tuple[str, str], str] = {
+    ("asyncop.operations._node", "asyncop.runtime"): (
+        "AsyncOperation.runtime is annotated with the Runtime class, so that type checkers "
+        "know the methods of op.runtime; at run time the node reaches its runtime only "
+        "through the RuntimeHooks protocol"
+    ),
+}
+
+#: The target of an import whose module name is computed at run time.
+COMPUTED = "(a computed name)"
+
+#: (importing module, imported module) -> why the import must wait for a call.
+FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
+    ("asyncop.anyio", "asyncio"): (
+        "runs only under an asyncio host loop, which has imported asyncio; "
+        "a trio host need not load it"
+    ),
+    ("asyncop.anyio", "trio"): (
+        "runs only under a trio host loop, which has imported trio; "
+        "asyncop.anyio does not depend on trio"
+    ),
+    ("asyncop.runtime", COMPUTED): (
+        "the face loads the network, process and signal modules on first use, "
+        "so that import asyncop does not load ssl and subprocess"
+    ),
+    ("asyncop.runtime._awaitables", SCHEDULER): (
+        "notify_closing() needs live_runtimes(), and a top-level import would close the "
+        "cycle _awaitables -> _scheduler -> _task -> _awaitables; moving live_runtimes "
+        "below _awaitables removes it"
+    ),
+    ("asyncop.runtime._executors", "multiprocessing.forkserver"): (
+        "only a fork-server start needs it, and it takes milliseconds to import"
+    ),
+    ("asyncop.runtime._executors", "pebble"): (
+        "only a ProcessExecutor needs it, and it takes tens of milliseconds to import"
+    ),
+}
+
+#: The modules of an import cycle -> why the cycle is still there.
+CYCLES: dict[frozenset[str], str] = {}
+
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+#: Modules longer than MAX_MODULE_LINES -> their length now, which they may not exceed.
+LONG_MODULES: dict[str, int] = {
+    "asyncop.operations._node": 1060,
+    "asyncop.runtime._scheduler": 1209,
+    "asyncop.runtime._streams": 770,
+}
+
+#: "module:qualified.name" of functions longer than MAX_FUNCTION_LINES -> their length now.
+LONG_FUNCTIONS: dict[str, int] = {
+    "asyncop.operations._node:AsyncOperation._try_finalize_locked": 91,
+    "asyncop.runtime._scheduler:Runtime._new_operation": 125,
+    "asyncop.runtime._task:step": 139,
+}
+
+
+# ----------------------------------------------------------------------
+# Reading the source
+# ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    """One module that ``importer`` imports, and where the import stands."""
+
+    importer: str
+    target: str
+    line: int
+    type_only: bool  # under ``if TYPE_CHECKING:``
+    in_function: bool
+
+    def __str__(self) -> str:
+        return f"{self.importer}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def sources() -> dict[str, tuple[Path, ast.Module]]:
+    """Every module of asyncop by dotted name, with its path and syntax tree."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found[module_name(path)] = (path, ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def resolve(importer: str, node: ast.ImportFrom) -> str:
+    """The absolute name of the module that ``from ... import`` reads from."""
+    if not node.level:
+        return node.module or ""
+    # Level 1 is the importer's own package: the importer itself if it is
+    # a package's __init__.py, its parent otherwise.
+    base = importer.split(".")
+    if sources()[importer][0].name != "__init__.py":
+        base.pop()
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def called_import(node: ast.Call) -> str | None:
+    """The module that ``importlib.import_module(...)`` or ``__import__(...)`` imports."""
+    func = node.func
+    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+    )
+    if not (named and node.args):
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return COMPUTED
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def imports_of(importer: str) -> Iterator[Import]:
+    """Every import in ``importer``, wherever it stands."""
+    tree = sources()[importer][1]
+
+    def visit(node: ast.AST, type_only: bool, in_function: bool) -> Iterator[Import]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(importer, alias.name, node.lineno, type_only, in_function)
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(importer, node)
+            for alias in node.names:
+                # ``from . import _dns`` imports a module, not a name.
+                sub = f"{base}.{alias.name}"
+                target = sub if sub in sources() else base
+                yield Import(importer, target, node.lineno, type_only, in_function)
+        elif isinstance(node, ast.Call) and (called := called_import(node)):
+            yield Import(importer, called, node.lineno, type_only, in_function)
+        if isinstance(node, ast.If) and is_type_checking(node.test):
+            for stmt in node.body:
+                yield from visit(stmt, True, in_function)
+            for stmt in node.orelse:
+                yield from visit(stmt, type_only, in_function)
+            return
+        nested = in_function or isinstance(node, FUNCTIONS)
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, type_only, nested)
+
+    yield from visit(tree, False, False)
+
+
+def all_imports() -> Iterator[Import]:
+    for name in sources():
+        yield from imports_of(name)
+
+
+def layer_of(module: str) -> int:
+    """0 for platform, 1 for operations, 2 for runtime, TOP for the rest of asyncop."""
+    for rank, package in enumerate(LAYERS):
+        if module == package or module.startswith(package + "."):
+            return rank
+    return TOP
+
+
+def is_asyncop(module: str) -> bool:
+    return module == "asyncop" or module.startswith("asyncop.")
+
+
+def is_stdlib(module: str) -> bool:
+    return module.split(".")[0] in sys.stdlib_module_names
+
+
+def unexpected(found: dict[str, list[int]], allowed: set[str]) -> list[str]:
+    """Describe what ``found`` has beyond ``allowed``, and what ``allowed`` lists in vain."""
+    problems = [
+        f"{key} (line {', '.join(map(str, lines))})"
+        for key, lines in sorted(found.items())
+        if key not in allowed
+    ]
+    problems += [f"stale allowlist entry, remove it: {key}" for key in allowed if key not in found]
+    return problems
+
+
+def require_none(problems: list[str], rule: str) -> None:
+    """Fail with every problem on its own line, under the rule they break."""
+    if problems:
+        pytest.fail(f"{rule}:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+def keyed(imports: Iterator[Import]) -> dict[str, list[int]]:
+    """The imports as ``"importer -> target"``, with the lines they stand on."""
+    found: dict[str, list[int]] = {}
+    for imp in imports:
+        lines = found.setdefault(f"{imp.importer} -> {imp.target}", [])
+        if imp.line not in lines:
+            lines.append(imp.line)
+    return found
+
+
+def key_of(pairs: dict[tuple[str, str], str]) -> set[str]:
+    return {f"{a} -> {b}" for a, b in pairs}
+
+
+# ----------------------------------------------------------------------
+# Layers
+# ----------------------------------------------------------------------
+
+
+def test_reader_sees_the_three_layers_and_their_modules() -> None:
+    names = sources()
+    assert set(LAYERS) <= set(names)
+    assert "asyncop.runtime._scope" in names and "asyncop.net" in names
+    found = {imp.target for imp in imports_of("asyncop.runtime._tcp")}
+    assert {"asyncop.runtime._dns", "asyncop.operations", "socket"} <= found
+
+
+@pytest.mark.parametrize("layer", THIRD_PARTY)
+def test_low_layers_use_only_the_standard_library_and_their_listed_packages(layer: str) -> None:
+    bad = [
+        str(imp)
+        for imp in all_imports()
+        if layer_of(imp.importer) == LAYERS.index(layer)
+        and not is_asyncop(imp.target)
+        and not is_stdlib(imp.target)
+        and imp.target.split(".")[0] not in THIRD_PARTY[layer]
+    ]
+    require_none(bad, f"{layer} imports a package outside its allowance")
+
+
+def test_imports_flow_down_the_layers() -> None:
+    upward = (
+        imp
+        for imp in all_imports()
+        if is_asyncop(imp.target) and layer_of(imp.target) > layer_of(imp.importer)
+    )
+    # A type-only import may point up when a public annotation needs it.
+    problems = unexpected(keyed(upward), key_of(UPWARD_TYPE_IMPORTS))
+    require_none(problems, "an import points up the layers")
+    for importer, target in UPWARD_TYPE_IMPORTS:
+        assert all(
+            imp.type_only for imp in imports_of(importer) if imp.target == target
+        ), f"{importer} -> {target} is allowed for type hints only"
+
+
+def test_each_package_is_used_through_its_face() -> None:
+    def crosses(imp: Import) -> bool:
+        return any(
+            imp.target.startswith(package + ".")
+            and not (imp.importer == package or imp.importer.startswith(package + "."))
+            for package in LAYERS
+        )
+
+    problems = unexpected(keyed(filter(crosses, all_imports())), key_of(FACE_EXCEPTIONS))
+    require_none(problems, "an import reaches into a package past its __init__.py")
+
+
+# ----------------------------------------------------------------------
+# Cycles and function-level imports
+# ----------------------------------------------------------------------
+
+
+def import_graph() -> dict[str, set[str]]:
+    """asyncop's modules and the asyncop modules each imports when it is imported."""
+    graph: dict[str, set[str]] = {name: set() for name in sources()}
+    for imp in all_imports():
+        if imp.target in graph and not (imp.type_only or imp.in_function):
+            graph[imp.importer].add(imp.target)
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Tarjan's algorithm, without recursion: the components of ``graph``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[frozenset[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for succ in edges:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    members = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.add(member)
+                        if member == node:
+                            break
+                    components.append(frozenset(members))
+    return components
+
+
+def test_component_finder_finds_a_cycle_and_leaves_a_chain_alone() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    found = {c for c in strongly_connected(graph) if len(c) > 1}
+    assert found == {frozenset({"a", "b", "c"})}
+
+
+def test_top_level_imports_form_no_cycle() -> None:
+    cycles = {c: " <-> ".join(sorted(c)) for c in strongly_connected(import_graph()) if len(c) > 1}
+    problems = [f"import cycle: {text}" for c, text in cycles.items() if c not in CYCLES]
+    problems += [
+        f"stale allowlist entry, remove it: {' <-> '.join(sorted(c))}"
+        for c in CYCLES
+        if c not in cycles
+    ]
+    require_none(problems, "the top-level imports form a cycle")
+
+
+def test_modules_import_at_the_top_not_inside_functions() -> None:
+    inner = (imp for imp in all_imports() if imp.in_function)
+    problems = unexpected(keyed(inner), key_of(FUNCTION_IMPORTS))
+    require_none(problems, "an import stands inside a function")
+
+
+# ----------------------------------------------------------------------
+# Sizes
+# ----------------------------------------------------------------------
+
+
+def function_sizes() -> Iterator[tuple[str, int]]:
+    """``module:qualname`` and the number of lines of each function's code.
+
+    A function's size counts its lines from the first statement after the
+    docstring to the last; the docstring, however long, is free.
+    """
+
+    def visit(module: str, node: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = child.body
+                if (
+                    len(body) > 1
+                    and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)
+                ):
+                    body = body[1:]
+                end = child.end_lineno or child.lineno
+                yield f"{module}:{prefix}{child.name}", end - body[0].lineno + 1
+                yield from visit(module, child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(module, child, f"{prefix}{child.name}.")
+            else:
+                yield from visit(module, child, prefix)
+
+    for module, (_, tree) in sources().items():
+        yield from visit(module, tree, "")
+
+
+def check_sizes(sizes: dict[str, int], limit: int, allowed: dict[str, int]) -> list[str]:
+    problems = []
+    for name, size in sorted(sizes.items()):
+        if size > allowed.get(name, limit):
+            ceiling = allowed.get(name, limit)
+            problems.append(f"{name}: {size} lines, over its limit of {ceiling}")
+    problems += [
+        f"stale allowlist entry, remove it: {name} ({sizes.get(name, 0)} lines now)"
+        for name in allowed
+        if sizes.get(name, 0) <= limit
+    ]
+    return problems
+
+
+def test_modules_stay_short() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, (path, _) in sources().items()
+    }
+    require_none(check_sizes(sizes, MAX_MODULE_LINES, LONG_MODULES), "a module grew too long")
+
+
+def test_functions_stay_short() -> None:
+    require_none(
+        check_sizes(dict(function_sizes()), MAX_FUNCTION_LINES, LONG_FUNCTIONS),
+        "a function grew too long",
+    )
+
+
+# ----------------------------------------------------------------------
+# The runtime's names loaded on first use
+# ----------------------------------------------------------------------
+
+
+def lazy_table() -> dict[str, str]:
+    """The ``_LAZY`` table of ``asyncop/runtime/__init__.py``: name -> module."""
+    for node in sources()["asyncop.runtime"][1].body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "_LAZY" for target in node.targets
+        ):
+            table: dict[str, str] = ast.literal_eval(node.value)
+            return table
+    raise AssertionError("asyncop/runtime/__init__.py has no _LAZY table")
+
+
+def test_names_loaded_on_first_use_are_the_ones_imported_for_type_checkers() -> None:
+    typed: dict[str, str] = {}
+    for node in sources()["asyncop.runtime"][1].body:
+        if isinstance(node, ast.If) and is_type_checking(node.test):
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.level == 1, ast.unparse(stmt)
+                for alias in stmt.names:
+                    assert alias.asname == alias.name, f"re-export {alias.name} as itself"
+                    typed[alias.name] = stmt.module or ""
+    assert typed == lazy_table()
+
+
+def test_import_asyncop_leaves_ssl_and_the_network_modules_for_later() -> None:
+    unloaded = sorted({f"asyncop.runtime.{module}" for module in lazy_table().values()} | {"ssl"})
+    code = (
+        "import sys\n"
+        "import asyncop\n"
+        f"print(sorted(name for name in {unloaded!r} if name in sys.modules))\n"
+        "import asyncop.runtime\n"
+        "opener = asyncop.runtime.open_tcp_stream\n"
+        "import asyncop.net\n"
+        "print(opener is asyncop.net.open_tcp_stream, 'ssl' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "True True"]
