@@ -89,6 +89,9 @@ class Monitor:
         self._seen: dict[Worker, _Look] = {}
         self._warned: dict[Worker, int] = {}
         self._cap_warned = False
+        # The runtime's poll count at the last look: unchanged for a whole
+        # tick means no worker polled the multiplexer meanwhile.
+        self._polls_seen = -1
 
     # -- called by the runtime ------------------------------------------------
 
@@ -170,12 +173,13 @@ class Monitor:
             rt._fire_due_timers()
         # 2. Readiness nobody polls for.
         reactor = rt._reactor
+        polls = rt._polls
         if (
             reactor is not None
             and reactor.drives_epoll
             and reactor._table
             and rt._poller is None
-            and monotonic() - rt._polled_at >= self.tick
+            and polls == self._polls_seen
         ):
             with rt._lock:
                 woke = bool(rt._idle) and rt._poller is None
@@ -183,6 +187,7 @@ class Monitor:
                     rt._wake_one_locked()  # it parks again, in the multiplexer
             if not woke:
                 reactor.poll_ready()
+        self._polls_seen = polls
         # 3 and 4. Held workers.
         now = monotonic()
         for worker in list(rt._workers):

@@ -161,6 +161,7 @@ class Reactor:
         # Whether any wait was ever registered (the workers start polling then).
         self._used = False
         self._wakeup = WakeupChannel()
+        self._wake_fd = self._wakeup.fileno()
         self._epoll: Any = None
         self._selector: selectors.BaseSelector | None = None
         if self.backend == "epoll":
@@ -511,7 +512,7 @@ class Reactor:
             events = self._epoll.poll(wait)
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             events = []
-        wake_fd = self._wakeup.fileno()
+        wake_fd = self._wake_fd
         fired: list[Subscription] = []
         wakes: list[_Wake] = []
         with self._lock:

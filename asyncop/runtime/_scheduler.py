@@ -86,6 +86,7 @@ logger = logging.getLogger("asyncop")
 
 _RUNNING = OperationState.RUNNING
 _CORO = OpKind.CORO
+_BUSY = WorkerState.BUSY
 _SYNC = OpKind.SYNC
 _SCOPE = OpKind.SCOPE
 # How long interpreter exit waits for cancelled work before abandoning it.
@@ -266,9 +267,9 @@ class Runtime:
         self._lane = threading.Lock()
         self._idle: list[Worker] = []
         # The parked worker that waits in the I/O multiplexer, if any, and
-        # when a worker last polled it (time.monotonic()).
+        # how many times workers have polled it (the monitor compares).
         self._poller: Worker | None = None
-        self._polled_at = 0.0
+        self._polls = 0
         self._workers: list[Worker] = []
         self._worker_seq = 0
         self._active = 0  # workers not parked
@@ -905,7 +906,7 @@ class Runtime:
                 worker is not None
                 and state.op is None
                 and worker.runtime is self
-                and not worker.parked
+                and worker.state is _BUSY
             ):
                 # A task queued by this worker's own step (or its timers, or
                 # its poll): the worker runs the queue when the step ends

@@ -240,8 +240,10 @@ def worker_main(rt: Runtime, worker: Worker) -> None:
                 # 4. Take the readiness of parked fds, without a thread hop.
                 reactor = rt._reactor
                 if reactor is not None and reactor._table:
-                    rt._polled_at = monotonic()
+                    rt._polls += 1
                     reactor.poll_ready()
+                    if ready and (parallel or not lane.locked()):
+                        continue  # it woke a task: no need to look at parking
                 # 5. Park until the next deadline.
                 if not _park(rt, worker, state):
                     return
@@ -428,8 +430,12 @@ def _park(rt: Runtime, worker: Worker, state: ThreadState) -> bool:
             retire_locked(rt, worker)
             return False
         reactor = rt._reactor
-        poll = reactor is not None and reactor.drives_epoll and rt._poller is None and (
-            reactor._table or reactor._used
+        poll = (
+            reactor is not None
+            and reactor.drives_epoll
+            and rt._poller is None
+            and (reactor._table or reactor._used)
+            and not _another_polls_soon(rt, worker)
         )
         rt._idle.append(worker)
         worker.state = WorkerState.POLLING if poll else WorkerState.PARKED
@@ -463,6 +469,19 @@ def _park(rt: Runtime, worker: Worker, state: ThreadState) -> bool:
     return True
 
 
+def _another_polls_soon(rt: Runtime, worker: Worker) -> bool:
+    """Whether another worker runs the loop, and so polls at its next round.
+
+    Then this one parks on its own event: two threads taking turns at the
+    multiplexer would hand every readiness across threads. One inside a
+    sync callback polls only once the callback ends.
+    """
+    for other in rt._workers:
+        if other is not worker and other.state is WorkerState.BUSY and not other.in_sync:
+            return True
+    return False
+
+
 def _poll_parked(
     rt: Runtime, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
 ) -> bool:
@@ -480,7 +499,7 @@ def _poll_parked(
     if fired:
         # This worker is active again: the tasks these wakes queue are its
         # own to step next, not another worker's.
-        rt._polled_at = monotonic()
+        rt._polls += 1
         reactor.deliver(fired)
     return True
 
