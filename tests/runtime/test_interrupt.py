@@ -53,12 +53,27 @@ logging.basicConfig(format="%(levelname)s:%(name)s:%(message)s")
 def say(what):
     print(what, flush=True)
 
+# Set by the callbacks below as they start: a cancel before that would
+# keep them from running at all.
+started = threading.Event()
+
+def ready():
+    # Ready for Ctrl-C: the callback runs (the caller goes on to block).
+    started.wait(10)
+    say("ready")
+
+def ready_soon():
+    # The same, for a caller that is about to block before the callback runs.
+    threading.Thread(target=ready, daemon=True).start()
+
 def sleeper():
     # Ignores its cancel: a long sleep in one call.
+    started.set()
     time.sleep(30)
 
 def spinner():
     # Ignores its cancel, saying once that it saw it: a busy loop.
+    started.set()
     op = asyncop.current_operation(require=True)
     said = False
     while True:
@@ -68,6 +83,7 @@ def spinner():
 
 def polite():
     # Honours its cancel, and cleans up.
+    started.set()
     op = asyncop.current_operation(require=True)
     try:
         op.token.wait(30)
@@ -163,11 +179,13 @@ class Program:
             self.proc.wait()
 
 
-def press_twice(body: str, *, cancel_seen: str | None = "cancelled") -> Outcome:
+def press_twice(
+    body: str, *, ready: str = "ready", cancel_seen: str | None = "cancelled"
+) -> Outcome:
     """Run ``body``; Ctrl-C once it says ready, and again once the cancel is under way."""
     program = Program(body)
     try:
-        program.expect("ready")
+        program.expect(ready)
         time.sleep(0.3)  # let the main thread block
         program.press_ctrl_c()
         if cancel_seen is not None:
@@ -220,7 +238,7 @@ def test_second_ctrl_c_in_run_abandons_the_stuck_callback(stubborn: str) -> None
         with asyncop.Runtime(2, name="rt") as rt:
             def main():
                 asyncop.current_operation(require=True).spawn({stubborn})
-                say("ready")
+                ready()
             rt.run(main)
         say("after the with-block")
         """,
@@ -238,7 +256,7 @@ def test_second_ctrl_c_at_a_sync_scope_exit_abandons_the_stuck_callback() -> Non
         with asyncop.Runtime(2, name="rt") as rt:
             with rt.scope() as root:
                 root.spawn(spinner)
-                say("ready")
+                ready()
         """
     )
     assert_got_out(outcome, thread=WORKER, running="operation 'spinner'")
@@ -250,7 +268,7 @@ def test_second_ctrl_c_in_the_exit_of_with_runtime_abandons_the_stuck_callback()
         """
         with asyncop.Runtime(2, name="rt") as rt:
             rt.spawn(spinner)
-            say("ready")
+            ready()
             time.sleep(60)
         """
     )
@@ -258,19 +276,20 @@ def test_second_ctrl_c_in_the_exit_of_with_runtime_abandons_the_stuck_callback()
 
 
 def test_second_ctrl_c_in_shutdown_abandons_the_stuck_callback() -> None:
-    # shutdown() cancels by itself: the first press cancels again and waits.
+    # shutdown() cancels by itself (the spinner says so once it waits):
+    # the first press cancels again and goes on waiting.
     outcome = press_twice(
         """
         rt = asyncop.Runtime(2, name="rt")
-        rt.spawn(spinner)
-        time.sleep(0.2)
-        say("ready")
+        op = rt.spawn(spinner)
+        while op.state is not asyncop.OperationState.RUNNING:
+            time.sleep(0.01)
         print("shutdown returned", rt.shutdown())
         """,
+        ready="cancelled",
         cancel_seen=None,
     )
     assert_got_out(outcome, thread=WORKER, running="operation 'spinner'")
-    assert "cancelled" in outcome.out.splitlines()
     assert "shutdown returned" not in outcome.out
 
 
@@ -282,7 +301,7 @@ def test_second_ctrl_c_in_start_abandons_the_task_that_never_started() -> None:
 
         with asyncop.Runtime(2, name="rt") as rt:
             with rt.scope() as root:
-                say("ready")
+                ready_soon()
                 root.start(never_ready)
         """
     )
@@ -293,8 +312,8 @@ def test_second_ctrl_c_names_a_stuck_spawn_blocking_thread() -> None:
     outcome = press_twice(
         """
         async def main():
-            say("ready")
-            await asyncop.spawn_blocking(time.sleep, 30)
+            ready_soon()
+            await asyncop.spawn_blocking(sleeper)
 
         with asyncop.Runtime(2, name="rt") as rt:
             rt.run(main)
@@ -302,7 +321,7 @@ def test_second_ctrl_c_names_a_stuck_spawn_blocking_thread() -> None:
         cancel_seen=None,
     )
     assert_got_out(
-        outcome, thread=r"rt-blocking-\d", running=r"spawn_blocking\(sleep\) for task 'main'"
+        outcome, thread=r"rt-blocking-\d", running=r"spawn_blocking\(sleeper\) for task 'main'"
     )
 
 
@@ -315,7 +334,7 @@ def test_second_ctrl_c_names_a_coroutine_step_that_blocks() -> None:
         with asyncop.Runtime(2, name="rt") as rt:
             with rt.scope() as root:
                 root.spawn(hog)
-                say("ready")
+                ready()
         """
     )
     assert_got_out(outcome, thread=WORKER, running="a step of task 'hog'")
@@ -328,7 +347,7 @@ def test_after_giving_up_the_runtime_takes_no_work_and_shutdown_does_not_wait() 
         try:
             with rt.scope() as root:
                 root.spawn(spinner)
-                say("ready")
+                ready()
         except KeyboardInterrupt:
             began = time.monotonic()
             print("shutdown", rt.shutdown(), round(time.monotonic() - began), flush=True)
@@ -353,25 +372,25 @@ ONE_PRESS = {
         with asyncop.Runtime(2, name="rt") as rt:
             def main():
                 asyncop.current_operation(require=True).spawn(polite)
-                say("ready")
+                ready()
             rt.run(main)
     """,
     "scope_exit": """
         with asyncop.Runtime(2, name="rt") as rt:
             with rt.scope() as root:
                 root.spawn(polite)
-                say("ready")
+                ready()
     """,
     "with_runtime_exit": """
         with asyncop.Runtime(2, name="rt") as rt:
             rt.spawn(polite)
-            say("ready")
+            ready()
             time.sleep(60)
     """,
     "shutdown": """
         rt = asyncop.Runtime(2, name="rt")
         rt.spawn(polite)
-        say("ready")
+        ready()
         try:
             time.sleep(60)
         finally:
