@@ -39,10 +39,11 @@ when the installed ``Runtime`` has no such keyword.
   ``sleep_late_s`` how late the sleep wakes; ``seconds`` the whole scope.
   Peers: asyncio, uvloop and trio, where both wait for the computation to
   end (trio runs a batch of ready tasks in a shuffled order, so its other
-  task sometimes goes before the computing one). In the default mode asyncop may wait too (one step at a time, as in
-  asyncio); with ``parallel=True`` neither may wait more than 50 ms (the
-  target). ``warnings`` counts the WARNING records of the ``asyncop``
-  logger (a step that runs long is reported there).
+  task sometimes goes before the computing one). In the default mode
+  asyncop may wait too (one step at a time, as in asyncio); with
+  ``parallel=True`` neither may wait more than 50 ms (the target).
+  ``warnings`` counts the WARNING records of the ``asyncop`` logger (a
+  step that runs long is reported there).
 - ``thread_growth``: n plain functions (100) spawned into one scope, each
   blocking in ``time.sleep(1)``. ``peak_threads`` is the most OS threads the
   process had at once (sampled from ``/proc`` every 5 ms, or
