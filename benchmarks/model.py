@@ -14,9 +14,9 @@ when the installed ``Runtime`` has no such keyword.
   the interpreter's thread switch interval (``sys.setswitchinterval``, 5 ms
   by default) cut by the same factor, so that two steps running at once
   would still trade the GIL about twice within one computation. Each
-  reports ``runs``, ``exact`` (runs ending at 80), ``inexact`` (the
-  others) and the least, median and greatest final counter; ``seconds`` is
-  the mean time of a run. Target: 80 in every run, in every repetition
+  reports ``trials`` (the runs made), ``exact`` (those ending at 80),
+  ``inexact`` (the others) and the least, median and greatest final
+  counter; ``seconds`` is the mean time of a run. Target: 80 in every run, in every repetition
   (judged on the worst one). With ``parallel=True`` steps may overlap and
   increments may be lost: those systems are reported, not judged. asyncio
   and trio step one task at a time on one thread, so they always reach 80
@@ -179,7 +179,7 @@ def _atomicity(runs: int, compute_s: float, **options: Any) -> Metrics:
     exact = sum(1 for final in finals if final == _ATOMIC_EXPECTED)
     return {
         "seconds": seconds / runs,
-        "runs": float(runs),
+        "trials": float(runs),
         "exact": float(exact),
         "inexact": float(runs - exact),
         "counter_min": float(min(finals)),
