@@ -67,7 +67,7 @@ def _describe(registry: dict[str, Workload]) -> str:
         systems = []
         for name, system in item.systems.items():
             missing = system.missing()
-            systems.append(name if missing is None else f"{name} (needs {missing})")
+            systems.append(name if missing is None else f"{name} (skipped: {missing})")
         lines.append(f"{item.name}: {item.description}")
         lines.append(f"    n={sizes} (quick {quick}); systems: {', '.join(systems)}")
     return "\n".join(lines)

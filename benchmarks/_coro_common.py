@@ -19,6 +19,7 @@ rather than a crash, and nothing starts at import time.
 from __future__ import annotations
 
 import gc
+import inspect
 import itertools
 import os
 import resource
@@ -44,6 +45,7 @@ __all__ = [
     "register_asyncop",
     "rss_bytes",
     "run_asyncop",
+    "runtime_lacks",
 ]
 
 AsyncMain = Callable[[int], Coroutine[Any, Any, Metrics]]
@@ -147,11 +149,30 @@ async def asyncop_all_parked(parked: Counter, n: int) -> None:
 # ----------------------------------------------------------------------
 
 
-def run_asyncop(main: AsyncMain, n: int, workers: int | None = None) -> Metrics:
-    """Run ``main(n)`` as the root coroutine operation of a fresh ``Runtime``."""
-    with asyncop.Runtime(workers) as runtime:
+def run_asyncop(main: AsyncMain, n: int, workers: int | None = None, **options: Any) -> Metrics:
+    """Run ``main(n)`` as the root coroutine operation of a fresh ``Runtime``.
+
+    ``options`` go to ``Runtime`` as keywords (``parallel=True``...); a system
+    that passes one declares ``unless=runtime_lacks(keyword)``.
+    """
+    with asyncop.Runtime(workers, **options) as runtime:
         result: Metrics = runtime.run(main, n)
     return result
+
+
+def runtime_lacks(keyword: str) -> Callable[[], str | None]:
+    """An ``unless`` for a system that needs ``asyncop.Runtime(..., keyword=...)``.
+
+    The installed asyncop may not have the keyword yet: the system is then
+    skipped, with this reason, and its checks are n/a.
+    """
+
+    def reason() -> str | None:
+        if keyword in inspect.signature(asyncop.Runtime).parameters:
+            return None
+        return f"asyncop.Runtime has no {keyword}= keyword"
+
+    return reason
 
 
 def register_asyncop(

@@ -16,7 +16,7 @@ thread, with the same shape of work as asyncop's spawn path:
   context; a checkpoint puts the task at the back of the queue;
 - the parent counts its live children, and the join ends at zero.
 
-It has none of what SPEC asks of a real runtime: no states or
+It has none of what a real runtime must do: no states or
 transitions, no waker, no cancellation, no failure handling, no deadline,
 no creation point, no wake-up of parked workers. With ``locked``, every
 spawn, step and end also takes and releases a lock, as a queue shared by

@@ -19,6 +19,10 @@ per system, in a module listed in ``WORKLOAD_MODULES``::
         import trio   # imported inside: a missing peer is skipped, not a crash
         ...
 
+A system that needs more than a module (a keyword the installed asyncop may
+not have yet) passes ``unless``: a function returning why it cannot run, or
+None; the system is then skipped with that reason, and its checks are n/a.
+
 The functions run in a fresh subprocess per repetition (see ``_run.py``), so
 a module must not start anything at import time.
 """
@@ -55,6 +59,7 @@ WORKLOAD_MODULES = (
     "benchmarks.idle",
     "benchmarks.coro",
     "benchmarks.timers",
+    "benchmarks.model",
     "benchmarks.memory",
     "benchmarks.io",
     "benchmarks.net",
@@ -70,13 +75,15 @@ class System:
     fn: MeasureFn
     # Importable modules it needs; when one is missing the system is skipped.
     requires: tuple[str, ...] = ()
+    # Why it cannot run here (None when it can); called after ``requires``.
+    unless: Callable[[], str | None] | None = None
 
     def missing(self) -> str | None:
-        """Name the first required module that is not installed, or None."""
+        """Say why the system cannot run here (a module not installed...), or None."""
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
-                return module
-        return None
+                return f"{module} is not installed"
+        return None if self.unless is None else self.unless()
 
 
 @dataclass(frozen=True)
@@ -110,11 +117,16 @@ class Scaling:
 
 @dataclass(frozen=True)
 class Limit:
-    """One system's median of ``metric`` must stay strictly below ``limit``."""
+    """One system's median of ``metric`` must stay strictly below ``limit``.
+
+    With ``worst``, the largest value over the repetitions is judged instead
+    of the median: for a property that must hold in every run.
+    """
 
     system: str
     metric: str
     limit: float
+    worst: bool = False
 
 
 Check = Ratio | Scaling | Limit
@@ -136,14 +148,18 @@ class Workload:
     scalable: bool = True
 
     def system(
-        self, name: str, *, requires: tuple[str, ...] = ()
+        self,
+        name: str,
+        *,
+        requires: tuple[str, ...] = (),
+        unless: Callable[[], str | None] | None = None,
     ) -> Callable[[MeasureFn], MeasureFn]:
         """Register the decorated function as this workload's ``name`` system."""
 
         def register(fn: MeasureFn) -> MeasureFn:
             if name in self.systems:
                 raise ValueError(f"workload {self.name!r} already has a system {name!r}")
-            self.systems[name] = System(name, fn, requires)
+            self.systems[name] = System(name, fn, requires, unless)
             return fn
 
         return register

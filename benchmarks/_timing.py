@@ -17,9 +17,9 @@ def full_collections() -> int:
 class Stopwatch:
     """Wall time and full GC passes over a ``with`` block.
 
-    The collector stays on: it is part of what a user pays, and PEERS.md
-    shows it is half of every peer's cost at 100k. ``gc_full`` tells how
-    many full passes fell inside the block.
+    The collector stays on: it is part of what a user pays, on every
+    system alike. ``gc_full`` tells how many full passes fell inside the
+    block.
     """
 
     __slots__ = ("_gc0", "_t0", "gc_full", "seconds")

@@ -36,11 +36,32 @@
 
 Both run at n and n/10, and check that every task ran (and ended) so that a
 fast but wrong run fails rather than scores.
+
+- ``deep_tree``: n nested levels (1,000), each a coroutine task that opens
+  its own scope and spawns the next level into it, down to a leaf that
+  sleeps for an hour: ``async with asyncop.scope() as s:
+  s.spawn(level, k - 1)``, an asyncio ``TaskGroup``, a trio nursery, an
+  anyio task group. ``build_s`` runs from spawning the root until the leaf
+  takes its first step; ``cancel_s`` from cancelling the root until it and
+  every level below have exited (each level counts its exit, and all n must
+  have). asyncop and asyncio cancel the root task; trio and anyio, which
+  have no task handles, cancel the enclosing nursery, which holds only the
+  root. Each process builds and cancels the tree up to ``_DEEP_ROUNDS``
+  times (fewer once ``_DEEP_BUDGET_S`` has gone by, for the slow peers) and
+  reports the medians; ``seconds`` is the median of build plus cancel.
+  trio's cancel walks nested cancel scopes recursively, about five frames a
+  level, so the trio and anyio runs raise the recursion limit to
+  ``10 n + 1,000``; asyncop and asyncio run under the default limit.
+  Target: asyncop's build and cancel each at most asyncio's.
 """
 
 from __future__ import annotations
 
+import statistics
+import sys
 import threading
+import time
+from collections.abc import Iterator
 
 import asyncop
 
@@ -59,7 +80,7 @@ from ._floor import run_floor
 from ._registry import Metrics, Ratio, workload
 from ._timing import Stopwatch
 
-__all__ = ["CANCEL_SLEEPERS", "SPAWN_JOIN"]
+__all__ = ["CANCEL_SLEEPERS", "DEEP_TREE", "SPAWN_JOIN"]
 
 # The chunked variants checkpoint after this many spawns: no step then
 # runs long enough (BLOCKED_AFTER, 50 ms) for the watchdog to add a worker.
@@ -87,6 +108,21 @@ CANCEL_SLEEPERS = workload(
     quick_sizes=(1_000, 5_000),
     checks=[Ratio("asyncop", "asyncio", limit=1.0)],
 )
+
+
+DEEP_TREE = workload(
+    "deep_tree",
+    "n nested coroutine tasks, each opening a scope for the next, down to a sleeping leaf",
+    sizes=(1_000,),
+    quick_sizes=(1_000,),
+    checks=[
+        Ratio("asyncop", "asyncio", limit=1.0, metric="build_s"),
+        Ratio("asyncop", "asyncio", limit=1.0, metric="cancel_s"),
+    ],
+)
+
+_DEEP_ROUNDS = 5
+_DEEP_BUDGET_S = 2.0
 
 
 class _Stop(Exception):
@@ -367,3 +403,186 @@ register_asyncop(CANCEL_SLEEPERS, _cancel_sleepers_asyncop, workers=(1,))
 register_asyncio(CANCEL_SLEEPERS, _cancel_sleepers_asyncio)
 register_trio(CANCEL_SLEEPERS, _cancel_sleepers_trio)
 register_anyio(CANCEL_SLEEPERS, _cancel_sleepers_anyio)
+
+
+# ----------------------------------------------------------------------
+# deep_tree
+# ----------------------------------------------------------------------
+
+
+class _Tree:
+    """Times of one build and cancel, over ``_DEEP_ROUNDS`` rounds."""
+
+    __slots__ = ("builds", "cancels", "exited", "leaf_at", "n")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.builds: list[float] = []
+        self.cancels: list[float] = []
+        self.exited = Counter()
+        self.leaf_at = 0.0
+
+    def rounds(self) -> Iterator[int]:
+        """Up to ``_DEEP_ROUNDS`` rounds, none started after ``_DEEP_BUDGET_S``."""
+        spent = 0.0
+        for k in range(_DEEP_ROUNDS):
+            if k and spent > _DEEP_BUDGET_S:
+                return
+            yield k
+            spent += self.builds[-1] + self.cancels[-1]
+
+    def begin(self) -> float:
+        self.exited = Counter()
+        self.leaf_at = 0.0
+        return time.perf_counter()
+
+    def built(self, started: float) -> float:
+        """The leaf is running: record the build; returns when the cancel starts."""
+        expect(self.leaf_at > 0.0, "the leaf did not run")
+        self.builds.append(self.leaf_at - started)
+        return time.perf_counter()
+
+    def cancelled(self, started: float) -> None:
+        self.cancels.append(time.perf_counter() - started)
+        expect(self.exited.value() == self.n, "not every level exited")
+
+    def metrics(self) -> Metrics:
+        total = [b + c for b, c in zip(self.builds, self.cancels, strict=True)]
+        return {
+            "seconds": statistics.median(total),
+            "build_s": statistics.median(self.builds),
+            "cancel_s": statistics.median(self.cancels),
+            "rounds": float(len(total)),
+        }
+
+
+def _deep_recursion(n: int) -> None:
+    """Let trio's recursive cancel walk through n nested cancel scopes."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * n + 1_000))
+
+
+async def _deep_tree_asyncop(n: int) -> Metrics:
+    tree = _Tree(n)
+    sleep = asyncop.sleep
+
+    async def level(k: int, reached: asyncop.Event) -> None:
+        try:
+            if k == 1:
+                tree.leaf_at = time.perf_counter()
+                reached.set()
+                await sleep(_SLEEP_S)
+                return
+            async with asyncop.scope() as scope:
+                scope.spawn(level, k - 1, reached)
+        finally:
+            tree.exited.bump()
+
+    for _ in tree.rounds():
+        reached = asyncop.Event()
+        started = tree.begin()
+        async with asyncop.scope() as outer:
+            root = outer.spawn(level, n, reached)
+            await reached.wait_async()
+            started = tree.built(started)
+            root.cancel()
+        tree.cancelled(started)
+    return tree.metrics()
+
+
+async def _deep_tree_asyncio(n: int) -> Metrics:
+    import asyncio
+
+    tree = _Tree(n)
+    sleep = asyncio.sleep
+
+    async def level(k: int, reached: asyncio.Event) -> None:
+        try:
+            if k == 1:
+                tree.leaf_at = time.perf_counter()
+                reached.set()
+                await sleep(_SLEEP_S)
+                return
+            async with asyncio.TaskGroup() as group:
+                group.create_task(level(k - 1, reached))
+        finally:
+            tree.exited.bump()
+
+    for _ in tree.rounds():
+        reached = asyncio.Event()
+        started = tree.begin()
+        root = asyncio.create_task(level(n, reached))
+        await reached.wait()
+        started = tree.built(started)
+        root.cancel()
+        await asyncio.wait([root])
+        tree.cancelled(started)
+        expect(root.cancelled(), "the root was not cancelled")
+    return tree.metrics()
+
+
+async def _deep_tree_trio(n: int) -> Metrics:
+    import trio
+
+    _deep_recursion(n)
+    tree = _Tree(n)
+    sleep = trio.sleep
+
+    async def level(k: int, reached: trio.Event) -> None:
+        try:
+            if k == 1:
+                tree.leaf_at = time.perf_counter()
+                reached.set()
+                await sleep(_SLEEP_S)
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(level, k - 1, reached)
+        finally:
+            tree.exited.bump()
+
+    for _ in tree.rounds():
+        reached = trio.Event()
+        started = tree.begin()
+        async with trio.open_nursery() as outer:
+            outer.start_soon(level, n, reached)
+            await reached.wait()
+            started = tree.built(started)
+            outer.cancel_scope.cancel()
+        tree.cancelled(started)
+    return tree.metrics()
+
+
+async def _deep_tree_anyio(n: int) -> Metrics:
+    import anyio
+
+    _deep_recursion(n)
+    tree = _Tree(n)
+    sleep = anyio.sleep
+
+    async def level(k: int, reached: anyio.Event) -> None:
+        try:
+            if k == 1:
+                tree.leaf_at = time.perf_counter()
+                reached.set()
+                await sleep(_SLEEP_S)
+                return
+            async with anyio.create_task_group() as group:
+                group.start_soon(level, k - 1, reached)
+        finally:
+            tree.exited.bump()
+
+    for _ in tree.rounds():
+        reached = anyio.Event()
+        started = tree.begin()
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(level, n, reached)
+            await reached.wait()
+            started = tree.built(started)
+            outer.cancel_scope.cancel()
+        tree.cancelled(started)
+    return tree.metrics()
+
+
+register_asyncop(DEEP_TREE, _deep_tree_asyncop, workers=(1,))
+register_asyncio(DEEP_TREE, _deep_tree_asyncio)
+register_trio(DEEP_TREE, _deep_tree_trio)
+register_anyio(DEEP_TREE, _deep_tree_anyio)

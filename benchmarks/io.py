@@ -8,7 +8,7 @@ reactor -> worker). The systems:
 - ``asyncop``: the default, where a worker about to park polls the parked
   fds itself before leaving them to the reactor;
 - ``asyncop_reactor_only``: that worker poll turned off, every readiness
-  going through the reactor thread (the design of seed 002, 7.7.10);
+  going through the reactor thread, as every readiness once did;
 - ``asyncio``/``uvloop`` (``sock_recv``/``sock_sendall``), ``trio``
   (``trio.socket``), ``threads`` (two threads doing blocking I/O);
 - ``event_floor``: two threads ping-ponging a ``threading.Event``, the cost

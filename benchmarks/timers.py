@@ -36,6 +36,21 @@ Two workloads:
   lateness within 2 ms.
 
 Target on both: asyncop wakes in deadline order and never early.
+
+``timers_spawning`` (n = 1,000 and 10,000) is the same timers as a user
+writes them, with no gate: a loop spawns n tasks, and each, at its first
+step, takes its deadline as now plus its delay and sleeps until it at once.
+The first timers come due while later tasks are still being spawned and
+stepped, so arming and firing overlap. Order is judged on the deadline and,
+for equal deadlines, on the order in which the tasks took them (FIFO):
+``out_of_order`` counts the wakes that came after the wake of a later key,
+and ``ties`` how many deadlines equal another one (a continuous clock makes
+them rare). ``seconds`` runs from the first spawn to the scope's exit,
+``spawn_s`` is the spawn loop and ``arm_s`` the time until the last task
+armed its sleep. ``asyncop_w1`` runs it on one worker. The peers are
+asyncio and uvloop (``loop.call_at``, as above), trio (``sleep_until``).
+Targets: asyncop wakes in order at both sizes, and its p99 lateness is at
+most asyncio's.
 """
 
 from __future__ import annotations
@@ -56,10 +71,10 @@ from ._coro_common import (
     register_asyncop,
     register_trio,
 )
-from ._registry import Limit, Metrics, workload
+from ._registry import Limit, Metrics, Ratio, workload
 from ._timing import full_collections
 
-__all__ = ["TIMERS", "TIMERS_1K"]
+__all__ = ["TIMERS", "TIMERS_1K", "TIMERS_SPAWNING"]
 
 _SPREAD_S = 0.100
 _MARGIN_S = 0.050
@@ -89,6 +104,17 @@ TIMERS_1K = workload(
     ],
     per_item=False,
     scalable=False,
+)
+
+TIMERS_SPAWNING = workload(
+    "timers_spawning",
+    "n tasks spawned in a loop, each sleeping until now + random [0, 100 ms] at once",
+    sizes=(1_000, 10_000),
+    quick_sizes=(1_000, 10_000),
+    checks=[
+        Limit("asyncop", metric="out_of_order", limit=1),
+        Ratio("asyncop", "asyncio", limit=1.0, metric="p99_ms"),
+    ],
 )
 
 
@@ -126,32 +152,73 @@ class _Record:
         self.deadlines = [base + delay for delay in self.delays]
 
     def metrics(self, end: float) -> Metrics:
-        n = len(self.delays)
         deadlines = self.deadlines
-        by_wake = [0.0] * n
-        for i, place in enumerate(self.order):
-            by_wake[place] = deadlines[i]
-        out_of_order = 0
-        latest = float("-inf")
-        for deadline in by_wake:
-            if deadline < latest:
-                out_of_order += 1
-            else:
-                latest = deadline
-        lateness = sorted(w - d for w, d in zip(self.wakes, deadlines, strict=True))
         first_due = min(deadlines)
         return {
             "seconds": end - self.base,
             "gc_full": float(full_collections() - self.gc0),
             "setup_s": self.setup,
-            "out_of_order": out_of_order,
-            "ordered": float(out_of_order == 0),
-            "p50_ms": percentile(lateness, 0.50) * 1e3,
-            "p99_ms": percentile(lateness, 0.99) * 1e3,
-            "max_ms": lateness[-1] * 1e3,
-            "min_ms": lateness[0] * 1e3,
-            "early": sum(1 for late in lateness if late < 0),
+            **_wake_metrics(deadlines, deadlines, self.order, self.wakes),
             "armed_late": sum(1 for armed in self.armed if armed > first_due),
+        }
+
+
+def _wake_metrics(
+    keys: list[Any], deadlines: list[float], order: list[int], wakes: list[float]
+) -> Metrics:
+    """Order and lateness of n wakes; ``order[i]`` is task i's place among them.
+
+    A wake is out of order when an earlier wake had a greater ``keys`` entry.
+    """
+    by_wake: list[Any] = [None] * len(keys)
+    for i, place in enumerate(order):
+        by_wake[place] = keys[i]
+    out_of_order = 0
+    latest = by_wake[0]
+    for key in by_wake:
+        if key < latest:
+            out_of_order += 1
+        else:
+            latest = key
+    lateness = sorted(w - d for w, d in zip(wakes, deadlines, strict=True))
+    return {
+        "out_of_order": out_of_order,
+        "ordered": float(out_of_order == 0),
+        "p50_ms": percentile(lateness, 0.50) * 1e3,
+        "p99_ms": percentile(lateness, 0.99) * 1e3,
+        "max_ms": lateness[-1] * 1e3,
+        "min_ms": lateness[0] * 1e3,
+        "early": sum(1 for late in lateness if late < 0),
+    }
+
+
+class _Spawned:
+    """What the spawned sleepers write, one slot each (see ``_Record``)."""
+
+    __slots__ = ("armed", "deadlines", "delays", "gc0", "order", "seq", "start", "wakes")
+
+    def __init__(self, n: int, start: float) -> None:
+        rng = random.Random(n)
+        self.delays = [rng.uniform(0.0, _SPREAD_S) for _ in range(n)]
+        self.deadlines = [0.0] * n
+        self.armed = [0.0] * n
+        self.seq = [0] * n
+        self.wakes = [0.0] * n
+        self.order = [0] * n
+        self.start = start
+        self.gc0 = full_collections()
+
+    def metrics(self, spawned: float, end: float) -> Metrics:
+        deadlines = self.deadlines
+        expect(all(deadlines), "a sleeper never took its deadline")
+        keys = list(zip(deadlines, self.seq, strict=True))
+        return {
+            "seconds": end - self.start,
+            "gc_full": float(full_collections() - self.gc0),
+            "spawn_s": spawned - self.start,
+            "arm_s": max(self.armed) - self.start,
+            "ties": float(len(deadlines) - len(set(deadlines))),
+            **_wake_metrics(keys, deadlines, self.order, self.wakes),
         }
 
 
@@ -303,6 +370,107 @@ async def _timers_anyio(n: int) -> Metrics:
         record.open_gate(now())
         gate.set()
     return record.metrics(now())
+
+
+# ----------------------------------------------------------------------
+# timers_spawning: each task takes its deadline and sleeps at its first step
+# ----------------------------------------------------------------------
+
+
+async def _spawning_asyncop(n: int) -> Metrics:
+    gc.collect()
+    now = asyncop.current_time
+    sleep_until = asyncop.sleep_until
+    record = _Spawned(n, now())
+    arm, wake_order = Counter().bump, Counter().bump
+    delays, deadlines, armed, seq = record.delays, record.deadlines, record.armed, record.seq
+    wakes, order = record.wakes, record.order
+
+    async def sleeper(i: int) -> None:
+        armed[i] = t = now()
+        deadlines[i] = deadline = t + delays[i]
+        seq[i] = arm()
+        await sleep_until(deadline)
+        order[i] = wake_order()
+        wakes[i] = now()
+
+    async with asyncop.scope() as scope:
+        spawn = scope.spawn
+        for i in range(n):
+            spawn(sleeper, i)
+        spawned = now()
+    return record.metrics(spawned, now())
+
+
+async def _spawning_asyncio(n: int) -> Metrics:
+    import asyncio
+
+    gc.collect()
+    loop = asyncio.get_running_loop()
+    now = loop.time
+    call_at = loop.call_at
+    create_future = loop.create_future
+    record = _Spawned(n, now())
+    arm, wake_order = Counter().bump, Counter().bump
+    delays, deadlines, armed, seq = record.delays, record.deadlines, record.armed, record.seq
+    wakes, order = record.wakes, record.order
+
+    def wake(future: asyncio.Future[Any]) -> None:
+        if not future.done():
+            future.set_result(None)
+
+    async def sleeper(i: int) -> None:
+        armed[i] = t = now()
+        deadlines[i] = deadline = t + delays[i]
+        seq[i] = arm()
+        # asyncio.sleep, with call_at in place of call_later (see above).
+        future = create_future()
+        handle = call_at(deadline, wake, future)
+        try:
+            await future
+        finally:
+            handle.cancel()
+        order[i] = wake_order()
+        wakes[i] = now()
+
+    async with asyncio.TaskGroup() as group:
+        create_task = group.create_task
+        for i in range(n):
+            create_task(sleeper(i))
+        spawned = now()
+    return record.metrics(spawned, now())
+
+
+async def _spawning_trio(n: int) -> Metrics:
+    import trio
+
+    gc.collect()
+    now = trio.current_time
+    sleep_until = trio.sleep_until
+    record = _Spawned(n, now())
+    arm, wake_order = Counter().bump, Counter().bump
+    delays, deadlines, armed, seq = record.delays, record.deadlines, record.armed, record.seq
+    wakes, order = record.wakes, record.order
+
+    async def sleeper(i: int) -> None:
+        armed[i] = t = now()
+        deadlines[i] = deadline = t + delays[i]
+        seq[i] = arm()
+        await sleep_until(deadline)
+        order[i] = wake_order()
+        wakes[i] = now()
+
+    async with trio.open_nursery() as nursery:
+        start_soon = nursery.start_soon
+        for i in range(n):
+            start_soon(sleeper, i)
+        spawned = now()
+    return record.metrics(spawned, now())
+
+
+register_asyncop(TIMERS_SPAWNING, _spawning_asyncop, workers=(1,))
+register_asyncio(TIMERS_SPAWNING, _spawning_asyncio)
+register_trio(TIMERS_SPAWNING, _spawning_trio)
 
 
 for _item in (TIMERS, TIMERS_1K):

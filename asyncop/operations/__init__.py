@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ._current import ThreadState as ThreadState
 from ._current import current_operation as current_operation
+from ._current import state_of as state_of
 from ._current import thread_state as thread_state
 from ._errors import BrokenResourceError as BrokenResourceError
 from ._errors import BusyResourceError as BusyResourceError

@@ -16,19 +16,20 @@ and writes its slots (a worker fetches it once, when its thread starts).
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Literal, final, overload
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
 
-__all__ = ["ThreadState", "current_operation", "thread_state"]
+__all__ = ["ThreadState", "current_operation", "state_of", "thread_state"]
 
 
 @final
 class ThreadState:
     """One thread's view of what it is running."""
 
-    __slots__ = ("blocked", "keep_next_push", "op", "task", "worker")
+    __slots__ = ("__weakref__", "blocked", "keep_next_push", "op", "task", "worker")
 
     def __init__(self) -> None:
         # The sync callback or sync scope the thread is running, if any.
@@ -58,6 +59,10 @@ class ThreadState:
 
 
 _local = threading.local()
+# Every live thread's state by thread id, so that one thread can tell what
+# another is running (a second Ctrl-C names the threads it abandons). Weak:
+# a thread's state goes with the thread.
+_by_thread: weakref.WeakValueDictionary[int, ThreadState] = weakref.WeakValueDictionary()
 
 
 def thread_state() -> ThreadState:
@@ -66,7 +71,13 @@ def thread_state() -> ThreadState:
         state: ThreadState = _local.state
     except AttributeError:
         state = _local.state = ThreadState()
+        _by_thread[threading.get_ident()] = state
     return state
+
+
+def state_of(ident: int | None) -> ThreadState | None:
+    """The state of the live thread ``ident``, if it ever made one; read-only use."""
+    return None if ident is None else _by_thread.get(ident)
 
 
 @overload

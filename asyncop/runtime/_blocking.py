@@ -34,12 +34,22 @@ IDLE_RETIRE = 10.0
 logger = logging.getLogger("asyncop")
 
 
+# Says what a job runs, for the warning of a second Ctrl-C; called only then.
+Label = Callable[[], str]
+
+
+def _unlabelled() -> str:
+    return "a blocking call"
+
+
 class _Thread:
-    __slots__ = ("event", "handle")
+    __slots__ = ("event", "handle", "label")
 
     def __init__(self) -> None:
         self.event = WakeEvent()
         self.handle: ThreadHandle | None = None
+        # What the thread runs now; None while it has no job.
+        self.label: Label | None = None
 
 
 class BlockingPool:
@@ -49,7 +59,7 @@ class BlockingPool:
         self._name = name
         self._limit = limit
         self._lock = threading.Lock()
-        self._jobs: deque[Callable[[], None]] = deque()
+        self._jobs: deque[tuple[Callable[[], None], Label]] = deque()
         self._idle: list[_Thread] = []
         self._threads: list[_Thread] = []
         self._seq = 0
@@ -59,8 +69,10 @@ class BlockingPool:
         """The threads running or parked, for ``Runtime.dump()``."""
         return len(self._threads)
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], None], label: Label = _unlabelled) -> None:
         """Queue ``job``; wake an idle thread or start one.
+
+        ``label()`` says what the job runs, should the thread be abandoned.
 
         Raises:
             RuntimeError: the pool was shut down.
@@ -71,7 +83,7 @@ class BlockingPool:
                     f"the blocking-call threads of {self._name!r} are shut down; "
                     "run blocking calls before shutting the runtime down"
                 )
-            self._jobs.append(job)
+            self._jobs.append((job, label))
             if self._idle:
                 self._idle.pop().event.set()
             elif len(self._threads) < self._limit:
@@ -85,7 +97,11 @@ class BlockingPool:
     def _main(self, thread: _Thread) -> None:
         while True:
             with self._lock:
-                job = self._jobs.popleft() if self._jobs else None
+                job: Callable[[], None] | None
+                if self._jobs:
+                    job, thread.label = self._jobs.popleft()
+                else:
+                    job = thread.label = None
                 if job is None:
                     if self._closed:
                         self._threads.remove(thread)
@@ -110,6 +126,16 @@ class BlockingPool:
                         return
                     if thread in self._idle:
                         self._idle.remove(thread)
+
+    def busy(self) -> list[tuple[str, str]]:
+        """The threads running a job now: (thread name, what the job runs)."""
+        with self._lock:
+            running = [
+                (thread.handle, thread.label)
+                for thread in self._threads
+                if thread.handle is not None and thread.label is not None
+            ]
+        return [(handle.name, label()) for handle, label in running]
 
     def runs_on_current_thread(self) -> bool:
         """Tell whether the caller is one of this pool's threads."""
@@ -215,11 +241,14 @@ class Blocking(WaitEvent):
             # the cancel and is dropped here, silently.
             sub.fire(*result)
 
+        def label() -> str:
+            return f"spawn_blocking({_name_of(fn)}) for task {waker.task.name!r}"
+
         def start() -> None:
             self.waiting_token = False
             with runtime._lock:
                 runtime._outside_work += 1
-            runtime._blocking.submit(job)
+            runtime._blocking.submit(job, label)
 
         self.waiting_token = True
         arm_token(limiter, borrower, sub, start, keep_cancellable=self.abandon)

@@ -61,6 +61,7 @@ from ..operations import (
 from ..platform import RecursiveLock, check_timeout, cpu_count, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, VirtualClock
+from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._monitor import Monitor
 from ._reactor import Reactor
 from ._scope import Scope
@@ -456,7 +457,8 @@ class Runtime:
 
         Like ``trio.run``: the call blocks until the operation and all its
         children have ended. A KeyboardInterrupt while waiting cancels the
-        tree, waits for it to end, and is re-raised.
+        tree, waits for it to end, and is re-raised; a second one gets out
+        at once, giving up on the runtime (see ``shutdown``).
 
         Raises:
             BaseException: the operation's failure.
@@ -469,12 +471,7 @@ class Runtime:
             )
         op = self.spawn(fn, *args)
         op._check_can_block("Runtime.run()")
-        try:
-            op._block_until_final(None)
-        except KeyboardInterrupt:
-            op.cancel("KeyboardInterrupt")
-            op._block_until_final(None)
-            raise
+        wait_for_tree(op)
         return op.result()
 
     def scope(
@@ -579,6 +576,13 @@ class Runtime:
         Not a cancellation point. Callable again: a second call waits for
         what the first left running.
 
+        A KeyboardInterrupt while it waits cancels everything again and is
+        raised once the shutdown is done. A second one (or a first while
+        one is handled, as in the exit of ``with Runtime()`` it leaves)
+        gives up: the runtime stops without waiting, and the threads still
+        running operation code are abandoned and named in a WARNING. Later
+        calls wait for them only as long as an explicit ``timeout`` says.
+
         Args:
             cancel: cancel every live operation first; with False, wait for
                 the work to end by itself.
@@ -600,6 +604,10 @@ class Runtime:
         """
         limit = check_timeout(timeout, f"Runtime {self.name!r}.shutdown(timeout=...)")
         self._refuse_shutdown_from_inside()
+        return shut_down(self, cancel, limit)
+
+    def _shutdown(self, cancel: bool, limit: float | None) -> bool:
+        """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
         with self._lock:
             self._closing = True
             roots = list(self._roots)
@@ -608,18 +616,8 @@ class Runtime:
         def remaining() -> float | None:
             return None if end is None else max(0.0, end - monotonic())
 
-        interrupt: KeyboardInterrupt | None = None
         if cancel:
-            for root in roots:
-                # One failing on_cancel callback must not leave the rest of
-                # the tree running, nor the threads unjoined.
-                try:
-                    root.cancel("runtime shut down")
-                except KeyboardInterrupt as exc:
-                    interrupt = interrupt or exc  # finish stopping, without waiting, then raise it
-                    end = monotonic()
-                except BaseException:
-                    _log_exception("asyncop: cancelling %r at shutdown raised", root)
+            cancel_roots(roots)
         ended = True
         for root in roots:
             if not root._block_until_final(remaining()):
@@ -645,8 +643,6 @@ class Runtime:
         if isinstance(self._clock, VirtualClock):
             self._clock._unsubscribe(self)
         _live_runtimes.discard(self)
-        if interrupt is not None:
-            raise interrupt
         return ended
 
     def _refuse_shutdown_from_inside(self) -> None:

@@ -19,7 +19,9 @@ decides what the ``with`` statement raises, in this order:
    Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
    re-raised as themselves, carrying any failure group as ``__context__``.
    So is the GeneratorExit that closes an async generator suspended in the
-   block. A second Ctrl-C at a sync exit stops the wait.
+   block. A second Ctrl-C at a sync exit stops the wait and gives up on
+   the runtime's work (``_interrupt.py``): the runtime shuts down without
+   waiting, abandoning the threads stuck in operation code.
 2. Failures (the block's exception and the failing children's) are raised as
    one ``ExceptionGroup``, even when there is only one.
 3. A cancel that reached the scope from outside (the cancel walk marks the
@@ -65,6 +67,7 @@ from ..operations import (
 )
 from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
+from ._interrupt import gave_up, give_up, interrupt_tree
 from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
@@ -230,8 +233,11 @@ class Scope:
         A cancellation point when the thread runs an operation: a cancel of
         that operation cancels the children, and once they have ended the
         exit raises ``Cancelled``. On the main thread it notices a Ctrl-C
-        while it waits; a first one cancels the tree and waits for it, a
-        second one stops waiting at once. Either is re-raised as itself.
+        while it waits; a first one (or one raised by the block) cancels
+        the tree and waits for it, a second one stops waiting at once, shuts
+        the runtime down without waiting and abandons the threads still
+        running operation code, named in a WARNING on the ``asyncop``
+        logger. Either is re-raised as itself.
         """
         op = self._op
         if op is None:
@@ -244,16 +250,19 @@ class Scope:
                 self._end_block(op, exc)
                 if interrupt is not None and not waited:
                     waited = True
-                    _interrupt_tree(op)
-                _wait_final(op)
+                    interrupt_tree(op)
+                if interrupt is None or not gave_up(op.runtime):
+                    _wait_final(op)
                 break
             except KeyboardInterrupt as caught:
-                _interrupt_tree(op)
                 if interrupt is not None and waited:
-                    # A second Ctrl-C: stop waiting. The tree is cancelled
-                    # and the scope ends once its children have.
+                    # A second Ctrl-C: stop waiting, and give up on the
+                    # runtime's work (see _interrupt.py). The tree is
+                    # cancelled and the scope ends once its children have.
                     interrupt = caught
+                    give_up(op.runtime, op)
                     break
+                interrupt_tree(op)
                 interrupt = caught if interrupt is None else interrupt
                 waited = True
         verdict = self._verdict(op, exc, interrupt)
@@ -429,19 +438,6 @@ def _wait_final(op: AsyncOperation) -> None:
     except BaseException:
         op._remove_waiter(waiter)
         raise
-
-
-def _interrupt_tree(op: AsyncOperation) -> None:
-    """Cancel ``op``'s tree for a Ctrl-C, completing any cancel a Ctrl-C tore.
-
-    A Ctrl-C that landed inside an earlier ``cancel()`` can leave nodes
-    marked cancelled whose children were never reached; the plain walk
-    skips marked nodes, so this one goes everywhere a cancel goes.
-    """
-    after: After = []
-    with op.runtime._lock:
-        op._cancel_locked("KeyboardInterrupt", after, again=True)
-    run_after(after)
 
 
 def abandon_scope(op: AsyncOperation, reason: str) -> None:

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 from ..operations import AsyncOperation, OperationState, thread_state
+from ._interrupt import wait_after_interrupt
 from ._scope import ScopeDone
 from ._sync import Event
 
@@ -234,10 +235,13 @@ def _start_blocking(
     status = _launch(target, fn, args, name)
     try:
         status._ready.wait()
-    except BaseException:
+    except BaseException as exc:
         if _abandon(status):
             assert status._op is not None
-            status._op._block_until_final(None)
+            if isinstance(exc, KeyboardInterrupt):
+                wait_after_interrupt(status._op)  # a second Ctrl-C stops the wait
+            else:
+                status._op._block_until_final(None)
             status._op._observe()
         raise
     return status._outcome()

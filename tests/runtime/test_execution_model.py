@@ -367,21 +367,22 @@ def test_at_max_threads_work_waits_and_one_warning_says_so(
     async def quick() -> str:
         return "ran"
 
-    with caplog.at_level(logging.WARNING, logger="asyncop"):
-        with asyncop.Runtime(2, max_threads=2) as rt:
-            try:
-                blockers = [rt.spawn(held) for _ in range(2)]
-                started.wait(10)
-                waiting = [rt.spawn(quick) for _ in range(3)]
-                time.sleep(0.4)
-                # Every worker is held, and the cap forbids a third thread.
-                assert not any(op.done for op in waiting)
-                assert worker_count(rt) == 2
-                assert "threads: 2 workers + 0 extra of max_threads=2" in rt.dump()
-            finally:
-                release.set()
-            for op in [*blockers, *waiting]:
-                assert op.wait(10).state is OperationState.COMPLETED
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(
+        2, max_threads=2
+    ) as rt:
+        try:
+            blockers = [rt.spawn(held) for _ in range(2)]
+            started.wait(10)
+            waiting = [rt.spawn(quick) for _ in range(3)]
+            time.sleep(0.4)
+            # Every worker is held, and the cap forbids a third thread.
+            assert not any(op.done for op in waiting)
+            assert worker_count(rt) == 2
+            assert "threads: 2 workers + 0 extra of max_threads=2" in rt.dump()
+        finally:
+            release.set()
+        for op in [*blockers, *waiting]:
+            assert op.wait(10).state is OperationState.COMPLETED
     capped = [r for r in caplog.records if "max_threads=2" in r.getMessage()]
     assert len(capped) == 1
 
