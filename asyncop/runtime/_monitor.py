@@ -209,17 +209,26 @@ class Monitor:
             self._warned[worker] = seq
             self._warn_slow(worker, age)
         computing = stepping and _computing(worker, now, seen, look)
-        if age >= self.blocked_after and not worker.replaced and not computing:
-            self._hand_on(worker, seq)
+        # The item started up to a tick before it was first seen: hand its
+        # queue on a tick early, so that work waits blocked_after at most.
+        if age >= self.blocked_after - self.tick and not worker.replaced:
+            self._hand_on(worker, seq, grow=not computing)
 
-    def _hand_on(self, worker: Worker, seq: int) -> None:
-        """Hand the work waiting behind ``worker``'s item to another worker."""
+    def _hand_on(self, worker: Worker, seq: int, *, grow: bool) -> None:
+        """Hand the work waiting behind ``worker``'s item to another worker.
+
+        A parked worker is woken for it; with ``grow``, an extra one is
+        started when none is parked. A computing step never gets an extra
+        thread: under the GIL the two would only take turns.
+        """
         rt = self.runtime
         with rt._lock:
-            if rt._stopping or worker.item_seq != seq or not rt._work_waits_locked():
+            if rt._stopping or worker.item_seq != seq or not rt._work_waits_locked(timers=False):
                 return
             if rt._idle:
                 rt._wake_one_locked()
+                return
+            if not grow:
                 return
             if len(rt._workers) >= rt._max_threads:
                 if not self._cap_warned:
