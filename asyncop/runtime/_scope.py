@@ -58,6 +58,7 @@ from ..operations import (
     OperationState,
     OpKind,
     Outcome,
+    _is_final,
     cancelled_for,
     current_operation,
     only_cancelled,
@@ -334,7 +335,10 @@ class Scope:
         else:
             task.current = task.outer.pop()
         self._end_block(op, misuse if misuse is not None else exc)
-        await ScopeDone(op)
+        if not _is_final(op._state):
+            # (A scope with no child left is final already: no wait to make,
+            # as an await whose event is ready does not suspend either.)
+            await ScopeDone(op)
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
