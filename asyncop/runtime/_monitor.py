@@ -43,7 +43,7 @@ from ..platform import ThreadHandle, WakeEvent, start_thread
 from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 
 if TYPE_CHECKING:
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = ["SLOW_STEP", "TICK", "Monitor"]
 
@@ -68,7 +68,7 @@ class Monitor:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Kernel,
         *,
         tick: float = TICK,
         blocked_after: float = BLOCKED_AFTER,

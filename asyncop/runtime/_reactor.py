@@ -97,7 +97,7 @@ from ._io_wait import (
 from ._waker import Subscription
 
 if TYPE_CHECKING:
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = ["READ", "WRITE", "IoWait", "Reactor", "fileno_of"]
 
@@ -148,7 +148,7 @@ Collected = tuple[list[Subscription], list[_Wake]]
 class Reactor:
     """The readiness thread of one runtime; see the module docstring."""
 
-    def __init__(self, runtime: Runtime, backend: str | None = None) -> None:
+    def __init__(self, runtime: Kernel, backend: str | None = None) -> None:
         self._runtime = runtime
         self._lock = threading.Lock()
         self._table: dict[tuple[int, int], Subscription] = {}

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ..operations import After
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = ["Scope", "ScopeDone", "scope"]
 
@@ -98,7 +98,7 @@ class Scope:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Kernel,
         *,
         name: str | None,
         timeout: float | None,
@@ -454,7 +454,7 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
-def _made_before(exc: BaseException, runtime: Runtime) -> AsyncOperation | None:
+def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
 
     A Ctrl-C can land inside the call after the operation was linked into
@@ -542,7 +542,11 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    runtime: Runtime = op.runtime
-    return runtime.scope(
-        name=name, timeout=timeout, deadline=deadline, shield=shield, supervise=supervise
+    return Scope(
+        op.runtime,
+        name=name,
+        timeout=timeout,
+        deadline=deadline,
+        shield=shield,
+        supervise=supervise,
     )

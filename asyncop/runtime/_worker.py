@@ -73,7 +73,7 @@ from ._waker import WaitEvent, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = [
     "BLOCKED_AFTER",
@@ -135,7 +135,7 @@ class Worker:
         "thread_state",
     )
 
-    def __init__(self, runtime: Runtime, index: int, *, extra: bool) -> None:
+    def __init__(self, runtime: Kernel, index: int, *, extra: bool) -> None:
         self.runtime = runtime
         self.index = index
         self.extra = extra
@@ -206,7 +206,7 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
-def worker_main(rt: Runtime, worker: Worker) -> None:
+def worker_main(rt: Kernel, worker: Worker) -> None:
     """The body of a worker thread; returns when the worker retires."""
     ready = rt._ready
     sync_ready = rt._sync_ready
@@ -256,7 +256,7 @@ def worker_main(rt: Runtime, worker: Worker) -> None:
 
 
 def _step_batch(
-    rt: Runtime, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
+    rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
 ) -> None:
     worker.stepping = True
     for _ in range(BATCH):
@@ -283,7 +283,7 @@ def _step_batch(
     worker.stepping = False
 
 
-def _run_sync(rt: Runtime, worker: Worker, state: ThreadState) -> None:
+def _run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     """Run one ready sync callback, if a sync slot is free."""
     lock = rt._lock
     lock.acquire()  # (worker thread only: it never runs signal handlers)
@@ -315,7 +315,7 @@ def _run_sync(rt: Runtime, worker: Worker, state: ThreadState) -> None:
     # A slot is free again: a callback that waits for one runs next, here.
 
 
-def _call_sync(rt: Runtime, op: AsyncOperation[Any], state: ThreadState) -> None:
+def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
     fn = op._fn
     args = op._args
     ctx = op._ctx
@@ -365,7 +365,7 @@ def _unrun_result_refused(name: str, value: object) -> TypeError:
     )
 
 
-def _recover(rt: Runtime, worker: Worker, state: ThreadState) -> None:
+def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     """Log what escaped a worker's loop and put the worker back in shape."""
     _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, rt)
     state.op = None
@@ -387,7 +387,7 @@ def _recover(rt: Runtime, worker: Worker, state: ThreadState) -> None:
     time.sleep(_RECOVER_PAUSE)
 
 
-def retire_locked(rt: Runtime, worker: Worker) -> None:
+def retire_locked(rt: Kernel, worker: Worker) -> None:
     """Take ``worker`` out of the pool, in the same locked step that decided it.
 
     Leaving the pool and the active count at once matters: a worker that
@@ -413,7 +413,7 @@ def retire_locked(rt: Runtime, worker: Worker) -> None:
         rt._wake_one_locked()
 
 
-def _park(rt: Runtime, worker: Worker, state: ThreadState) -> bool:
+def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     """Park until woken or the next deadline; False when the worker must exit."""
     lock = rt._lock
     lock.acquire()  # (worker thread only, see step): a worker parks after every burst
@@ -423,7 +423,7 @@ def _park(rt: Runtime, worker: Worker, state: ThreadState) -> bool:
         if rt._stopping:
             retire_locked(rt, worker)
             return False
-        timeout, go_on = rt._park_timeout_locked(worker)
+        timeout, go_on = park_timeout_locked(rt, worker)
         if go_on:
             return True
         if timeout is _RETIRE:
@@ -462,14 +462,14 @@ def _park(rt: Runtime, worker: Worker, state: ThreadState) -> bool:
                 and not rt._ready
                 and not rt._sync_ready
                 and not rt._next_deadline <= rt.now()
-                and rt._may_retire_locked(worker)
+                and may_retire_locked(rt, worker)
             ):
                 retire_locked(rt, worker)
                 return False
     return True
 
 
-def _another_polls_soon(rt: Runtime, worker: Worker) -> bool:
+def _another_polls_soon(rt: Kernel, worker: Worker) -> bool:
     """Whether another worker runs the loop, and so polls at its next round.
 
     Then this one parks on its own event: two threads taking turns at the
@@ -483,7 +483,7 @@ def _another_polls_soon(rt: Runtime, worker: Worker) -> bool:
 
 
 def _poll_parked(
-    rt: Runtime, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
+    rt: Kernel, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
 ) -> bool:
     """Park in the I/O multiplexer; fire what became ready once unparked."""
     fired: Any = None
@@ -508,6 +508,70 @@ class _Retire:
     __slots__ = ()
 
 
-# What _park_timeout_locked returns for a worker that must retire.
+# What park_timeout_locked returns for a worker that must retire.
 _RETIRE: Any = _Retire()
 RETIRE = _RETIRE
+
+
+def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
+    """How long ``worker`` may park: ``(timeout, go_on)``.
+
+    ``go_on`` is True when it must not park but loop again (a timer is
+    due, the clock jumped, wait_all_blocked() was woken); ``timeout`` is
+    ``RETIRE`` when the worker must leave the pool.
+    """
+    deadline = rt._timers.next_deadline()
+    rt._next_deadline = _INF if deadline is None else deadline
+    if rt._active == 1 and rt._idle_watchers and rt._outside_work == 0:
+        # This worker is the last one busy and is about to park: every
+        # task is blocked. Wake the wait_all_blocked() waiters.
+        watchers = rt._idle_watchers
+        rt._idle_watchers = []
+        for sub in watchers:
+            sub.fire(None)
+        return None, True
+    # Retire only after the check above, and not when a clock jump is
+    # due: the last busy worker must still wake wait_all_blocked() and
+    # jump the clock, even when it is an extra one on its way out.
+    jump_due = rt._autojump and rt._active == 1 and deadline is not None
+    if worker.extra and not jump_due and rt._unstuck_locked() > rt._target:
+        return _RETIRE, False
+    timeout: float | None
+    if rt._virtual:
+        if deadline is not None and deadline <= rt.now():
+            return None, True
+        if (
+            rt._autojump
+            and deadline is not None
+            and rt._active == 1
+            and rt._outside_work == 0
+            and not rt._io_waiting()
+        ):
+            # Every other worker is parked and nothing outside the
+            # workers can make progress: jump to the next deadline.
+            rt._clock._jump_to(deadline)
+            return None, True
+        timeout = None
+    elif deadline is None:
+        timeout = None
+    else:
+        timeout = deadline - rt.now()
+        if timeout <= 0:
+            return None, True
+    if worker.extra or (rt._dynamic and len(rt._workers) > 1):
+        # May retire: look again after a while even if nobody pushes.
+        # An extra worker parks while the worker it replaced is still
+        # stuck; once that one is back, the LIFO idle stack never wakes
+        # the extra, so it must notice the surplus by itself.
+        limit = EXTRA_IDLE if worker.extra else rt.idle_retire
+        timeout = limit if timeout is None else min(timeout, limit)
+    return timeout, False
+
+def may_retire_locked(rt: Kernel, worker: Worker) -> bool:
+    if worker.extra:
+        return rt._unstuck_locked() > rt._target
+    return (
+        rt._dynamic
+        and len(rt._workers) > 1
+        and monotonic() - worker.parked_at >= rt.idle_retire
+    )
