@@ -174,14 +174,15 @@ def _kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str |
     return kind, name
 
 
-def _context_for(parent: AsyncOperation | None) -> contextvars.Context:
-    """The contextvars context a new task or callback runs in."""
-    if parent is None or parent._ctx is None:
+def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Context:
+    """The contextvars context of a new child of ``parent``, made from ``state``'s thread.
+
+    From the parent's own code, the live context is the parent's (with what
+    the code set since); from elsewhere, a copy of the parent's.
+    """
+    if state.running() is parent:
         return contextvars.copy_context()
-    # From the parent's own code, the live context is the parent's (with
-    # what the code set since); from elsewhere, copy the parent's.
-    if thread_state().running() is parent:
-        return contextvars.copy_context()
+    assert parent._ctx is not None
     return parent._ctx.copy()
 
 
@@ -282,32 +283,34 @@ class Kernel:
         between linking and queueing.
         """
         if kind is None:
-            kind, name = _kind_of(fn, name, seed_shape)
+            if type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
+                # The fast path, inline: read the code flags.
+                kind = _CORO if fn.__code__.co_flags & CO_COROUTINE else _SYNC
+                if name is None:
+                    name = fn.__qualname__
+            else:
+                kind, name = _kind_of(fn, name, seed_shape)
         if name is None:
             name = describe_fn(fn) if fn is not None else "scope"
         elif type(name) is not str and not isinstance(name, str):
             raise TypeError(
                 f"operation name must be a str, got {type(name).__name__}; pass name='...'"
             )
-        if parent is not None:
-            self._check_parent(parent, name)
+        if parent is not None and (
+            type(parent) is not AsyncOperation or parent.runtime is not self
+        ):
+            self._check_parent(parent, name)  # raises
         state: ThreadState | None = None
-        woken: Worker | None = None
-        if submit and self._idle and kind is not _SCOPE:
-            state = thread_state()
-            if state.worker is None:
-                # A user thread submits, and usually waits next. Wake a parked
-                # worker first and build the operation while the OS wakes it
-                # (tens of microseconds across CPUs), not before: the build
-                # is then off the round trip's critical path. The push below
-                # wakes nobody else, unless that worker has gone back to
-                # sleep meanwhile (it looks at the queue under the lock first).
-                with self._lock:
-                    if self._idle and not self._closing:
-                        woken = self._wake_one_locked()
+        woken = self._wake_early() if submit and self._idle and kind is not _SCOPE else None
         # spawn() or create() -> here: the user's frame is 3 up.
         code, lasti = _user_frame(3)
-        ctx = None if kind is _SCOPE else _context_for(parent)
+        if kind is _SCOPE:
+            ctx = None
+        elif parent is None or parent._ctx is None:
+            ctx = contextvars.copy_context()
+        else:
+            state = thread_state()
+            ctx = _context_for(parent, state)
         # (The node's runtime is the Runtime this kernel is the core of.)
         owner: Any = self
         op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti)
@@ -356,6 +359,23 @@ class Kernel:
         if after:
             run_after(after)
         return op
+
+    def _wake_early(self) -> Worker | None:
+        """Wake a parked worker for an operation a user thread is about to queue.
+
+        A user thread submits, and usually waits next. Waking a worker first
+        and building the operation while the OS wakes it (tens of
+        microseconds across CPUs) takes the build off the round trip's
+        critical path. The push then wakes nobody else, unless that worker
+        has gone back to sleep meanwhile (it looks at the queue under the
+        lock first). Returns the worker woken, if any.
+        """
+        if thread_state().worker is not None:
+            return None
+        with self._lock:
+            if self._idle and not self._closing:
+                return self._wake_one_locked()
+        return None
 
     def _check_parent(self, parent: object, name: str) -> None:
         """Refuse a parent that is no operation of this runtime."""

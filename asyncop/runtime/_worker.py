@@ -274,12 +274,13 @@ def _step_batch(
             step(rt, op, state)
         except BaseException:  # pragma: no cover - a bug in asyncop
             _log_exception("asyncop: worker failed stepping %r", op)
-        # Do not keep the last item alive from this frame: an unobserved
-        # failure is reported when it is collected.
+        # Do not keep the last item alive from this frame (an unobserved
+        # failure is reported when it is collected); the worker's own
+        # reference goes with the next item, or at the end of the batch.
         op = None  # type: ignore[assignment]
-        worker.item = None
         worker.item_seq += 1
         worker.replaced = False
+    worker.item = None
     worker.stepping = False
 
 
