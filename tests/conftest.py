@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
@@ -13,6 +14,14 @@ from asyncop.testing import VirtualClock
 # An installed asyncop registers its plugin through its entry point, under
 # the same name: this finds it registered, and loads it for a bare checkout.
 pytest_plugins = ["asyncop.pytest_plugin", "pytester"]
+
+
+# For tests of the default execution model (no two steps overlap), which a
+# run of the suite with ASYNCOP_PARALLEL=1 (every runtime parallel) skips.
+needs_default_mode = pytest.mark.skipif(
+    os.environ.get("ASYNCOP_PARALLEL", "") == "1",
+    reason="tests the default mode, where coroutine steps never overlap",
+)
 
 
 def runtime_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:

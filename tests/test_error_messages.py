@@ -345,6 +345,18 @@ def t_workers_zero(c: Ctx) -> BaseException:
     return caught(asyncop.Runtime, 0)
 
 
+def t_parallel_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, parallel="yes")
+
+
+def t_max_threads_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, max_threads=2.5)
+
+
+def t_max_threads_below_workers(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 4, max_threads=2)
+
+
 def t_clock_type(c: Ctx) -> BaseException:
     return caught(asyncop.Runtime, 1, clock=object())
 
@@ -1593,6 +1605,9 @@ CASES = [
     # runtime
     Case("workers-type", t_workers_type, TypeError, "str"),
     Case("workers-zero", t_workers_zero, ValueError, "workers=0"),
+    Case("parallel-type", t_parallel_type, TypeError, "str"),
+    Case("max-threads-type", t_max_threads_type, TypeError, "float"),
+    Case("max-threads-below-workers", t_max_threads_below_workers, ValueError, "workers=4"),
     Case("clock-type", t_clock_type, TypeError, "object"),
     Case("spawn-not-callable", t_spawn_not_callable, TypeError, "42"),
     Case(
@@ -2369,7 +2384,7 @@ def test_a_refused_scope_leaves_no_live_operation(kwargs: dict[str, Any]) -> Non
                 pass
 
         assert isinstance(caught(enter), TypeError | ValueError)
-        assert rt.dump() == "refusing_rt: no live operations"
+        assert rt.dump().splitlines()[0] == "refusing_rt: no live operations"
     finally:
         rt.shutdown(timeout=1)
 

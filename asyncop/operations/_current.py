@@ -29,7 +29,7 @@ __all__ = ["ThreadState", "current_operation", "state_of", "thread_state"]
 class ThreadState:
     """One thread's view of what it is running."""
 
-    __slots__ = ("__weakref__", "keep_next_push", "op", "task", "worker")
+    __slots__ = ("__weakref__", "blocked", "keep_next_push", "op", "task", "worker")
 
     def __init__(self) -> None:
         # The sync callback or sync scope the thread is running, if any.
@@ -43,6 +43,8 @@ class ThreadState:
         self.keep_next_push = False
         # The runtime Worker whose thread this is, or None on any other thread.
         self.worker: Any = None
+        # True while the thread waits inside one of asyncop's blocking calls.
+        self.blocked = False
 
     def running(self) -> AsyncOperation | None:
         """The operation whose code this thread runs: see current_operation()."""

@@ -40,6 +40,7 @@ import _thread
 from typing import TYPE_CHECKING
 
 from ..platform import acquire_for
+from ._current import thread_state
 from ._errors import Cancelled, cancelled_for
 
 if TYPE_CHECKING:
@@ -73,6 +74,22 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
         True if woken (resolved or cancelled: the caller finds out which
         under its mutex), False if the timeout passed.
     """
+    # While it waits, a worker's sync callback gives up its sync slot: a
+    # callback waiting for another callback must not hold the pool.
+    state = thread_state()
+    if state.blocked:
+        return _park(lock, timeout, op)
+    state.blocked = True
+    worker = state.worker
+    if worker is not None:
+        worker.on_blocked()  # the runtime may hand the freed slot on at once
+    try:
+        return _park(lock, timeout, op)
+    finally:
+        state.blocked = False
+
+
+def _park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
     if op is None:
         return acquire_for(lock, timeout)
     token = op.token

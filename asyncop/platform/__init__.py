@@ -34,6 +34,7 @@ from ._selector import WakeupChannel as WakeupChannel
 from ._selector import choose_selector as choose_selector
 from ._selector import selector_name as selector_name
 from ._thread import ThreadHandle as ThreadHandle
+from ._thread import join_by as join_by
 from ._thread import start_thread as start_thread
 from ._timeout import MAIN_SLICE as MAIN_SLICE
 from ._timeout import acquire_for as acquire_for
@@ -53,6 +54,7 @@ __all__ = [
     "choose_selector",
     "cpu_count",
     "is_main_thread",
+    "join_by",
     "selector_name",
     "start_thread",
     "thread_cpu_clock",

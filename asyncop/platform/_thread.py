@@ -9,10 +9,17 @@ its cancellation token. The runtime joins its threads itself, in
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ThreadHandle", "start_thread"]
+from ._timeout import MAIN_SLICE, is_main_thread
+
+__all__ = ["ThreadHandle", "join_by", "start_thread"]
+
+# The longest single join of a thread off the main thread (the main thread
+# joins in slices of MAIN_SLICE, to notice a Ctrl-C).
+_JOIN_SLICE = 1.0
 
 
 class ThreadHandle:
@@ -84,3 +91,24 @@ def start_thread(entry: Callable[[Any], object], context: Any = None, *, name: s
     thread = threading.Thread(target=entry, args=(context,), name=name, daemon=True)
     thread.start()
     return ThreadHandle(thread)
+
+
+def join_by(handle: ThreadHandle, end: float | None) -> bool:
+    """Join a thread until the ``time.monotonic()`` time ``end`` (None: no limit).
+
+    Waits in slices, so that any ``end`` works and the main thread notices
+    a Ctrl-C between two of them.
+
+    Returns:
+        True if the thread has ended.
+    """
+    slice_max = MAIN_SLICE if is_main_thread() else _JOIN_SLICE
+    while True:
+        if end is None:
+            wait = slice_max
+        else:
+            wait = end - time.monotonic()
+            if wait <= 0.0:
+                return not handle.is_alive()
+        if handle.join(min(wait, slice_max)):
+            return True

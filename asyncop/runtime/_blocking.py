@@ -23,10 +23,9 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import Any, final
 
 from ..operations import R, Ts, safe_repr
-from ..platform import ThreadHandle, WakeEvent, start_thread
+from ..platform import ThreadHandle, WakeEvent, join_by, start_thread
 from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
 from ._waker import Subscription, WaitEvent
-from ._worker import join_by
 
 __all__ = ["Blocking", "BlockingPool", "spawn_blocking"]
 
@@ -65,6 +64,10 @@ class BlockingPool:
         self._threads: list[_Thread] = []
         self._seq = 0
         self._closed = False
+
+    def thread_count(self) -> int:
+        """The threads running or parked, for ``Runtime.dump()``."""
+        return len(self._threads)
 
     def submit(self, job: Callable[[], None], label: Label = _unlabelled) -> None:
         """Queue ``job``; wake an idle thread or start one.

@@ -49,7 +49,7 @@ from ._sync import Semaphore
 from ._waker import Subscription, WakerStatus, resolve
 
 if TYPE_CHECKING:
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
     from ._waker import Waker
 
 __all__ = [
@@ -303,11 +303,11 @@ class CapacityLimiter:
 
 # -- spawn_blocking's tokens ----------------------------------------------------
 
-_defaults: weakref.WeakKeyDictionary[Runtime, CapacityLimiter] = weakref.WeakKeyDictionary()
+_defaults: weakref.WeakKeyDictionary[Kernel, CapacityLimiter] = weakref.WeakKeyDictionary()
 _defaults_lock = threading.Lock()
 
 
-def default_limiter(runtime: Runtime) -> CapacityLimiter:
+def default_limiter(runtime: Kernel) -> CapacityLimiter:
     """The limiter that ``spawn_blocking`` calls of ``runtime`` share by default."""
     limiter = _defaults.get(runtime)
     if limiter is None:

@@ -1,11 +1,30 @@
-"""The reactor: one thread per runtime that waits for socket readiness.
+"""The reactor: the parking table of socket waits, and the I/O multiplexer.
 
 A task that finds a non-blocking socket not ready awaits ``readable(fd)`` or
-``writable(fd)``. That parks its waker in the *parking table*, keyed by
-``(fd, direction)``, and arms the fd in the OS multiplexer. The reactor
-thread blocks in the multiplexer; when an fd becomes ready it looks the key
-up in the table and fires the waker it finds, which queues the task. The
-multiplexer itself holds no wakers.
+``writable(fd)`` (see ``_io_wait.py``). That parks its waker in the
+*parking table*, keyed by ``(fd, direction)``, and arms the fd in the OS
+multiplexer. Whoever polls the multiplexer looks each ready fd up in the
+table and fires the waker it finds, which queues the task. The multiplexer
+itself holds no wakers.
+
+Who polls
+---------
+On epoll (Linux), the workers drive the multiplexer themselves; there is
+no reactor thread:
+
+- a worker with nothing to run parks *in* ``epoll_wait`` (one at a time:
+  the runtime's *poller*), with the next timer deadline as its timeout; a
+  push wakes it through the wake-up channel. A readiness then reaches its
+  task on the thread that steps it, without crossing threads;
+- a busy worker polls with a zero timeout once per round of its loop, so
+  readiness is taken between batches of steps;
+- while every worker is held by long work, the monitor thread polls once
+  per tick (``_monitor.py``).
+
+Elsewhere (kqueue, poll, select) one reactor thread per runtime, started
+on the first wait, owns a ``selectors`` object and blocks in it; a
+registration wakes it through the platform's ``WakeupChannel`` to re-read
+the table. A worker about to park polls small tables itself first.
 
 Rules:
 
@@ -13,9 +32,9 @@ Rules:
   gets ``BusyResourceError``.
 - Registration is one-shot per wait: firing removes the entry, and the
   task re-registers for its next wait.
-- After registering, the fd is polled once more with a zero timeout, so a
-  readiness edge that came between the task's failed attempt and the
-  registration is not missed (and costs no trip through the reactor).
+- A readiness that came between the task's failed attempt and the
+  registration is not missed: epoll reports an fd that is ready when it is
+  armed, and the other backends poll the fd once more after registering.
 - Wakes may be spurious (an error or hang-up wakes both directions):
   callers retry the operation.
 - ``notify_closing(fd)`` wakes the waiters with ``ClosedResourceError``.
@@ -36,11 +55,9 @@ Backends
 --------
 On epoll the fd is armed with ``EPOLLONESHOT`` straight from the worker
 thread: ``epoll_ctl`` is safe to call while another thread is blocked in
-``epoll_wait``, so registering costs no cross-thread wake-up. An fd stays
-known to epoll (disarmed) after its wait, so the next wait is one
-``EPOLL_CTL_MOD``. Elsewhere (kqueue, poll, select) the reactor thread owns a
-``selectors`` object, and a registration wakes it through the platform's
-``WakeupChannel`` to re-read the table.
+``epoll_wait``, and one-shot arming hands each readiness to exactly one of
+the threads that poll. An fd stays known to epoll (disarmed) after its
+wait, so the next wait is one ``EPOLL_CTL_MOD``.
 
 Lock order: the reactor's own lock is taken before a waker's runtime lock
 (``fire`` runs after the reactor lock is released, in fact), never inside it.
@@ -53,24 +70,37 @@ import logging
 import os
 import select
 import selectors
-import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any
 
-from ..operations import BusyResourceError, ClosedResourceError
-from ..platform import ThreadHandle, WakeupChannel, choose_selector, selector_name, start_thread
-from ._waker import Subscription, WaitEvent
-from ._worker import join_by
+from ..operations import BusyResourceError
+from ..platform import (
+    ThreadHandle,
+    WakeupChannel,
+    choose_selector,
+    join_by,
+    selector_name,
+    start_thread,
+)
+from ._io_wait import (
+    _NAMES,
+    READ,
+    WRITE,
+    IoWait,
+    _closed_error,
+    _is_stale,
+    _ready_now,
+    _refused_error,
+    fileno_of,
+)
+from ._waker import Subscription
 
 if TYPE_CHECKING:
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = ["READ", "WRITE", "IoWait", "Reactor", "fileno_of"]
 
-READ = 1
-WRITE = 2
-_NAMES = {READ: "readable", WRITE: "writable"}
 # A worker about to park polls the parked fds itself when there are at most
 # this many (see Reactor.poll_ready); 0 turns that off.
 POLL_LIMIT = int(os.environ.get("ASYNCOP_WORKER_POLL_LIMIT", "16"))
@@ -88,67 +118,6 @@ _EPOLLERR = getattr(select, "EPOLLERR", 8)
 _EPOLLHUP = getattr(select, "EPOLLHUP", 16)
 _EPOLLONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
 _TO_EPOLL = {0: 0, READ: _EPOLLIN, WRITE: _EPOLLOUT, READ | WRITE: _EPOLLIN | _EPOLLOUT}
-
-
-def fileno_of(fd: Any) -> int:
-    """The descriptor number of an int or of an object with ``fileno()``.
-
-    Raises:
-        ClosedResourceError: the object is closed (its fileno is -1).
-        TypeError: it is neither an int nor has ``fileno()``.
-    """
-    if isinstance(fd, int) and not isinstance(fd, bool):
-        number = fd
-    else:
-        getter = getattr(fd, "fileno", None)
-        if getter is None:
-            raise TypeError(
-                f"expected a file descriptor or an object with fileno(), got "
-                f"{type(fd).__name__}; pass a socket or its fileno()"
-            )
-        number = getter()
-    if number < 0:
-        raise ClosedResourceError(f"{fd!r} is closed and cannot be waited on; open a new socket")
-    return int(number)
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    """The (device, inode) of the file behind ``fd``, or None if it is closed."""
-    try:
-        st = os.fstat(fd)
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _closed_error(fd: int, direction: int) -> ClosedResourceError:
-    return ClosedResourceError(
-        f"fd {fd} was closed while a task waited until it was {_NAMES[direction]}; "
-        "stop using the socket (call asyncop.notify_closing(sock) before closing it)"
-    )
-
-
-def _refused_error(fd: int, direction: int, exc: OSError) -> BaseException:
-    """The error for a wait whose fd the multiplexer refused."""
-    if exc.errno == errno.EBADF:
-        return _closed_error(fd, direction)
-    hint = (
-        "regular files cannot be waited on: use asyncop.fs or spawn_blocking"
-        if exc.errno == errno.EPERM
-        else "check that it is an open socket or pipe"
-    )
-    error = OSError(
-        exc.errno,
-        f"cannot wait until fd {fd} is {_NAMES[direction]}: the I/O multiplexer "
-        f"refused it ({exc.strerror or exc}); {hint}",
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _is_stale(sub: Subscription, fd: int) -> bool:
-    stale = getattr(sub.event, "stale", None)
-    return stale is not None and bool(stale(fd))
 
 
 def _add_ready(
@@ -169,81 +138,30 @@ def _deliver(wakes: list[tuple[Subscription, BaseException | None]]) -> None:
         sub.fire(None, error)
 
 
-def _ready_now(fd: int, direction: int) -> int:
-    """Poll one fd with a zero timeout (the re-check after registering).
-
-    Returns:
-        The poll event mask, 0 when not ready. ``POLLNVAL`` means the fd is
-        closed.
-    """
-    poller = select.poll()
-    poller.register(fd, select.POLLIN if direction == READ else select.POLLOUT)
-    events = poller.poll(0)
-    return events[0][1] if events else 0
-
-
-@final
-class IoWait(WaitEvent):
-    """``await readable(fd)`` / ``await writable(fd)``: wait for readiness once."""
-
-    __slots__ = ("direction", "fd", "identity", "sock")
-
-    def __init__(self, fd: Any, direction: int) -> None:
-        self.fd = fd
-        self.direction = direction
-        # For a bare int, the file it named when the wait began (see stale()).
-        self.identity: tuple[int, int] | None = None
-        # A plain socket, whose fileno() the hot paths compare inline.
-        self.sock: socket.socket | None = fd if type(fd) is socket.socket else None
-
-    def _arm(self, sub: Subscription) -> None:
-        reactor = sub.waker.runtime._get_reactor()
-        fd = fileno_of(self.fd)
-        if not hasattr(self.fd, "fileno"):
-            self.identity = _identity(fd)
-        sub.handle = (fd, self.direction)
-        reactor.register(fd, self.direction, sub)
-
-    def stale(self, fd: int) -> bool:
-        """Tell whether ``fd`` no longer is what this wait waits on: it was closed.
-
-        A socket object closed since reports fileno() -1 (or another number);
-        a bare int names another file now, or none.
-        """
-        obj = self.fd
-        if self.identity is not None or not hasattr(obj, "fileno"):
-            return _identity(fd) != self.identity
-        try:
-            return bool(obj.fileno() != fd)
-        except Exception:
-            return True  # a fileno() that raises: the object is unusable
-
-    def _disarm(self, sub: Subscription) -> None:
-        key = sub.handle
-        if key is not None:
-            sub.handle = None
-            sub.waker.runtime._get_reactor().unregister(key[0], key[1], sub)
-
-    def _describe(self) -> str:
-        return f"{_NAMES[self.direction]}({self.fd!r})"
-
-
 # A wake to deliver once the reactor lock is released: the subscription and
 # the error to fail it with (None: the fd is ready).
 _Wake = tuple[Subscription, BaseException | None]
+# What a poll collected: the waits to fire, and the waits to fail.
+Collected = tuple[list[Subscription], list[_Wake]]
 
 
 class Reactor:
     """The readiness thread of one runtime; see the module docstring."""
 
-    def __init__(self, runtime: Runtime, backend: str | None = None) -> None:
+    def __init__(self, runtime: Kernel, backend: str | None = None) -> None:
         self._runtime = runtime
         self._lock = threading.Lock()
         self._table: dict[tuple[int, int], Subscription] = {}
         self._armed: dict[int, int] = {}  # fd -> directions armed in the multiplexer
         self._known: set[int] = set()  # fds epoll knows about (epoll only)
         self.backend = selector_name(backend)
+        # On epoll the workers wait in the multiplexer themselves (one at a
+        # time, the *poller*), and no reactor thread is started.
+        self.drives_epoll = self.backend == "epoll"
+        # Whether any wait was ever registered (the workers start polling then).
+        self._used = False
         self._wakeup = WakeupChannel()
+        self._wake_fd = self._wakeup.fileno()
         self._epoll: Any = None
         self._selector: selectors.BaseSelector | None = None
         if self.backend == "epoll":
@@ -299,6 +217,7 @@ class Reactor:
                             "and direction"
                         )
                 table[key] = sub
+                self._used = True
                 self._registered = True
                 self._arm_locked(fd, self._armed.get(fd, 0) | direction, wakes)
                 for i, (failed, error) in enumerate(wakes):
@@ -307,6 +226,11 @@ class Reactor:
                         del wakes[i]
                         assert error is not None
                         raise error
+                if self.drives_epoll:
+                    # epoll reports an fd that is ready when it is armed: no
+                    # re-check needed. The worker that registered polls before
+                    # it parks, or parks in the multiplexer itself.
+                    return
                 if self._thread is None:
                     self._thread = start_thread(
                         self._main, None, name=f"{self._runtime.name}-reactor"
@@ -445,6 +369,12 @@ class Reactor:
             True if it woke anything.
         """
         table = self._table
+        if self.drives_epoll:
+            collected = self._collect_epoll(0.0, drain=False)
+            if collected is None:
+                return False
+            self.deliver(collected)
+            return True
         if not table or len(table) > POLL_LIMIT:
             return False
         with self._lock:
@@ -513,10 +443,7 @@ class Reactor:
     # -- the thread -----------------------------------------------------------
 
     def _main(self, _: object) -> None:
-        if self._epoll is not None:
-            self._run_epoll()
-        else:
-            self._run_selector()
+        self._run_selector()
 
     def _recover(self) -> None:
         """Log what escaped a round of the thread's loop; nothing ends the thread.
@@ -547,66 +474,66 @@ class Reactor:
         self._forever = True
         return None
 
-    def _run_epoll(self) -> None:
-        epoll = self._epoll
-        wake_fd = self._wakeup.fileno()
-        while not self._stopping:
-            try:
-                with self._lock:
-                    timeout = self._poll_timeout_locked()
-                try:
-                    events = epoll.poll(-1 if timeout is None else timeout)
-                except InterruptedError:  # pragma: no cover - PEP 475 retries
-                    continue
-                # epoll reports nothing for a closed fd, nor for a new file
-                # on its number until a wait registers it, which evicts the
-                # stale waits first: a readiness here is the waiter's own.
-                fired: list[Subscription] = []
-                wakes: list[_Wake] = []
-                with self._lock:
-                    for fd, mask in events:
-                        if fd == wake_fd:
-                            self._wakeup.drain()
-                            continue
-                        ready = 0
-                        if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
-                            ready |= READ
-                        if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
-                            ready |= WRITE
-                        if not mask & (_EPOLLERR | _EPOLLHUP):
-                            ready = self._confirm_locked(fd, ready)
-                        fired.extend(self._take_ready_locked(fd, ready))
-                        # ONESHOT disarmed the whole fd: re-arm what still waits.
-                        self._arm_locked(fd, self._armed.get(fd, 0), wakes)
-                    self._forever = False
-                    if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
-                        self._sweep_locked(wakes)
-                for sub in fired:
-                    sub.fire(None)
-                if wakes:
-                    _deliver(wakes)
-            except BaseException:
-                if self._stopping:
-                    return
-                self._recover()
+    # -- the workers' side (epoll) ---------------------------------------------
 
-    def _confirm_locked(self, fd: int, ready: int) -> int:
-        """Keep only the directions of ``ready`` that are still ready now.
+    def wait_ready(self, timeout: float | None) -> Collected | None:
+        """Block in the multiplexer up to ``timeout`` (None: no limit): the poller's park.
 
-        An event can be stale: the re-check in ``register`` may already have
-        woken the wait it was armed for, and a newer wait on the same fd
-        (or on a new socket that reused the number) must not be woken by it.
-        One zero-timeout poll here is cheaper than a spurious task step.
+        Returns what became ready, to hand to :meth:`deliver` once the
+        caller is busy again, or None. A :meth:`wake_poller` ends the wait.
         """
-        confirmed = 0
-        for direction in (READ, WRITE):
-            if ready & direction and (fd, direction) in self._table:
-                try:
-                    if _ready_now(fd, direction):
-                        confirmed |= direction
-                except (OSError, ValueError):
-                    confirmed |= direction  # let the waiter retry and see the error
-        return confirmed
+        return self._collect_epoll(timeout, drain=True)
+
+    def wake_poller(self) -> None:
+        """End the poller's :meth:`wait_ready` (a push has work for it)."""
+        self._wakeup.wake()
+
+    def deliver(self, collected: Collected) -> None:
+        """Fire the wakes :meth:`wait_ready` collected."""
+        fired, wakes = collected
+        for sub in fired:
+            sub.fire(None)
+        if wakes:
+            _deliver(wakes)
+
+    def _collect_epoll(self, timeout: float | None, *, drain: bool) -> Collected | None:
+        """Poll epoll once; take the waits that became ready out of the table.
+
+        Only the poller (``drain``) empties the wake-up channel: a zero-
+        timeout poll by a busy worker must not eat the poller's wake-up.
+        While waits are parked, the wait is cut at the next sweep for fds
+        closed under their waiters (epoll reports nothing for those).
+        """
+        wait = -1.0 if timeout is None else timeout
+        if self._table and wait != 0.0:
+            until_sweep = max(0.0, self._swept + SWEEP_EVERY - time.monotonic())
+            wait = until_sweep if wait < 0 else min(wait, until_sweep)
+        try:
+            events = self._epoll.poll(wait)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            events = []
+        wake_fd = self._wake_fd
+        fired: list[Subscription] = []
+        wakes: list[_Wake] = []
+        with self._lock:
+            for fd, mask in events:
+                if fd == wake_fd:
+                    if drain:
+                        self._wakeup.drain()
+                    continue
+                ready = 0
+                if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
+                    ready |= READ
+                if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
+                    ready |= WRITE
+                fired.extend(self._take_ready_locked(fd, ready))
+                # ONESHOT disarmed the whole fd: re-arm what still waits.
+                self._arm_locked(fd, self._armed.get(fd, 0), wakes)
+            if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
+                self._sweep_locked(wakes)
+        if fired or wakes:
+            return fired, wakes
+        return None
 
     def _take_ready_locked(self, fd: int, ready: int) -> list[Subscription]:
         """Pop the waiters of ``fd`` whose direction is in ``ready``."""

@@ -58,13 +58,15 @@ from ..operations import (
     OperationState,
     OpKind,
     Outcome,
+    _is_final,
     cancelled_for,
     current_operation,
     only_cancelled,
+    park,
     run_after,
     thread_state,
 )
-from ..platform import acquire_for, check_deadline, check_timeout
+from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._waker import Subscription, WaitEvent
@@ -73,7 +75,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ..operations import After
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = ["Scope", "ScopeDone", "scope"]
 
@@ -96,7 +98,7 @@ class Scope:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Kernel,
         *,
         name: str | None,
         timeout: float | None,
@@ -333,7 +335,10 @@ class Scope:
         else:
             task.current = task.outer.pop()
         self._end_block(op, misuse if misuse is not None else exc)
-        await ScopeDone(op)
+        if not _is_final(op._state):
+            # (A scope with no child left is final already: no wait to make,
+            # as an await whose event is ready does not suspend either.)
+            await ScopeDone(op)
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
@@ -433,7 +438,7 @@ def _wait_final(op: AsyncOperation) -> None:
             return
         op._add_waiter_locked(waiter)
     try:
-        acquire_for(waiter, None)
+        park(waiter, None, None)  # (marks the thread blocked: a worker's sync slot is free)
     except BaseException:
         op._remove_waiter(waiter)
         raise
@@ -449,7 +454,7 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
-def _made_before(exc: BaseException, runtime: Runtime) -> AsyncOperation | None:
+def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
 
     A Ctrl-C can land inside the call after the operation was linked into
@@ -537,7 +542,11 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    runtime: Runtime = op.runtime
-    return runtime.scope(
-        name=name, timeout=timeout, deadline=deadline, shield=shield, supervise=supervise
+    return Scope(
+        op.runtime,
+        name=name,
+        timeout=timeout,
+        deadline=deadline,
+        shield=shield,
+        supervise=supervise,
     )

@@ -51,18 +51,24 @@ from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import AsyncOperation, Cancelled, OperationState
-from ..operations._current import ThreadState
-from ..operations._errors import cancelled_for, only_cancelled
-from ..operations._foreign import foreign_failure, foreign_yield_error
-from ..operations._node import Outcome
+from ..operations import (
+    AsyncOperation,
+    Cancelled,
+    OperationState,
+    Outcome,
+    ThreadState,
+    cancelled_for,
+    foreign_failure,
+    foreign_yield_error,
+    only_cancelled,
+)
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
-    from ..operations._hooks import After
-    from ._scheduler import Runtime
+    from ..operations import After
+    from ._kernel import Kernel
 
 __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
 
@@ -80,7 +86,7 @@ class TaskState(Waker):
     # The operation is the waker's ``task``.
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
 
-    def __init__(self, op: AsyncOperation, runtime: Runtime) -> None:
+    def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
         Waker.__init__(self, op, runtime)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
@@ -207,7 +213,7 @@ def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
         return True, exc
 
 
-def step(runtime: Runtime, op: AsyncOperation, state: ThreadState) -> None:
+def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     """Resume a coroutine task until it suspends or ends.
 
     ``state`` is the stepping worker's thread state.

@@ -80,7 +80,7 @@ from ..platform import is_main_thread
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
-    from ._scheduler import Runtime
+    from ._kernel import Kernel
 
 __all__ = [
     "Subscription",
@@ -234,7 +234,7 @@ class Waker:
         "triggered",
     )
 
-    def __init__(self, task: AsyncOperation, runtime: Runtime) -> None:
+    def __init__(self, task: AsyncOperation, runtime: Kernel) -> None:
         self.task = task
         self.runtime = runtime
         self.status = _NO_STATUS

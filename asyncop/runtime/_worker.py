@@ -1,75 +1,95 @@
-"""Worker threads: the loop that runs ready work, fires timers and parks.
+"""Worker threads: the loop that steps tasks, runs sync callbacks and parks.
 
 The loop::
 
     loop:
-        1. run ready operations (a bounded batch, so timers are not starved)
-        2. fire the timers that are due
-        3. park until the next deadline, or until a push wakes us
+        1. step ready coroutine tasks (a bounded batch), holding the lane
+        2. run one ready sync callback, if a sync slot is free
+        3. fire the timers that are due
+        4. take the readiness of parked sockets (one zero-timeout poll)
+        5. park until the next deadline, or until a push wakes us
 
+The lane
+--------
+By default no two coroutine steps of one runtime overlap: a worker steps
+tasks only while it holds the runtime's *lane* (a plain lock, taken without
+blocking). A worker that finds the lane held leaves the coroutine queue to
+its holder and runs sync callbacks instead, or parks. Code between two
+awaits is then atomic with respect to every other task, as in asyncio and
+trio. Under the GIL this costs no throughput: two threads stepping Python
+code only take turns for the GIL. With ``Runtime(parallel=True)`` there is
+no lane, and steps run on several workers at once (for free-threaded
+CPython).
+
+No wake is lost at the lane: a push made while the lane is held wakes
+nobody, and the holder, once it has let the lane go, looks at the queue
+again under the runtime lock before it parks (step 5).
+
+Sync slots
+----------
+Sync callbacks are threads' work, and run in parallel with each other and
+with the lane. At most ``workers`` of them run at once, as in a thread pool
+of that size; one that waits inside asyncop's own blocking calls (a
+channel, a lock, an operation's end) gives its slot up while it waits, so a
+callback waiting for another callback cannot deadlock the pool.
+
+Parking
+-------
 Parking is a wait on the worker's own auto-reset :class:`WakeEvent`; the
 worker first puts itself on the runtime's idle stack, under the runtime
-lock, and a push pops the stack and sets the event under the same lock. A
-push therefore either finds the worker on the stack (and wakes it) or
-happens before the worker's last look at the ready queue: no wake is lost.
-The stack is LIFO so that the most recently active (cache-warm) worker is
-woken first.
+lock, and a push pops the stack and wakes it under the same lock. A push
+therefore either finds the worker on the stack or happens before the
+worker's last look at the queues: no wake is lost. The stack is LIFO so
+that the most recently active (cache-warm) worker is woken first.
 
-Work a coroutine step queues stays with its worker: a push made while a
-worker steps a coroutine (or fires timers, between items) wakes nobody when
-the pushed item is a coroutine task, because that worker runs the queue
-next. Waking another worker for it would only hand the item across threads:
-under the GIL two threads stepping Python code take turns rather than run
-side by side, and every hand-over of the runtime lock between them then
-costs a pair of context switches. Sync callbacks still wake a parked worker
-at once, since they may block.
+One parked worker at a time may park *in the I/O multiplexer* instead (the
+*poller*): it waits in ``epoll_wait`` with the next timer deadline as its
+timeout, and a push wakes it through the reactor's wake-up channel. A
+readiness then reaches its task without crossing threads: the poller
+fires the waker and steps the task itself. While no worker is parked, the
+busy workers poll once per round (step 4), and the monitor covers a
+runtime whose workers are all held by long work.
 
-A worker stuck in one item is replaced: the watchdog
-(``Runtime._watchdog_main``) notices a worker busy with one item for longer
-than ``BLOCKED_AFTER`` while work is queued, and wakes a parked worker, or
-starts an *extra* one when none is parked. A coroutine step that keeps its
-thread computing (it used at least ``COMPUTING`` of one CPU since the
-watchdog last looked) is left alone: another thread could only take turns
-with it for the GIL, and the step holds its worker as it would hold any
-event loop. One blocked in a system call uses no CPU and is replaced. An
-extra worker retires when it would park and the pool has more unstuck
-workers than its target size.
-
-Timers across retirement: the worker that arms a timer from a step wakes
-nobody for it (it looks at the timers itself before it parks), and a
-parked worker sleeps towards the deadline it saw when it parked. So a
-worker that retires while a timer is pending wakes a parked worker to
-re-park on the current deadline; without that, the timer would wait for an
-unrelated wake-up. A worker woken by its timer fires it before it
-considers retiring.
-
-No exception ends a worker: whatever escapes a round of the loop is logged
-on the ``asyncop`` logger, the worker's bookkeeping is put back in shape
-(off the idle stack, counted active), and the loop goes on. Only shutdown
-and retirement end it.
-
-Who writes what: ``item_seq``, ``stepping`` and
-``replaced`` are written by the worker itself and read by the watchdog;
-``cpu_clock`` is set once when the thread starts; everything else is
-written under the runtime lock.
+Who writes what: ``item``, ``item_seq``, ``stepping``, ``in_sync`` and
+``replaced`` are written by the worker itself and read by the monitor;
+``cpu_clock`` and ``state`` are set once when the thread starts;
+everything else is written under the runtime lock.
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, final
+from types import AsyncGeneratorType, CoroutineType
+from typing import TYPE_CHECKING, Any, final
 
-from ..platform import MAIN_SLICE, ThreadHandle, WakeEvent, is_main_thread
+from ..operations import Cancelled, OpKind, Outcome, ThreadState, thread_state
+from ..platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
+from ._task import step, strip_own_frame
+from ._waker import WaitEvent, describe_event
 
 if TYPE_CHECKING:
-    from ._scheduler import Runtime
+    from ..operations import AsyncOperation
+    from ._kernel import Kernel
 
-__all__ = ["BLOCKED_AFTER", "COMPUTING", "EXTRA_IDLE", "IDLE_RETIRE", "Worker", "join_by"]
+__all__ = [
+    "BLOCKED_AFTER",
+    "COMPUTING",
+    "EXTRA_IDLE",
+    "IDLE_RETIRE",
+    "Worker",
+    "WorkerState",
+    "join_by",
+    "worker_main",
+]
 
-# A worker busy with one item for this long, while work waits, is replaced
-# (timed from when the watchdog first saw the item: at most when work
-# started to wait, so queued work waits about this long at most).
+logger = logging.getLogger("asyncop")
+
+# A worker busy with one item for this long, while work it could hand on
+# waits, is replaced (see _monitor.py).
 BLOCKED_AFTER = 0.05
 # The share of one CPU above which a long coroutine step counts as computing.
 COMPUTING = 0.5
@@ -77,77 +97,482 @@ COMPUTING = 0.5
 IDLE_RETIRE = 2.0
 # An extra worker re-checks this often whether the pool still needs it.
 EXTRA_IDLE = 0.5
+# Coroutine steps a worker runs before it looks at the timers again.
+BATCH = 64
+# How long a worker pauses after an error escaped its loop.
+_RECOVER_PAUSE = 0.01
+_INF = float("inf")
+_CORO = OpKind.CORO
+
+
+class WorkerState(enum.Enum):
+    """Where a worker is in its life."""
+
+    BUSY = "busy"  # running the loop: stepping, running a callback, or between
+    PARKED = "parked"  # on the idle stack, waiting on its wake event
+    POLLING = "polling"  # on the idle stack, waiting in the I/O multiplexer
+    RETIRED = "retired"  # out of the pool; the thread is ending
 
 
 @final
 class Worker:
-    """One worker thread's state, shared with the scheduler and the watchdog."""
+    """One worker thread's state, shared with the runtime and the monitor."""
 
     __slots__ = (
         "cpu_clock",
         "event",
         "extra",
         "handle",
+        "in_sync",
         "index",
+        "item",
         "item_seq",
-        "parked",
         "parked_at",
         "replaced",
         "runtime",
+        "state",
         "stepping",
+        "thread_state",
     )
 
-    def __init__(self, runtime: Runtime, index: int, *, extra: bool) -> None:
+    def __init__(self, runtime: Kernel, index: int, *, extra: bool) -> None:
         self.runtime = runtime
         self.index = index
         self.extra = extra
         self.event = WakeEvent()
         self.handle: ThreadHandle | None = None
+        self.state = WorkerState.BUSY
         # Bumped when an item starts and when it ends: odd while busy. The
-        # watchdog times an item by seeing the same number on its looks.
+        # monitor times an item by seeing the same number on its looks.
         self.item_seq = 0
+        # The operation being run, for the monitor's slow-step warning.
+        self.item: AsyncOperation[Any] | None = None
         # Whether the current item is a coroutine step (not a sync callback).
         self.stepping = False
+        # Whether the current item is a sync callback (holding a sync slot).
+        self.in_sync = False
         # Reads the thread's CPU time from any thread; None where the OS
         # cannot, and then a long step always counts as blocked.
         self.cpu_clock: Callable[[], float] | None = None
-        # True once the watchdog started a replacement for the current item.
+        # The thread's ThreadState, to see whether it waits in asyncop.
+        self.thread_state: ThreadState | None = None
+        # True once the monitor started a replacement for the current item.
         self.replaced = False
-        # True while on the idle stack; cleared by whoever pops it (under the
-        # runtime lock, before setting the event).
-        self.parked = False
         self.parked_at = 0.0
+
+    @property
+    def parked(self) -> bool:
+        """Whether the worker is on the idle stack (parked or polling)."""
+        return self.state is WorkerState.PARKED or self.state is WorkerState.POLLING
+
+    def holds_sync_slot(self) -> bool:
+        """Whether it runs a sync callback that is not waiting inside asyncop."""
+        if not self.in_sync:
+            return False
+        ts = self.thread_state
+        return ts is None or not ts.blocked
+
+    def on_blocked(self) -> None:
+        """The thread's callback waits inside asyncop: hand its work on now.
+
+        Its sync slot is free while it waits, and the work queued behind it
+        (a callback it may be waiting for) should not wait for the monitor.
+        """
+        rt = self.runtime
+        if not (rt._sync_ready or rt._ready) or not self.in_sync:
+            return
+        with rt._lock:
+            if not rt._work_for_worker_locked() or rt._stopping:
+                return
+            if rt._idle:
+                rt._wake_one_locked()
+            elif rt._grow_locked(extra=True):
+                self.replaced = True
 
     def __repr__(self) -> str:
         kind = "extra" if self.extra else "base"
         busy = "busy" if self.item_seq & 1 else "idle"
-        return f"<Worker {self.index} {kind} {busy}>"
+        return f"<Worker {self.index} {kind} {busy} {self.state.value}>"
 
 
-# Real time for the watchdog, whatever clock the runtime uses.
+# Real time for the monitor, whatever clock the runtime uses.
 monotonic = time.monotonic
 
-# The longest single join of a thread off the main thread (the main thread
-# joins in slices of MAIN_SLICE, to notice a Ctrl-C).
-_JOIN_SLICE = 1.0
+def _log_exception(message: str, *args: object) -> None:
+    """Log the exception being handled; never raise, whatever the args are."""
+    try:
+        logger.error(message, *args, exc_info=True)
+    except BaseException:  # pragma: no cover - a broken handler or stream
+        pass
 
 
-def join_by(handle: ThreadHandle, end: float | None) -> bool:
-    """Join a thread until the ``monotonic()`` time ``end`` (None: no limit).
+def worker_main(rt: Kernel, worker: Worker) -> None:
+    """The body of a worker thread; returns when the worker retires."""
+    ready = rt._ready
+    sync_ready = rt._sync_ready
+    parallel = rt._parallel
+    lane = rt._lane
+    state = thread_state()
+    state.worker = worker
+    worker.thread_state = state
+    worker.cpu_clock = thread_cpu_clock()
+    try:
+        while True:
+            # No exception ends a worker: one that escaped a phase below (a
+            # bug in asyncop, or user code it calls into) is logged and the
+            # loop goes on. A dead worker would take its share of the queue
+            # and the timers with it, silently.
+            try:
+                # 1. Step ready tasks, holding the lane.
+                if ready and (parallel or lane.acquire(False)):
+                    try:
+                        _step_batch(rt, worker, state, ready)
+                    finally:
+                        if not parallel:
+                            lane.release()
+                # 2. Run one sync callback.
+                if sync_ready:
+                    _run_sync(rt, worker, state)
+                # 3. Fire due timers (without reading the clock when none is set).
+                next_deadline = rt._next_deadline
+                if next_deadline < _INF and next_deadline <= rt.now():
+                    rt._fire_due_timers()
+                # 4. Take the readiness of parked fds, without a thread hop.
+                reactor = rt._reactor
+                if reactor is not None and reactor._table:
+                    rt._polls += 1
+                    reactor.poll_ready()
+                    if ready and (parallel or not lane.locked()):
+                        continue  # it woke a task: no need to look at parking
+                # 5. Park until the next deadline.
+                if not _park(rt, worker, state):
+                    return
+            except BaseException:
+                _recover(rt, worker, state)
+    finally:
+        with rt._lock:
+            if worker in rt._workers:  # left without retire_locked (a bug)
+                retire_locked(rt, worker)
 
-    Waits in slices, so that any ``end`` works and the main thread notices
-    a Ctrl-C between two of them.
 
-    Returns:
-        True if the thread has ended.
-    """
-    slice_max = MAIN_SLICE if is_main_thread() else _JOIN_SLICE
-    while True:
-        if end is None:
-            wait = slice_max
+def _step_batch(
+    rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
+) -> None:
+    worker.stepping = True
+    for _ in range(BATCH):
+        if not ready:
+            break  # (cheaper than the IndexError below)
+        try:
+            op = ready.popleft()
+        except IndexError:
+            break  # another worker took it (parallel mode)
+        # Odd while busy: the monitor times an item by seeing the same odd
+        # number on its looks (no clock read here).
+        worker.item = op
+        worker.item_seq += 1
+        try:
+            step(rt, op, state)
+        except BaseException:  # pragma: no cover - a bug in asyncop
+            _log_exception("asyncop: worker failed stepping %r", op)
+        # Do not keep the last item alive from this frame (an unobserved
+        # failure is reported when it is collected); the worker's own
+        # reference goes with the next item, or at the end of the batch.
+        op = None  # type: ignore[assignment]
+        worker.item_seq += 1
+        worker.replaced = False
+    worker.item = None
+    worker.stepping = False
+
+
+def _run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
+    """Run one ready sync callback, if a sync slot is free."""
+    lock = rt._lock
+    lock.acquire()  # (worker thread only: it never runs signal handlers)
+    try:
+        if not rt._sync_ready or not rt._sync_slot_free_locked():
+            return
+        op = rt._sync_ready.popleft()
+        if not op._transition_to_running():
+            return  # cancelled while queued: already finalized, never runs
+        worker.in_sync = True
+    finally:
+        lock.release()
+    worker.item = op
+    worker.item_seq += 1
+    try:
+        if rt._next_deadline < _INF:
+            # This worker may be the one to fire the next timer (it was
+            # woken to park on it), and the callback may hold it past the
+            # deadline: the monitor fires it then.
+            rt._monitor.deadline_pending()
+        _call_sync(rt, op, state)
+    except BaseException:  # pragma: no cover - a bug in asyncop
+        _log_exception("asyncop: worker failed running %r", op)
+    finally:
+        worker.in_sync = False
+        worker.item = None
+        worker.item_seq += 1
+        worker.replaced = False
+    # A slot is free again: a callback that waits for one runs next, here.
+
+
+def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
+    fn = op._fn
+    args = op._args
+    ctx = op._ctx
+    assert fn is not None and ctx is not None
+    state.op = op
+    try:
+        value = ctx.run(fn, *args)
+        if value is not None and isinstance(value, _NOT_A_RESULT):
+            raise _unrun_result_refused(op.name, value) from None
+    except Cancelled:
+        outcome, value, error = Outcome.CANCELLED, None, None
+    except BaseException as exc:
+        outcome, value, error = Outcome.ERROR, None, strip_own_frame(exc)
+    else:
+        outcome, error = Outcome.VALUE, None
+    finally:
+        state.op = None
+    # Its waiters are woken before this worker looks for more work or
+    # parks: a thread woken now has the OS's wake-up latency to cover, and
+    # this worker's own bookkeeping then overlaps it instead of coming first.
+    op._end_work_on_worker(outcome, value, error)
+
+
+# What a plain function may not return: work that would never run.
+_NOT_A_RESULT = (CoroutineType, AsyncGeneratorType, WaitEvent)
+
+
+def _unrun_result_refused(name: str, value: object) -> TypeError:
+    """Refuse an operation's result that is work which would never run."""
+    if isinstance(value, WaitEvent):
+        value._awaited = True  # refused here: no second warning when collected
+        what = f"an asyncop awaitable ({describe_event(value)})"
+        fix = (
+            "spawn an async def function that awaits it, "
+            "e.g. 'async def nap(): await asyncop.sleep(10)'"
+        )
+    else:
+        if isinstance(value, CoroutineType):
+            value.close()
+            what = "a coroutine"
         else:
-            wait = end - monotonic()
-            if wait <= 0.0:
-                return not handle.is_alive()
-        if handle.join(min(wait, slice_max)):
+            what = "an async generator"
+        fix = "pass the async def function itself, as in spawn(fn, arg), not a lambda or wrapper"
+    return TypeError(
+        f"operation {name!r} ran a plain function that returned {what}, which would never "
+        f"run; {fix}"
+    )
+
+
+def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:
+    """Log what escaped a worker's loop and put the worker back in shape."""
+    _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, rt)
+    state.op = None
+    state.task = None
+    state.keep_next_push = False
+    if worker.item_seq & 1:
+        worker.item_seq += 1
+    worker.replaced = False
+    worker.stepping = False
+    worker.in_sync = False
+    worker.item = None
+    with rt._lock:
+        if worker in rt._idle:  # it failed between parking and waking
+            rt._idle.remove(worker)
+            rt._unpark_locked(worker)
+        if rt._poller is worker:
+            rt._poller = None
+    # Should the same error come back at once, do not spin on it.
+    time.sleep(_RECOVER_PAUSE)
+
+
+def retire_locked(rt: Kernel, worker: Worker) -> None:
+    """Take ``worker`` out of the pool, in the same locked step that decided it.
+
+    Leaving the pool and the active count at once matters: a worker that
+    still counted as active after deciding to leave would make the last
+    parking worker think another one is busy, and it would then skip waking
+    wait_all_blocked() or jumping the clock.
+    """
+    # Always called on the worker's own thread. From here on, what this
+    # thread pushes must wake another worker: it runs no more queue.
+    thread_state().worker = None
+    if worker in rt._workers:
+        rt._workers.remove(worker)
+    if worker in rt._idle:
+        rt._idle.remove(worker)
+    else:
+        rt._active -= 1
+    if rt._poller is worker:
+        rt._poller = None
+    worker.state = WorkerState.RETIRED
+    if rt._next_deadline < _INF and not rt._stopping and rt._idle:
+        # This worker may be the one that was to fire the next timer: hand
+        # it on to a parked worker, which re-parks on the current deadline.
+        rt._wake_one_locked()
+
+
+def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
+    """Park until woken or the next deadline; False when the worker must exit."""
+    lock = rt._lock
+    lock.acquire()  # (worker thread only, see step): a worker parks after every burst
+    try:
+        if rt._work_for_worker_locked():
             return True
+        if rt._stopping:
+            retire_locked(rt, worker)
+            return False
+        timeout, go_on = park_timeout_locked(rt, worker)
+        if go_on:
+            return True
+        if timeout is _RETIRE:
+            retire_locked(rt, worker)
+            return False
+        reactor = rt._reactor
+        poll = (
+            reactor is not None
+            and reactor.drives_epoll
+            and rt._poller is None
+            and (reactor._table or reactor._used)
+            and not _another_polls_soon(rt, worker)
+        )
+        rt._idle.append(worker)
+        worker.state = WorkerState.POLLING if poll else WorkerState.PARKED
+        rt._active -= 1
+        if rt._dynamic:
+            worker.parked_at = monotonic()  # for may_retire_locked
+        if poll:
+            rt._poller = worker
+    finally:
+        lock.release()
+    if poll:
+        assert reactor is not None
+        return _poll_parked(rt, worker, state, reactor, timeout)
+    woken = worker.event.wait(timeout)
+    if woken and not worker.parked:
+        return True  # popped and woken by a push: nothing to undo
+    with lock:
+        if worker in rt._idle:
+            # Timed out (or a stale wake-up): nobody popped us.
+            rt._idle.remove(worker)
+            rt._unpark_locked(worker)
+            if (
+                not woken
+                and not rt._ready
+                and not rt._sync_ready
+                and not rt._next_deadline <= rt.now()
+                and may_retire_locked(rt, worker)
+            ):
+                retire_locked(rt, worker)
+                return False
+    return True
+
+
+def _another_polls_soon(rt: Kernel, worker: Worker) -> bool:
+    """Whether another worker runs the loop, and so polls at its next round.
+
+    Then this one parks on its own event: two threads taking turns at the
+    multiplexer would hand every readiness across threads. One inside a
+    sync callback polls only once the callback ends.
+    """
+    for other in rt._workers:
+        if other is not worker and other.state is WorkerState.BUSY and not other.in_sync:
+            return True
+    return False
+
+
+def _poll_parked(
+    rt: Kernel, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
+) -> bool:
+    """Park in the I/O multiplexer; fire what became ready once unparked."""
+    fired: Any = None
+    try:
+        fired = reactor.wait_ready(timeout)
+    finally:
+        with rt._lock:
+            if rt._poller is worker:
+                rt._poller = None
+            if worker in rt._idle:
+                rt._idle.remove(worker)
+                rt._unpark_locked(worker)
+    if fired:
+        # This worker is active again: the tasks these wakes queue are its
+        # own to step next, not another worker's.
+        rt._polls += 1
+        reactor.deliver(fired)
+    return True
+
+
+class _Retire:
+    __slots__ = ()
+
+
+# What park_timeout_locked returns for a worker that must retire.
+_RETIRE: Any = _Retire()
+RETIRE = _RETIRE
+
+
+def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
+    """How long ``worker`` may park: ``(timeout, go_on)``.
+
+    ``go_on`` is True when it must not park but loop again (a timer is
+    due, the clock jumped, wait_all_blocked() was woken); ``timeout`` is
+    ``RETIRE`` when the worker must leave the pool.
+    """
+    deadline = rt._timers.next_deadline()
+    rt._next_deadline = _INF if deadline is None else deadline
+    if rt._active == 1 and rt._idle_watchers and rt._outside_work == 0:
+        # This worker is the last one busy and is about to park: every
+        # task is blocked. Wake the wait_all_blocked() waiters.
+        watchers = rt._idle_watchers
+        rt._idle_watchers = []
+        for sub in watchers:
+            sub.fire(None)
+        return None, True
+    # Retire only after the check above, and not when a clock jump is
+    # due: the last busy worker must still wake wait_all_blocked() and
+    # jump the clock, even when it is an extra one on its way out.
+    jump_due = rt._autojump and rt._active == 1 and deadline is not None
+    if worker.extra and not jump_due and rt._unstuck_locked() > rt._target:
+        return _RETIRE, False
+    timeout: float | None
+    if rt._virtual:
+        if deadline is not None and deadline <= rt.now():
+            return None, True
+        if (
+            rt._autojump
+            and deadline is not None
+            and rt._active == 1
+            and rt._outside_work == 0
+            and not rt._io_waiting()
+        ):
+            # Every other worker is parked and nothing outside the
+            # workers can make progress: jump to the next deadline.
+            rt._clock._jump_to(deadline)
+            return None, True
+        timeout = None
+    elif deadline is None:
+        timeout = None
+    else:
+        timeout = deadline - rt.now()
+        if timeout <= 0:
+            return None, True
+    if worker.extra or (rt._dynamic and len(rt._workers) > 1):
+        # May retire: look again after a while even if nobody pushes.
+        # An extra worker parks while the worker it replaced is still
+        # stuck; once that one is back, the LIFO idle stack never wakes
+        # the extra, so it must notice the surplus by itself.
+        limit = EXTRA_IDLE if worker.extra else rt.idle_retire
+        timeout = limit if timeout is None else min(timeout, limit)
+    return timeout, False
+
+def may_retire_locked(rt: Kernel, worker: Worker) -> bool:
+    if worker.extra:
+        return rt._unstuck_locked() > rt._target
+    return (
+        rt._dynamic
+        and len(rt._workers) > 1
+        and monotonic() - worker.parked_at >= rt.idle_retire
+    )

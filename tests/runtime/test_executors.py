@@ -82,7 +82,9 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
 ) -> None:
     with runtime.scope() as root:
         child = root.spawn(jobs.square, 7, executor=executor, name="seven")
-        assert child.parent is root and child.name == "seven"
+        # (A child unlinks itself once it has ended, which may be already.)
+        assert child.parent is root or child.done
+        assert child.name == "seven"
     assert child.result() == 49
 
     async def main() -> int:

@@ -17,7 +17,7 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, OperationState, current_operation
-from asyncop.runtime import _scheduler
+from asyncop.runtime import _kernel, _scheduler
 from asyncop.testing import VirtualClock
 
 # ----------------------------------------------------------------------
@@ -26,12 +26,12 @@ from asyncop.testing import VirtualClock
 
 
 def worker_threads(runtime: asyncop.Runtime) -> list[threading.Thread]:
-    """The runtime's live threads, its watchdog left out."""
+    """The runtime's live worker threads, its monitor left out."""
     prefix = f"{runtime.name}-"
     return [
         t
         for t in threading.enumerate()
-        if t.name.startswith(prefix) and not t.name.endswith("-watchdog") and t.is_alive()
+        if t.name.startswith(prefix) and not t.name.endswith("-monitor") and t.is_alive()
     ]
 
 
@@ -154,17 +154,17 @@ def test_a_submit_from_a_thread_wakes_a_worker_before_building_the_operation() -
     with asyncop.Runtime(1, name=fresh_name("early")) as rt:
         (worker,) = rt._workers
         assert eventually(lambda: worker.parked)
-        original = _scheduler.AsyncOperation
+        original = _kernel.AsyncOperation
 
         def spy(*args: Any) -> Any:
             woken_before_build.append(not worker.parked)
             return original(*args)
 
-        _scheduler.AsyncOperation = spy  # type: ignore[misc]
+        _kernel.AsyncOperation = spy  # type: ignore[misc]
         try:
             op = rt.spawn(time.monotonic)
         finally:
-            _scheduler.AsyncOperation = original  # type: ignore[misc]
+            _kernel.AsyncOperation = original  # type: ignore[misc]
         assert op.wait(10).state is OperationState.COMPLETED
     assert woken_before_build == [True]
 
@@ -282,16 +282,26 @@ def test_worker_stuck_in_a_callback_is_replaced(monkeypatch: pytest.MonkeyPatch)
         gate.wait(15)
         return "released"
 
+    async def quick() -> str:
+        await asyncop.checkpoint()
+        return "quick"
+
     with asyncop.Runtime(1, name=fresh_name("stuck")) as rt:
         try:
             blocker = rt.spawn(stuck)
             assert started.wait(5)
-            quick = rt.spawn(lambda: "quick")
-            assert quick.wait(5).value == "quick"
+            # A task runs on a replacement worker meanwhile...
+            assert rt.spawn(quick).wait(5).value == "quick"
+            # ... but sync callbacks run at most `workers` at once, like a
+            # thread pool: this one waits for the stuck one.
+            second = rt.spawn(lambda: "second")
+            time.sleep(0.3)
+            assert not second.done
             assert not blocker.done
         finally:
             gate.set()
         assert blocker.wait(5).value == "released"
+        assert second.wait(5).value == "second"
 
 
 @pytest.mark.timeout(20)
@@ -316,6 +326,10 @@ def test_a_deadline_fires_while_every_worker_is_busy(
         assert op.expired
 
 
+async def _one_checkpoint() -> None:
+    await asyncop.checkpoint()
+
+
 @pytest.mark.timeout(20)
 def test_extra_worker_retires_after_the_stuck_callback_returns(
     monkeypatch: pytest.MonkeyPatch,
@@ -332,7 +346,7 @@ def test_extra_worker_retires_after_the_stuck_callback_returns(
         try:
             blocker = rt.spawn(stuck)
             assert started.wait(5)
-            rt.spawn(lambda: None).wait(5)
+            rt.spawn(_one_checkpoint).wait(5)
             assert len(worker_threads(rt)) == 2
         finally:
             gate.set()
@@ -468,8 +482,6 @@ def settle(runtime: asyncop.Runtime) -> None:
 def test_coroutines_a_step_spawns_run_on_its_own_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Internal: no watchdog hand-over, however slow this machine is.
-    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
     ran_on: list[int] = []
 
     async def child() -> None:
@@ -496,7 +508,6 @@ def test_coroutines_a_step_spawns_run_on_its_own_worker(
 def test_a_sync_callback_a_coroutine_spawns_wakes_a_parked_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
     gate = threading.Event()
 
     def blocker() -> str:
@@ -538,13 +549,14 @@ def test_work_queued_behind_a_blocked_coroutine_step_moves_to_a_parked_worker() 
                 time.sleep(0.01)
             return child_done.is_set()
 
-    with asyncop.Runtime(2, name=fresh_name("blocked")) as rt:
+    # In parallel mode only: by default the other tasks wait for the step,
+    # as they would in any event loop (see test_execution_model.py).
+    with asyncop.Runtime(2, name=fresh_name("blocked"), parallel=True) as rt:
         assert rt.run(main) is True
 
 
 @pytest.mark.timeout(20)
-def test_sleeps_a_step_arms_wake_on_its_own_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_scheduler, "BLOCKED_AFTER", 60.0)
+def test_sleeps_a_step_arms_wake_on_its_own_worker() -> None:
     woke_on: list[int] = []
 
     async def child(delay: float) -> None:
@@ -584,7 +596,7 @@ def test_a_timer_due_behind_a_blocked_coroutine_step_fires_on_a_parked_worker() 
                 time.sleep(0.01)
             return slept.is_set()
 
-    with asyncop.Runtime(2, name=fresh_name("duetimer")) as rt:
+    with asyncop.Runtime(2, name=fresh_name("duetimer"), parallel=True) as rt:
         settle(rt)
         assert rt.run(main) is True
 
@@ -930,7 +942,8 @@ def test_dump_of_a_very_deep_chain_is_linear_in_size(runtime: asyncop.Runtime) -
     finally:
         root.cancel()
     lines = text.splitlines()
-    assert len(lines) == 100_001
+    assert lines[-1].lstrip().startswith("threads:")
+    assert len(lines) == 100_002
     # Indented by depth, 100,000 levels would take about 10**10 characters.
     longest = max(len(line) for line in lines)
     assert longest < len(lines[1]) + 2 * _scheduler.DUMP_INDENT + 40
@@ -941,7 +954,7 @@ def test_dump_indents_up_to_a_limit_then_shows_the_depth(runtime: asyncop.Runtim
     limit = _scheduler.DUMP_INDENT
     root = _chain(runtime, limit + 5)
     try:
-        lines = runtime.dump().splitlines()[1:]
+        lines = runtime.dump().splitlines()[1:-1]
     finally:
         root.cancel()
     assert [_indent(line) for line in lines[: limit + 1]] == [2 + 2 * d for d in range(limit + 1)]

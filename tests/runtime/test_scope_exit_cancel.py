@@ -56,6 +56,7 @@ def test_task_cancelled_at_the_scope_exit_raises_and_skips_the_code_after(
         async with asyncop.scope() as g:
             g.spawn(park_forever, log, "a")
             g.spawn(park_forever, log, "b")
+            await asyncop.checkpoint()  # the children start, and park
             at_exit.set()
         log.append("commit")  # must not run on half the work
         return "done"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.runtime import _scheduler
+from asyncop.runtime import _kernel, _scheduler
 from tests.conftest import runtime_threads
 
 pytestmark = pytest.mark.timeout(40)
@@ -226,7 +226,7 @@ def test_a_thread_refused_midway_stops_the_threads_already_started(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
-    real_start = _scheduler.start_thread
+    real_start = _kernel.start_thread
     calls = 0
 
     def failing_start(*args: Any, **kwargs: Any) -> Any:
@@ -236,7 +236,7 @@ def test_a_thread_refused_midway_stops_the_threads_already_started(
             raise RuntimeError("can't start new thread")
         return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(_scheduler, "start_thread", failing_start)
+    monkeypatch.setattr(_kernel, "start_thread", failing_start)
     before = {t.ident for t in threading.enumerate()}
     with pytest.raises(RuntimeError, match="can't start new thread"):
         asyncop.Runtime(8, name="half-built")
@@ -252,6 +252,10 @@ def test_a_thread_refused_midway_stops_the_threads_already_started(
     assert not any(r.name == "half-built" for r in _scheduler.live_runtimes())
 
 
+async def _ran() -> str:
+    return "ran"
+
+
 def test_a_refused_extra_worker_is_logged_and_the_work_still_runs(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -264,22 +268,22 @@ def test_a_refused_extra_worker_is_logged_and_the_work_still_runs(
         release.wait(30)
 
     with asyncop.Runtime(1, name="refusing") as rt:
-        real_start = _scheduler.start_thread
+        real_start = _kernel.start_thread
 
         def refuse(*args: Any, name: str, **kwargs: Any) -> Any:
             if "-extra-" in name:
                 raise RuntimeError("can't start new thread")
             return real_start(*args, name=name, **kwargs)
 
-        monkeypatch.setattr(_scheduler, "start_thread", refuse)
+        monkeypatch.setattr(_kernel, "start_thread", refuse)
         try:
             rt.spawn(stuck)
             assert started.wait(10)
-            queued = rt.spawn(lambda: "ran")
+            queued = rt.spawn(_ran)  # a task: it needs a replacement worker
             time.sleep(0.3)
             assert not queued.done
             assert "could not start another worker" in caplog.text
         finally:
-            monkeypatch.setattr(_scheduler, "start_thread", real_start)
+            monkeypatch.setattr(_kernel, "start_thread", real_start)
             release.set()
         assert queued.wait(10).value == "ran"

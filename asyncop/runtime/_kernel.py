@@ -1,0 +1,692 @@
+"""The kernel: the state every part of the runtime shares, and its calls.
+
+A :class:`Kernel` holds:
+
+- the **lock** (``_lock``, a platform ``RecursiveLock``), which protects
+  everything below. It is held only for short, non-blocking bookkeeping;
+  user code never runs under it. Whatever must happen after a change but
+  outside the lock (``on_cancel`` callbacks, waking waiters) is collected in
+  an ``after`` list and run once the lock is released;
+- the **ready queues**: ``_ready`` for coroutine tasks, stepped by the worker
+  that holds the ``_lane`` (by any worker in parallel mode), and
+  ``_sync_ready`` for sync callbacks, at most ``workers`` at once;
+- the **timer heap** (``_timers``) and its cached earliest deadline;
+- the **workers**: the pool, the idle stack (LIFO) and the poller, the one
+  parked worker waiting in the I/O multiplexer;
+- the **roots**: the live top-level operations, in insertion order, so that
+  ``shutdown`` can cancel them and ``dump`` can show them.
+
+The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
+``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
+runtime through these calls alone:
+
+=============================  ===============================================
+``now()``                      read the clock
+``_new_operation(...)``        make a node, link it, and maybe queue it
+``_push_locked(op)``           queue a ready operation, waking a worker if needed
+``_add_timer_locked(...)``     arm a timer; ``_cancel_timer_locked(timer)``
+``_fire_due_timers()``         fire what is due (workers and the monitor)
+``_get_reactor()``             the socket-readiness table, made on first use
+``_wake_one_locked()``         unpark a worker; ``_unpark_locked(worker)``
+``_work_for_worker_locked()``  whether a worker about to park has work
+``_sync_slot_free_locked()``   whether a sync callback may start
+``_grow_locked(extra=...)``    start a worker, up to ``max_threads``
+=============================  ===============================================
+
+and the node hooks the operations layer calls (``operations/_hooks.py``):
+``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``
+and ``_arm_deadline_locked``. ``Runtime`` (``_scheduler.py``) builds on the
+kernel: it starts the threads, and it is the public face (``spawn``,
+``run``, ``scope``, ``shutdown``, ``dump``).
+
+Pipeline: ``submit`` -> a ready queue -> wake a parked worker -> the worker
+steps the task or runs the callback (``_worker.py``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
+from types import CoroutineType, FunctionType
+from typing import TYPE_CHECKING, Any
+
+from ..operations import (
+    AsyncOperation,
+    OperationState,
+    OpKind,
+    Outcome,
+    ThreadState,
+    _is_final,
+    _user_frame,
+    run_after,
+    thread_state,
+)
+from ..platform import RecursiveLock, start_thread
+from ._blocking import BlockingPool
+from ._clock import MonotonicClock
+from ._monitor import Monitor
+from ._reactor import Reactor
+from ._task import TaskState, on_cancel_running
+from ._timers import FAR, Timer, TimerHeap, is_far
+from ._worker import (
+    IDLE_RETIRE,
+    Worker,
+    WorkerState,
+    worker_main,
+)
+
+if TYPE_CHECKING:
+    from ..operations import After
+
+
+if TYPE_CHECKING:
+    from ..operations import After
+
+__all__ = ["DEFAULT_EXTRA_THREADS", "Kernel"]
+
+logger = logging.getLogger("asyncop")
+
+_RUNNING = OperationState.RUNNING
+_CORO = OpKind.CORO
+_BUSY = WorkerState.BUSY
+_SYNC = OpKind.SYNC
+_SCOPE = OpKind.SCOPE
+# Worker threads a runtime may start beyond ``workers`` by default, to keep
+# work moving while workers are held by long callbacks or steps.
+DEFAULT_EXTRA_THREADS = 8
+_INF = float("inf")
+
+
+def _noop() -> None:
+    pass
+
+
+def _log_exception(message: str, *args: object) -> None:
+    """Log the exception being handled; never raise, whatever it or the args are.
+
+    The args (an operation, a timer) are formatted by the logging module,
+    which reports a ``__repr__`` that raises instead of raising itself.
+    """
+    try:
+        logger.error(message, *args, exc_info=True)
+    except BaseException:  # pragma: no cover - a broken handler or stream
+        pass
+
+
+def _async_generator_refused(fn: object) -> TypeError:
+    return TypeError(
+        f"cannot make an operation from async generator function {describe_fn(fn)!r}: it "
+        "would only make a generator and never run its body; spawn an async def function "
+        "that iterates it with 'async for'"
+    )
+
+
+def describe_fn(fn: object) -> str:
+    """A function's name for messages: its qualified name, or its repr."""
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | None]:
+    """What kind of operation ``fn`` makes, and its name when it is a plain function.
+
+    Raises:
+        TypeError: ``fn`` is not callable, is a coroutine object (a call already
+            made), or is an async generator function.
+    """
+    if type(fn) is FunctionType:  # fast path: read the code flags
+        flags = fn.__code__.co_flags
+        if flags & CO_COROUTINE:
+            kind = _CORO
+        elif flags & CO_ASYNC_GENERATOR:
+            raise _async_generator_refused(fn)
+        else:
+            kind = _SYNC
+        if name is None:
+            name = fn.__qualname__
+    elif not callable(fn):
+        what = "callback" if seed_shape else "function"
+        label = f"operation {name!r}" if isinstance(name, str) else "an operation"
+        if isinstance(fn, CoroutineType):
+            # run(main()) or spawn(fetch(x)), the asyncio habit.
+            fn.close()
+            raise TypeError(
+                f"cannot make {label} from coroutine object {fn.__qualname__}(), "
+                f"a call already made; pass the async def function itself, as in "
+                f"run({fn.__name__}) or spawn({fn.__name__}, arg), instead of "
+                f"{fn.__name__}(...)"
+            )
+        raise TypeError(
+            f"cannot make {label} from {fn!r}: the {what} is not callable; "
+            "pass a function (def or async def)"
+        )
+    elif inspect.iscoroutinefunction(fn):
+        kind = _CORO
+    elif inspect.isasyncgenfunction(fn):
+        raise _async_generator_refused(fn)
+    else:
+        kind = _SYNC
+    return kind, name
+
+
+def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Context:
+    """The contextvars context of a new child of ``parent``, made from ``state``'s thread.
+
+    From the parent's own code, the live context is the parent's (with what
+    the code set since); from elsewhere, a copy of the parent's.
+    """
+    if state.running() is parent:
+        return contextvars.copy_context()
+    assert parent._ctx is not None
+    return parent._ctx.copy()
+
+
+class Kernel:
+    """The runtime's shared state and the calls the modules below it use.
+
+    Built by ``Runtime.__init__`` with checked arguments; starts no thread.
+    """
+
+    def __init__(
+        self, workers: int, *, name: str, clock: Any, parallel: bool, max_threads: int
+    ) -> None:
+        self.name = name
+        self._max_threads = max_threads
+        # ASYNCOP_PARALLEL=1 runs every runtime in parallel mode: for running
+        # a test suite in both modes.
+        self._parallel = parallel or os.environ.get("ASYNCOP_PARALLEL", "") == "1"
+        self._lock = RecursiveLock()
+        self._clock: Any = clock if clock is not None else MonotonicClock()
+        if not callable(getattr(self._clock, "now", None)):
+            raise TypeError(
+                f"Runtime(clock=...) needs an object with a now() method, got "
+                f"{type(self._clock).__name__}; pass asyncop.testing.VirtualClock() or None"
+            )
+        self._virtual = bool(getattr(self._clock, "virtual", False))
+        self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
+        self._target = workers
+        self._dynamic = os.environ.get("ASYNCOP_DYNAMIC_WORKERS", "") == "1"
+        # Ready coroutine tasks, stepped by whoever holds the lane (by any
+        # worker in parallel mode), and ready sync callbacks.
+        self._ready: deque[AsyncOperation] = deque()
+        self._sync_ready: deque[AsyncOperation] = deque()
+        self._lane = threading.Lock()
+        self._idle: list[Worker] = []
+        # The parked worker that waits in the I/O multiplexer, if any, and
+        # how many times workers have polled it (the monitor compares).
+        self._poller: Worker | None = None
+        self._polls = 0
+        self._workers: list[Worker] = []
+        self._worker_seq = 0
+        self._active = 0  # workers not parked
+        self._timers = TimerHeap()
+        self._next_deadline = _INF  # cached earliest deadline, read without the lock
+        # No deadline below this is far (the clock only moves forward).
+        self._far_floor = self.now() + FAR
+        self._roots: dict[AsyncOperation, None] = {}
+        # Things that can make progress without a worker: autojump waits
+        # for them (I/O waits, blocking calls in other threads).
+        self._outside_work = 0
+        self._closing = False
+        self._stopping = False
+        self._monitor = Monitor(self)
+        self.idle_retire = IDLE_RETIRE
+        self._blocking = BlockingPool(self.name)
+        self._reactor: Reactor | None = None
+        # Subscriptions of wait_all_blocked(), fired when the runtime idles.
+        self._idle_watchers: list[Any] = []
+
+    def now(self) -> float:
+        """Read the runtime's clock, in seconds."""
+        return float(self._clock.now())
+
+    def _extra_registrations_locked(self) -> int:
+        reactor = self._reactor
+        return reactor.waits() if reactor is not None else 0
+
+    def _get_reactor(self) -> Reactor:
+        """The runtime's reactor, made on the first I/O wait."""
+        reactor = self._reactor
+        if reactor is None:
+            with self._lock:
+                if self._reactor is None:
+                    self._reactor = Reactor(self)
+                reactor = self._reactor
+        return reactor
+
+    def _io_waiting(self) -> bool:
+        reactor = self._reactor
+        return reactor is not None and reactor.waits() > 0
+
+    def _new_operation(
+        self,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        *,
+        parent: AsyncOperation | None,
+        name: str | None,
+        kind: OpKind | None = None,
+        seed_shape: bool = False,
+        shield: bool = False,
+        submit: bool = False,
+        supervise: bool = False,
+    ) -> AsyncOperation:
+        """Make an operation, link it under ``parent``, apply born-cancelled.
+
+        With ``submit``, also queue it, in the same locked step as the link
+        (``spawn``): one lock round trip per spawn, and no cancel can land
+        between linking and queueing.
+        """
+        if kind is None:
+            if type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
+                # The fast path, inline: read the code flags.
+                kind = _CORO if fn.__code__.co_flags & CO_COROUTINE else _SYNC
+                if name is None:
+                    name = fn.__qualname__
+            else:
+                kind, name = _kind_of(fn, name, seed_shape)
+        if name is None:
+            name = describe_fn(fn) if fn is not None else "scope"
+        elif type(name) is not str and not isinstance(name, str):
+            raise TypeError(
+                f"operation name must be a str, got {type(name).__name__}; pass name='...'"
+            )
+        if parent is not None and (
+            type(parent) is not AsyncOperation or parent.runtime is not self
+        ):
+            self._check_parent(parent, name)  # raises
+        state: ThreadState | None = None
+        woken = self._wake_early() if submit and self._idle and kind is not _SCOPE else None
+        # spawn() or create() -> here: the user's frame is 3 up.
+        code, lasti = _user_frame(3)
+        if kind is _SCOPE:
+            ctx = None
+        elif parent is None or parent._ctx is None:
+            ctx = contextvars.copy_context()
+        else:
+            state = thread_state()
+            ctx = _context_for(parent, state)
+        # (The node's runtime is the Runtime this kernel is the core of.)
+        owner: Any = self
+        op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti)
+        if shield:
+            op._shield = True
+        if supervise:
+            op._supervised = True
+        if kind is _CORO:
+            op._task = TaskState(op, self)
+        if parent is None and kind is not _SCOPE and not submit:
+            return op
+        after: After = []
+        # A with-statement, not acquire() then try: user threads come here,
+        # and on the main thread a Ctrl-C raised as acquire() returns would
+        # land before the try and leave the lock held for good.
+        with self._lock:
+            if parent is not None:
+                parent._link_child_locked(op)
+            elif submit and self._closing:
+                raise RuntimeError(
+                    f"Runtime {self.name!r} is shut down and takes no new operations; "
+                    f"cannot start {name!r}, make a new Runtime"
+                )
+            if kind is OpKind.SCOPE:
+                # A scope's work (its block) is already running: it is RUNNING
+                # from birth, in the same step as the link, so no cancel can
+                # find it unstarted. Entering it is not a cancellation point:
+                # under a cancelled parent it is born with a cancelled token
+                # (unless shielded) and still runs its block.
+                op._transition_to_running()
+                if parent is None:
+                    self._track_root_locked(op)
+                elif parent._cancelled and not shield:
+                    op.cancel_reason = parent.cancel_reason
+                    op._cancel_token_locked(after)
+            elif parent is not None and parent._cancelled and not shield:
+                # Born CANCELLED: it never runs, and unlinks at once.
+                op.cancel_reason = parent.cancel_reason
+                op._cancel_token_locked(after)
+                op._end_work_locked(Outcome.CANCELLED, None, None, after)
+            elif submit:
+                if parent is None:
+                    self._roots[op] = None
+                op._transition_to_pending()
+                self._push_locked(op, state, woken)
+        if after:
+            run_after(after)
+        return op
+
+    def _wake_early(self) -> Worker | None:
+        """Wake a parked worker for an operation a user thread is about to queue.
+
+        A user thread submits, and usually waits next. Waking a worker first
+        and building the operation while the OS wakes it (tens of
+        microseconds across CPUs) takes the build off the round trip's
+        critical path. The push then wakes nobody else, unless that worker
+        has gone back to sleep meanwhile (it looks at the queue under the
+        lock first). Returns the worker woken, if any.
+        """
+        if thread_state().worker is not None:
+            return None
+        with self._lock:
+            if self._idle and not self._closing:
+                return self._wake_one_locked()
+        return None
+
+    def _check_parent(self, parent: object, name: str) -> None:
+        """Refuse a parent that is no operation of this runtime."""
+        if type(parent) is not AsyncOperation:
+            raise TypeError(
+                f"parent must be an AsyncOperation, got {type(parent).__name__}; "
+                "pass an operation made by this runtime"
+            )
+        if parent.runtime is not self:
+            raise RuntimeError(
+                f"cannot link operation {name!r} under {parent.name!r}, which belongs "
+                f"to runtime {parent.runtime.name!r}; make it with that runtime"
+            )
+
+    def _submit(self, op: AsyncOperation) -> None:
+        if not isinstance(op, AsyncOperation):
+            raise TypeError(
+                f"submit() needs an AsyncOperation, got {type(op).__name__}; "
+                "make one with create() first"
+            )
+        if op.runtime is not self:
+            raise RuntimeError(
+                f"operation {op.name!r} belongs to runtime {op.runtime.name!r}; submit it there"
+            )
+        with self._lock:
+            if op._kind is OpKind.SCOPE:
+                raise RuntimeError(
+                    f"operation {op.name!r} is a scope, whose work is its with-block, "
+                    "and cannot be submitted; spawn the work into the scope instead"
+                )
+            if op._outcome is not Outcome.NONE or _is_final(op._state):
+                state = "cancelled" if op._cancelled else op._state.name
+                raise RuntimeError(
+                    f"cannot submit operation {op.name!r}: it is {state}; "
+                    "create a new operation to run the callback again"
+                )
+            if op._state is not OperationState.CREATED:
+                raise RuntimeError(
+                    f"operation {op.name!r} was already submitted (it is {op._state.name}); "
+                    "create a new operation to run the callback again"
+                )
+            if op.parent is None:
+                if self._closing:
+                    raise RuntimeError(
+                        f"Runtime {self.name!r} is shut down and takes no new operations; "
+                        f"cannot submit {op.name!r}, make a new Runtime"
+                    )
+                self._roots[op] = None
+            op._transition_to_pending()
+            self._push_locked(op)
+
+    def _push_locked(
+        self, op: AsyncOperation, state: ThreadState | None = None, woken: Worker | None = None
+    ) -> None:
+        """Queue ``op`` and wake a parked worker for it, if one is needed.
+
+        ``state`` is the calling thread's state, for callers that hold it.
+        ``woken`` is a worker the caller woke for this item beforehand: if it
+        is still up, between items (it took none meanwhile), and this is the
+        only item queued, it will find the item, and nobody else is woken.
+        """
+        if op._kind is _CORO:
+            ready = self._ready
+        else:
+            ready = self._sync_ready
+        ready.append(op)
+        if (
+            woken is not None
+            and len(ready) == 1
+            and not woken.parked
+            and not woken.item_seq & 1
+            and woken in self._workers
+        ):
+            return
+        if state is None:
+            state = thread_state()
+        if state.keep_next_push:
+            # This worker runs the queue next: waking another worker for
+            # this item would only hand it across threads.
+            state.keep_next_push = False
+            return
+        if ready is self._ready:
+            worker = state.worker
+            if (
+                worker is not None
+                and state.op is None
+                and worker.runtime is self
+                and worker.state is _BUSY
+            ):
+                # A task queued by this worker's own step (or its timers, or
+                # its poll): the worker runs the queue when the step ends
+                # (the test of _on_own_worker, inline: this is the hottest
+                # path). Should the step not end, the monitor hands the
+                # queue on (in parallel mode) or reports the slow step.
+                return
+            if not self._parallel and self._lane.locked():
+                return  # the lane's holder steps it, before it parks
+        elif not self._sync_slot_free_locked():
+            return  # the callback that frees a slot runs it next
+        if self._idle:
+            self._wake_one_locked()
+        elif self._dynamic and self._unstuck_locked() < self._target:
+            self._grow_locked(extra=False)
+        # Else every worker is busy: one takes it when its item ends, and
+        # the monitor hands it on should none end soon.
+
+    def _on_own_worker(self, state: Any) -> bool:
+        """Whether the calling thread is a worker of this runtime that will
+        look at the queue and the timers again before it parks.
+
+        That is a worker stepping a coroutine or between items, not one
+        inside a sync callback (which may block) nor one already parking.
+        """
+        worker = state.worker
+        return (
+            worker is not None and state.op is None and worker.runtime is self and not worker.parked
+        )
+
+    def _track_root_locked(self, op: AsyncOperation) -> None:
+        self._roots[op] = None
+
+    def _on_final_locked(self, op: AsyncOperation, after: After) -> None:
+        timer = op._deadline_timer
+        if timer is not None:
+            op._deadline_timer = None
+            self._timers.cancel(timer)
+        if op.parent is None:
+            self._roots.pop(op, None)
+        # Break the operation <-> task state <-> waker cycle, and drop the
+        # context: a finished operation is then freed by reference counting
+        # alone, without waiting for (and feeding) the garbage collector.
+        op._ctx = None
+        op._task = None
+
+    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
+        """A RUNNING operation's token was cancelled: wake it if it is a parked task.
+
+        Sync work polls its token instead.
+        """
+        task = op._task
+        if task is None:
+            return
+        if op._state is OperationState.RUNNING:
+            on_cancel_running(op, after)
+        else:
+            # Cancelled before its first step: if a worker pops it anyway,
+            # it finalizes it without running it.
+            task._transition_to_ignored()
+
+    def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
+        timer = op._deadline_timer
+        if timer is not None:
+            op._deadline_timer = None
+            self._timers.cancel(timer)
+        deadline = op._deadline
+        if deadline is None:
+            return False
+        if deadline <= self.now():
+            return True
+        op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
+        return False
+
+    def _add_timer_locked(
+        self, deadline: float, callback: Callable[[], object], *, inline: bool
+    ) -> Any:
+        if not deadline < self._far_floor and is_far(deadline, self.now()):
+            # Never due (inf, or decades away): a dormant timer, which no
+            # worker waits for and no autojump goes to. The test on
+            # _far_floor first keeps the clock read off the common path.
+            deadline = _INF
+        timer = self._timers.push(deadline, callback, inline=inline)
+        if deadline < self._next_deadline:
+            self._next_deadline = deadline
+            # A parked worker sleeps until the old earliest deadline; wake
+            # one to re-park on the new one (or, on an autojumping virtual
+            # clock, to notice that time may jump now). Unless this thread
+            # is a worker that looks at the timers before it parks anyway:
+            # the woken one would then fire them beside it, and two threads
+            # stepping the woken tasks only take turns for the GIL.
+            own = self._on_own_worker(thread_state())
+            if self._idle and (self._virtual or not own):
+                self._wake_one_locked()
+            elif self._dynamic and self._unstuck_locked() < self._target and not own:
+                # Every worker started so far is busy: start one to fire it.
+                self._grow_locked(extra=False)
+            else:
+                # Should no worker look at the timers by the deadline (each
+                # held by long work), the monitor fires it.
+                self._monitor.deadline_pending()
+        return timer
+
+    def _cancel_timer_locked(self, timer: Timer) -> None:
+        if self._timers.cancel(timer):
+            timer.callback = _noop  # drop the reference to the waiter now
+
+    def _fire_due_timers(self) -> None:
+        after: After = []
+        with self._lock:
+            due = self._timers.pop_due(self.now())
+            for timer in due:
+                callback = timer.callback
+                if timer.inline:
+                    # Each on its own: the timers behind a failing one are
+                    # already out of the heap and must fire all the same.
+                    try:
+                        callback()
+                    except BaseException:
+                        _log_exception("asyncop: timer %r failed", timer)
+                else:
+                    after.append(callback)
+            nxt = self._timers.next_deadline()
+            self._next_deadline = _INF if nxt is None else nxt
+        for callback in after:
+            try:
+                callback()  # a deadline: cancels a subtree, runs its on_cancel
+            except BaseException:
+                _log_exception("asyncop: a deadline's cancel raised; the timers go on")
+
+    def _clock_advanced(self) -> None:
+        """The virtual clock moved: have a worker fire what became due."""
+        with self._lock:
+            if self._idle:
+                self._wake_one_locked()
+            else:
+                self._monitor.deadline_pending()
+
+    def _start_worker_locked(self, *, extra: bool) -> Worker:
+        """Start a worker thread.
+
+        Raises:
+            RuntimeError: the OS refused the thread; the pool is unchanged.
+        """
+        self._worker_seq += 1
+        worker = Worker(self, self._worker_seq, extra=extra)
+        kind = "extra" if extra else "worker"
+        # Start first, then count it: a refused thread leaves no worker
+        # behind that the pool would wait for. The new thread cannot look
+        # at the pool before this returns: it parks under the lock we hold.
+        worker.handle = start_thread(
+            lambda w: worker_main(self, w), worker, name=f"{self.name}-{kind}-{worker.index}"
+        )
+        self._workers.append(worker)
+        self._active += 1
+        return worker
+
+    def _grow_locked(self, *, extra: bool) -> bool:
+        """Start a worker for work that waits; False if refused or at ``max_threads``.
+
+        The work stays queued either way: the monitor tries again on its
+        next round while it waits, so a refusal is logged, never raised into
+        the push or the timer that asked.
+        """
+        if len(self._workers) >= self._max_threads:
+            return False
+        try:
+            self._start_worker_locked(extra=extra)
+        except RuntimeError:
+            _log_exception("asyncop: runtime %r could not start another worker thread", self)
+            return False
+        self._monitor.wake()
+        return True
+
+    def _unstuck_locked(self) -> int:
+        return sum(1 for worker in self._workers if not worker.replaced)
+
+    def _wake_one_locked(self) -> Worker:
+        """Pop a parked worker and wake it: the most recently parked one.
+
+        The poller (parked in the multiplexer) stays there while another
+        worker is parked: it keeps socket readiness on the coroutine side.
+        """
+        idle = self._idle
+        worker = idle.pop()
+        if worker is self._poller and idle:
+            other = idle.pop()
+            idle.append(worker)
+            worker = other
+        polling = worker.state is WorkerState.POLLING
+        self._unpark_locked(worker)
+        if polling:
+            reactor = self._reactor
+            assert reactor is not None
+            reactor.wake_poller()
+        else:
+            worker.event.set()
+        return worker
+
+    def _unpark_locked(self, worker: Worker) -> None:
+        """``worker`` (already off the idle stack) is busy again."""
+        worker.state = WorkerState.BUSY
+        self._active += 1
+        if self._monitor._asleep:
+            self._monitor.wake()
+
+    def _sync_slot_free_locked(self) -> bool:
+        """Whether fewer than ``workers`` sync callbacks hold a slot."""
+        busy = 0
+        for worker in self._workers:
+            if worker.in_sync and worker.holds_sync_slot():
+                busy += 1
+        return busy < self._target
+
+    def _work_for_worker_locked(self) -> bool:
+        """Whether a worker about to park has work it may take instead."""
+        return bool(
+            (self._ready and (self._parallel or not self._lane.locked()))
+            or (self._sync_ready and self._sync_slot_free_locked())
+        )
+
+    def _work_waits_locked(self, timers: bool = True) -> bool:
+        """Whether work or (with ``timers``) a due timer waits for a worker."""
+        if self._work_for_worker_locked():
+            return True
+        return timers and self._next_deadline <= self.now()

@@ -1,0 +1,408 @@
+"""The execution model, as a user meets it.
+
+- By default no two coroutine steps of a runtime overlap: code between two
+  awaits is atomic with respect to every other task, as in asyncio and trio.
+- ``Runtime(parallel=True)`` lets steps overlap (for free-threaded CPython).
+- Sync callbacks are threads: they run beside the steps, at most ``workers``
+  at once, and one waiting inside asyncop gives its slot up.
+- A step that runs over 100 ms without awaiting logs one WARNING.
+- Timers fire on time whatever the workers do.
+- ``max_threads`` caps the worker threads; at the cap, work waits and one
+  WARNING says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import asyncop
+from asyncop import OperationState
+from tests.conftest import needs_default_mode, runtime_threads
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def compute(seconds: float) -> int:
+    """Pure-Python work for about ``seconds``, holding the thread."""
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def worker_count(rt: asyncop.Runtime) -> int:
+    return sum(1 for t in runtime_threads(rt) if "-worker-" in t.name or "-extra-" in t.name)
+
+
+# ----------------------------------------------------------------------
+# Atomic between awaits
+# ----------------------------------------------------------------------
+
+
+@needs_default_mode
+def test_code_between_awaits_is_atomic_by_default() -> None:
+    # The counter example: a read, some work, a write, then an await. With
+    # overlapping steps some increments would be lost.
+    counter = 0
+
+    async def bump() -> None:
+        nonlocal counter
+        for _ in range(20):
+            value = counter
+            compute(0.0005)
+            counter = value + 1
+            await asyncop.sleep(0.0002)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for _ in range(4):
+                s.spawn(bump)
+
+    with asyncop.Runtime(2) as rt:
+        for _ in range(5):
+            counter = 0
+            rt.run(main)
+            assert counter == 80
+
+
+@needs_default_mode
+def test_no_two_steps_overlap_by_default() -> None:
+    lock = threading.Lock()
+    inside = 0
+    most = 0
+
+    async def task(seed: int) -> None:
+        nonlocal inside, most
+        rng = random.Random(seed)
+        for _ in range(30):
+            with lock:
+                inside += 1
+                most = max(most, inside)
+            time.sleep(rng.random() * 0.0005)  # let another thread in, if it may
+            with lock:
+                inside -= 1
+            await asyncop.checkpoint()
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for seed in range(8):
+                s.spawn(task, seed)
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert most == 1
+
+
+def test_parallel_runtime_says_so_and_runs_every_task() -> None:
+    done: list[int] = []
+
+    async def task(i: int) -> None:
+        await asyncop.checkpoint()
+        done.append(i)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for i in range(100):
+                s.spawn(task, i)
+
+    with asyncop.Runtime(2, parallel=True) as rt:
+        assert "parallel" in repr(rt)
+        rt.run(main)
+    assert sorted(done) == list(range(100))
+
+
+@needs_default_mode
+def test_sync_callbacks_run_beside_a_waiting_task() -> None:
+    # A sync callback is a thread: it runs while the tasks take turns.
+    started = threading.Event()
+    release = threading.Event()
+
+    def blocking() -> str:
+        started.set()
+        assert release.wait(10)
+        return "done"
+
+    async def main() -> str:
+        async with asyncop.scope() as s:
+            op = s.spawn(blocking)
+            while not started.is_set():
+                await asyncop.sleep(0.001)
+            release.set()  # set from a task while the callback blocks
+            result: str = await op
+        return result
+
+    with asyncop.Runtime(2) as rt:
+        assert rt.run(main) == "done"
+
+
+# ----------------------------------------------------------------------
+# Sync slots
+# ----------------------------------------------------------------------
+
+
+def test_sync_callbacks_run_at_most_workers_at_once() -> None:
+    lock = threading.Lock()
+    running = 0
+    most = 0
+    release = threading.Event()
+
+    def job() -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        release.wait(10)
+        with lock:
+            running -= 1
+
+    with asyncop.Runtime(2) as rt:
+        ops = [rt.spawn(job) for _ in range(8)]
+        time.sleep(0.3)  # long enough for a monitor to have added threads
+        assert most == 2
+        release.set()
+        for op in ops:
+            assert op.wait(10).state is OperationState.COMPLETED
+    assert most == 2
+
+
+def test_a_callback_waiting_for_another_callback_does_not_deadlock_the_pool() -> None:
+    # With one worker, the outer callback waits (inside asyncop) for the inner
+    # one: its slot is free while it waits, so the inner one runs.
+    def inner() -> int:
+        return 7
+
+    def outer() -> int:
+        rt = asyncop.current_runtime()
+        with rt.scope() as s:
+            child = s.spawn(inner)
+        return child.result() * 6
+
+    def deeper() -> int:
+        op = asyncop.current_operation()
+        assert op is not None
+        return op.spawn(outer).wait(10).value + 0
+
+    with asyncop.Runtime(1) as rt:
+        assert rt.spawn(outer).wait(10).value == 42
+        assert rt.spawn(deeper).wait(10).value == 42
+
+
+def test_a_task_runs_while_every_worker_is_held_by_a_sync_callback() -> None:
+    release = threading.Event()
+    started = threading.Barrier(3)
+
+    def held() -> None:
+        started.wait(10)
+        release.wait(10)
+
+    async def quick() -> str:
+        await asyncop.sleep(0.01)
+        return "ran"
+
+    with asyncop.Runtime(2) as rt:
+        try:
+            blockers = [rt.spawn(held) for _ in range(2)]
+            started.wait(10)
+            assert rt.spawn(quick).wait(10).value == "ran"
+        finally:
+            release.set()
+        for op in blockers:
+            op.wait(10)
+
+
+# ----------------------------------------------------------------------
+# Slow steps
+# ----------------------------------------------------------------------
+
+
+def test_a_slow_step_logs_one_warning_naming_the_task_and_its_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def cruncher() -> None:
+        compute(0.35)  # the line the warning names
+        await asyncop.checkpoint()
+        compute(0.01)
+
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(2) as rt:
+        rt.run(cruncher)
+    warnings = [r for r in caplog.records if "without awaiting" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    message = warnings[0].getMessage()
+    assert "'test_a_slow_step_logs_one_warning_naming_the_task_and_its_line.<locals>" in message
+    assert __file__ in message
+    assert "checkpoint()" in message  # and what to do about it
+
+
+def test_short_steps_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    async def busy() -> None:
+        for _ in range(200):
+            compute(0.001)
+            await asyncop.checkpoint()
+
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(2) as rt:
+        rt.run(busy)
+    assert not [r for r in caplog.records if "without awaiting" in r.getMessage()]
+
+
+@needs_default_mode
+def test_other_tasks_wait_for_a_long_step_but_sync_callbacks_do_not() -> None:
+    log: list[str] = []
+
+    def sync_job() -> None:
+        log.append("sync")
+
+    async def other() -> None:
+        log.append("task")
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(other)
+            s.spawn(sync_job)
+            end = time.monotonic() + 10
+            while "sync" not in log and time.monotonic() < end:
+                time.sleep(0.005)  # blocks the step: a bug, but a common one
+            log.append("step ended")
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert log == ["sync", "step ended", "task"]
+
+
+# ----------------------------------------------------------------------
+# Timers on time
+# ----------------------------------------------------------------------
+
+
+def test_a_scope_deadline_lands_while_every_worker_runs_cpu_bound_callbacks() -> None:
+    def crunch() -> None:
+        op = asyncop.current_operation()
+        assert op is not None
+        while not op.token.cancelled:
+            compute(0.001)
+
+    with asyncop.Runtime(2) as rt:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError), rt.scope(timeout=0.2) as s:
+            for _ in range(8):
+                s.spawn(crunch)
+        took = time.monotonic() - start
+    # On time, give or take a loaded machine (it used to take over a second).
+    assert took < 0.7, took
+
+
+@needs_default_mode  # overlapping steps record their wake-ups in any order
+def test_due_sleeps_wake_in_deadline_order_while_tasks_are_being_spawned() -> None:
+    woke: list[tuple[float, int]] = []
+
+    async def sleeper(index: int, delay: float) -> None:
+        deadline = asyncop.current_runtime().now() + delay
+        await asyncop.sleep_until(deadline)
+        woke.append((deadline, index))
+
+    async def main() -> None:
+        rng = random.Random(7)
+        async with asyncop.scope() as s:
+            for index in range(1000):
+                s.spawn(sleeper, index, rng.random() * 0.1)
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert len(woke) == 1000
+    assert woke == sorted(woke)
+
+
+@needs_default_mode
+def test_equal_deadlines_wake_first_in_first_out() -> None:
+    order: list[int] = []
+
+    async def sleeper(index: int, deadline: float) -> None:
+        await asyncop.sleep_until(deadline)
+        order.append(index)
+
+    async def main() -> None:
+        rt = asyncop.current_runtime()
+        deadline = rt.now() + 0.05
+        async with asyncop.scope() as s:
+            for index in range(200):
+                s.spawn(sleeper, index, deadline)
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert order == list(range(200))
+
+
+# ----------------------------------------------------------------------
+# max_threads
+# ----------------------------------------------------------------------
+
+
+def test_threads_stay_bounded_under_blocking_callbacks() -> None:
+    with asyncop.Runtime(2) as rt:
+        ops = [rt.spawn(time.sleep, 0.05) for _ in range(40)]
+        most = 0
+        while not all(op.done for op in ops):
+            most = max(most, worker_count(rt))
+            time.sleep(0.01)
+    assert most <= 2 + 8  # workers + the default headroom
+    assert rt.workers == 2
+
+
+def test_at_max_threads_work_waits_and_one_warning_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    release = threading.Event()
+    started = threading.Barrier(3)
+
+    def held() -> None:
+        started.wait(10)
+        release.wait(10)
+
+    async def quick() -> str:
+        return "ran"
+
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(
+        2, max_threads=2
+    ) as rt:
+        try:
+            blockers = [rt.spawn(held) for _ in range(2)]
+            started.wait(10)
+            waiting = [rt.spawn(quick) for _ in range(3)]
+            time.sleep(0.4)
+            # Every worker is held, and the cap forbids a third thread.
+            assert not any(op.done for op in waiting)
+            assert worker_count(rt) == 2
+            assert "threads: 2 workers + 0 extra of max_threads=2" in rt.dump()
+        finally:
+            release.set()
+        for op in [*blockers, *waiting]:
+            assert op.wait(10).state is OperationState.COMPLETED
+    capped = [r for r in caplog.records if "max_threads=2" in r.getMessage()]
+    assert len(capped) == 1
+
+
+def test_dump_shows_the_thread_counts(runtime: asyncop.Runtime) -> None:
+    text = runtime.dump()
+    assert "threads: 2 workers + 0 extra of max_threads=10" in text
+    assert "blocking-call threads" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"max_threads": 1, "workers": 2}, ValueError, "max_threads=1"),
+        ({"max_threads": "4"}, TypeError, "str"),
+        ({"parallel": 1}, TypeError, "int"),
+    ],
+)
+def test_bad_execution_settings_raise_at_once(
+    kwargs: dict[str, Any], error: type[BaseException], words: str
+) -> None:
+    with pytest.raises(error, match=words):
+        asyncop.Runtime(**kwargs)
