@@ -46,14 +46,14 @@ steps the task or runs the callback (``_worker.py``).
 from __future__ import annotations
 
 import contextvars
-import inspect
+import enum
 import logging
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
-from types import CoroutineType, FunctionType
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import (
@@ -70,6 +70,7 @@ from ..operations import (
 from ..platform import RecursiveLock, start_thread
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock
+from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
 from ._reactor import Reactor
 from ._task import TaskState, on_cancel_running
@@ -88,7 +89,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from ..operations import After
 
-__all__ = ["DEFAULT_EXTRA_THREADS", "Kernel"]
+__all__ = ["DEFAULT_EXTRA_THREADS", "Kernel", "RuntimeState"]
 
 logger = logging.getLogger("asyncop")
 
@@ -119,61 +120,6 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
-def _async_generator_refused(fn: object) -> TypeError:
-    return TypeError(
-        f"cannot make an operation from async generator function {describe_fn(fn)!r}: it "
-        "would only make a generator and never run its body; spawn an async def function "
-        "that iterates it with 'async for'"
-    )
-
-
-def describe_fn(fn: object) -> str:
-    """A function's name for messages: its qualified name, or its repr."""
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def _kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | None]:
-    """What kind of operation ``fn`` makes, and its name when it is a plain function.
-
-    Raises:
-        TypeError: ``fn`` is not callable, is a coroutine object (a call already
-            made), or is an async generator function.
-    """
-    if type(fn) is FunctionType:  # fast path: read the code flags
-        flags = fn.__code__.co_flags
-        if flags & CO_COROUTINE:
-            kind = _CORO
-        elif flags & CO_ASYNC_GENERATOR:
-            raise _async_generator_refused(fn)
-        else:
-            kind = _SYNC
-        if name is None:
-            name = fn.__qualname__
-    elif not callable(fn):
-        what = "callback" if seed_shape else "function"
-        label = f"operation {name!r}" if isinstance(name, str) else "an operation"
-        if isinstance(fn, CoroutineType):
-            # run(main()) or spawn(fetch(x)), the asyncio habit.
-            fn.close()
-            raise TypeError(
-                f"cannot make {label} from coroutine object {fn.__qualname__}(), "
-                f"a call already made; pass the async def function itself, as in "
-                f"run({fn.__name__}) or spawn({fn.__name__}, arg), instead of "
-                f"{fn.__name__}(...)"
-            )
-        raise TypeError(
-            f"cannot make {label} from {fn!r}: the {what} is not callable; "
-            "pass a function (def or async def)"
-        )
-    elif inspect.iscoroutinefunction(fn):
-        kind = _CORO
-    elif inspect.isasyncgenfunction(fn):
-        raise _async_generator_refused(fn)
-    else:
-        kind = _SYNC
-    return kind, name
-
-
 def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Context:
     """The contextvars context of a new child of ``parent``, made from ``state``'s thread.
 
@@ -184,6 +130,16 @@ def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Cont
         return contextvars.copy_context()
     assert parent._ctx is not None
     return parent._ctx.copy()
+
+
+class RuntimeState(enum.Enum):
+    """A runtime's life: RUNNING, then CLOSING (no new work), then STOPPED."""
+
+    RUNNING = "running"
+    # shutdown() began: no new top-level work; live work is being ended.
+    CLOSING = "closing"
+    # The threads are told to stop.
+    STOPPED = "stopped"
 
 
 class Kernel:
@@ -232,8 +188,7 @@ class Kernel:
         # Things that can make progress without a worker: autojump waits
         # for them (I/O waits, blocking calls in other threads).
         self._outside_work = 0
-        self._closing = False
-        self._stopping = False
+        self._state = RuntimeState.RUNNING
         self._monitor = Monitor(self)
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)
@@ -289,7 +244,7 @@ class Kernel:
                 if name is None:
                     name = fn.__qualname__
             else:
-                kind, name = _kind_of(fn, name, seed_shape)
+                kind, name = kind_of(fn, name, seed_shape)
         if name is None:
             name = describe_fn(fn) if fn is not None else "scope"
         elif type(name) is not str and not isinstance(name, str):
@@ -376,6 +331,27 @@ class Kernel:
             if self._idle and not self._closing:
                 return self._wake_one_locked()
         return None
+
+    # -- the runtime's state -------------------------------------------------
+
+    @property
+    def _closing(self) -> bool:
+        """Whether the runtime takes no new top-level work (CLOSING or STOPPED)."""
+        return self._state is not RuntimeState.RUNNING
+
+    @property
+    def _stopping(self) -> bool:
+        """Whether the threads are told to stop (STOPPED)."""
+        return self._state is RuntimeState.STOPPED
+
+    def _transition_to_closing_locked(self) -> None:
+        """RUNNING -> CLOSING; a runtime already closing or stopped stays as it is."""
+        if self._state is RuntimeState.RUNNING:
+            self._state = RuntimeState.CLOSING
+
+    def _transition_to_stopped_locked(self) -> None:
+        """-> STOPPED, from either earlier state (a second shutdown() may come here)."""
+        self._state = RuntimeState.STOPPED
 
     def _check_parent(self, parent: object, name: str) -> None:
         """Refuse a parent that is no operation of this runtime."""

@@ -488,7 +488,7 @@ class Runtime(Kernel):
     def _shutdown(self, cancel: bool, limit: float | None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
         with self._lock:
-            self._closing = True
+            self._transition_to_closing_locked()
             roots = list(self._roots)
         end = None if limit is None else monotonic() + limit
 
@@ -502,7 +502,7 @@ class Runtime(Kernel):
             if not root._block_until_final(remaining()):
                 ended = False
         with self._lock:
-            self._stopping = True
+            self._transition_to_stopped_locked()
             workers = list(self._workers)
             for worker in workers:
                 worker.event.set()
@@ -556,6 +556,6 @@ class Runtime(Kernel):
         self.shutdown()
 
     def __repr__(self) -> str:
-        state = "stopped" if self._stopping else "closing" if self._closing else "running"
+        state = self._state.value
         mode = " parallel" if self._parallel else ""
         return f"<Runtime {self.name!r} {state} workers={self._target}{mode}>"

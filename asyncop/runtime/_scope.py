@@ -49,6 +49,7 @@ main thread notices a Ctrl-C, and a Ctrl-C there walks the tree again with
 from __future__ import annotations
 
 import _thread
+import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, final
 
@@ -77,7 +78,21 @@ if TYPE_CHECKING:
     from ..operations import After
     from ._kernel import Kernel
 
-__all__ = ["Scope", "ScopeDone", "scope"]
+__all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
+
+
+class ScopeState(enum.Enum):
+    """Where a scope is: NEW -> OPEN -> EXITING -> CLOSED.
+
+    Read from the scope's operation, which is the one place that changes:
+    OPEN while the block runs, EXITING while its exit waits for the children,
+    CLOSED once the operation is final.
+    """
+
+    NEW = "new"  # made by scope(), not entered yet
+    OPEN = "open"  # the block runs
+    EXITING = "exiting"  # the block has ended; the exit waits for the children
+    CLOSED = "closed"  # every child has ended and the exit is done
 
 
 @final
@@ -118,6 +133,23 @@ class Scope:
         self._op: AsyncOperation | None = None
         self._saved: AsyncOperation | None = None
         self._parent: AsyncOperation | None = None
+
+    @property
+    def state(self) -> ScopeState:
+        """Where the scope is: see :class:`ScopeState`."""
+        op = self._op
+        if op is None:
+            return ScopeState.NEW
+        if _is_final(op._state):
+            return ScopeState.CLOSED
+        if op._outcome is Outcome.NONE:
+            return ScopeState.OPEN
+        return ScopeState.EXITING
+
+    def __repr__(self) -> str:
+        op = self._op
+        name = op.name if op is not None else (self._name or "scope")
+        return f"<Scope {name!r} {self.state.name}>"
 
     def _open(self, parent: AsyncOperation | None) -> AsyncOperation:
         """Make the scope operation under ``parent`` and start its block.

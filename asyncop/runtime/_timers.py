@@ -30,11 +30,12 @@ twice, which ``registrations()`` relies on.
 
 from __future__ import annotations
 
+import enum
 import heapq
 from collections.abc import Callable
 from typing import final
 
-__all__ = ["FAR", "Timer", "TimerHeap", "is_far"]
+__all__ = ["FAR", "Timer", "TimerHeap", "TimerState", "is_far"]
 
 _COMPACT_MIN = 64
 _INF = float("inf")
@@ -52,11 +53,22 @@ def is_far(deadline: float, now: float) -> bool:
     return not deadline - now < FAR
 
 
+class TimerState(enum.Enum):
+    """A timer's life: armed, then fired or cancelled, once."""
+
+    ARMED = "armed"
+    FIRED = "fired"
+    CANCELLED = "cancelled"
+
+
+_ARMED = TimerState.ARMED
+
+
 @final
 class Timer:
     """One armed deadline and what to do when it passes."""
 
-    __slots__ = ("active", "callback", "deadline", "inline")
+    __slots__ = ("callback", "deadline", "inline", "state")
 
     def __init__(self, deadline: float, callback: Callable[[], object], inline: bool) -> None:
         self.deadline = deadline
@@ -64,11 +76,29 @@ class Timer:
         # inline: safe to call under the runtime lock (an internal wake-up),
         # so due timers of this kind fire in deadline order across threads.
         self.inline = inline
-        self.active = True
+        self.state = _ARMED
+
+    @property
+    def active(self) -> bool:
+        """Whether the timer is still armed."""
+        return self.state is _ARMED
+
+    def _transition_to_fired(self) -> bool:
+        """ARMED -> FIRED; False (and no change) if it was not armed."""
+        if self.state is not _ARMED:
+            return False
+        self.state = TimerState.FIRED
+        return True
+
+    def _transition_to_cancelled(self) -> bool:
+        """ARMED -> CANCELLED; False (and no change) if it was not armed."""
+        if self.state is not _ARMED:
+            return False
+        self.state = TimerState.CANCELLED
+        return True
 
     def __repr__(self) -> str:
-        state = "armed" if self.active else "done"
-        return f"<Timer {state} at {self.deadline:.6f}>"
+        return f"<Timer {self.state.value} at {self.deadline:.6f}>"
 
 
 class TimerHeap:
@@ -106,9 +136,8 @@ class TimerHeap:
 
     def cancel(self, timer: Timer) -> bool:
         """Disarm a timer; it is dropped lazily. Returns False if it was not armed."""
-        if not timer.active:
+        if not timer._transition_to_cancelled():
             return False
-        timer.active = False
         self._live -= 1
         # A dormant timer (never in the heap) counts here too: it only
         # brings the next clean-up forward, which resets the count.
@@ -118,14 +147,14 @@ class TimerHeap:
         return True
 
     def _compact(self) -> None:
-        self._heap = [entry for entry in self._heap if entry[2].active]
+        self._heap = [entry for entry in self._heap if entry[2].state is _ARMED]
         heapq.heapify(self._heap)
         self._cancelled = 0
 
     def next_deadline(self) -> float | None:
         """The earliest armed deadline, or None when no timer is armed."""
         heap = self._heap
-        while heap and not heap[0][2].active:
+        while heap and heap[0][2].state is not _ARMED:
             heapq.heappop(heap)
             self._cancelled -= 1
         return heap[0][0] if heap else None
@@ -136,8 +165,7 @@ class TimerHeap:
         due: list[Timer] = []
         while heap and heap[0][0] <= now:
             timer = heapq.heappop(heap)[2]
-            if timer.active:
-                timer.active = False
+            if timer._transition_to_fired():
                 self._live -= 1
                 due.append(timer)
             else:
