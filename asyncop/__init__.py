@@ -45,6 +45,7 @@ from .runtime import LockGuard as LockGuard
 from .runtime import ProcessExecutor as ProcessExecutor
 from .runtime import Runtime as Runtime
 from .runtime import Scope as Scope
+from .runtime import ScopeState as ScopeState
 from .runtime import Semaphore as Semaphore
 from .runtime import TaskStatus as TaskStatus
 from .runtime import WakerStatus as WakerStatus
@@ -96,6 +97,7 @@ __all__ = [
     "ProcessExecutor",
     "Runtime",
     "Scope",
+    "ScopeState",
     "Semaphore",
     "TASK_STATUS_IGNORED",
     "TaskStatus",

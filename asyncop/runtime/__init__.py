@@ -59,6 +59,7 @@ from ._remote import remote_token as remote_token
 from ._remote import run_call as run_call
 from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
+from ._scope import ScopeState as ScopeState
 from ._scope import scope as scope
 from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from ._start import TaskStatus as TaskStatus
@@ -175,6 +176,7 @@ __all__ = [
     "RemoteToken",
     "Runtime",
     "Scope",
+    "ScopeState",
     "Semaphore",
     "SendStream",
     "SignalReceiver",
