@@ -531,14 +531,18 @@ def _task_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
 
 
 def _pending_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
-    # The only worker is busy: everything below stays PENDING.
+    # Nothing here has started. The root and the grandchildren are never
+    # submitted: they stay CREATED. The children wait behind the only
+    # worker, which is busy; should the watchdog hand them to a new worker
+    # (it does once they have waited a while), they run and then wait for
+    # their CREATED children, which ends the same way.
     gate = threading.Event()
     busy = rt.spawn(gate.wait, 10)
     rt._test_gate = gate  # type: ignore[attr-defined]
-    root = rt.spawn(lambda: None)
-    for _ in range(3):
-        child = root.spawn(lambda: None)
-        child.spawn(lambda: None)
+    root = rt.create(lambda op, context: None, name="root")
+    for i in range(3):
+        child = root.spawn(lambda: None, name=f"child-{i}")
+        rt.create(lambda op, context: None, parent=child, name=f"grandchild-{i}")
     del busy
     return root
 
@@ -576,22 +580,13 @@ TREES: dict[str, Callable[[asyncop.Runtime], asyncop.AsyncOperation]] = {
 def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
     """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
 
-    Not swept: the points inside the finalization of a node that ends in the
-    walk (``_try_finalize_locked`` and what it calls), a separate step with
-    its own bookkeeping; the walk itself, waking tasks and threads, is.
+    Every point counts: the walk, the wake-ups of tasks and threads, and the
+    finalization of the nodes that end in the walk.
     """
     seen = 0
-    finalizing = 0
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal seen, finalizing
-        if frame.f_code.co_name == "_try_finalize_locked":
-            if event == "call":
-                finalizing += 1
-            elif event == "return":
-                finalizing -= 1
-        if finalizing:
-            return
+        nonlocal seen
         if event == "call" or event == "c_return":
             seen += 1
             if seen == nth:
@@ -608,6 +603,29 @@ def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
     return False
 
 
+def _subtree(op: asyncop.AsyncOperation) -> list[asyncop.AsyncOperation]:
+    nodes = [op]
+    for node in nodes:
+        nodes.extend(node.children())
+    return nodes
+
+
+def _check_all_ended(rt: asyncop.Runtime, nodes: list[asyncop.AsyncOperation], nth: int) -> None:
+    """Every node is final and unlinked, and the runtime keeps nothing."""
+    for node in nodes:
+        assert node.done, f"interrupt at point {nth}: {node.name!r} is {node.state.name}"
+        assert node.parent is None and not node.children(), (
+            f"interrupt at point {nth}: {node.name!r} is still linked"
+        )
+    deadline = time.monotonic() + 10
+    while not rt.dump().endswith("no live operations") or rt.registrations():
+        assert time.monotonic() < deadline, (
+            f"interrupt at point {nth}: the runtime still keeps\n{rt.dump()}\n"
+            f"with {rt.registrations()} registrations"
+        )
+        time.sleep(0.001)
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("finish", ["cancel", "shutdown"])
 @pytest.mark.parametrize("tree", sorted(TREES))
@@ -621,6 +639,7 @@ def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_complete
         rt = asyncop.Runtime(workers, name=f"ki-cancel-{tree}-{nth}")
         try:
             op = TREES[tree](rt)
+            nodes = _subtree(op)
             landed = _cancel_interrupted_at(op, nth)
             gate = getattr(rt, "_test_gate", None)
             if gate is not None:
@@ -631,10 +650,13 @@ def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_complete
                 assert result.state is asyncop.OperationState.CANCELLED, (
                     f"interrupt at point {nth}: ended {result.state.name}"
                 )
+                _check_all_ended(rt, nodes, nth)
         except TimeoutError:
             pytest.fail(f"interrupt at point {nth} of cancel(): the tree never ended")
         finally:
             assert rt.shutdown(timeout=10), f"interrupt at point {nth}: shutdown did not end"
+        if finish == "shutdown":
+            _check_all_ended(rt, nodes, nth)
         if not landed:
             break
         nth += 1
