@@ -17,11 +17,12 @@ has propagated, and the runtime must still run work and shut down.
 from __future__ import annotations
 
 import contextlib
+import gc
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -50,6 +51,25 @@ def _interrupt_at(lock: Any, nth: int) -> Callable[[FrameType, str, Any], None]:
                 raise KeyboardInterrupt
 
     return hook
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    """Keep the garbage collector from running while a hook interrupts.
+
+    The collector runs the finalizers of unreachable objects (``__del__``, a
+    coroutine's close) on whichever thread happens to allocate, and CPython
+    prints and drops an exception raised inside a finalizer. A hook that
+    raised its KeyboardInterrupt there would have interrupted nothing, and a
+    call that waits for what only the hook hands over would wait forever.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _spawn(rt: asyncop.Runtime) -> None:
@@ -124,7 +144,8 @@ def test_an_interrupt_inside_the_locked_section_leaves_the_lock_free(entry: str,
 
 def _run_interrupted(fn: Callable[[asyncop.Runtime], None], rt: asyncop.Runtime) -> None:
     try:
-        fn(rt)
+        with _collector_off():
+            fn(rt)
     except (KeyboardInterrupt, BaseExceptionGroup):
         pass
     finally:
@@ -229,14 +250,15 @@ def _run_scenario(
 
     returned = False
     value: object = None
-    sys.setprofile(hook)
-    try:
-        value = scenario.call()
-        returned = True
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.setprofile(None)
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            value = scenario.call()
+            returned = True
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.setprofile(None)
     return returned, value, satisfied, seen
 
 
@@ -450,11 +472,12 @@ def _events_until_parked(make: Callable[[asyncop.Runtime], _Scenario], rt: async
             sys.setprofile(None)
             helper.run(scenario.satisfy)
 
-    sys.setprofile(hook)
-    try:
-        value = scenario.call()
-    finally:
-        sys.setprofile(None)
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            value = scenario.call()
+        finally:
+            sys.setprofile(None)
     scenario.check(True, value, True)
     assert parked_at, "the call never parked"
     return parked_at
@@ -487,6 +510,60 @@ def test_an_interrupt_at_any_point_of_a_wait_loses_nothing(kind: str) -> None:
                 assert ki_at < fire_at + 500, "the call never returned"
         # The runtime still works.
         assert rt.spawn(lambda: 3).wait(10).value == 3
+
+
+class _Litter:
+    """Unreachable once made: only the collector frees it, running ``__del__``."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+    def __del__(self) -> None:
+        self.cycle = None
+
+
+def _with_litter(scenario: _Scenario) -> _Scenario:
+    """The scenario, whose call first drops an object only the collector frees."""
+    call = scenario.call
+
+    def littering_call() -> object:
+        _Litter()
+        return call()
+
+    return attrs.evolve(scenario, call=littering_call)
+
+
+def _rescue(rescued: threading.Event, scenario: _Scenario) -> None:
+    rescued.set()
+    scenario.satisfy()
+
+
+@pytest.mark.timeout(60)
+def test_the_sweep_interrupts_the_waiting_call_not_a_finalizer_the_collector_runs() -> None:
+    # With litter to collect and the collector due at every allocation, the
+    # first points of an acquire would run a finalizer; a KeyboardInterrupt
+    # raised there is dropped, and the acquire, never released, would wait.
+    assert threading.current_thread() is threading.main_thread()
+    thresholds = gc.get_threshold()
+    helper = _Helper()
+    with asyncop.Runtime(1, name="ki-litter") as rt:
+        gc.set_threshold(1, 1, 1)
+        try:
+            for ki_at in range(1, 9):
+                scenario = _with_litter(_lock_acquire(rt))
+                # Should the interrupt be lost, release the lock after a while
+                # so that the test fails instead of hanging.
+                rescued = threading.Event()
+                rescue = threading.Timer(5, _rescue, (rescued, scenario))
+                rescue.start()
+                returned, value, _, _ = _run_scenario(scenario, helper, ki_at, None)
+                rescue.cancel()
+                rescue.join()
+                assert not returned, f"the KeyboardInterrupt at point {ki_at} was lost"
+                scenario.check(returned, value, rescued.is_set())
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.collect()
 
 
 # ----------------------------------------------------------------------
@@ -593,13 +670,14 @@ def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
                 sys.setprofile(None)
                 raise KeyboardInterrupt
 
-    sys.setprofile(hook)
-    try:
-        op.cancel("interrupted")
-    except KeyboardInterrupt:
-        return True
-    finally:
-        sys.setprofile(None)
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            op.cancel("interrupted")
+        except KeyboardInterrupt:
+            return True
+        finally:
+            sys.setprofile(None)
     return False
 
 
