@@ -512,6 +512,39 @@ def test_an_interrupt_at_any_point_of_a_wait_loses_nothing(kind: str) -> None:
         assert rt.spawn(lambda: 3).wait(10).value == 3
 
 
+@pytest.mark.parametrize("kind", ["event", "lock", "semaphore", "channel"])
+def test_an_interrupted_wait_inside_a_scope_leaves_no_waiter_on_its_token(kind: str) -> None:
+    # The block of a sync scope is an operation: a wait there registers with
+    # the scope's token, so that a cancel of the scope ends it.
+    assert threading.current_thread() is threading.main_thread()
+    event = asyncop.Event()
+    lock = asyncop.Lock()
+    semaphore = asyncop.Semaphore(0)
+    channel: asyncop.Channel[int] = asyncop.Channel(0)
+    waits: dict[str, Callable[[], object]] = {
+        "event": lambda: event.wait(0.01),
+        "lock": lambda: lock.acquire(0.01),
+        "semaphore": lambda: semaphore.acquire(0.01),
+        "channel": lambda: channel.recv(timeout=0.01),
+    }
+    holder = _Helper()
+    holder.run(lock.acquire)
+    with asyncop.Runtime(1, name=f"ki-scope-{kind}") as rt, rt.scope() as scope:
+        token = scope.token
+        nth = 1
+        while True:
+            try:
+                landed = _interrupted_at(waits[kind], nth)
+            except TimeoutError:
+                landed = False
+            assert not token._waiters, f"interrupt at point {nth} left a waiter on the token"
+            if not landed:
+                break
+            nth += 1
+        assert nth > 5
+    holder.run(lock.release)
+
+
 class _Litter:
     """Unreachable once made: only the collector frees it, running ``__del__``."""
 
@@ -654,12 +687,8 @@ TREES: dict[str, Callable[[asyncop.Runtime], asyncop.AsyncOperation]] = {
 }
 
 
-def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
-    """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
-
-    Every point counts: the walk, the wake-ups of tasks and threads, and the
-    finalization of the nodes that end in the walk.
-    """
+def _interrupted_at(call: Callable[[], object], nth: int) -> bool:
+    """Run ``call`` with a KeyboardInterrupt at its nth point; True if it landed."""
     seen = 0
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
@@ -673,12 +702,21 @@ def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
     with _collector_off():
         sys.setprofile(hook)
         try:
-            op.cancel("interrupted")
+            call()
         except KeyboardInterrupt:
             return True
         finally:
             sys.setprofile(None)
     return False
+
+
+def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
+    """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
+
+    Every point counts: the walk, the wake-ups of tasks and threads, and the
+    finalization of the nodes that end in the walk.
+    """
+    return _interrupted_at(lambda: op.cancel("interrupted"), nth)
 
 
 def _subtree(op: asyncop.AsyncOperation) -> list[asyncop.AsyncOperation]:
