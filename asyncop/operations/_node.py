@@ -9,7 +9,8 @@ Map
   ended; ``_try_finalize_locked`` makes it final once its children are gone,
   then climbs to the parent, iteratively.
 - Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack;
-  a walk cut short by a Ctrl-C is redone by the next one.
+  a walk cut short by a Ctrl-C is redone by the next one, and so is a
+  finalization that a Ctrl-C cut short (see ``_try_finalize_locked``).
 - Waiting: ``wait`` and ``_block_until_final`` park the thread through
   ``_park.park``, so a cancel of the calling operation ends the wait.
 
@@ -203,8 +204,9 @@ class AsyncOperation(Generic[T]):
     # out); until then, and always for the runtime, the flag is the truth.
     _cancelled: bool
     _token: CancelToken | None
-    # Set while a cancel walk from this node runs: still set afterwards only
-    # if a Ctrl-C cut the walk short, and then the next walk redoes it.
+    # Set while a cancel walk from this node runs, and from the transition to
+    # final until the node is settled: still set afterwards only if a Ctrl-C
+    # cut either short, and then the next cancel() that meets it finishes it.
     _cancel_unfinished: bool
     # Where the operation was made: code object and instruction offset.
     _code: CodeType | None
@@ -458,10 +460,17 @@ class AsyncOperation(Generic[T]):
         redoes its whole subtree; every step below is idempotent. With
         ``again`` (a Ctrl-C at a scope's exit) the walk redoes the whole
         subtree whatever its marks say.
+
+        A redo also finishes the finalizations a Ctrl-C cut short (see
+        ``_try_finalize_locked``): a node whose work has ended but which is
+        not final, and a final node still flagged, which is still linked
+        where the walk meets it, or is this node.
         """
-        if _is_final(self._state) or (
-            self._cancelled and not self._cancel_unfinished and not again
-        ):
+        if _is_final(self._state):
+            if self._cancel_unfinished:
+                self._try_finalize_locked(after)
+            return
+        if self._cancelled and not self._cancel_unfinished and not again:
             return
         redo = again or self._cancel_unfinished
         self._cancel_unfinished = True
@@ -486,8 +495,15 @@ class AsyncOperation(Generic[T]):
                     node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
                 node.runtime._on_cancel_running_locked(node, after)
+                if redo and node._outcome is not Outcome.NONE:
+                    unstarted.append(node)  # its work has ended: finalize it if it can
+            else:
+                # Final yet linked: a Ctrl-C cut its settling short.
+                unstarted.append(node)
             child = node.first_child
             while child is not None:
+                # Read first: a cancel of the child may unlink it.
+                nxt = child.sibling_next
                 if not child._shield:
                     # Cancelled from outside, even if its own cancel came first.
                     child._outside_cancel = True
@@ -495,9 +511,10 @@ class AsyncOperation(Generic[T]):
                         stack.append(child)
                     elif child._cancel_unfinished:
                         child._cancel_locked(reason, after)
-                child = child.sibling_next
+                child = nxt
         # Deepest first, so that a CREATED parent whose children were all
-        # unstarted becomes final in the same call.
+        # unstarted becomes final in the same call. (A node that a climb
+        # has finalized meanwhile returns at once.)
         for node in reversed(unstarted):
             node._try_finalize_locked(after)
         self._cancel_unfinished = False
@@ -811,14 +828,44 @@ class AsyncOperation(Generic[T]):
         self._state = _RUNNING
         return True
 
-    def _transition_to_final(self, state: OperationState) -> None:
-        # Invariant: exactly one final state, set once. (The final states are
-        # the three after RUNNING: identity tests, as _is_final does, inline.)
+    def _transition_to_final(
+        self,
+        state: OperationState,
+        error: BaseException | None,
+        taken_over: bool,
+        report: _Unobserved | None,
+    ) -> None:
+        """CREATED, PENDING or RUNNING -> COMPLETED, FAILED or CANCELLED.
+
+        Writes every field of the outcome with no call in between: a Ctrl-C
+        on the main thread lands only as a call starts or a C call returns,
+        so it stops the transition before it begins or lets it through
+        whole. Flags the node until it is settled (see
+        ``_try_finalize_locked``), and writes the state last: a reader
+        without the lock that sees it final finds the rest.
+        """
+        # Invariant: exactly one final state, set once.
         old = self._state
         assert old is _CREATED or old is _PENDING or old is _RUNNING, (
             f"{self.name!r} is already {old.name}"
         )
         assert state is _COMPLETED or state is _FAILED or state is _CANCELLED, state
+        if state is not _COMPLETED:
+            self._value = None
+        self._error = error
+        self._failures = None
+        if taken_over:
+            # The parent takes the failure over: it is observed there.
+            self._observed = True
+        elif report is not None:
+            # Armed before the state reads FAILED: whoever sees FAILED and
+            # observes the failure then finds it, and disarms it.
+            report.error = error
+            self._unobserved = report
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = waiters[::-1]
+        self._cancel_unfinished = True
         self._state = state
 
     # ------------------------------------------------------------------
@@ -876,98 +923,125 @@ class AsyncOperation(Generic[T]):
         Iterative: a chain of nodes each waiting only for its last child
         finalizes bottom-up in one loop, however deep. (Finalizing one node
         is written out in the loop: this runs for every operation.)
+
+        On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
+        scope's exit) a Ctrl-C can land at any call, so each node goes
+        through three steps that a cut leaves in a state the next call
+        finishes:
+
+        1. Deciding how the node ends only reads: cut, the node is as it was.
+        2. ``_transition_to_final`` writes every field in one call, which a
+           Ctrl-C can stop only before it starts.
+        3. Settling: the runtime's bookkeeping, waking the waiters (each one
+           off the list before it is woken), then unlinking from the parent
+           and handing it the outcome, in one step with no call inside. Until
+           it is done the node is flagged (``_cancel_unfinished``) and still
+           linked, where a later cancel walk meets it; this method, given a
+           flagged final node, settles it again.
+
+        A climb that finalizes a node whose cancel walk has not ended (the
+        walk's own node, flagged) keeps the parent links from there up until
+        the climb ends: a later ``cancel()`` of that node then finds what is
+        left to finish above it.
         """
         node: AsyncOperation | None = self
-        while (
-            node is not None
-            and node._outcome is not Outcome.NONE
-            and node.first_child is None
-            # not _is_final(node._state), inline
-            and (state := node._state) is not _COMPLETED
-            and state is not _FAILED
-            and state is not _CANCELLED
-        ):
-            failures = node._failures
-            own = node._error if node._outcome is Outcome.ERROR else None
-            if own is not None and isinstance(own, Cancelled):
-                own = None
-            if own is not None or failures:
-                if own is None:
-                    errors = list(failures)  # type: ignore[arg-type]
-                else:
-                    errors = [own, *failures] if failures else [own]
-                error: BaseException = _failure(node, errors, bool(failures))
-                node._error = error
-                node._value = None
-                state = _FAILED
-            elif node._outcome is Outcome.VALUE and not (
-                # A scope's block has no value worth keeping: a scope whose cancel
-                # interrupted its children ended CANCELLED, however its block left.
-                node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
-            ):
-                node._error = None
-                state = _COMPLETED
-            else:
-                node._error = None
-                node._value = None
-                state = _CANCELLED
-            node._failures = None
-            parent = node.parent
-            taken_over = (
-                state is _FAILED
-                and parent is not None
-                and node._propagates
-                and (
-                    not (node._supervised or parent._supervise)
-                    # Ctrl-C and SystemExit are never kept on a supervised child.
-                    or isinstance(node._error, _INTERRUPTS)
+        kept: AsyncOperation | None = None  # first node of the climb whose links stay
+        error: BaseException | None
+        while node is not None and node._outcome is not Outcome.NONE and node.first_child is None:
+            state = node._state
+            if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
+                if not node._cancel_unfinished:
+                    break  # final and settled
+                # A Ctrl-C cut its settling short: settle it again.
+                parent = node.parent
+                error = node._error
+                taken_over = (
+                    state is _FAILED and parent is not None and _taken_over(node, parent, error)
                 )
-            )
-            if taken_over:
-                # The parent takes the failure over: it is observed there.
-                node._observed = True
-            elif state is _FAILED and not node._observed:
-                # Made before the state reads FAILED: whoever sees FAILED and
-                # observes the failure then finds it, and disarms it.
-                node._unobserved = _Unobserved(node)
-            node._transition_to_final(state)
-            node.runtime._on_final_locked(node, after)
-
-            if parent is not None:
-                # Unlink from the parent's child list, in O(1).
-                prev = node._sibling_prev
-                nxt = node.sibling_next
-                if prev is None:
-                    parent.first_child = nxt
-                else:
-                    prev.sibling_next = nxt
-                if nxt is None:
-                    parent._last_child = prev
-                else:
-                    nxt._sibling_prev = prev
-                node.parent = None
-                node.sibling_next = None
-                node._sibling_prev = None
-                if state is _CANCELLED:
-                    parent._interrupted = True
-                elif taken_over:
-                    if parent._failures is None:
-                        parent._failures = [node._error]  # type: ignore[list-item]
+                if kept is None:
+                    kept = node
+            else:
+                failures = node._failures
+                own = node._error if node._outcome is Outcome.ERROR else None
+                if own is not None and isinstance(own, Cancelled):
+                    own = None
+                error = None
+                report: _Unobserved | None = None
+                if own is not None or failures:
+                    state = _FAILED
+                    if not node._observed:
+                        report = _Unobserved(node)
+                    if own is None:
+                        errors = list(failures)  # type: ignore[arg-type]
                     else:
-                        parent._failures.append(node._error)  # type: ignore[arg-type]
-                    parent._cancel_locked(f"child {node.name!r} failed", after)
+                        errors = [own, *failures] if failures else [own]
+                    error = _failure(node, errors, bool(failures))
+                elif node._outcome is Outcome.VALUE and not (
+                    # A scope's block has no value worth keeping: a scope whose cancel
+                    # interrupted its children ended CANCELLED, however its block left.
+                    node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
+                ):
+                    state = _COMPLETED
+                else:
+                    state = _CANCELLED
+                parent = node.parent
+                taken_over = (
+                    state is _FAILED and parent is not None and _taken_over(node, parent, error)
+                )
+                if node._cancel_unfinished and kept is None:
+                    kept = node  # its cancel walk is still under way
+                node._transition_to_final(state, error, taken_over, report)
+            node.runtime._on_final_locked(node, after)
             waiters = node._waiters
             if waiters is not None:
-                node._waiters = None
-                for waiter in waiters:
+                # In reverse order since the transition: the last is the first
+                # to wake. Each leaves the list before it is woken.
+                while waiters:
+                    waiter = waiters[-1]
                     if type(waiter) is _LockType:
+                        del waiters[-1]
                         # A thread blocked in wait(): release it now, under
                         # the lock (one C call), so that its OS wake-up
                         # starts before this worker's remaining bookkeeping.
                         waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
                     else:
+                        del waiters[-1]
                         after.append(waiter)  # type: ignore[arg-type]
+                node._waiters = None
+            if parent is not None:
+                prev = node._sibling_prev
+                if prev is not None or parent.first_child is node:  # still linked
+                    # Unlink from the parent's child list, in O(1), and hand
+                    # it the outcome: no call before the last line.
+                    nxt = node.sibling_next
+                    if prev is None:
+                        parent.first_child = nxt
+                    else:
+                        prev.sibling_next = nxt
+                    if nxt is None:
+                        parent._last_child = prev
+                    else:
+                        nxt._sibling_prev = prev
+                    node.sibling_next = None
+                    node._sibling_prev = None
+                    if state is _CANCELLED:
+                        parent._interrupted = True
+                    elif taken_over:
+                        if parent._failures is None:
+                            parent._failures = [node._error]  # type: ignore[list-item]
+                        else:
+                            parent._failures.append(node._error)  # type: ignore[arg-type]
+                if taken_over:
+                    parent._cancel_locked(f"child {node.name!r} failed", after)
+            if kept is None:
+                node.parent = None
+                node._cancel_unfinished = False
             node = parent
+        while kept is not None and kept is not node:
+            above = kept.parent
+            kept.parent = None
+            kept._cancel_unfinished = False
+            kept = above
 
     # ------------------------------------------------------------------
     # Debugging
@@ -988,6 +1062,15 @@ class AsyncOperation(Generic[T]):
 _INTERRUPTS = (KeyboardInterrupt, SystemExit)
 
 
+def _taken_over(node: AsyncOperation, parent: AsyncOperation, error: BaseException | None) -> bool:
+    """Whether ``parent`` takes over ``error``, the failure ``node`` ends with."""
+    return node._propagates and (
+        not (node._supervised or parent._supervise)
+        # Ctrl-C and SystemExit are never kept on a supervised child.
+        or isinstance(error, _INTERRUPTS)
+    )
+
+
 def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -> BaseException:
     """The error a node that failed with ``errors`` ends with.
 
@@ -1000,9 +1083,17 @@ def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -
     for exc in errors:
         if isinstance(exc, _INTERRUPTS):
             rest = [other for other in errors if other is not exc]
+            context = exc.__context__
+            if (
+                rest
+                and isinstance(context, BaseExceptionGroup)
+                and list(context.exceptions) == rest
+            ):
+                # Carried already: a Ctrl-C cut the node's finalization short
+                # after this, and the node is finalized again.
+                return exc
             if rest:
                 group = BaseExceptionGroup(f"operation {node.name!r} failed", rest)
-                context = exc.__context__
                 if (
                     context is not None
                     and context not in rest
@@ -1041,11 +1132,14 @@ class _Unobserved:
         self.name = op.name
         self.code = op._code
         self.lasti = op._lasti
-        # None once the failure was observed.
-        self.error: BaseException | None = op._error
+        # Set by the transition to FAILED; None again once observed.
+        self.error: BaseException | None = None
 
     def __del__(self) -> None:
-        error = self.error
+        try:
+            error = self.error
+        except AttributeError:  # a Ctrl-C stopped __init__: it was never armed
+            return
         if error is not None:
             code = self.code
             logger.error(

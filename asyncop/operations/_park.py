@@ -94,17 +94,19 @@ def _park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | No
         return acquire_for(lock, timeout)
     token = op.token
     runtime_lock = token._lock
-    # A with-statement, not acquire() then try: on the main thread a Ctrl-C
-    # landing as acquire() returns would leave the runtime lock held.
-    with runtime_lock:
-        if token._cancelled:
-            return True
-        waiters = token._waiters
-        if waiters is None:
-            token._waiters = [lock]
-        else:
-            waiters.append(lock)
+    # Registered inside the try: on the main thread a Ctrl-C can land as the
+    # append returns, and the lock must not stay on the token's list.
     try:
+        # A with-statement, not acquire() then try: on the main thread a
+        # Ctrl-C landing as acquire() returns would leave the runtime lock held.
+        with runtime_lock:
+            if token._cancelled:
+                return True
+            waiters = token._waiters
+            if waiters is None:
+                token._waiters = [lock]
+            else:
+                waiters.append(lock)
         return acquire_for(lock, timeout)
     finally:
         with runtime_lock:

@@ -17,11 +17,12 @@ has propagated, and the runtime must still run work and shut down.
 from __future__ import annotations
 
 import contextlib
+import gc
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -50,6 +51,25 @@ def _interrupt_at(lock: Any, nth: int) -> Callable[[FrameType, str, Any], None]:
                 raise KeyboardInterrupt
 
     return hook
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    """Keep the garbage collector from running while a hook interrupts.
+
+    The collector runs the finalizers of unreachable objects (``__del__``, a
+    coroutine's close) on whichever thread happens to allocate, and CPython
+    prints and drops an exception raised inside a finalizer. A hook that
+    raised its KeyboardInterrupt there would have interrupted nothing, and a
+    call that waits for what only the hook hands over would wait forever.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _spawn(rt: asyncop.Runtime) -> None:
@@ -124,7 +144,8 @@ def test_an_interrupt_inside_the_locked_section_leaves_the_lock_free(entry: str,
 
 def _run_interrupted(fn: Callable[[asyncop.Runtime], None], rt: asyncop.Runtime) -> None:
     try:
-        fn(rt)
+        with _collector_off():
+            fn(rt)
     except (KeyboardInterrupt, BaseExceptionGroup):
         pass
     finally:
@@ -229,15 +250,32 @@ def _run_scenario(
 
     returned = False
     value: object = None
-    sys.setprofile(hook)
-    try:
-        value = scenario.call()
-        returned = True
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sys.setprofile(None)
+    # A call still waiting long after it should have ended (an interrupt that
+    # never reached it) is handed its value, so that the test fails, not hangs.
+    rescued = threading.Event()
+    rescue = threading.Timer(20, _rescue, (rescued, scenario))
+    rescue.start()
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            value = scenario.call()
+            returned = True
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.setprofile(None)
+            rescue.cancel()
+            rescue.join()
+    assert not rescued.is_set(), (
+        f"the call was still waiting 20 s after it began (interrupt at point {ki_at}, "
+        f"handed over at point {fire_at}, {seen} points seen)"
+    )
     return returned, value, satisfied, seen
+
+
+def _rescue(rescued: threading.Event, scenario: _Scenario) -> None:
+    rescued.set()
+    scenario.satisfy()
 
 
 def _channel_recv(capacity: int) -> Callable[[asyncop.Runtime], _Scenario]:
@@ -450,11 +488,12 @@ def _events_until_parked(make: Callable[[asyncop.Runtime], _Scenario], rt: async
             sys.setprofile(None)
             helper.run(scenario.satisfy)
 
-    sys.setprofile(hook)
-    try:
-        value = scenario.call()
-    finally:
-        sys.setprofile(None)
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            value = scenario.call()
+        finally:
+            sys.setprofile(None)
     scenario.check(True, value, True)
     assert parked_at, "the call never parked"
     return parked_at
@@ -487,6 +526,82 @@ def test_an_interrupt_at_any_point_of_a_wait_loses_nothing(kind: str) -> None:
                 assert ki_at < fire_at + 500, "the call never returned"
         # The runtime still works.
         assert rt.spawn(lambda: 3).wait(10).value == 3
+
+
+@pytest.mark.parametrize("kind", ["event", "lock", "semaphore", "channel"])
+def test_an_interrupted_wait_inside_a_scope_leaves_no_waiter_on_its_token(kind: str) -> None:
+    # The block of a sync scope is an operation: a wait there registers with
+    # the scope's token, so that a cancel of the scope ends it.
+    assert threading.current_thread() is threading.main_thread()
+    event = asyncop.Event()
+    lock = asyncop.Lock()
+    semaphore = asyncop.Semaphore(0)
+    channel: asyncop.Channel[int] = asyncop.Channel(0)
+    waits: dict[str, Callable[[], object]] = {
+        "event": lambda: event.wait(0.01),
+        "lock": lambda: lock.acquire(0.01),
+        "semaphore": lambda: semaphore.acquire(0.01),
+        "channel": lambda: channel.recv(timeout=0.01),
+    }
+    holder = _Helper()
+    holder.run(lock.acquire)
+    with asyncop.Runtime(1, name=f"ki-scope-{kind}") as rt, rt.scope() as scope:
+        token = scope.token
+        nth = 1
+        while True:
+            try:
+                landed = _interrupted_at(waits[kind], nth)
+            except TimeoutError:
+                landed = False
+            assert not token._waiters, f"interrupt at point {nth} left a waiter on the token"
+            if not landed:
+                break
+            nth += 1
+        assert nth > 5
+    holder.run(lock.release)
+
+
+class _Litter:
+    """Unreachable once made: only the collector frees it, running ``__del__``."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+    def __del__(self) -> None:
+        self.cycle = None
+
+
+def _with_litter(scenario: _Scenario) -> _Scenario:
+    """The scenario, whose call first drops an object only the collector frees."""
+    call = scenario.call
+
+    def littering_call() -> object:
+        _Litter()
+        return call()
+
+    return attrs.evolve(scenario, call=littering_call)
+
+
+@pytest.mark.timeout(60)
+def test_the_sweep_interrupts_the_waiting_call_not_a_finalizer_the_collector_runs() -> None:
+    # With litter to collect and the collector due at every allocation, the
+    # first points of an acquire would run a finalizer; a KeyboardInterrupt
+    # raised there is dropped, and the acquire, never released, would wait.
+    assert threading.current_thread() is threading.main_thread()
+    thresholds = gc.get_threshold()
+    helper = _Helper()
+    with asyncop.Runtime(1, name="ki-litter") as rt:
+        gc.set_threshold(1, 1, 1)
+        try:
+            for ki_at in range(1, 9):
+                scenario = _with_litter(_lock_acquire(rt))
+                # A lost interrupt leaves the acquire waiting: the run fails.
+                returned, value, _, _ = _run_scenario(scenario, helper, ki_at, None)
+                assert not returned, f"the KeyboardInterrupt at point {ki_at} was lost"
+                scenario.check(returned, value, False)
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.collect()
 
 
 # ----------------------------------------------------------------------
@@ -531,14 +646,18 @@ def _task_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
 
 
 def _pending_tree(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
-    # The only worker is busy: everything below stays PENDING.
+    # Nothing here has started. The root and the grandchildren are never
+    # submitted: they stay CREATED. The children wait behind the only
+    # worker, which is busy; should the watchdog hand them to a new worker
+    # (it does once they have waited a while), they run and then wait for
+    # their CREATED children, which ends the same way.
     gate = threading.Event()
     busy = rt.spawn(gate.wait, 10)
     rt._test_gate = gate  # type: ignore[attr-defined]
-    root = rt.spawn(lambda: None)
-    for _ in range(3):
-        child = root.spawn(lambda: None)
-        child.spawn(lambda: None)
+    root = rt.create(lambda op, context: None, name="root")
+    for i in range(3):
+        child = root.spawn(lambda: None, name=f"child-{i}")
+        rt.create(lambda op, context: None, parent=child, name=f"grandchild-{i}")
     del busy
     return root
 
@@ -573,39 +692,59 @@ TREES: dict[str, Callable[[asyncop.Runtime], asyncop.AsyncOperation]] = {
 }
 
 
-def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
-    """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
-
-    Not swept: the points inside the finalization of a node that ends in the
-    walk (``_try_finalize_locked`` and what it calls), a separate step with
-    its own bookkeeping; the walk itself, waking tasks and threads, is.
-    """
+def _interrupted_at(call: Callable[[], object], nth: int) -> bool:
+    """Run ``call`` with a KeyboardInterrupt at its nth point; True if it landed."""
     seen = 0
-    finalizing = 0
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal seen, finalizing
-        if frame.f_code.co_name == "_try_finalize_locked":
-            if event == "call":
-                finalizing += 1
-            elif event == "return":
-                finalizing -= 1
-        if finalizing:
-            return
+        nonlocal seen
         if event == "call" or event == "c_return":
             seen += 1
             if seen == nth:
                 sys.setprofile(None)
                 raise KeyboardInterrupt
 
-    sys.setprofile(hook)
-    try:
-        op.cancel("interrupted")
-    except KeyboardInterrupt:
-        return True
-    finally:
-        sys.setprofile(None)
+    with _collector_off():
+        sys.setprofile(hook)
+        try:
+            call()
+        except KeyboardInterrupt:
+            return True
+        finally:
+            sys.setprofile(None)
     return False
+
+
+def _cancel_interrupted_at(op: asyncop.AsyncOperation, nth: int) -> bool:
+    """Cancel ``op`` with a KeyboardInterrupt at its nth point; True if it landed.
+
+    Every point counts: the walk, the wake-ups of tasks and threads, and the
+    finalization of the nodes that end in the walk.
+    """
+    return _interrupted_at(lambda: op.cancel("interrupted"), nth)
+
+
+def _subtree(op: asyncop.AsyncOperation) -> list[asyncop.AsyncOperation]:
+    nodes = [op]
+    for node in nodes:
+        nodes.extend(node.children())
+    return nodes
+
+
+def _check_all_ended(rt: asyncop.Runtime, nodes: list[asyncop.AsyncOperation], nth: int) -> None:
+    """Every node is final and unlinked, and the runtime keeps nothing."""
+    for node in nodes:
+        assert node.done, f"interrupt at point {nth}: {node.name!r} is {node.state.name}"
+        assert node.parent is None and not node.children(), (
+            f"interrupt at point {nth}: {node.name!r} is still linked"
+        )
+    deadline = time.monotonic() + 10
+    while not rt.dump().endswith("no live operations") or rt.registrations():
+        assert time.monotonic() < deadline, (
+            f"interrupt at point {nth}: the runtime still keeps\n{rt.dump()}\n"
+            f"with {rt.registrations()} registrations"
+        )
+        time.sleep(0.001)
 
 
 @pytest.mark.timeout(240)
@@ -621,6 +760,7 @@ def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_complete
         rt = asyncop.Runtime(workers, name=f"ki-cancel-{tree}-{nth}")
         try:
             op = TREES[tree](rt)
+            nodes = _subtree(op)
             landed = _cancel_interrupted_at(op, nth)
             gate = getattr(rt, "_test_gate", None)
             if gate is not None:
@@ -631,10 +771,13 @@ def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_complete
                 assert result.state is asyncop.OperationState.CANCELLED, (
                     f"interrupt at point {nth}: ended {result.state.name}"
                 )
+                _check_all_ended(rt, nodes, nth)
         except TimeoutError:
             pytest.fail(f"interrupt at point {nth} of cancel(): the tree never ended")
         finally:
             assert rt.shutdown(timeout=10), f"interrupt at point {nth}: shutdown did not end"
+        if finish == "shutdown":
+            _check_all_ended(rt, nodes, nth)
         if not landed:
             break
         nth += 1
