@@ -476,8 +476,10 @@ class Kernel:
     def _on_final_locked(self, op: AsyncOperation, after: After) -> None:
         timer = op._deadline_timer
         if timer is not None:
-            op._deadline_timer = None
+            # Cancel first: a Ctrl-C in between leaves the field set, and a
+            # repeat call (cancelling twice is harmless) finishes the job.
             self._timers.cancel(timer)
+            op._deadline_timer = None
         if op.parent is None:
             self._roots.pop(op, None)
         # Break the operation <-> task state <-> waker cycle, and drop the

@@ -739,7 +739,7 @@ def _check_all_ended(rt: asyncop.Runtime, nodes: list[asyncop.AsyncOperation], n
             f"interrupt at point {nth}: {node.name!r} is still linked"
         )
     deadline = time.monotonic() + 10
-    while not rt.dump().endswith("no live operations") or rt.registrations():
+    while not rt.dump().splitlines()[0].endswith("no live operations") or rt.registrations():
         assert time.monotonic() < deadline, (
             f"interrupt at point {nth}: the runtime still keeps\n{rt.dump()}\n"
             f"with {rt.registrations()} registrations"
