@@ -116,6 +116,9 @@ class OpKind(enum.Enum):
     SYNC = "sync"  # a plain function, run on a worker thread
     CORO = "coroutine"  # an async def function, stepped by the workers
     SCOPE = "scope"  # the body of a with block, run by the caller's thread
+    # A plain function run by an executor in another process: made with
+    # submit=False and started by its remote job, never run by a worker.
+    REMOTE = "remote"
 
 
 def run_after(after: After) -> None:

@@ -71,11 +71,13 @@ REAP_WAIT = 10.0
 # -- in the worker process ---------------------------------------------------------
 
 _shared: _Shared | None = None
+_pid = 0
 
 
 def _init_worker(shared: _Shared) -> None:
-    global _shared
+    global _shared, _pid
     _shared = shared
+    _pid = os.getpid()
 
 
 def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
@@ -88,7 +90,7 @@ def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
         if shared.cancel[slot] == seq:
             return _DROPPED
         shared.start[slot] = seq
-        shared.pid[slot] = os.getpid()
+        shared.pid[slot] = _pid
     finally:
         if locked:
             shared.lock.release()
@@ -97,7 +99,7 @@ def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
     def poll() -> bool:
         return bool(cancel[slot] == seq)
 
-    token = RemoteToken(poll, POLL, f"job {seq} in process {os.getpid()}", direct=True)
+    token = RemoteToken(poll, POLL, f"job {seq} in process {_pid}", direct=True)
     try:
         return run_call(token, payload)
     finally:
@@ -239,26 +241,27 @@ class _ProcessJob(RemoteJob):
         return super().describe()
 
     def _on_done(self, future: Any) -> None:
+        # In pebble's thread that reads the workers' messages.
         try:
-            if future.cancelled():
-                self._wait_gone()
-                self.finish(None, Cancelled(
-                    f"{self.name!r} was killed after {self.executor._grace:g} s: it ignored "
-                    "its remote token"
-                ))
-                return
-            error = future.exception()
-            if error is not None:
-                if isinstance(error, CancelledError):
-                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
-                else:
-                    self.finish(None, BrokenResourceError(
-                        f"the worker process running {self.name!r} died ({error}); "
-                        "the job did not finish"
+            try:
+                data = future.result()  # done: this does not block
+            except CancelledError:
+                if future.cancelled():  # our kill (see _kill)
+                    self._wait_gone()
+                    self.finish(None, Cancelled(
+                        f"{self.name!r} was killed after {self.executor._grace:g} s: it "
+                        "ignored its remote token"
                     ))
-                return
-            value, exc = decode_outcome(future.result(), self)
-            self.finish(value, exc)
+                else:
+                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
+            except BaseException as error:
+                self.finish(None, BrokenResourceError(
+                    f"the worker process running {self.name!r} died ({error}); "
+                    "the job did not finish"
+                ))
+            else:
+                value, exc = decode_outcome(data, self)
+                self.finish(value, exc)
         finally:
             self._remote_ended()
 

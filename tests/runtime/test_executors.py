@@ -21,6 +21,7 @@ import pytest
 import asyncop
 from asyncop import OperationState
 from asyncop.runtime._remote import RemoteTraceback
+from asyncop.testing import wait_all_blocked
 from tests.runtime import _remote_jobs as jobs
 
 pytestmark = pytest.mark.timeout(60)
@@ -300,6 +301,36 @@ def test_autojump_waits_for_remote_work_in_flight(
     assert vruntime.now() < 100
 
 
+def test_autojump_resumes_once_remote_work_has_ended(
+    vruntime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # The job ends while every task is parked on the virtual clock: the
+    # clock must then jump, with nothing local left to wake a worker.
+    async def main() -> int:
+        op = asyncop.current_operation()
+        assert op is not None
+        child = op.spawn(jobs.ignore_token, 0.3, executor=executor)
+        await asyncop.sleep(50)
+        assert child.done
+        return await child  # type: ignore[no-any-return]
+
+    assert vruntime.run(main) == "ignored"
+    assert vruntime.now() >= 50
+
+
+def test_wait_all_blocked_returns_once_remote_work_has_ended(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    async def main() -> bool:
+        op = asyncop.current_operation()
+        assert op is not None
+        child = op.spawn(jobs.ignore_token, 0.3, executor=executor)
+        await wait_all_blocked()
+        return child.done
+
+    assert runtime.run(main)
+
+
 def test_scope_timeout_above_remote_work_raises_timeout_error(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
@@ -365,6 +396,19 @@ def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
     ex.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         runtime.spawn(jobs.square, 1, executor=ex)
+
+
+def test_spawn_on_a_shut_down_runtime_raises_and_sends_nothing(
+    executor: asyncop.ProcessExecutor, tmp_path: Path
+) -> None:
+    rt = asyncop.Runtime(1)
+    rt.shutdown()
+    with pytest.raises(RuntimeError, match="shut down and takes no new operations"):
+        rt.spawn(jobs.touch, str(tmp_path / "never"), executor=executor)
+    assert executor._jobs == set()
+    assert rt.dump().endswith("no live operations")
+    time.sleep(0.2)
+    assert not (tmp_path / "never").exists()
 
 
 # -- shutdown ------------------------------------------------------------------------------
