@@ -50,12 +50,21 @@ import pickle
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout, cpu_count
-from ._remote import JobState, RemoteExecutor, RemoteJob, RemoteToken, decode_outcome, run_call
+from ._remote import (
+    JobState,
+    RemoteExecutor,
+    RemoteJob,
+    RemoteToken,
+    decode_outcome,
+    pack_function,
+    run_call,
+)
 
 __all__ = ["ProcessExecutor"]
 
@@ -80,7 +89,7 @@ def _init_worker(shared: _Shared) -> None:
     _pid = os.getpid()
 
 
-def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
+def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes) -> bytes:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -101,7 +110,7 @@ def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
 
     token = RemoteToken(poll, POLL, f"job {seq} in process {_pid}", direct=True)
     try:
-        return run_call(token, payload)
+        return run_call(token, fn_payload, args_payload)
     finally:
         # The job has ended: a kill the client asked for meanwhile will not
         # come (pebble kills only a worker still running the job).
@@ -180,8 +189,15 @@ def _preload_in_forkserver(ctx: Any) -> None:
 
 @final
 class _ProcessJob(RemoteJob):
+    __slots__ = ("executor", "future", "payload", "remote_done", "seq", "slot")
+
     def __init__(
-        self, executor: ProcessExecutor, seq: int, payload: bytes, name: str, abandon: bool
+        self,
+        executor: ProcessExecutor,
+        seq: int,
+        payload: tuple[bytes, bytes],
+        name: str,
+        abandon: bool,
     ) -> None:
         super().__init__(name, abandon)
         self.executor = executor
@@ -189,7 +205,8 @@ class _ProcessJob(RemoteJob):
         # The job's slot while the pool has it; None while it waits here
         # for one (more than SLOTS jobs in flight), or once dropped.
         self.slot: int | None = None
-        self.payload = payload
+        # The pickled function and arguments (see pack_function), until sent.
+        self.payload: tuple[bytes, bytes] | None = payload
         self.future: Any = None
         # Set once the pool has reported the job's end (under the
         # executor's lock, which shutdown() waits on).
@@ -216,13 +233,17 @@ class _ProcessJob(RemoteJob):
         # already, or stopped the pool, which then refuses it.
         executor = self.executor
         try:
-            future = executor._pool.schedule(_run_job, args=(self.seq, self.slot, self.payload))
+            payload = self.payload
+            assert payload is not None
+            future = executor._pool.schedule(
+                _run_job, args=(self.seq, self.slot, payload[0], payload[1])
+            )
         except BaseException as exc:
             self._remote_ended()
             self.finish(None, exc)
             return
         self.future = future
-        self.payload = b""
+        self.payload = None
         future.add_done_callback(self._on_done)
 
     def _started(self) -> bool:
@@ -427,7 +448,10 @@ class ProcessExecutor(RemoteExecutor):
                 "make a new ProcessExecutor"
             )
 
-    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bytes, bytes]:
+        return pack_function(fn, args, self._kind)
+
+    def _new_job(self, payload: tuple[bytes, bytes], name: str, abandon: bool) -> RemoteJob:
         return _ProcessJob(self, next(self._seq), payload, name, abandon)
 
     def shutdown(self) -> None:

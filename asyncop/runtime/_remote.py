@@ -63,6 +63,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, CancellationError, Cancelled
@@ -83,6 +85,7 @@ __all__ = [
     "RemoteTraceback",
     "decode_outcome",
     "describe_fn",
+    "pack_function",
     "remote_token",
     "run_call",
 ]
@@ -323,14 +326,20 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 root.cancel(f"{token._where} was cancelled by its local operation")
 
 
-def run_call(token: RemoteToken, payload: bytes) -> bytes:
+def run_call(token: RemoteToken, payload: bytes, args_payload: bytes | None = None) -> bytes:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
-    Never raises: every outcome, including a result that cannot be pickled,
-    is a message for the local side.
+    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
+    the pickled ``fn`` alone (see ``pack_function``). Never raises: every
+    outcome, including a result that cannot be pickled, is a message for
+    the local side.
     """
     try:
-        fn, args = pickle.loads(payload)
+        if args_payload is None:
+            fn, args = pickle.loads(payload)
+        else:
+            fn = pickle.loads(payload)
+            args = pickle.loads(args_payload)
     except BaseException as exc:
         return _pack_error(exc, "unpickling the call in the worker")
     reset = _current.set(token)
@@ -424,6 +433,8 @@ class RemoteJob:
     ``state`` is written under the runtime's lock once the job is launched.
     """
 
+    __slots__ = ("_handle", "_runtime", "abandon", "name", "op", "state")
+
     def __init__(self, name: str, abandon: bool) -> None:
         self.name = name
         self.abandon = abandon
@@ -485,10 +496,9 @@ class RemoteJob:
         with runtime._lock:
             if self.state is JobState.DONE:  # it ended already: nothing left to cancel
                 return
-            token = op.token
-            cancelled = token.cancelled
+            cancelled = op._cancelled
             if not cancelled:
-                self._handle = token.on_cancel(self._on_cancel)
+                self._handle = op.token._on_cancel_locked(self._on_cancel)
         if cancelled:
             self._on_cancel()
 
@@ -513,9 +523,8 @@ class RemoteJob:
             last = runtime._outside_work == 0
             handle = self._handle
             if handle is not None:
-                # (The token's lock is the runtime's: this re-enters it.)
                 self._handle = None
-                handle.remove()
+                handle._remove_locked()
             op._end_work_locked(outcome, value, error, after)
         if after:
             run_after(after)
@@ -574,11 +583,11 @@ class RemoteExecutor:
 
     _kind = "executor"
 
-    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """Pickle the call; a TypeError names what cannot be pickled."""
         return pack_call(pickle.dumps, fn, args, self._kind)
 
-    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+    def _new_job(self, payload: Any, name: str, abandon: bool) -> RemoteJob:
         raise NotImplementedError
 
     def _check_open(self, name: str) -> None:
@@ -601,7 +610,11 @@ class RemoteExecutor:
             raise TypeError(
                 f"cannot run {fn!r} on {self!r}: it is not callable; pass a plain function"
             )
-        if inspect.iscoroutinefunction(fn):
+        if (
+            fn.__code__.co_flags & CO_COROUTINE
+            if type(fn) is FunctionType
+            else inspect.iscoroutinefunction(fn)
+        ):
             raise TypeError(
                 f"cannot run async function {label!r} on {self!r}: executors run plain "
                 "functions; start an asyncop Runtime inside a plain function instead"
@@ -614,6 +627,32 @@ class RemoteExecutor:
         )
         job.launch(op)
         return op
+
+
+# Plain functions pickled by pack_function, by reference: the same bytes
+# every time, so each is pickled once (bounded: cleared when full).
+_pickled_functions: dict[Callable[..., Any], bytes] = {}
+PICKLED_FUNCTIONS_MAX = 1024
+
+
+def pack_function(fn: Callable[..., Any], args: tuple[Any, ...], where: str) -> tuple[bytes, bytes]:
+    """Pickle ``fn`` and ``args`` apart, a plain function's bytes made once.
+
+    For ``run_call(token, *payload)``. Raises a TypeError naming what cannot
+    be pickled, as ``pack_call`` does.
+    """
+    try:
+        fn_payload = _pickled_functions.get(fn) if type(fn) is FunctionType else None
+        if fn_payload is None:
+            fn_payload = pickle.dumps(fn)
+            if type(fn) is FunctionType:
+                if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
+                    _pickled_functions.clear()
+                _pickled_functions[fn] = fn_payload
+        return fn_payload, pickle.dumps(args)
+    except Exception:
+        pack_call(pickle.dumps, fn, args, where)  # raises the TypeError that names it
+        raise
 
 
 def pack_call(
