@@ -118,6 +118,8 @@ class OpKind(enum.Enum):
     SCOPE = "scope"  # the body of a with block, run by the caller's thread
     # A plain function run by an executor in another process: made with
     # submit=False and started by its remote job, never run by a worker.
+    # Its ``_task`` slot holds that job once it is sent, and a cancel of the
+    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
     REMOTE = "remote"
 
 
@@ -487,7 +489,14 @@ class AsyncOperation(Generic[T]):
                     unstarted.append(node)
                     node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
-                node.runtime._on_cancel_running_locked(node, after)
+                if node._kind is OpKind.REMOTE:
+                    # Its job (see OpKind.REMOTE) applies its executor's rule,
+                    # once the lock is released, like an on_cancel callback.
+                    job = node._task
+                    if job is not None:
+                        after.append(job._on_cancel)
+                else:
+                    node.runtime._on_cancel_running_locked(node, after)
             child = node.first_child
             while child is not None:
                 if not child._shield:

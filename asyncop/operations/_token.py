@@ -61,15 +61,6 @@ class CancelHandle:
             del callbacks[self]
             return True
 
-    def _remove_locked(self) -> None:
-        """``remove()`` for a caller that holds the token's (the runtime's) lock."""
-        token = self._token
-        if token is not None:
-            self._token = None
-            callbacks = token._callbacks
-            if callbacks is not None:
-                callbacks.pop(self, None)
-
     def __repr__(self) -> str:
         state = "armed" if self._token is not None else "inactive"
         return f"<CancelHandle {state} for {self._fn!r}>"
@@ -144,16 +135,6 @@ class CancelToken:
         # Already cancelled: the same rule as for a callback the cancel runs.
         run_isolated((fn,), "an on_cancel callback")
         return CancelHandle(None, fn)
-
-    def _on_cancel_locked(self, fn: Callable[[], object]) -> CancelHandle:
-        """``on_cancel()`` for the runtime: it holds the lock, the token is live."""
-        handle = CancelHandle(self, fn)
-        callbacks = self._callbacks
-        if callbacks is None:
-            self._callbacks = {handle: fn}
-        else:
-            callbacks[handle] = fn
-        return handle
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block the calling thread until the token is cancelled.

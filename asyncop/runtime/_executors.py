@@ -189,7 +189,7 @@ def _preload_in_forkserver(ctx: Any) -> None:
 
 @final
 class _ProcessJob(RemoteJob):
-    __slots__ = ("executor", "future", "payload", "remote_done", "seq", "slot")
+    __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
 
     def __init__(
         self,
@@ -206,7 +206,7 @@ class _ProcessJob(RemoteJob):
         # for one (more than SLOTS jobs in flight), or once dropped.
         self.slot: int | None = None
         # The pickled function and arguments (see pack_function), until sent.
-        self.payload: tuple[bytes, bytes] | None = payload
+        self.fn_payload, self.args_payload = payload
         self.future: Any = None
         # Set once the pool has reported the job's end (under the
         # executor's lock, which shutdown() waits on).
@@ -233,18 +233,16 @@ class _ProcessJob(RemoteJob):
         # already, or stopped the pool, which then refuses it.
         executor = self.executor
         try:
-            payload = self.payload
-            assert payload is not None
             future = executor._pool.schedule(
-                _run_job, args=(self.seq, self.slot, payload[0], payload[1])
+                _run_job, args=(self.seq, self.slot, self.fn_payload, self.args_payload)
             )
         except BaseException as exc:
             self._remote_ended()
             self.finish(None, exc)
             return
         self.future = future
-        self.payload = None
-        future.add_done_callback(self._on_done)
+        self.fn_payload = self.args_payload = b""
+        future.add_done_callback(self)  # see __call__
 
     def _started(self) -> bool:
         slot = self.slot
@@ -261,8 +259,11 @@ class _ProcessJob(RemoteJob):
             self._mark(JobState.RUNNING)
         return super().describe()
 
-    def _on_done(self, future: Any) -> None:
-        # In pebble's thread that reads the workers' messages.
+    def __call__(self, future: Any) -> None:
+        """End the operation with the job's outcome, once the pool is done with it."""
+        # The future's done callback, in pebble's thread that reads the
+        # workers' messages. The job itself rather than a bound method: one
+        # object less per job for the collector to track.
         try:
             try:
                 data = future.result()  # done: this does not block
@@ -291,6 +292,9 @@ class _ProcessJob(RemoteJob):
         executor = self.executor
         with executor._lock:
             self.remote_done = True
+            # The future keeps its done callback, this job: drop the future,
+            # or the two would wait for the garbage collector together.
+            self.future = None
             executor._jobs.discard(self)
             if not executor._jobs:
                 executor._idle.notify_all()

@@ -75,7 +75,6 @@ from ._waker import WakerStatus
 
 if TYPE_CHECKING:
     from ..operations._hooks import After, RuntimeHooks
-    from ..operations._token import CancelHandle
 
 __all__ = [
     "JobState",
@@ -100,8 +99,9 @@ def describe_fn(fn: object) -> str:
 # The remote side: tokens and the watcher
 # ---------------------------------------------------------------------------
 
-# The watcher's longest sleep while it polls, and how long it keeps polling
-# after the last token is gone before it parks.
+# How often the watcher wakes to poll (no token is polled more often than
+# its period), and how long it keeps polling after the last token is gone
+# before it parks.
 TICK = 0.01
 LINGER = 1.0
 
@@ -215,9 +215,10 @@ class _Watcher:
 
     Registering a token wakes nobody while the thread is polling: it finds
     the token at its next tick (a token's first poll is one period after it
-    is made anyway). Only after ``LINGER`` seconds without a token does the
-    thread park, and only then does a new token wake it. A stream of short
-    jobs thus costs no thread switch per job, and an idle process no CPU.
+    is made anyway, and a tick is as long as the longest period). Only after
+    ``LINGER`` seconds without a token does the thread park, and only then
+    does a new token wake it. A stream of short jobs thus costs no thread
+    switch per job, and an idle process no CPU.
     """
 
     def __init__(self) -> None:
@@ -267,6 +268,9 @@ class _Watcher:
     def _poll_tokens(self) -> None:
         idle_since: float | None = None
         while True:
+            # A fixed beat, whatever the tokens' periods: waking more often
+            # would take the GIL from the jobs for polls that find nothing.
+            time.sleep(TICK)
             tokens = list(self._tokens)
             now = time.monotonic()
             if not tokens:
@@ -275,29 +279,27 @@ class _Watcher:
                 elif now - idle_since >= LINGER:
                     with self._cond:
                         self._parked = True
-                        while not self._tokens:
+                        if not self._tokens:
+                            # One wake-up, then back to polling for a while,
+                            # even if that job has already ended (as most
+                            # have by the time this thread runs): waiting
+                            # again would cost a wake-up per job.
                             self._cond.wait()
                         self._parked = False
                     idle_since = None
-                    continue
-                time.sleep(TICK)
                 continue
             idle_since = None
-            soonest = now + TICK
             for token in tokens:
-                if token._cancelled:
+                if token._cancelled or token._next_poll > now:
                     continue
-                if token._next_poll <= now:
-                    token._next_poll = now + token._period
-                    try:
-                        hit = token._poll()
-                    except Exception:  # the engine went away; the job ends anyway
-                        hit = False
-                    if hit:
-                        token._set()
-                        _cancel_remote_roots(token)
-                soonest = min(soonest, token._next_poll)
-            time.sleep(max(0.0, soonest - time.monotonic()))
+                token._next_poll = now + token._period
+                try:
+                    hit = token._poll()
+                except Exception:  # the engine went away; the job ends anyway
+                    hit = False
+                if hit:
+                    token._set()
+                    _cancel_remote_roots(token)
 
 
 _watcher = _Watcher()
@@ -431,16 +433,25 @@ class RemoteJob:
     """The local side of one remote job; executors subclass it.
 
     ``state`` is written under the runtime's lock once the job is launched.
+    Once sent, the job sits in its operation's ``_task`` slot: a cancel of
+    the operation calls its ``_on_cancel()`` from there (see
+    ``OpKind.REMOTE``), and ``Runtime.dump()``, which looks there for what a
+    parked task waits on, finds the job standing in for one. Nothing else
+    reads that slot: no worker ever runs the operation.
     """
 
-    __slots__ = ("_handle", "_runtime", "abandon", "name", "op", "state")
+    __slots__ = ("_runtime", "abandon", "name", "op", "state")
+
+    # As a parked task, for dump(): waiting on one event, the job itself,
+    # which no cancel ends (the job decides when the operation ends).
+    status = WakerStatus.WAITING
+    cancellable = False
 
     def __init__(self, name: str, abandon: bool) -> None:
         self.name = name
         self.abandon = abandon
         self.state = JobState.QUEUED
         self._runtime: Any = None
-        self._handle: CancelHandle | None = None
         self.op: AsyncOperation | None = None
 
     # -- what executors implement ------------------------------------------
@@ -483,7 +494,9 @@ class RemoteJob:
                 runtime._track_root_locked(op)
             op._transition_to_pending()
             op._transition_to_running()
-            op._task = _Shown(op, self)
+            # No local code runs in it: no context to keep (a child spawned
+            # under it copies the spawning thread's, as under a scope).
+            op._ctx = None
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
         try:
@@ -491,14 +504,13 @@ class RemoteJob:
         except BaseException as exc:
             self.finish(None, exc)
             return
-        # The callback goes on after sending: a cancel that came meanwhile
-        # finds the job where the executor can take it back.
+        # Cancels reach the job only once it is sent: one that came
+        # meanwhile finds the job where the executor can take it back.
         with runtime._lock:
             if self.state is JobState.DONE:  # it ended already: nothing left to cancel
                 return
+            op._task = self
             cancelled = op._cancelled
-            if not cancelled:
-                self._handle = op.token._on_cancel_locked(self._on_cancel)
         if cancelled:
             self._on_cancel()
 
@@ -521,10 +533,6 @@ class RemoteJob:
             self.state = JobState.DONE
             runtime._outside_work -= 1
             last = runtime._outside_work == 0
-            handle = self._handle
-            if handle is not None:
-                self._handle = None
-                handle._remove_locked()
             op._end_work_locked(outcome, value, error, after)
         if after:
             run_after(after)
@@ -546,33 +554,22 @@ class RemoteJob:
     def describe(self) -> str:
         return f"{self.name} {self.state.value} in {self.where()}"
 
-    def _describe(self) -> str:
-        # What ``dump()`` shows after "waiting on" (see _Shown).
-        return self.describe()
-
-
-@final
-class _Shown:
-    """What ``Runtime.dump()`` finds in a remote operation's task slot.
-
-    ``dump()`` describes the wait of a parked task; a remote operation has
-    no task, so this stands in for one parked on its job (a wait that no
-    cancel ends: the job decides). Nothing else reads it: no worker ever
-    runs the operation.
-    """
-
-    __slots__ = ("event", "task")
-
-    status = WakerStatus.WAITING
-    cancellable = False
-
-    def __init__(self, op: AsyncOperation, job: RemoteJob) -> None:
-        self.task = op
-        self.event = job
+    # -- as a parked task, for dump() ------------------------------------------
 
     @property
-    def events(self) -> tuple[_Shown]:
+    def task(self) -> AsyncOperation | None:
+        return self.op
+
+    @property
+    def events(self) -> tuple[RemoteJob]:
         return (self,)
+
+    @property
+    def event(self) -> RemoteJob:
+        return self
+
+    def _describe(self) -> str:
+        return self.describe()
 
     def suspension_point(self) -> None:
         return None

@@ -7,12 +7,14 @@ shutdown with work in flight, and no process left behind.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +119,30 @@ def test_failure_joins_the_parent_group_and_cancels_siblings(
     assert isinstance(error, ValueError) and str(error) == "child failed"
     assert isinstance(error.__cause__, RemoteTraceback)
     assert sibling.state is OperationState.CANCELLED
+
+
+def test_finished_remote_operations_leave_no_reference_cycle(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    gc.collect()
+    gc.disable()
+    try:
+        ops = [runtime.spawn(jobs.square, i, executor=executor) for i in range(5)]
+        assert [op.wait(30).value for op in ops] == [0, 1, 4, 9, 16]
+        ref = weakref.ref(ops[0])
+        del ops
+        wait_for(lambda: not executor._jobs)
+        time.sleep(0.1)  # the pool's thread returns from the last job's callback
+        # Freed by reference counting alone: the collector finds nothing.
+        assert ref() is None
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        cyclic = [o for o in gc.garbage if isinstance(o, asyncop.AsyncOperation)]
+        assert cyclic == [], "a finished operation or its job is in a reference cycle"
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
 
 
 # -- pickling ---------------------------------------------------------------------------
