@@ -300,7 +300,7 @@ class _ProcessJob(RemoteJob):
                 executor._idle.notify_all()
             if self.slot is not None:
                 executor._free.append(self.slot)
-            successor = executor._next_waiting_locked()
+            successor = executor._next_waiting_locked() if executor._waiting else None
         if successor is not None:
             successor._schedule()
 

@@ -104,6 +104,8 @@ def describe_fn(fn: object) -> str:
 # before it parks.
 TICK = 0.01
 LINGER = 1.0
+# How many pickled plain functions each side keeps (see pack_function).
+PICKLED_FUNCTIONS_MAX = 1024
 
 _current: contextvars.ContextVar[RemoteToken | None] = contextvars.ContextVar(
     "asyncop_remote_token", default=None
@@ -328,6 +330,11 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 root.cancel(f"{token._where} was cancelled by its local operation")
 
 
+# In the worker: the plain functions unpickled from pack_function's bytes,
+# looked up once per process rather than imported again for every job.
+_functions: dict[bytes, Callable[..., Any]] = {}
+
+
 def run_call(token: RemoteToken, payload: bytes, args_payload: bytes | None = None) -> bytes:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
@@ -340,7 +347,13 @@ def run_call(token: RemoteToken, payload: bytes, args_payload: bytes | None = No
         if args_payload is None:
             fn, args = pickle.loads(payload)
         else:
-            fn = pickle.loads(payload)
+            fn = _functions.get(payload)
+            if fn is None:
+                fn = pickle.loads(payload)
+                if type(fn) is FunctionType:  # a reference: it finds the same function
+                    if len(_functions) >= PICKLED_FUNCTIONS_MAX:
+                        _functions.clear()
+                    _functions[payload] = fn
             args = pickle.loads(args_payload)
     except BaseException as exc:
         return _pack_error(exc, "unpickling the call in the worker")
@@ -629,7 +642,6 @@ class RemoteExecutor:
 # Plain functions pickled by pack_function, by reference: the same bytes
 # every time, so each is pickled once (bounded: cleared when full).
 _pickled_functions: dict[Callable[..., Any], bytes] = {}
-PICKLED_FUNCTIONS_MAX = 1024
 
 
 def pack_function(fn: Callable[..., Any], args: tuple[Any, ...], where: str) -> tuple[bytes, bytes]:

@@ -84,9 +84,11 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
     with runtime.scope() as root:
-        child = root.spawn(jobs.square, 7, executor=executor, name="seven")
-        assert child.parent is root and child.name == "seven"
-    assert child.result() == 49
+        # A job that lasts: a finished child is unlinked from its parent.
+        child = root.spawn(jobs.ignore_token, 0.5, executor=executor, name="slow")
+        assert child.parent is root and child.name == "slow"
+        square = root.spawn(jobs.square, 7, executor=executor)
+    assert child.result() == "ignored" and square.result() == 49
 
     async def main() -> int:
         op = asyncop.current_operation()
@@ -94,6 +96,18 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
         return await op.spawn(jobs.square, 5, executor=executor)  # type: ignore[no-any-return]
 
     assert runtime.run(main) == 25
+
+
+def test_each_job_gets_its_own_copy_of_a_callable_object(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # Plain functions are looked up once per process; an object with state
+    # is unpickled afresh for every job, as the caller pickled it.
+    tally = jobs.Tally()
+    ops = [runtime.spawn(tally, executor=executor) for _ in range(6)]
+    assert [op.wait(30).value for op in ops] == [1] * 6
+    squares = [runtime.spawn(jobs.square, i, executor=executor) for i in (2, 3)]
+    assert [op.wait(30).value for op in squares] == [4, 9]
 
 
 def test_failure_keeps_the_remote_traceback(
