@@ -89,7 +89,9 @@ def _init_worker(shared: _Shared) -> None:
     _pid = os.getpid()
 
 
-def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes) -> bytes:
+def _run_job(
+    seq: int, slot: int, fn_payload: bytes, args_payload: bytes
+) -> bytes | tuple[Any, ...]:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -110,7 +112,7 @@ def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes) -> byt
 
     token = RemoteToken(poll, POLL, f"job {seq} in process {_pid}", direct=True)
     try:
-        return run_call(token, fn_payload, args_payload)
+        return run_call(token, fn_payload, args_payload, plain=True)
     finally:
         # The job has ended: a kill the client asked for meanwhile will not
         # come (pebble kills only a worker still running the job).

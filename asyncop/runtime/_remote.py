@@ -65,7 +65,7 @@ import traceback
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Literal, final, overload
 
 from ..operations import AsyncOperation, CancellationError, Cancelled
 from ..operations._errors import only_cancelled
@@ -335,13 +335,38 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
 _functions: dict[bytes, Callable[..., Any]] = {}
 
 
-def run_call(token: RemoteToken, payload: bytes, args_payload: bytes | None = None) -> bytes:
+# The exact types of the results that always pickle (see run_call's plain).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+@overload
+def run_call(
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | None = None,
+    *,
+    plain: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool
+) -> bytes | tuple[Any, ...]: ...
+
+
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool = False
+) -> bytes | tuple[Any, ...]:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
     ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
-    the pickled ``fn`` alone (see ``pack_function``). Never raises: every
-    outcome, including a result that cannot be pickled, is a message for
-    the local side.
+    the pickled ``fn`` alone (see ``pack_function``). With ``plain`` (for an
+    engine that pickles what the job returns), a value of a type that always
+    pickles comes back as the message itself, not pickled: the engine's
+    pickling carries it, and ``decode_outcome`` skips one unpickling. Never
+    raises: every outcome, including a result that cannot be pickled, is a
+    message for the local side.
     """
     try:
         if args_payload is None:
@@ -372,6 +397,8 @@ def run_call(token: RemoteToken, payload: bytes, args_payload: bytes | None = No
     finally:
         _watcher.unregister(token)
         _current.reset(reset)
+    if plain and type(value) in _PLAIN:
+        return ("value", value)
     try:
         return pickle.dumps(("value", value))
     except Exception as exc:
@@ -402,9 +429,11 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.text.rstrip()}\n"""'
 
 
-def decode_outcome(data: bytes, job: RemoteJob) -> tuple[Any, BaseException | None]:
-    """Turn a worker's message into the local operation's value or error."""
-    message = pickle.loads(data)
+def decode_outcome(
+    data: bytes | tuple[Any, ...], job: RemoteJob
+) -> tuple[Any, BaseException | None]:
+    """Turn a worker's message (see ``run_call``) into the local operation's value or error."""
+    message = pickle.loads(data) if isinstance(data, bytes) else data
     kind = message[0]
     if kind == "value":
         return message[1], None

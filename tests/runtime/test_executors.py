@@ -98,6 +98,17 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
     assert runtime.run(main) == 25
 
 
+def test_values_of_every_kind_come_back_as_they_were(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    values = [None, True, 7, 2**100, 1.5, 2j, "text", b"\x00bytes", [1, "a"], {"k": (1, 2)}]
+    values.append(OperationState.CANCELLED)  # an int-like enum: pickled by reference
+    ops = [runtime.spawn(jobs.echo, value, executor=executor) for value in values]
+    back = [op.wait(30).value for op in ops]
+    assert back == values
+    assert [type(value) for value in back] == [type(value) for value in values]
+
+
 def test_each_job_gets_its_own_copy_of_a_callable_object(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
