@@ -52,17 +52,19 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import CancelledError
+from types import FunctionType
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout, cpu_count
 from ._remote import (
+    PICKLED_FUNCTIONS_MAX,
     JobState,
     RemoteExecutor,
     RemoteJob,
     RemoteToken,
     decode_outcome,
-    pack_function,
+    pack_call,
     run_call,
 )
 
@@ -151,6 +153,10 @@ class _Shared:
         self.__dict__.update(state)
 
 
+# Plain functions pickled by ProcessExecutor._pack, by reference (bounded:
+# cleared when full).
+_pickled_functions: dict[Callable[..., Any], bytes] = {}
+
 _live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
 
 
@@ -191,6 +197,11 @@ def _preload_in_forkserver(ctx: Any) -> None:
 
 @final
 class _ProcessJob(RemoteJob):
+    # A cancel while _send() runs finds the job without a slot, drops it
+    # (remote_done), and _send() then sends nothing: both hold the
+    # executor's lock. One that comes after finds the slot.
+    _cancel_while_sending = True
+
     __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
 
     def __init__(
@@ -201,13 +212,19 @@ class _ProcessJob(RemoteJob):
         name: str,
         abandon: bool,
     ) -> None:
-        super().__init__(name, abandon)
+        # RemoteJob's fields, set here rather than through super().__init__:
+        # one call less on the path of every spawn().
+        self.name = name
+        self.abandon = abandon
+        self.state = JobState.QUEUED
+        self._runtime: Any = None
+        self.op = None
         self.executor = executor
         self.seq = seq
         # The job's slot while the pool has it; None while it waits here
         # for one (more than SLOTS jobs in flight), or once dropped.
         self.slot: int | None = None
-        # The pickled function and arguments (see pack_function), until sent.
+        # The pickled function and arguments (see ProcessExecutor._pack), until sent.
         self.fn_payload, self.args_payload = payload
         self.future: Any = None
         # Set once the pool has reported the job's end (under the
@@ -222,6 +239,8 @@ class _ProcessJob(RemoteJob):
                     f"{executor!r} is shut down and takes no new jobs; cannot run "
                     f"{self.name!r}; make a new ProcessExecutor"
                 )
+            if self.remote_done:  # cancelled already (see _cancel_while_sending)
+                return
             executor._jobs.add(self)
             if not executor._free:
                 executor._waiting.append(self)
@@ -455,7 +474,23 @@ class ProcessExecutor(RemoteExecutor):
             )
 
     def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bytes, bytes]:
-        return pack_function(fn, args, self._kind)
+        """Pickle ``fn`` and ``args`` apart, for ``run_call(token, *payload)``.
+
+        A plain function pickles by reference, to the same bytes every time:
+        those are made once (and the worker unpickles them once).
+        """
+        try:
+            fn_payload = _pickled_functions.get(fn) if type(fn) is FunctionType else None
+            if fn_payload is None:
+                fn_payload = pickle.dumps(fn)
+                if type(fn) is FunctionType:
+                    if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
+                        _pickled_functions.clear()
+                    _pickled_functions[fn] = fn_payload
+            return fn_payload, pickle.dumps(args)
+        except Exception:
+            pack_call(pickle.dumps, fn, args, self._kind)  # raises the TypeError that names it
+            raise
 
     def _new_job(self, payload: tuple[bytes, bytes], name: str, abandon: bool) -> RemoteJob:
         return _ProcessJob(self, next(self._seq), payload, name, abandon)

@@ -84,7 +84,6 @@ __all__ = [
     "RemoteTraceback",
     "decode_outcome",
     "describe_fn",
-    "pack_function",
     "remote_token",
     "run_call",
 ]
@@ -104,7 +103,7 @@ def describe_fn(fn: object) -> str:
 # before it parks.
 TICK = 0.01
 LINGER = 1.0
-# How many pickled plain functions each side keeps (see pack_function).
+# How many pickled plain functions each side keeps (see ProcessExecutor._pack).
 PICKLED_FUNCTIONS_MAX = 1024
 
 _current: contextvars.ContextVar[RemoteToken | None] = contextvars.ContextVar(
@@ -330,7 +329,7 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 root.cancel(f"{token._where} was cancelled by its local operation")
 
 
-# In the worker: the plain functions unpickled from pack_function's bytes,
+# In the worker: the plain functions unpickled from ProcessExecutor._pack's bytes,
 # looked up once per process rather than imported again for every job.
 _functions: dict[bytes, Callable[..., Any]] = {}
 
@@ -361,7 +360,7 @@ def run_call(
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
     ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
-    the pickled ``fn`` alone (see ``pack_function``). With ``plain`` (for an
+    the pickled ``fn`` alone (see ``ProcessExecutor._pack``). With ``plain`` (for an
     engine that pickles what the job returns), a value of a type that always
     pickles comes back as the message itself, not pickled: the engine's
     pickling carries it, and ``decode_outcome`` skips one unpickling. Never
@@ -484,6 +483,11 @@ class RemoteJob:
 
     __slots__ = ("_runtime", "abandon", "name", "op", "state")
 
+    # Whether _on_cancel() copes with a cancel that comes while _send() runs
+    # (in another thread): then cancels reach the job from the start, and
+    # launch() takes the runtime's lock once instead of twice.
+    _cancel_while_sending = False
+
     # As a parked task, for dump(): waiting on one event, the job itself,
     # which no cancel ends (the job decides when the operation ends).
     status = WakerStatus.WAITING
@@ -541,10 +545,15 @@ class RemoteJob:
             op._ctx = None
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
+            early = self._cancel_while_sending
+            if early:
+                op._task = self
         try:
             self._send()
         except BaseException as exc:
             self.finish(None, exc)
+            return
+        if early:
             return
         # Cancels reach the job only once it is sent: one that came
         # meanwhile finds the job where the executor can take it back.
@@ -624,7 +633,7 @@ class RemoteExecutor:
 
     def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """Pickle the call; a TypeError names what cannot be pickled."""
-        return pack_call(pickle.dumps, fn, args, self._kind)
+        raise NotImplementedError
 
     def _new_job(self, payload: Any, name: str, abandon: bool) -> RemoteJob:
         raise NotImplementedError
@@ -666,31 +675,6 @@ class RemoteExecutor:
         )
         job.launch(op)
         return op
-
-
-# Plain functions pickled by pack_function, by reference: the same bytes
-# every time, so each is pickled once (bounded: cleared when full).
-_pickled_functions: dict[Callable[..., Any], bytes] = {}
-
-
-def pack_function(fn: Callable[..., Any], args: tuple[Any, ...], where: str) -> tuple[bytes, bytes]:
-    """Pickle ``fn`` and ``args`` apart, a plain function's bytes made once.
-
-    For ``run_call(token, *payload)``. Raises a TypeError naming what cannot
-    be pickled, as ``pack_call`` does.
-    """
-    try:
-        fn_payload = _pickled_functions.get(fn) if type(fn) is FunctionType else None
-        if fn_payload is None:
-            fn_payload = pickle.dumps(fn)
-            if type(fn) is FunctionType:
-                if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
-                    _pickled_functions.clear()
-                _pickled_functions[fn] = fn_payload
-        return fn_payload, pickle.dumps(args)
-    except Exception:
-        pack_call(pickle.dumps, fn, args, where)  # raises the TypeError that names it
-        raise
 
 
 def pack_call(

@@ -235,6 +235,57 @@ def test_jobs_beyond_the_slots_wait_their_turn_and_a_cancel_drops_them(
     assert not marker.exists()
 
 
+def test_a_cancel_racing_the_spawns_never_runs_a_job_it_reports_unstarted(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # A cancel that lands while spawn() sends the job must either take the
+    # job back before a worker starts it, or let it run and keep its value.
+    with asyncop.ProcessExecutor(2, kill_grace=30) as ex:
+        ops: list[asyncop.AsyncOperation[str]] = []
+        for round_ in range(15):
+            with runtime.scope() as root:
+                canceller = threading.Timer(0.002 * (round_ % 4), root.cancel)
+                canceller.start()
+                for i in range(30):
+                    marker = tmp_path / f"{round_}-{i}"
+                    ops.append(root.spawn(jobs.touch, str(marker), executor=ex, name=marker.name))
+                canceller.join()
+        assert all(op.wait(30).state is not OperationState.FAILED for op in ops)
+        wait_for(lambda: not ex._jobs)
+    ran = {path.name for path in tmp_path.iterdir()}
+    for op in ops:
+        if op.state is OperationState.COMPLETED:
+            assert op.name in ran
+        else:
+            assert op.name not in ran, f"{op.name} ran although its operation was cancelled"
+    assert any(op.state is OperationState.CANCELLED for op in ops)
+
+
+def test_a_cancel_landing_while_the_job_is_sent_takes_it_back(
+    runtime: asyncop.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancel comes (from another thread, in real life) after spawn()
+    # started the operation and before the job has its slot.
+    from asyncop.runtime import _executors
+
+    send = _executors._ProcessJob._send
+
+    def cancelled_first(job: _executors._ProcessJob) -> None:
+        assert job.op is not None
+        job.op.cancel("too late")
+        send(job)
+
+    monkeypatch.setattr(_executors._ProcessJob, "_send", cancelled_first)
+    marker = tmp_path / "never"
+    with asyncop.ProcessExecutor(1) as ex:
+        op = runtime.spawn(jobs.touch, str(marker), executor=ex)
+        assert op.wait(5).state is OperationState.CANCELLED
+        assert ex._jobs == set() and len(ex._free) == _executors.SLOTS
+        monkeypatch.setattr(_executors._ProcessJob, "_send", send)
+        assert runtime.spawn(jobs.square, 3, executor=ex).wait(30).value == 9
+    assert not marker.exists()
+
+
 def test_cancel_before_the_first_step_never_sends(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, tmp_path: Path
 ) -> None:
