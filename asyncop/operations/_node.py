@@ -811,7 +811,7 @@ class AsyncOperation(Generic[T]):
         self._state = _PENDING
 
     def _transition_to_running(self) -> bool:
-        """PENDING -> RUNNING (CREATED -> RUNNING for a scope).
+        """PENDING -> RUNNING (CREATED -> RUNNING for a scope or a remote operation).
 
         Returns False when a cancel got there first: the worker that popped
         the operation must then drop it without running it.
@@ -819,7 +819,7 @@ class AsyncOperation(Generic[T]):
         if self._outcome is not Outcome.NONE:
             return False
         assert self._state is _PENDING or (
-            self._state is _CREATED and self._kind is OpKind.SCOPE
+            self._state is _CREATED and (self._kind is OpKind.SCOPE or self._kind is OpKind.REMOTE)
         ), self._state
         self._state = _RUNNING
         return True

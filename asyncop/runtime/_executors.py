@@ -303,8 +303,10 @@ class _ProcessJob(RemoteJob):
                     "the job did not finish"
                 ))
             else:
-                value, exc = decode_outcome(data, self)
-                self.finish(value, exc)
+                if type(data) is tuple and data[0] == "value":  # the common case, inline
+                    self.finish(data[1], None)
+                else:
+                    self.finish(*decode_outcome(data, self))
         finally:
             self._remote_ended()
 

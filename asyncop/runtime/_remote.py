@@ -538,8 +538,7 @@ class RemoteJob:
                         f"cannot start {op.name!r}, make a new Runtime"
                     )
                 runtime._track_root_locked(op)
-            op._transition_to_pending()
-            op._transition_to_running()
+            op._transition_to_running()  # (never PENDING: no worker ever pops it)
             # No local code runs in it: no context to keep (a child spawned
             # under it copies the spawning thread's, as under a scope).
             op._ctx = None
