@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
-    from ._node import AsyncOperation
+    from ._node import AsyncOperation, OpKind
 
 __all__ = ["After", "RuntimeHooks", "StartFn", "install_start", "start_child"]
 
@@ -40,10 +40,14 @@ class RuntimeHooks(Protocol):
         *,
         parent: AsyncOperation | None,
         name: str | None,
+        kind: OpKind | None = None,
         submit: bool = False,
         supervise: bool = False,
     ) -> AsyncOperation:
-        """Make an operation; with ``submit``, link and queue it in one locked step."""
+        """Make an operation; with ``submit``, link and queue it in one locked step.
+
+        ``kind`` is worked out from ``fn`` unless given.
+        """
         ...
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...

@@ -118,6 +118,11 @@ class OpKind(enum.Enum):
     SYNC = "sync"  # a plain function, run on a worker thread
     CORO = "coroutine"  # an async def function, stepped by the workers
     SCOPE = "scope"  # the body of a with block, run by the caller's thread
+    # A plain function run by an executor in another process: made with
+    # submit=False and started by its remote job, never run by a worker.
+    # Its ``_task`` slot holds that job once it is sent, and a cancel of the
+    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
+    REMOTE = "remote"
 
 
 def run_after(after: After) -> None:
@@ -494,7 +499,14 @@ class AsyncOperation(Generic[T]):
                     unstarted.append(node)
                     node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
-                node.runtime._on_cancel_running_locked(node, after)
+                if node._kind is OpKind.REMOTE:
+                    # Its job (see OpKind.REMOTE) applies its executor's rule,
+                    # once the lock is released, like an on_cancel callback.
+                    job = node._task
+                    if job is not None:
+                        after.append(job._on_cancel)
+                else:
+                    node.runtime._on_cancel_running_locked(node, after)
                 if redo and node._outcome is not Outcome.NONE:
                     unstarted.append(node)  # its work has ended: finalize it if it can
             else:
@@ -815,7 +827,7 @@ class AsyncOperation(Generic[T]):
         self._state = _PENDING
 
     def _transition_to_running(self) -> bool:
-        """PENDING -> RUNNING (CREATED -> RUNNING for a scope).
+        """PENDING -> RUNNING (CREATED -> RUNNING for a scope or a remote operation).
 
         Returns False when a cancel got there first: the worker that popped
         the operation must then drop it without running it.
@@ -823,7 +835,7 @@ class AsyncOperation(Generic[T]):
         if self._outcome is not Outcome.NONE:
             return False
         assert self._state is _PENDING or (
-            self._state is _CREATED and self._kind is OpKind.SCOPE
+            self._state is _CREATED and (self._kind is OpKind.SCOPE or self._kind is OpKind.REMOTE)
         ), self._state
         self._state = _RUNNING
         return True

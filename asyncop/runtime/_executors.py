@@ -50,12 +50,23 @@ import pickle
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import CancelledError
+from types import FunctionType
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout, cpu_count
-from ._remote import JobState, RemoteExecutor, RemoteJob, RemoteToken, decode_outcome, run_call
+from ._remote import (
+    PICKLED_FUNCTIONS_MAX,
+    JobState,
+    RemoteExecutor,
+    RemoteJob,
+    RemoteToken,
+    decode_outcome,
+    pack_call,
+    run_call,
+)
 
 __all__ = ["ProcessExecutor"]
 
@@ -71,14 +82,18 @@ REAP_WAIT = 10.0
 # -- in the worker process ---------------------------------------------------------
 
 _shared: _Shared | None = None
+_pid = 0
 
 
 def _init_worker(shared: _Shared) -> None:
-    global _shared
+    global _shared, _pid
     _shared = shared
+    _pid = os.getpid()
 
 
-def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
+def _run_job(
+    seq: int, slot: int, fn_payload: bytes, args_payload: bytes
+) -> bytes | tuple[Any, ...]:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -88,7 +103,7 @@ def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
         if shared.cancel[slot] == seq:
             return _DROPPED
         shared.start[slot] = seq
-        shared.pid[slot] = os.getpid()
+        shared.pid[slot] = _pid
     finally:
         if locked:
             shared.lock.release()
@@ -97,9 +112,9 @@ def _run_job(seq: int, slot: int, payload: bytes) -> bytes:
     def poll() -> bool:
         return bool(cancel[slot] == seq)
 
-    token = RemoteToken(poll, POLL, f"job {seq} in process {os.getpid()}", direct=True)
+    token = RemoteToken(poll, POLL, f"job {seq} in process {_pid}", direct=True)
     try:
-        return run_call(token, payload)
+        return run_call(token, fn_payload, args_payload, plain=True)
     finally:
         # The job has ended: a kill the client asked for meanwhile will not
         # come (pebble kills only a worker still running the job).
@@ -137,6 +152,10 @@ class _Shared:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+
+# Plain functions pickled by ProcessExecutor._pack, by reference (bounded:
+# cleared when full).
+_pickled_functions: dict[Callable[..., Any], bytes] = {}
 
 _live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
 
@@ -178,16 +197,35 @@ def _preload_in_forkserver(ctx: Any) -> None:
 
 @final
 class _ProcessJob(RemoteJob):
+    # A cancel while _send() runs finds the job without a slot, drops it
+    # (remote_done), and _send() then sends nothing: both hold the
+    # executor's lock. One that comes after finds the slot.
+    _cancel_while_sending = True
+
+    __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
+
     def __init__(
-        self, executor: ProcessExecutor, seq: int, payload: bytes, name: str, abandon: bool
+        self,
+        executor: ProcessExecutor,
+        seq: int,
+        payload: tuple[bytes, bytes],
+        name: str,
+        abandon: bool,
     ) -> None:
-        super().__init__(name, abandon)
+        # RemoteJob's fields, set here rather than through super().__init__:
+        # one call less on the path of every spawn().
+        self.name = name
+        self.abandon = abandon
+        self.state = JobState.QUEUED
+        self._runtime: Any = None
+        self.op = None
         self.executor = executor
         self.seq = seq
         # The job's slot while the pool has it; None while it waits here
         # for one (more than SLOTS jobs in flight), or once dropped.
         self.slot: int | None = None
-        self.payload = payload
+        # The pickled function and arguments (see ProcessExecutor._pack), until sent.
+        self.fn_payload, self.args_payload = payload
         self.future: Any = None
         # Set once the pool has reported the job's end (under the
         # executor's lock, which shutdown() waits on).
@@ -201,6 +239,8 @@ class _ProcessJob(RemoteJob):
                     f"{executor!r} is shut down and takes no new jobs; cannot run "
                     f"{self.name!r}; make a new ProcessExecutor"
                 )
+            if self.remote_done:  # cancelled already (see _cancel_while_sending)
+                return
             executor._jobs.add(self)
             if not executor._free:
                 executor._waiting.append(self)
@@ -214,14 +254,16 @@ class _ProcessJob(RemoteJob):
         # already, or stopped the pool, which then refuses it.
         executor = self.executor
         try:
-            future = executor._pool.schedule(_run_job, args=(self.seq, self.slot, self.payload))
+            future = executor._pool.schedule(
+                _run_job, args=(self.seq, self.slot, self.fn_payload, self.args_payload)
+            )
         except BaseException as exc:
             self._remote_ended()
             self.finish(None, exc)
             return
         self.future = future
-        self.payload = b""
-        future.add_done_callback(self._on_done)
+        self.fn_payload = self.args_payload = b""
+        future.add_done_callback(self)  # see __call__
 
     def _started(self) -> bool:
         slot = self.slot
@@ -238,27 +280,33 @@ class _ProcessJob(RemoteJob):
             self._mark(JobState.RUNNING)
         return super().describe()
 
-    def _on_done(self, future: Any) -> None:
+    def __call__(self, future: Any) -> None:
+        """End the operation with the job's outcome, once the pool is done with it."""
+        # The future's done callback, in pebble's thread that reads the
+        # workers' messages. The job itself rather than a bound method: one
+        # object less per job for the collector to track.
         try:
-            if future.cancelled():
-                self._wait_gone()
-                self.finish(None, Cancelled(
-                    f"{self.name!r} was killed after {self.executor._grace:g} s: it ignored "
-                    "its remote token"
-                ))
-                return
-            error = future.exception()
-            if error is not None:
-                if isinstance(error, CancelledError):
-                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
-                else:
-                    self.finish(None, BrokenResourceError(
-                        f"the worker process running {self.name!r} died ({error}); "
-                        "the job did not finish"
+            try:
+                data = future.result()  # done: this does not block
+            except CancelledError:
+                if future.cancelled():  # our kill (see _kill)
+                    self._wait_gone()
+                    self.finish(None, Cancelled(
+                        f"{self.name!r} was killed after {self.executor._grace:g} s: it "
+                        "ignored its remote token"
                     ))
-                return
-            value, exc = decode_outcome(future.result(), self)
-            self.finish(value, exc)
+                else:
+                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
+            except BaseException as error:
+                self.finish(None, BrokenResourceError(
+                    f"the worker process running {self.name!r} died ({error}); "
+                    "the job did not finish"
+                ))
+            else:
+                if type(data) is tuple and data[0] == "value":  # the common case, inline
+                    self.finish(data[1], None)
+                else:
+                    self.finish(*decode_outcome(data, self))
         finally:
             self._remote_ended()
 
@@ -267,12 +315,15 @@ class _ProcessJob(RemoteJob):
         executor = self.executor
         with executor._lock:
             self.remote_done = True
+            # The future keeps its done callback, this job: drop the future,
+            # or the two would wait for the garbage collector together.
+            self.future = None
             executor._jobs.discard(self)
             if not executor._jobs:
                 executor._idle.notify_all()
             if self.slot is not None:
                 executor._free.append(self.slot)
-            successor = executor._next_waiting_locked()
+            successor = executor._next_waiting_locked() if executor._waiting else None
         if successor is not None:
             successor._schedule()
 
@@ -424,7 +475,26 @@ class ProcessExecutor(RemoteExecutor):
                 "make a new ProcessExecutor"
             )
 
-    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bytes, bytes]:
+        """Pickle ``fn`` and ``args`` apart, for ``run_call(token, *payload)``.
+
+        A plain function pickles by reference, to the same bytes every time:
+        those are made once (and the worker unpickles them once).
+        """
+        try:
+            fn_payload = _pickled_functions.get(fn) if type(fn) is FunctionType else None
+            if fn_payload is None:
+                fn_payload = pickle.dumps(fn)
+                if type(fn) is FunctionType:
+                    if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
+                        _pickled_functions.clear()
+                    _pickled_functions[fn] = fn_payload
+            return fn_payload, pickle.dumps(args)
+        except Exception:
+            pack_call(pickle.dumps, fn, args, self._kind)  # raises the TypeError that names it
+            raise
+
+    def _new_job(self, payload: tuple[bytes, bytes], name: str, abandon: bool) -> RemoteJob:
         return _ProcessJob(self, next(self._seq), payload, name, abandon)
 
     def shutdown(self) -> None:

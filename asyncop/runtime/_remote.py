@@ -1,9 +1,9 @@
 """Remote work: operations whose own work runs in another process.
 
-``spawn(fn, *args, executor=ex)`` makes an ordinary coroutine operation whose
-only step is to hand ``fn(*args)`` to ``ex`` and wait for it. Everything the
-tree knows (state, deadline, ``cancel()``, ``dump()``, failures climbing as
-an ``ExceptionGroup``) comes from that local operation; this module is the
+``spawn(fn, *args, executor=ex)`` makes an ordinary operation of the tree
+whose own work is ``fn(*args)`` run by ``ex``. Everything the tree knows
+(state, deadline, ``cancel()``, ``dump()``, failures climbing as an
+``ExceptionGroup``) comes from that local operation; this module is the
 bridge between it and the job on the other side. The engines themselves are
 someone else's: ``ProcessExecutor`` drives a pebble process pool, and
 ``asyncop.dask.DaskExecutor`` a ``distributed.Client``.
@@ -24,13 +24,14 @@ A :class:`RemoteJob` is one job of one executor. Its states::
   or abandon).
 - DONE: the local operation has its outcome.
 
-The job is sent from the spawning thread, as soon as the operation exists
-(``RemoteJob.launch``). The operation's task then waits on
-:class:`RemoteWait`, which is not a cancellable wait (like
-``spawn_blocking``): a cancel of the operation reaches the job through an
-``on_cancel`` callback of the operation's token, and the job, not the
-cancel, decides when the wait ends. Only ``RemoteJob.finish`` ends it, once;
-the outcome waits in the job if the task has not made its first step yet.
+The operation has no task and no worker thread of the runtime ever runs it
+(its kind is ``OpKind.REMOTE``): ``RemoteJob.launch``, in the spawning
+thread, turns it RUNNING and sends the job, and ``RemoteJob.finish``, in
+whichever thread learns the outcome (the engine's), ends its work, once. A
+job thus costs the runtime no thread handoff at all. A cancel of the
+operation sets its token, like the cancel of any running sync work; the
+job learns of it through an ``on_cancel`` callback of the token, and the
+job, not the cancel, decides when the operation ends.
 
 Crossing the wire
 -----------------
@@ -56,20 +57,31 @@ from __future__ import annotations
 import contextvars
 import enum
 import inspect
+import os
 import pickle
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, final
+from inspect import CO_COROUTINE
+from types import FunctionType
+from typing import TYPE_CHECKING, Any, Literal, final, overload
 
-from ..operations import AsyncOperation, CancellationError, Cancelled, CancelToken
+from ..operations import (
+    AsyncOperation,
+    CancellationError,
+    Cancelled,
+    OpKind,
+    Outcome,
+    only_cancelled,
+    run_after,
+)
 from ..platform import check_timeout
 from ._scheduler import live_runtimes
-from ._waker import Subscription, WaitEvent
+from ._waker import WakerStatus
 
 if TYPE_CHECKING:
-    from ..operations import CancelHandle, RuntimeHooks
+    from ..operations import After, RuntimeHooks
 
 __all__ = [
     "JobState",
@@ -93,6 +105,14 @@ def describe_fn(fn: object) -> str:
 # The remote side: tokens and the watcher
 # ---------------------------------------------------------------------------
 
+# How often the watcher wakes to poll (no token is polled more often than
+# its period), and how long it keeps polling after the last token is gone
+# before it parks.
+TICK = 0.01
+LINGER = 1.0
+# How many pickled plain functions each side keeps (see ProcessExecutor._pack).
+PICKLED_FUNCTIONS_MAX = 1024
+
 _current: contextvars.ContextVar[RemoteToken | None] = contextvars.ContextVar(
     "asyncop_remote_token", default=None
 )
@@ -107,7 +127,7 @@ class RemoteToken:
     ``DaskExecutor`` job.
     """
 
-    __slots__ = ("_direct", "_flag", "_next_poll", "_period", "_poll", "_where")
+    __slots__ = ("_cancelled", "_direct", "_event", "_next_poll", "_period", "_poll", "_where")
 
     def __init__(
         self, poll: Callable[[], bool], period: float, where: str, *, direct: bool = False
@@ -117,13 +137,16 @@ class RemoteToken:
         self._direct = direct
         self._period = period
         self._where = where
-        self._flag = threading.Event()
+        # Set once by the watcher; the event is made for the first wait()
+        # (most jobs never wait on their token). Both under _token_lock.
+        self._cancelled = False
+        self._event: threading.Event | None = None
         self._next_poll = time.monotonic() + period
 
     @property
     def cancelled(self) -> bool:
         """True once the local operation was cancelled."""
-        return self._flag.is_set() or (self._direct and self._poll())
+        return self._cancelled or (self._direct and self._poll())
 
     def check(self) -> None:
         """Raise ``Cancelled`` if the local operation was cancelled.
@@ -144,15 +167,33 @@ class RemoteToken:
             True if the token is cancelled, False if the timeout passed.
         """
         limit = check_timeout(timeout, "remote_token().wait(timeout=...)")
+        with _token_lock:
+            if self._cancelled:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
         if limit is None:
-            while not self._flag.wait(3600.0):
+            while not event.wait(3600.0):
                 pass
             return True
-        return self._flag.wait(limit)
+        return event.wait(limit)
+
+    def _set(self) -> None:
+        """Mark the token cancelled and wake its waiters (the watcher's job)."""
+        with _token_lock:
+            self._cancelled = True
+            event = self._event
+        if event is not None:
+            event.set()
 
     def __repr__(self) -> str:
-        state = "cancelled" if self._flag.is_set() else "live"
+        state = "cancelled" if self._cancelled else "live"
         return f"<RemoteToken of {self._where} {state}>"
+
+
+# Guards the tokens' lazy events (rarely taken: a first wait(), a cancel).
+_token_lock = threading.Lock()
 
 
 def remote_token() -> RemoteToken:
@@ -178,51 +219,100 @@ def remote_token() -> RemoteToken:
 
 @final
 class _Watcher:
-    """Polls the tokens of the jobs running in this process; one per process."""
+    """Polls the tokens of the jobs running in this process; one per process.
+
+    Registering a token wakes nobody while the thread is polling: it finds
+    the token at its next tick (a token's first poll is one period after it
+    is made anyway, and a tick is as long as the longest period). Only after
+    ``LINGER`` seconds without a token does the thread park, and only then
+    does a new token wake it. A stream of short jobs thus costs no thread
+    switch per job, and an idle process no CPU.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._tokens: set[RemoteToken] = set()
+        # A dict, not a set: insertion and removal are single steps that
+        # need no lock, and a snapshot is one list() call.
+        self._tokens: dict[RemoteToken, None] = {}
+        # Set and cleared under _cond: the thread, while it runs; whether it
+        # waits for a token with no timeout.
         self._thread: threading.Thread | None = None
+        self._parked = False
 
     def register(self, token: RemoteToken) -> None:
-        with self._cond:
-            self._tokens.add(token)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._main, name="asyncop-remote-token-watcher", daemon=True
-                )
-                self._thread.start()
-            else:
-                self._cond.notify()
+        self._tokens[token] = None
+        # Read after the insertion: the thread sets _parked before it looks
+        # at _tokens a last time, so either it sees the token or we see it
+        # parked (and it waits under _cond, so the notify cannot be lost).
+        if self._parked or self._thread is None:
+            with self._cond:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._main, name="asyncop-remote-token-watcher", daemon=True
+                    )
+                    self._thread.start()
+                elif self._parked:
+                    self._cond.notify()
 
     def unregister(self, token: RemoteToken) -> None:
-        with self._cond:
-            self._tokens.discard(token)
+        self._tokens.pop(token, None)
+
+    def _after_fork(self) -> None:
+        # The child has no watcher thread, and none of the parent's jobs.
+        self._cond = threading.Condition(threading.Lock())
+        self._tokens = {}
+        self._thread = None
+        self._parked = False
 
     def _main(self) -> None:
-        while True:
+        try:
+            self._poll_tokens()
+        finally:
+            # Never expected; the next register() starts a new thread.
             with self._cond:
-                while not self._tokens:
-                    self._cond.wait()
-                tokens = [t for t in self._tokens if not t._flag.is_set()]
+                self._thread = None
+                self._parked = False
+
+    def _poll_tokens(self) -> None:
+        idle_since: float | None = None
+        while True:
+            # A fixed beat, whatever the tokens' periods: waking more often
+            # would take the GIL from the jobs for polls that find nothing.
+            time.sleep(TICK)
+            tokens = list(self._tokens)
             now = time.monotonic()
-            soonest = now + 0.01
+            if not tokens:
+                if idle_since is None:
+                    idle_since = now
+                elif now - idle_since >= LINGER:
+                    with self._cond:
+                        self._parked = True
+                        if not self._tokens:
+                            # One wake-up, then back to polling for a while,
+                            # even if that job has already ended (as most
+                            # have by the time this thread runs): waiting
+                            # again would cost a wake-up per job.
+                            self._cond.wait()
+                        self._parked = False
+                    idle_since = None
+                continue
+            idle_since = None
             for token in tokens:
-                if token._next_poll <= now:
-                    token._next_poll = now + token._period
-                    try:
-                        hit = token._poll()
-                    except Exception:  # the engine went away; the job ends anyway
-                        hit = False
-                    if hit:
-                        token._flag.set()
-                        _cancel_remote_roots(token)
-                soonest = min(soonest, token._next_poll)
-            time.sleep(max(0.0, soonest - time.monotonic()))
+                if token._cancelled or token._next_poll > now:
+                    continue
+                token._next_poll = now + token._period
+                try:
+                    hit = token._poll()
+                except Exception:  # the engine went away; the job ends anyway
+                    hit = False
+                if hit:
+                    token._set()
+                    _cancel_remote_roots(token)
 
 
 _watcher = _Watcher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watcher._after_fork)
 
 
 def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
@@ -244,14 +334,56 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 root.cancel(f"{token._where} was cancelled by its local operation")
 
 
-def run_call(token: RemoteToken, payload: bytes) -> bytes:
+# In the worker: the plain functions unpickled from ProcessExecutor._pack's bytes,
+# looked up once per process rather than imported again for every job.
+_functions: dict[bytes, Callable[..., Any]] = {}
+
+
+# The exact types of the results that always pickle (see run_call's plain).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+@overload
+def run_call(
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | None = None,
+    *,
+    plain: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool
+) -> bytes | tuple[Any, ...]: ...
+
+
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool = False
+) -> bytes | tuple[Any, ...]:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
-    Never raises: every outcome, including a result that cannot be pickled,
-    is a message for the local side.
+    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
+    the pickled ``fn`` alone (see ``ProcessExecutor._pack``). With ``plain`` (for an
+    engine that pickles what the job returns), a value of a type that always
+    pickles comes back as the message itself, not pickled: the engine's
+    pickling carries it, and ``decode_outcome`` skips one unpickling. Never
+    raises: every outcome, including a result that cannot be pickled, is a
+    message for the local side.
     """
     try:
-        fn, args = pickle.loads(payload)
+        if args_payload is None:
+            fn, args = pickle.loads(payload)
+        else:
+            fn = _functions.get(payload)
+            if fn is None:
+                fn = pickle.loads(payload)
+                if type(fn) is FunctionType:  # a reference: it finds the same function
+                    if len(_functions) >= PICKLED_FUNCTIONS_MAX:
+                        _functions.clear()
+                    _functions[payload] = fn
+            args = pickle.loads(args_payload)
     except BaseException as exc:
         return _pack_error(exc, "unpickling the call in the worker")
     reset = _current.set(token)
@@ -261,7 +393,7 @@ def run_call(token: RemoteToken, payload: bytes) -> bytes:
     except (Cancelled, CancellationError) as exc:
         # Cancelled escaped the job, or a runtime inside it, whose roots the
         # token cancelled, reported them as results it cannot give.
-        if token._flag.is_set() or token._poll():
+        if token._cancelled or token._poll():
             return pickle.dumps(("cancelled",))
         return _pack_error(exc, traceback.format_exc())
     except BaseException as exc:
@@ -269,6 +401,8 @@ def run_call(token: RemoteToken, payload: bytes) -> bytes:
     finally:
         _watcher.unregister(token)
         _current.reset(reset)
+    if plain and type(value) in _PLAIN:
+        return ("value", value)
     try:
         return pickle.dumps(("value", value))
     except Exception as exc:
@@ -299,9 +433,11 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.text.rstrip()}\n"""'
 
 
-def decode_outcome(data: bytes, job: RemoteJob) -> tuple[Any, BaseException | None]:
-    """Turn a worker's message into the local operation's value or error."""
-    message = pickle.loads(data)
+def decode_outcome(
+    data: bytes | tuple[Any, ...], job: RemoteJob
+) -> tuple[Any, BaseException | None]:
+    """Turn a worker's message (see ``run_call``) into the local operation's value or error."""
+    message = pickle.loads(data) if isinstance(data, bytes) else data
     kind = message[0]
     if kind == "value":
         return message[1], None
@@ -340,19 +476,33 @@ class JobState(enum.Enum):
 
 
 class RemoteJob:
-    """The local side of one remote job; executors subclass it."""
+    """The local side of one remote job; executors subclass it.
+
+    ``state`` is written under the runtime's lock once the job is launched.
+    Once sent, the job sits in its operation's ``_task`` slot: a cancel of
+    the operation calls its ``_on_cancel()`` from there (see
+    ``OpKind.REMOTE``), and ``Runtime.dump()``, which looks there for what a
+    parked task waits on, finds the job standing in for one. Nothing else
+    reads that slot: no worker ever runs the operation.
+    """
+
+    __slots__ = ("_runtime", "abandon", "name", "op", "state")
+
+    # Whether _on_cancel() copes with a cancel that comes while _send() runs
+    # (in another thread): then cancels reach the job from the start, and
+    # launch() takes the runtime's lock once instead of twice.
+    _cancel_while_sending = False
+
+    # As a parked task, for dump(): waiting on one event, the job itself,
+    # which no cancel ends (the job decides when the operation ends).
+    status = WakerStatus.WAITING
+    cancellable = False
 
     def __init__(self, name: str, abandon: bool) -> None:
         self.name = name
         self.abandon = abandon
         self.state = JobState.QUEUED
-        self._lock = threading.Lock()
-        # The operation's wait, once its task has made its first step; the
-        # outcome, once the job has ended (either may come first).
-        self._sub: Subscription | None = None
-        self._outcome: tuple[Any, BaseException | None] | None = None
         self._runtime: Any = None
-        self._handle: CancelHandle | None = None
         self.op: AsyncOperation | None = None
 
     # -- what executors implement ------------------------------------------
@@ -372,64 +522,85 @@ class RemoteJob:
     # -- shared -------------------------------------------------------------
 
     def launch(self, op: AsyncOperation) -> None:
-        """Send the job for ``op``, from the spawning thread.
+        """Start ``op`` (made by ``_new_operation``, not submitted) and send the job.
 
-        Sending here rather than at the task's first step saves a handoff to
-        a worker thread per job. A task cancelled before its first step
-        never runs, so the job learns of the cancel from the token instead.
+        From the spawning thread. An operation born cancelled under a
+        cancelled parent has ended already: nothing is sent.
+
+        Raises:
+            RuntimeError: ``op`` is a root and the runtime is shut down.
         """
         self.op = op
-        if op.done:  # born cancelled under a cancelled parent: send nothing
-            return
         runtime: Any = op.runtime
         self._runtime = runtime
         with runtime._lock:
+            if op._outcome is not Outcome.NONE:
+                return
+            if op.parent is None:
+                if runtime._closing:
+                    raise RuntimeError(
+                        f"Runtime {runtime.name!r} is shut down and takes no new operations; "
+                        f"cannot start {op.name!r}, make a new Runtime"
+                    )
+                runtime._track_root_locked(op)
+            op._transition_to_running()  # (never PENDING: no worker ever pops it)
+            # No local code runs in it: no context to keep (a child spawned
+            # under it copies the spawning thread's, as under a scope).
+            op._ctx = None
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
+            early = self._cancel_while_sending
+            if early:
+                op._task = self
         try:
             self._send()
         except BaseException as exc:
             self.finish(None, exc)
             return
-        token: CancelToken = op.token
-        handle: CancelHandle | None = token.on_cancel(self._on_cancel)
-        with self._lock:
-            if self.state is not JobState.DONE:
-                self._handle = handle
-                handle = None
-        if handle is not None:  # the job ended already: nothing left to cancel
-            handle.remove()
-
-    def attach(self, sub: Subscription) -> None:
-        """The task waits now: hand it the outcome, at once if there is one."""
-        with self._lock:
-            self._sub = sub
-            outcome = self._outcome
-        if outcome is not None:
-            sub.fire(*outcome)
+        if early:
+            return
+        # Cancels reach the job only once it is sent: one that came
+        # meanwhile finds the job where the executor can take it back.
+        with runtime._lock:
+            if self.state is JobState.DONE:  # it ended already: nothing left to cancel
+                return
+            op._task = self
+            cancelled = op._cancelled
+        if cancelled:
+            self._on_cancel()
 
     def finish(self, value: Any, error: BaseException | None) -> bool:
-        """End the local wait with this outcome; False if it had ended already."""
-        with self._lock:
+        """End the operation's work with this outcome; False if it had ended already."""
+        if error is None:
+            outcome = Outcome.VALUE
+        elif only_cancelled(error):
+            outcome, error = Outcome.CANCELLED, None
+        else:
+            outcome = Outcome.ERROR
+        op = self.op
+        assert op is not None
+        runtime = self._runtime
+        after: After = []
+        # A with-statement: a cancel from the main thread may come here.
+        with runtime._lock:
             if self.state is JobState.DONE:
                 return False
             self.state = JobState.DONE
-            self._outcome = (value, error)
-            sub = self._sub
-            handle = self._handle
-            self._handle = None
-        runtime = self._runtime
-        with runtime._lock:
             runtime._outside_work -= 1
-        if sub is not None:
-            sub.fire(value, error)
-        if handle is not None:
-            handle.remove()
+            last = runtime._outside_work == 0
+            op._end_work_locked(outcome, value, error, after)
+        if after:
+            run_after(after)
+        if last:
+            # No worker ran this operation, so none parks after it: have one
+            # look again at what only waited for outside work to end (an
+            # autojump of a virtual clock, wait_all_blocked()).
+            runtime._clock_advanced()
         return True
 
     def _mark(self, state: JobState) -> bool:
         """QUEUED/RUNNING -> ``state``; False once cancelling or done."""
-        with self._lock:
+        with self._runtime._lock:
             if self.state is JobState.DONE or self.state is JobState.CANCELLING:
                 return False
             self.state = state
@@ -438,30 +609,25 @@ class RemoteJob:
     def describe(self) -> str:
         return f"{self.name} {self.state.value} in {self.where()}"
 
+    # -- as a parked task, for dump() ------------------------------------------
 
-@final
-class RemoteWait(WaitEvent):
-    """The local operation's one wait: for its remote job to end."""
+    @property
+    def task(self) -> AsyncOperation | None:
+        return self.op
 
-    __slots__ = ("job",)
+    @property
+    def events(self) -> tuple[RemoteJob]:
+        return (self,)
 
-    # The job decides when the wait ends; a cancel reaches it through the
-    # token's on_cancel callback instead (see the module docstring).
-    cancellable = False
-
-    def __init__(self, job: RemoteJob) -> None:
-        self.job = job
-
-    def _arm(self, sub: Subscription) -> None:
-        self.job.attach(sub)
+    @property
+    def event(self) -> RemoteJob:
+        return self
 
     def _describe(self) -> str:
-        return self.job.describe()
+        return self.describe()
 
-
-async def _remote_main(job: RemoteJob) -> Any:
-    # The whole of a remote operation's local work.
-    return await RemoteWait(job)
+    def suspension_point(self) -> None:
+        return None
 
 
 class RemoteExecutor:
@@ -469,11 +635,11 @@ class RemoteExecutor:
 
     _kind = "executor"
 
-    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """Pickle the call; a TypeError names what cannot be pickled."""
-        return pack_call(pickle.dumps, fn, args, self._kind)
+        raise NotImplementedError
 
-    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+    def _new_job(self, payload: Any, name: str, abandon: bool) -> RemoteJob:
         raise NotImplementedError
 
     def _check_open(self, name: str) -> None:
@@ -496,7 +662,11 @@ class RemoteExecutor:
             raise TypeError(
                 f"cannot run {fn!r} on {self!r}: it is not callable; pass a plain function"
             )
-        if inspect.iscoroutinefunction(fn):
+        if (
+            fn.__code__.co_flags & CO_COROUTINE
+            if type(fn) is FunctionType
+            else inspect.iscoroutinefunction(fn)
+        ):
             raise TypeError(
                 f"cannot run async function {label!r} on {self!r}: executors run plain "
                 "functions; start an asyncop Runtime inside a plain function instead"
@@ -505,7 +675,7 @@ class RemoteExecutor:
         payload = self._pack(fn, args)
         job = self._new_job(payload, label, bool(abandon))
         op = runtime._new_operation(
-            _remote_main, (job,), parent=parent, name=label, submit=True, supervise=supervise
+            None, (), parent=parent, name=label, kind=OpKind.REMOTE, supervise=supervise
         )
         job.launch(op)
         return op

@@ -114,3 +114,18 @@ class UnpicklableError(Exception):
 
 def raise_unpicklable() -> None:
     raise UnpicklableError
+
+
+class Tally:
+    """A callable object with state: each call counts itself."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        return self.calls
+
+
+def echo(value: object) -> object:
+    return value

@@ -7,12 +7,14 @@ shutdown with work in flight, and no process left behind.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pytest
 import asyncop
 from asyncop import OperationState
 from asyncop.runtime._remote import RemoteTraceback
+from asyncop.testing import wait_all_blocked
 from tests.runtime import _remote_jobs as jobs
 
 pytestmark = pytest.mark.timeout(60)
@@ -81,11 +84,11 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
     with runtime.scope() as root:
-        child = root.spawn(jobs.square, 7, executor=executor, name="seven")
-        # (A child unlinks itself once it has ended, which may be already.)
-        assert child.parent is root or child.done
-        assert child.name == "seven"
-    assert child.result() == 49
+        # A job that lasts: a finished child is unlinked from its parent.
+        child = root.spawn(jobs.ignore_token, 0.5, executor=executor, name="slow")
+        assert child.parent is root and child.name == "slow"
+        square = root.spawn(jobs.square, 7, executor=executor)
+    assert child.result() == "ignored" and square.result() == 49
 
     async def main() -> int:
         op = asyncop.current_operation()
@@ -93,6 +96,29 @@ def test_child_of_an_operation_and_of_a_scope_runs_remotely(
         return await op.spawn(jobs.square, 5, executor=executor)  # type: ignore[no-any-return]
 
     assert runtime.run(main) == 25
+
+
+def test_values_of_every_kind_come_back_as_they_were(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    values = [None, True, 7, 2**100, 1.5, 2j, "text", b"\x00bytes", [1, "a"], {"k": (1, 2)}]
+    values.append(OperationState.CANCELLED)  # an int-like enum: pickled by reference
+    ops = [runtime.spawn(jobs.echo, value, executor=executor) for value in values]
+    back = [op.wait(30).value for op in ops]
+    assert back == values
+    assert [type(value) for value in back] == [type(value) for value in values]
+
+
+def test_each_job_gets_its_own_copy_of_a_callable_object(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # Plain functions are looked up once per process; an object with state
+    # is unpickled afresh for every job, as the caller pickled it.
+    tally = jobs.Tally()
+    ops = [runtime.spawn(tally, executor=executor) for _ in range(6)]
+    assert [op.wait(30).value for op in ops] == [1] * 6
+    squares = [runtime.spawn(jobs.square, i, executor=executor) for i in (2, 3)]
+    assert [op.wait(30).value for op in squares] == [4, 9]
 
 
 def test_failure_keeps_the_remote_traceback(
@@ -118,6 +144,30 @@ def test_failure_joins_the_parent_group_and_cancels_siblings(
     assert isinstance(error, ValueError) and str(error) == "child failed"
     assert isinstance(error.__cause__, RemoteTraceback)
     assert sibling.state is OperationState.CANCELLED
+
+
+def test_finished_remote_operations_leave_no_reference_cycle(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    gc.collect()
+    gc.disable()
+    try:
+        ops = [runtime.spawn(jobs.square, i, executor=executor) for i in range(5)]
+        assert [op.wait(30).value for op in ops] == [0, 1, 4, 9, 16]
+        ref = weakref.ref(ops[0])
+        del ops
+        wait_for(lambda: not executor._jobs)
+        time.sleep(0.1)  # the pool's thread returns from the last job's callback
+        # Freed by reference counting alone: the collector finds nothing.
+        assert ref() is None
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        cyclic = [o for o in gc.garbage if isinstance(o, asyncop.AsyncOperation)]
+        assert cyclic == [], "a finished operation or its job is in a reference cycle"
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
 
 
 # -- pickling ---------------------------------------------------------------------------
@@ -182,6 +232,57 @@ def test_jobs_beyond_the_slots_wait_their_turn_and_a_cancel_drops_them(
     # A job's slot is freed just after its operation ends, by the thread that
     # ended it; the executor's exit waits for that, a wait() does not.
     assert sorted(ex._free) == [0, 1]
+    assert not marker.exists()
+
+
+def test_a_cancel_racing_the_spawns_never_runs_a_job_it_reports_unstarted(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # A cancel that lands while spawn() sends the job must either take the
+    # job back before a worker starts it, or let it run and keep its value.
+    with asyncop.ProcessExecutor(2, kill_grace=30) as ex:
+        ops: list[asyncop.AsyncOperation[str]] = []
+        for round_ in range(15):
+            with runtime.scope() as root:
+                canceller = threading.Timer(0.002 * (round_ % 4), root.cancel)
+                canceller.start()
+                for i in range(30):
+                    marker = tmp_path / f"{round_}-{i}"
+                    ops.append(root.spawn(jobs.touch, str(marker), executor=ex, name=marker.name))
+                canceller.join()
+        assert all(op.wait(30).state is not OperationState.FAILED for op in ops)
+        wait_for(lambda: not ex._jobs)
+    ran = {path.name for path in tmp_path.iterdir()}
+    for op in ops:
+        if op.state is OperationState.COMPLETED:
+            assert op.name in ran
+        else:
+            assert op.name not in ran, f"{op.name} ran although its operation was cancelled"
+    assert any(op.state is OperationState.CANCELLED for op in ops)
+
+
+def test_a_cancel_landing_while_the_job_is_sent_takes_it_back(
+    runtime: asyncop.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancel comes (from another thread, in real life) after spawn()
+    # started the operation and before the job has its slot.
+    from asyncop.runtime import _executors
+
+    send = _executors._ProcessJob._send
+
+    def cancelled_first(job: _executors._ProcessJob) -> None:
+        assert job.op is not None
+        job.op.cancel("too late")
+        send(job)
+
+    monkeypatch.setattr(_executors._ProcessJob, "_send", cancelled_first)
+    marker = tmp_path / "never"
+    with asyncop.ProcessExecutor(1) as ex:
+        op = runtime.spawn(jobs.touch, str(marker), executor=ex)
+        assert op.wait(5).state is OperationState.CANCELLED
+        assert ex._jobs == set() and len(ex._free) == _executors.SLOTS
+        monkeypatch.setattr(_executors._ProcessJob, "_send", send)
+        assert runtime.spawn(jobs.square, 3, executor=ex).wait(30).value == 9
     assert not marker.exists()
 
 
@@ -302,6 +403,36 @@ def test_autojump_waits_for_remote_work_in_flight(
     assert vruntime.now() < 100
 
 
+def test_autojump_resumes_once_remote_work_has_ended(
+    vruntime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    # The job ends while every task is parked on the virtual clock: the
+    # clock must then jump, with nothing local left to wake a worker.
+    async def main() -> int:
+        op = asyncop.current_operation()
+        assert op is not None
+        child = op.spawn(jobs.ignore_token, 0.3, executor=executor)
+        await asyncop.sleep(50)
+        assert child.done
+        return await child  # type: ignore[no-any-return]
+
+    assert vruntime.run(main) == "ignored"
+    assert vruntime.now() >= 50
+
+
+def test_wait_all_blocked_returns_once_remote_work_has_ended(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
+) -> None:
+    async def main() -> bool:
+        op = asyncop.current_operation()
+        assert op is not None
+        child = op.spawn(jobs.ignore_token, 0.3, executor=executor)
+        await wait_all_blocked()
+        return child.done
+
+    assert runtime.run(main)
+
+
 def test_scope_timeout_above_remote_work_raises_timeout_error(
     runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor
 ) -> None:
@@ -367,6 +498,19 @@ def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
     ex.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         runtime.spawn(jobs.square, 1, executor=ex)
+
+
+def test_spawn_on_a_shut_down_runtime_raises_and_sends_nothing(
+    executor: asyncop.ProcessExecutor, tmp_path: Path
+) -> None:
+    rt = asyncop.Runtime(1)
+    rt.shutdown()
+    with pytest.raises(RuntimeError, match="shut down and takes no new operations"):
+        rt.spawn(jobs.touch, str(tmp_path / "never"), executor=executor)
+    assert executor._jobs == set()
+    assert rt.dump().splitlines()[0].endswith("no live operations")
+    time.sleep(0.2)
+    assert not (tmp_path / "never").exists()
 
 
 # -- shutdown ------------------------------------------------------------------------------
