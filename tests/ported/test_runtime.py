@@ -8,7 +8,6 @@ import asyncio
 import contextvars
 import gc
 import sys
-import sysconfig
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -19,11 +18,9 @@ import pytest
 import asyncop
 from asyncop import Cancelled, OperationState
 from asyncop.testing import VirtualClock, wait_all_blocked
+from tests._freethreading import FREE_THREADED
 
 pytestmark = pytest.mark.timeout(30)
-
-# A free-threaded CPython build (PEP 703), with or without its GIL.
-FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 class Boom(Exception):
