@@ -350,12 +350,21 @@ def test_sync_scope_timeout(value: Any) -> None:
                 refused(enter, "scope(timeout=...)")
                 assert runtime.dump().splitlines()[0].endswith("no live operations")
             else:
+                # The clock jumps as soon as the worker idles, even between two
+                # statements of this thread: straight to the scope's deadline if
+                # the child has not armed its own timer yet. A callback that
+                # holds the worker until the child is spawned keeps it still.
+                gate = threading.Event()
+                runtime.spawn(gate.wait)
                 try:
                     with runtime.scope(timeout=value) as s:
                         child = s.spawn(_nap, 5)
+                        gate.set()
                     timed_out = False
                 except TimeoutError:
                     timed_out = True
+                finally:
+                    gate.set()
                 if meaning == "forever" or number(value) > 5:
                     assert not timed_out and child.result() == "napped"
                 elif number(value) < 5:

@@ -191,9 +191,12 @@ def _launch(
         name = getattr(fn, "__qualname__", None) or repr(fn)
     status = _Status()
     call = functools.partial(fn, task_status=status)
-    child = target.spawn(call, *args, name=name, supervise=True)
-    status._op = child
-    with child.runtime._lock:
+    # Spawned under the runtime lock (it is re-entrant), which the child's
+    # first step takes: another worker may run the child at once, and its
+    # started() must find it in the status.
+    with target.runtime._lock:
+        child = target.spawn(call, *args, name=name, supervise=True)
+        status._op = child
         if not child.done:
             child._add_waiter_locked(status._on_end)
             return status

@@ -17,6 +17,7 @@ import pytest
 import asyncop
 from asyncop import CancellationError, Cancelled, OperationState
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
+from tests._freethreading import steps_may_overlap
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -238,6 +239,7 @@ async def test_unshielded_await_in_finally_raises_again(autojump_clock: VirtualC
     assert log == ["again"]
 
 
+@steps_may_overlap
 @pytest.mark.asyncop
 async def test_task_cancelled_before_first_step_never_runs(autojump_clock: VirtualClock) -> None:
     # Deliberate difference from trio, where it would run up to its first checkpoint.

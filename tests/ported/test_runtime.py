@@ -10,12 +10,15 @@ import gc
 import sys
 import time
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
 import asyncop
 from asyncop import Cancelled, OperationState
 from asyncop.testing import VirtualClock, wait_all_blocked
+from tests._freethreading import FREE_THREADED
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -255,6 +258,33 @@ def test_group_has_no_context_loop(vruntime: asyncop.Runtime) -> None:
     assert group.__context__ is None or group.__context__ not in group.exceptions
 
 
+def assert_freed_by_refcounting(
+    runtime: asyncop.Runtime,
+    main: Callable[[], Awaitable[bool]],
+    refs: list[weakref.ref[Any]],
+) -> None:
+    """Run ``main`` with the collector off: the objects of ``refs`` must be freed.
+
+    ``main`` returns whether they were already gone when it returned, as
+    they are on a default build. On a free-threaded build, an object whose
+    last reference another thread drops is freed by the thread that made it,
+    the next time that thread runs (biased reference counting); a worker
+    that parks may not run again until the runtime shuts down, so the check
+    waits for that there. The collector stays off throughout: an object
+    that a reference cycle holds stays alive and fails the check either way.
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        freed_at_once = runtime.run(main)
+        if not FREE_THREADED:
+            assert freed_at_once, "not freed by the time the scope was left"
+        assert runtime.shutdown(timeout=10)
+        assert all(ref() is None for ref in refs), "a reference cycle keeps it"
+    finally:
+        gc.enable()
+
+
 def test_locals_freed_promptly_on_cancel(vruntime: asyncop.Runtime) -> None:
     # trio test_locals_destroyed_promptly_on_cancel
     class Local:
@@ -268,19 +298,45 @@ def test_locals_freed_promptly_on_cancel(vruntime: asyncop.Runtime) -> None:
         await sleep_forever()
 
     async def main() -> bool:
-        gc.disable()
-        try:
-            async with asyncop.scope() as s:
-                s.spawn(child)
-                await wait_all_blocked()
-                s.cancel()
-            return refs[0]() is None
-        finally:
-            gc.enable()
+        async with asyncop.scope() as s:
+            s.spawn(child)
+            await wait_all_blocked()
+            s.cancel()
+        return refs[0]() is None
 
-    assert vruntime.run(main)
+    assert_freed_by_refcounting(vruntime, main, refs)
 
 
+def _finished_coroutine_frames_keep_their_caller() -> bool:
+    """Whether a failed coroutine's frame keeps its caller's frame (``f_back``).
+
+    3.11 drops the link when the coroutine ends; 3.12, and 3.13 before a
+    later fix, keep it, so the caller's locals live as long as the failure.
+    """
+
+    async def fail() -> None:
+        raise ValueError
+
+    coro = fail()
+    try:
+        coro.send(None)
+    except ValueError as exc:
+        tb = exc.__traceback__
+        assert tb is not None and tb.tb_next is not None
+        linked = tb.tb_next.tb_frame.f_back is not None
+        del tb
+        return linked
+    return False
+
+
+@pytest.mark.xfail(
+    _finished_coroutine_frames_keep_their_caller(),
+    strict=False,
+    reason=(
+        "on this Python a failed task's frame keeps the stepper's frame, "
+        "which keeps the operation and so its failure"
+    ),
+)
 def test_caught_group_is_freed_without_gc(vruntime: asyncop.Runtime) -> None:
     class Payload(Exception):
         pass
@@ -296,37 +352,37 @@ def test_caught_group_is_freed_without_gc(vruntime: asyncop.Runtime) -> None:
         raise make()
 
     async def main() -> bool:
-        gc.disable()
         try:
-            try:
-                async with asyncop.scope() as s:
-                    s.spawn(crasher)
-            except* Payload:
-                pass
-            return refs[0]() is None
-        finally:
-            gc.enable()
+            async with asyncop.scope() as s:
+                s.spawn(crasher)
+        except* Payload:
+            pass
+        return refs[0]() is None
 
-    assert vruntime.run(main)
+    assert_freed_by_refcounting(vruntime, main, refs)
 
 
 def test_timeout_scope_leaves_no_cyclic_garbage(vruntime: asyncop.Runtime) -> None:
     # trio test_cancel_scope_exit_doesnt_create_cyclic_garbage
-    async def main() -> int:
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(3):
-                try:
-                    async with asyncop.scope(timeout=1):
-                        await sleep_forever()
-                except TimeoutError:
-                    pass
-            return gc.collect()
-        finally:
-            gc.enable()
+    async def main() -> None:
+        for _ in range(3):
+            try:
+                async with asyncop.scope(timeout=1):
+                    await sleep_forever()
+            except TimeoutError:
+                pass
 
-    assert vruntime.run(main) == 0
+    gc.collect()
+    gc.disable()
+    try:
+        vruntime.run(main)
+        # On a free-threaded build the collector also counts objects that no cycle
+        # holds but that wait for the thread that made them to free them
+        # (see assert_freed_by_refcounting): the workers do when they exit.
+        assert vruntime.shutdown(timeout=10)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 @pytest.mark.xfail(

@@ -18,6 +18,7 @@ import pytest
 import asyncop
 from asyncop import Cancelled, OperationState
 from asyncop.testing import VirtualClock, wait_all_blocked
+from tests._freethreading import steps_may_overlap
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -256,6 +257,7 @@ async def test_current_operation_is_the_scope_in_the_block(autojump_clock: Virtu
     assert asyncop.current_operation() is outer
 
 
+@steps_may_overlap
 @pytest.mark.asyncop
 async def test_child_parent_links(autojump_clock: VirtualClock) -> None:
     async def child() -> asyncop.AsyncOperation | None:

@@ -13,6 +13,7 @@ import asyncop
 from asyncop import CancellationError, Cancelled, OperationState, WakerStatus
 from asyncop.lowlevel import WaitEvent
 from asyncop.testing import wait_all_blocked
+from tests._freethreading import steps_may_overlap
 
 pytestmark = pytest.mark.timeout(15)
 
@@ -781,6 +782,7 @@ def test_awaiting_an_ancestor_from_a_descendant_raises_runtime_error(
     assert runtime.run(root) == "refused"
 
 
+@steps_may_overlap
 def test_a_cancel_walk_over_parked_tasks_makes_no_exception_per_task(
     rt1: asyncop.Runtime,
 ) -> None:

@@ -24,8 +24,17 @@ from asyncop import Cancelled, OperationState
 pytestmark = pytest.mark.timeout(60)
 
 
-async def park_forever(log: list[Any], label: str) -> None:
-    """A child that waits until it is cancelled, and says so."""
+async def park_forever(
+    log: list[Any], label: str, started: threading.Semaphore | None = None
+) -> None:
+    """A child that waits until it is cancelled, and says so.
+
+    It releases ``started`` first, if given: a child cancelled before its
+    first step never runs, so a test that wants the cancel to reach a
+    running child waits for that.
+    """
+    if started is not None:
+        started.release()
     try:
         await asyncop.Event().wait_async()
     except Cancelled:
@@ -33,8 +42,12 @@ async def park_forever(log: list[Any], label: str) -> None:
         raise
 
 
-def poll_token_until_cancelled(log: list[Any], label: str) -> None:
-    """A sync child that ends when its token is cancelled."""
+def poll_token_until_cancelled(
+    log: list[Any], label: str, started: threading.Semaphore | None = None
+) -> None:
+    """A sync child that ends when its token is cancelled (``started``: as above)."""
+    if started is not None:
+        started.release()
     op = asyncop.current_operation()
     assert op is not None
     op.token.wait(30)
@@ -51,18 +64,19 @@ def test_task_cancelled_at_the_scope_exit_raises_and_skips_the_code_after(
 ) -> None:
     log: list[Any] = []
     at_exit = threading.Event()
+    started = threading.Semaphore(0)
 
     async def worker() -> str:
         async with asyncop.scope() as g:
-            g.spawn(park_forever, log, "a")
-            g.spawn(park_forever, log, "b")
-            await asyncop.checkpoint()  # the children start, and park
+            g.spawn(park_forever, log, "a", started)
+            g.spawn(park_forever, log, "b", started)
             at_exit.set()
         log.append("commit")  # must not run on half the work
         return "done"
 
     op = runtime.spawn(worker)
     assert at_exit.wait(10)
+    assert started.acquire(timeout=10) and started.acquire(timeout=10)
     op.cancel("stop")
     result = op.wait(10)
     assert sorted(log) == [("a", "cancelled"), ("b", "cancelled")]
@@ -94,15 +108,17 @@ def test_cancelled_scope_exit_raises_cancelled_into_the_task(runtime: asyncop.Ru
 def test_cancel_while_the_exit_waits_for_sync_children(runtime: asyncop.Runtime) -> None:
     log: list[Any] = []
     at_exit = threading.Event()
+    started = threading.Semaphore(0)
 
     async def worker() -> None:
         async with asyncop.scope() as g:
-            g.spawn(poll_token_until_cancelled, log, "thread child")
+            g.spawn(poll_token_until_cancelled, log, "thread child", started)
             at_exit.set()
         log.append("after")
 
     op = runtime.spawn(worker)
     assert at_exit.wait(10)
+    assert started.acquire(timeout=10)
     op.cancel()
     assert op.wait(10).state is OperationState.CANCELLED
     assert log == [("thread child", "cancelled")]
@@ -113,10 +129,11 @@ def test_parent_task_cancel_reaches_a_child_task_waiting_at_its_scope_exit(
 ) -> None:
     log: list[Any] = []
     at_exit = threading.Event()
+    started = threading.Semaphore(0)
 
     async def child() -> None:
         async with asyncop.scope() as g:
-            g.spawn(park_forever, log, "grandchild")
+            g.spawn(park_forever, log, "grandchild", started)
             at_exit.set()
         log.append("child after its block")
 
@@ -127,6 +144,7 @@ def test_parent_task_cancel_reaches_a_child_task_waiting_at_its_scope_exit(
 
     op = runtime.spawn(parent)
     assert at_exit.wait(10)
+    assert started.acquire(timeout=10)
     op.cancel()
     assert op.wait(10).state is OperationState.CANCELLED
     assert log == [("grandchild", "cancelled")]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -86,6 +89,25 @@ def test_a_sync_function_can_be_started(runtime: asyncop.Runtime) -> None:
         return value
 
     assert runtime.run(main) == 2
+
+
+def test_a_child_may_call_started_before_start_gets_on(runtime: asyncop.Runtime) -> None:
+    # Another worker may run the child as soon as it is spawned, while the
+    # caller of start() is still on its way: hold the caller up right there.
+    def child(*, task_status: TaskStatus[str]) -> None:
+        task_status.started("ready")
+
+    def slow_after_spawn(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code.co_name == "spawn":
+            time.sleep(0.05)
+
+    with runtime.scope() as s:
+        sys.setprofile(slow_after_spawn)
+        try:
+            value = s.start(child)
+        finally:
+            sys.setprofile(None)
+    assert value == "ready"
 
 
 def test_the_scope_object_starts_into_its_operation(vruntime: asyncop.Runtime) -> None:
