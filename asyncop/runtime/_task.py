@@ -257,6 +257,11 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
                 coro = ctx.run(fn, *op._args)
         except BaseException as exc:
             _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
+            # The failure's traceback keeps the frame that raised it, and that
+            # frame keeps this one (its f_back) with the locals it has when it
+            # returns: let go of the task, which keeps the failure, or the
+            # failure, its frames and the task would wait for the collector.
+            del op, task, waker
             return
         if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
             _finish(task, Outcome.VALUE, coro, None)
@@ -302,6 +307,9 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
             else:
                 # (foreign_failure: asyncio or trio code that found no loop of its own.)
                 _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(exc)))
+            # As above: CPython 3.12 and 3.13 also link a finished coroutine's
+            # frame to the frame that stepped it.
+            del op, task, waker
             return
         finally:
             state.task = None

@@ -23,6 +23,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
+from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode, runtime_threads
 
 pytestmark = pytest.mark.timeout(60)
@@ -298,6 +299,12 @@ def test_a_scope_deadline_lands_while_every_worker_runs_cpu_bound_callbacks() ->
 
 
 @needs_default_mode  # overlapping steps record their wake-ups in any order
+@pytest.mark.xfail(
+    FREE_THREADED,
+    strict=False,
+    reason="with the GIL off a timer may fire while its sleep is being armed, and the "
+    "task then goes on inline, ahead of earlier sleepers still queued",
+)
 def test_due_sleeps_wake_in_deadline_order_while_tasks_are_being_spawned() -> None:
     woke: list[tuple[float, int]] = []
 

@@ -19,6 +19,8 @@ import asyncop
 from asyncop import CancellationError, OperationState, current_operation
 from asyncop.runtime import _kernel, _scheduler
 from asyncop.testing import VirtualClock
+from tests._freethreading import FREE_THREADED
+from tests.conftest import needs_default_mode
 
 # ----------------------------------------------------------------------
 # Helpers
@@ -555,6 +557,11 @@ def test_work_queued_behind_a_blocked_coroutine_step_moves_to_a_parked_worker() 
         assert rt.run(main) is True
 
 
+@pytest.mark.xfail(
+    FREE_THREADED,
+    strict=False,
+    reason="with the GIL off the monitor may fire a due sleep first and wake the other worker",
+)
 @pytest.mark.timeout(20)
 def test_sleeps_a_step_arms_wake_on_its_own_worker() -> None:
     woke_on: list[int] = []
@@ -601,6 +608,7 @@ def test_a_timer_due_behind_a_blocked_coroutine_step_fires_on_a_parked_worker() 
         assert rt.run(main) is True
 
 
+@needs_default_mode  # in parallel mode an idle worker takes the queue
 @pytest.mark.skipif(not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clock")
 @pytest.mark.timeout(20)
 def test_a_computing_coroutine_step_keeps_its_queue(monkeypatch: pytest.MonkeyPatch) -> None:
