@@ -53,6 +53,8 @@ logger = logging.getLogger("asyncop")
 TICK = 0.025
 # A coroutine step running this long without awaiting is reported.
 SLOW_STEP = 0.1
+# Looks in a row with every worker parked before the monitor sleeps for good.
+IDLE_LOOKS = 4
 # How long past a deadline the monitor fires a timer that no worker fired:
 # a busy worker fires it at the end of its batch, usually well before.
 SLACK = 0.002
@@ -89,6 +91,8 @@ class Monitor:
         self._seen: dict[Worker, _Look] = {}
         self._warned: dict[Worker, int] = {}
         self._cap_warned = False
+        # Looks in a row that found every worker parked.
+        self._idle_looks = 0
         # The runtime's poll count at the last look: unchanged for a whole
         # tick means no worker polled the multiplexer meanwhile.
         self._polls_seen = -1
@@ -107,6 +111,7 @@ class Monitor:
         """A worker became busy: start looking, if asleep."""
         if self._asleep and self._thread is not None:
             self._asleep = False
+            self._idle_looks = 0
             self._event.set()
 
     def deadline_pending(self) -> None:
@@ -147,7 +152,14 @@ class Monitor:
         rt = self.runtime
         with rt._lock:
             if rt._active == 0 and not rt._work_waits_locked():
-                # Every worker is parked: they time the deadlines themselves.
+                self._idle_looks += 1
+            else:
+                self._idle_looks = 0
+            if self._idle_looks > IDLE_LOOKS:
+                # Every worker has been parked for a while: they time the
+                # deadlines themselves. (Not at the first idle look: a
+                # runtime that parks and wakes many times a second would
+                # wake the monitor as often.)
                 self._asleep = True
                 self._next_look_at = _INF
                 # Forget the looks: the items they were about have ended.
