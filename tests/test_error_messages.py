@@ -1500,7 +1500,7 @@ def t_remote_argument_unpicklable(c: Ctx) -> BaseException:
 
 
 def t_remote_call_unpicklable(c: Ctx) -> BaseException:
-    from asyncop.runtime._remote import pack_call
+    from asyncop.runtime._remote_call import pack_call
 
     def dumps(obj: object) -> bytes:
         if isinstance(obj, tuple):

@@ -52,11 +52,11 @@ from ._limiter import current_default_limiter as current_default_limiter
 from ._remote import JobState as JobState
 from ._remote import RemoteExecutor as RemoteExecutor
 from ._remote import RemoteJob as RemoteJob
-from ._remote import RemoteToken as RemoteToken
 from ._remote import decode_outcome as decode_outcome
-from ._remote import pack_call as pack_call
-from ._remote import remote_token as remote_token
-from ._remote import run_call as run_call
+from ._remote_call import RemoteToken as RemoteToken
+from ._remote_call import pack_call as pack_call
+from ._remote_call import remote_token as remote_token
+from ._remote_call import run_call as run_call
 from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
 from ._scope import ScopeState as ScopeState

@@ -1,0 +1,387 @@
+"""The call's trip to a worker and back: pickling it, running it there under a token.
+
+Crossing the wire
+-----------------
+The call is pickled in the spawning thread, so that an unpicklable
+function or argument is a ``TypeError`` from ``spawn()`` itself, naming it
+(:func:`pack_call`), before anything is sent. The worker sends back the
+pickled outcome (:func:`run_call`): a value, an exception with its
+formatted traceback, or a note that the job was cancelled or dropped. A
+result that cannot be pickled comes back as that fact, and becomes a
+``TypeError`` on the local side (``asyncop.runtime._remote.decode_outcome``).
+
+Remote side
+-----------
+Inside the job, ``remote_token()`` returns the job's :class:`RemoteToken`.
+One watcher thread per worker process polls the tokens of the jobs running
+there (each kind says how to poll and how often), sets their flags, and
+cancels the roots of every asyncop ``Runtime`` in that process that the job
+started: a root whose context carries the job's token. So a cancel on the
+client reaches the whole remote subtree.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import pickle
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any, Literal, final, overload
+
+from ..operations import CancellationError, Cancelled
+from ..platform import check_timeout
+from ._kinds import describe_fn
+from ._scheduler import live_runtimes
+
+__all__ = [
+    "PICKLED_FUNCTIONS_MAX",
+    "RemoteToken",
+    "pack_call",
+    "remote_token",
+    "run_call",
+]
+
+# How often the watcher wakes to poll (no token is polled more often than
+# its period), and how long it keeps polling after the last token is gone
+# before it parks.
+TICK = 0.01
+LINGER = 1.0
+# How many pickled plain functions each side keeps (see ProcessExecutor._pack).
+PICKLED_FUNCTIONS_MAX = 1024
+
+_current: contextvars.ContextVar[RemoteToken | None] = contextvars.ContextVar(
+    "asyncop_remote_token", default=None
+)
+
+
+@final
+class RemoteToken:
+    """Inside remote work: follows the cancel of the local operation.
+
+    Get it with ``asyncop.remote_token()``. ``cancelled`` turns true within
+    50 ms of the local cancel for a ``ProcessExecutor`` job and 100 ms for a
+    ``DaskExecutor`` job.
+    """
+
+    __slots__ = ("_cancelled", "_direct", "_event", "_next_poll", "_period", "_poll", "_where")
+
+    def __init__(
+        self, poll: Callable[[], bool], period: float, where: str, *, direct: bool = False
+    ) -> None:
+        self._poll = poll
+        # A poll cheap enough to make on every read of ``cancelled``.
+        self._direct = direct
+        self._period = period
+        self._where = where
+        # Set once by the watcher; the event is made for the first wait()
+        # (most jobs never wait on their token). Both under _token_lock.
+        self._cancelled = False
+        self._event: threading.Event | None = None
+        self._next_poll = time.monotonic() + period
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the local operation was cancelled."""
+        return self._cancelled or (self._direct and self._poll())
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if the local operation was cancelled.
+
+        Raises:
+            Cancelled: the token is cancelled; let it escape to end the job.
+        """
+        if self.cancelled:
+            raise Cancelled(f"{self._where} was cancelled by its local operation")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block the calling thread until the token is cancelled.
+
+        Args:
+            timeout: seconds to wait at most; None waits as long as it takes.
+
+        Returns:
+            True if the token is cancelled, False if the timeout passed.
+        """
+        limit = check_timeout(timeout, "remote_token().wait(timeout=...)")
+        with _token_lock:
+            if self._cancelled:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        if limit is None:
+            while not event.wait(3600.0):
+                pass
+            return True
+        return event.wait(limit)
+
+    def _set(self) -> None:
+        """Mark the token cancelled and wake its waiters (the watcher's job)."""
+        with _token_lock:
+            self._cancelled = True
+            event = self._event
+        if event is not None:
+            event.set()
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self._cancelled else "live"
+        return f"<RemoteToken of {self._where} {state}>"
+
+
+# Guards the tokens' lazy events (rarely taken: a first wait(), a cancel).
+_token_lock = threading.Lock()
+
+
+def remote_token() -> RemoteToken:
+    """Return the cancel token of the remote job the caller runs in.
+
+    Inside a function run by ``spawn(fn, executor=...)`` (in the worker
+    process, or in any asyncop operation that function started), the token
+    follows the local operation's cancel: poll ``cancelled``, call
+    ``check()``, or block in ``wait()``. Not a cancellation point.
+
+    Raises:
+        RuntimeError: the caller is not inside remote work.
+    """
+    token = _current.get()
+    if token is None:
+        raise RuntimeError(
+            "asyncop.remote_token() was called outside remote work; it works only inside "
+            "a function run with spawn(fn, executor=...); local work uses "
+            "current_operation().token instead"
+        )
+    return token
+
+
+@final
+class _Watcher:
+    """Polls the tokens of the jobs running in this process; one per process.
+
+    Registering a token wakes nobody while the thread is polling: it finds
+    the token at its next tick (a token's first poll is one period after it
+    is made anyway, and a tick is as long as the longest period). Only after
+    ``LINGER`` seconds without a token does the thread park, and only then
+    does a new token wake it. A stream of short jobs thus costs no thread
+    switch per job, and an idle process no CPU.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        # A dict, not a set: insertion and removal are single steps that
+        # need no lock, and a snapshot is one list() call.
+        self._tokens: dict[RemoteToken, None] = {}
+        # Set and cleared under _cond: the thread, while it runs; whether it
+        # waits for a token with no timeout.
+        self._thread: threading.Thread | None = None
+        self._parked = False
+
+    def register(self, token: RemoteToken) -> None:
+        self._tokens[token] = None
+        # Read after the insertion: the thread sets _parked before it looks
+        # at _tokens a last time, so either it sees the token or we see it
+        # parked (and it waits under _cond, so the notify cannot be lost).
+        if self._parked or self._thread is None:
+            with self._cond:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._main, name="asyncop-remote-token-watcher", daemon=True
+                    )
+                    self._thread.start()
+                elif self._parked:
+                    self._cond.notify()
+
+    def unregister(self, token: RemoteToken) -> None:
+        self._tokens.pop(token, None)
+
+    def _after_fork(self) -> None:
+        # The child has no watcher thread, and none of the parent's jobs.
+        self._cond = threading.Condition(threading.Lock())
+        self._tokens = {}
+        self._thread = None
+        self._parked = False
+
+    def _main(self) -> None:
+        try:
+            self._poll_tokens()
+        finally:
+            # Never expected; the next register() starts a new thread.
+            with self._cond:
+                self._thread = None
+                self._parked = False
+
+    def _poll_tokens(self) -> None:
+        idle_since: float | None = None
+        while True:
+            # A fixed beat, whatever the tokens' periods: waking more often
+            # would take the GIL from the jobs for polls that find nothing.
+            time.sleep(TICK)
+            tokens = list(self._tokens)
+            now = time.monotonic()
+            if not tokens:
+                if idle_since is None:
+                    idle_since = now
+                elif now - idle_since >= LINGER:
+                    with self._cond:
+                        self._parked = True
+                        if not self._tokens:
+                            # One wake-up, then back to polling for a while,
+                            # even if that job has already ended (as most
+                            # have by the time this thread runs): waiting
+                            # again would cost a wake-up per job.
+                            self._cond.wait()
+                        self._parked = False
+                    idle_since = None
+                continue
+            idle_since = None
+            for token in tokens:
+                if token._cancelled or token._next_poll > now:
+                    continue
+                token._next_poll = now + token._period
+                try:
+                    hit = token._poll()
+                except Exception:  # the engine went away; the job ends anyway
+                    hit = False
+                if hit:
+                    token._set()
+                    _cancel_remote_roots(token)
+
+
+_watcher = _Watcher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watcher._after_fork)
+
+
+def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
+    return ctx is not None and ctx.get(_current) is token
+
+
+def _cancel_remote_roots(token: RemoteToken) -> None:
+    """Cancel the roots of this process's runtimes that the job started."""
+    for runtime in live_runtimes():
+        with runtime._lock:
+            roots = list(runtime._roots)
+        for root in roots:
+            mine = _carries(root._ctx, token)
+            if not mine and root._ctx is None:
+                # A scope's block has no context of its own: it is the job's
+                # if the children it spawned carry the job's.
+                mine = any(_carries(child._ctx, token) for child in root.children())
+            if mine:
+                root.cancel(f"{token._where} was cancelled by its local operation")
+
+
+# In the worker: the plain functions unpickled from ProcessExecutor._pack's bytes,
+# looked up once per process rather than imported again for every job.
+_functions: dict[bytes, Callable[..., Any]] = {}
+
+
+# The exact types of the results that always pickle (see run_call's plain).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+@overload
+def run_call(
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | None = None,
+    *,
+    plain: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool
+) -> bytes | tuple[Any, ...]: ...
+
+
+def run_call(
+    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool = False
+) -> bytes | tuple[Any, ...]:
+    """In the worker: run the pickled call under ``token``; pickle the outcome.
+
+    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
+    the pickled ``fn`` alone (see ``ProcessExecutor._pack``). With ``plain`` (for an
+    engine that pickles what the job returns), a value of a type that always
+    pickles comes back as the message itself, not pickled: the engine's
+    pickling carries it, and ``decode_outcome`` skips one unpickling. Never
+    raises: every outcome, including a result that cannot be pickled, is a
+    message for the local side.
+    """
+    try:
+        if args_payload is None:
+            fn, args = pickle.loads(payload)
+        else:
+            fn = _functions.get(payload)
+            if fn is None:
+                fn = pickle.loads(payload)
+                if type(fn) is FunctionType:  # a reference: it finds the same function
+                    if len(_functions) >= PICKLED_FUNCTIONS_MAX:
+                        _functions.clear()
+                    _functions[payload] = fn
+            args = pickle.loads(args_payload)
+    except BaseException as exc:
+        return _pack_error(exc, "unpickling the call in the worker")
+    reset = _current.set(token)
+    _watcher.register(token)
+    try:
+        value = fn(*args)
+    except (Cancelled, CancellationError) as exc:
+        # Cancelled escaped the job, or a runtime inside it, whose roots the
+        # token cancelled, reported them as results it cannot give.
+        if token._cancelled or token._poll():
+            return pickle.dumps(("cancelled",))
+        return _pack_error(exc, traceback.format_exc())
+    except BaseException as exc:
+        return _pack_error(exc, traceback.format_exc())
+    finally:
+        _watcher.unregister(token)
+        _current.reset(reset)
+    if plain and type(value) in _PLAIN:
+        return ("value", value)
+    try:
+        return pickle.dumps(("value", value))
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        return pickle.dumps(("unpicklable", type(value).__qualname__, why))
+
+
+def _pack_error(exc: BaseException, text: str) -> bytes:
+    try:
+        return pickle.dumps(("error", exc, text))
+    except Exception:
+        return pickle.dumps(("error-text", repr(exc), text))
+
+
+def pack_call(
+    dumps: Callable[[Any], bytes], fn: Callable[..., Any], args: tuple[Any, ...], where: str
+) -> bytes:
+    """Pickle ``(fn, args)`` with ``dumps``; on failure name the culprit."""
+    try:
+        return dumps((fn, args))
+    except Exception as exc:
+        failure = exc
+    name = describe_fn(fn)
+    try:
+        dumps(fn)
+    except Exception as exc:
+        raise TypeError(
+            f"function {name!r} cannot be pickled to run in {where} "
+            f"({type(exc).__name__}: {exc}); use a function defined at module level"
+        ) from None
+    for index, arg in enumerate(args):
+        try:
+            dumps(arg)
+        except Exception as exc:
+            raise TypeError(
+                f"argument {index} of {name!r} ({type(arg).__qualname__}) cannot be pickled "
+                f"to run in {where} ({type(exc).__name__}: {exc}); pass plain data instead"
+            ) from None
+    raise TypeError(
+        f"the call {name}(...) cannot be pickled to run in {where} "
+        f"({type(failure).__name__}: {failure}); pass plain data instead"
+    ) from None
