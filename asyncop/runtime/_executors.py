@@ -288,17 +288,24 @@ class _ProcessJob(RemoteJob):
                         "ignored its remote token"
                     ))
                 else:
-                    self.finish(None, Cancelled(f"{self.name!r} was cancelled"))
-            except BaseException as error:
+                    self.finish(
+                        None,
+                        Cancelled(f"{self.name!r} was cancelled"),
+                        self.executor._stop_reason,
+                    )
+            except BaseException as exc:
                 self.finish(None, BrokenResourceError(
-                    f"the worker process running {self.name!r} died ({error}); "
+                    f"the worker process running {self.name!r} died ({exc}); "
                     "the job did not finish"
                 ))
             else:
                 if type(data) is tuple and data[0] == "value":  # the common case, inline
                     self.finish(data[1], None)
                 else:
-                    self.finish(*decode_outcome(data, self))
+                    # A failure, or a cancel: the operation's, or a shutdown's
+                    # that marked the job before it got to the operation.
+                    value, error = decode_outcome(data, self)
+                    self.finish(value, error, self.executor._stop_reason)
         finally:
             self._remote_ended()
 
@@ -448,6 +455,9 @@ class ProcessExecutor(RemoteExecutor):
         self._free = list(range(SLOTS - 1, -1, -1))
         self._waiting: collections.deque[_ProcessJob] = collections.deque()
         self._closed = False
+        # Why the jobs in flight are cancelled, once shutdown() or the
+        # interpreter's exit has begun (see RemoteJob.finish).
+        self._stop_reason: str | None = None
         _live.add(self)
 
     def _next_waiting_locked(self) -> _ProcessJob | None:
@@ -502,9 +512,12 @@ class ProcessExecutor(RemoteExecutor):
                 self._finish_pool()
                 return
             self._closed = True
+            reason = self._stop_reason = f"{self!r} shut down"
             jobs = list(self._jobs)
         # Mark every job cancelled before cancelling any operation: a worker
         # freed by the first cancel must not start a queued job meanwhile.
+        # (A job that stops on its mark before its operation is cancelled
+        # below takes the reason from _stop_reason.)
         locked = self._shared.lock.acquire(timeout=LOCK_WAIT)
         try:
             for job in jobs:
@@ -516,7 +529,7 @@ class ProcessExecutor(RemoteExecutor):
         for job in jobs:
             op = job.op
             if op is not None:
-                op.cancel(f"{self!r} shut down")
+                op.cancel(reason)
             else:
                 job._on_cancel()
         limit = None if self._grace is None else self._grace + REAP_WAIT
@@ -526,7 +539,7 @@ class ProcessExecutor(RemoteExecutor):
         # Stopping the pool settles nothing it still runs: end those
         # operations here, or their waiters would wait forever.
         for job in stuck:
-            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {self!r} shut down"))
+            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {reason}"), reason)
         self._finish_pool()
 
     def _finish_pool(self) -> None:
@@ -537,9 +550,10 @@ class ProcessExecutor(RemoteExecutor):
     def _stop_now(self, why: str) -> None:
         with self._lock:
             self._closed = True
+            self._stop_reason = why
             jobs = list(self._jobs)
         for job in jobs:
-            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {why}"))
+            job.finish(None, Cancelled(f"{job.name!r} was cancelled: {why}"), why)
         self._pool.stop()  # type: ignore[no-untyped-call]
         self._pool.join(timeout=REAP_WAIT)
         _live.discard(self)

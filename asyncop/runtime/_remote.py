@@ -217,8 +217,15 @@ class RemoteJob:
         if cancelled:
             self._on_cancel()
 
-    def finish(self, value: Any, error: BaseException | None) -> bool:
-        """End the operation's work with this outcome; False if it had ended already."""
+    def finish(
+        self, value: Any, error: BaseException | None, reason: object = None
+    ) -> bool:
+        """End the operation's work with this outcome; False if it had ended already.
+
+        ``reason``: why the executor cancelled the job, for a job that ends
+        cancelled before that cancel reached its operation (a shutdown marks
+        every job first); the operation is then cancelled for it on the way.
+        """
         if error is None:
             outcome = Outcome.VALUE
         elif only_cancelled(error):
@@ -236,6 +243,9 @@ class RemoteJob:
             self.state = JobState.DONE
             runtime._outside_work -= 1
             last = runtime._outside_work == 0
+            if reason is not None and outcome is Outcome.CANCELLED and not op._cancelled:
+                op._task = None  # the job has ended: nothing left for the cancel to stop
+                op._cancel_locked(reason, after)
             op._end_work_locked(outcome, value, error, after)
         if after:
             run_after(after)

@@ -129,3 +129,13 @@ class Tally:
 
 def echo(value: object) -> object:
     return value
+
+
+def spin_token(seconds: float, path: str) -> str:
+    """Read the remote token without pause; leave the moment it is cancelled."""
+    token = asyncop.remote_token()
+    _write(path + ".started", str(os.getpid()))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        token.check()
+    return "finished"

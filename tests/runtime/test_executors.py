@@ -549,6 +549,25 @@ def test_executor_shutdown_with_work_in_flight_leaves_no_process(
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.timeout(60)
+def test_every_job_a_shutdown_ends_says_so_even_when_the_job_stops_first(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # Running jobs see the shutdown through their token at once, and the
+    # workers drop the queued ones: either may end before shutdown() gets to
+    # its operation. Each operation must still tell why it was cancelled.
+    ex = asyncop.ProcessExecutor(2, kill_grace=5)
+    paths = [str(tmp_path / f"spin{i}") for i in range(2)]
+    running = [runtime.spawn(jobs.spin_token, 60, path, executor=ex) for path in paths]
+    wait_for(lambda: all(Path(path + ".started").exists() for path in paths))
+    queued = [runtime.spawn(jobs.square, i, executor=ex) for i in range(300)]
+    ex.shutdown()
+    ops = running + queued
+    assert all(op.wait(10).state is OperationState.CANCELLED for op in ops)
+    unexplained = [op.name for op in ops if "shut down" not in str(op.cancel_reason)]
+    assert unexplained == []
+
+
 def test_interpreter_exit_does_not_hang_on_a_stuck_job(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
