@@ -32,6 +32,7 @@ import importlib
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any, final
 
 try:
@@ -254,9 +255,6 @@ class DaskExecutor(RemoteExecutor):
         self._jobs: set[_DaskJob] = set()
         self._closed = False
 
-    def _pack(self, fn: Any, args: tuple[Any, ...]) -> bytes:
-        return pack_call(_cloudpickle.dumps, fn, args, self._kind)
-
     def _check_open(self, name: str) -> None:
         if self._closed or self.client.status not in ("running", "connecting", "newly-created"):
             raise RuntimeError(
@@ -264,7 +262,11 @@ class DaskExecutor(RemoteExecutor):
                 "make a new DaskExecutor with a running client"
             )
 
-    def _new_job(self, payload: bytes, name: str, abandon: bool) -> RemoteJob:
+    def _new_job(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], name: str, abandon: bool
+    ) -> RemoteJob:
+        self._check_open(name)
+        payload = pack_call(_cloudpickle.dumps, fn, args, self._kind)
         return _DaskJob(self, payload, name, abandon)
 
     def shutdown(self, timeout: float | None = None) -> None:

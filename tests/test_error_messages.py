@@ -1454,7 +1454,7 @@ def t_process_closed_at_first_step(c: Ctx) -> BaseException:
 
     ex = asyncop.ProcessExecutor(1)
     ex.shutdown()
-    return caught(_ProcessJob(ex, 0, (b"", b""), "late_job", False)._send)
+    return caught(_ProcessJob(ex, 0, b"", b"", "late_job", False)._send)
 
 
 def t_process_worker_died(c: Ctx) -> BaseException:

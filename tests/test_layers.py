@@ -104,7 +104,7 @@ MAX_FUNCTION_LINES = 80
 
 #: Modules longer than MAX_MODULE_LINES -> their length now, which they may not exceed.
 LONG_MODULES: dict[str, int] = {
-    "asyncop.operations._node": 1166,
+    "asyncop.operations._node": 1146,
     "asyncop.runtime._streams": 770,
 }
 

@@ -41,8 +41,6 @@ from ._hooks import After as After
 from ._hooks import RuntimeHooks as RuntimeHooks
 from ._hooks import install_start as install_start
 from ._node import AsyncOperation as AsyncOperation
-from ._node import OpKind as OpKind
-from ._node import Outcome as Outcome
 from ._node import _is_final as _is_final
 from ._node import _user_frame as _user_frame
 from ._node import run_after as run_after
@@ -50,6 +48,8 @@ from ._park import cancelled_error as cancelled_error
 from ._park import park as park
 from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
+from ._state import OpKind as OpKind
+from ._state import Outcome as Outcome
 from ._token import CancelHandle as CancelHandle
 from ._token import CancelToken as CancelToken
 from ._tree import walk as walk

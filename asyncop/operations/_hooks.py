@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
-    from ._node import AsyncOperation, OpKind
+    from ._node import AsyncOperation
+    from ._state import OpKind
 
 __all__ = ["After", "RuntimeHooks", "StartFn", "install_start", "start_child"]
 

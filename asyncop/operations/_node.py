@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import _thread
 import contextvars
-import enum
 import functools
 import logging
 import sys
@@ -69,7 +68,7 @@ from ._foreign import awaited_outside_error
 from ._guard import run_isolated
 from ._hooks import start_child
 from ._park import cancelled_error, park, release_quietly
-from ._state import AsyncResult, OperationState
+from ._state import AsyncResult, OperationState, OpKind, Outcome
 from ._token import CancelToken
 from ._typing import R, T, Ts
 
@@ -77,7 +76,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ._hooks import After
 
-__all__ = ["AsyncOperation", "OpKind", "Outcome", "run_after"]
+__all__ = ["AsyncOperation", "run_after"]
 
 logger = logging.getLogger("asyncop")
 
@@ -87,6 +86,9 @@ _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
 _FAILED = OperationState.FAILED
 _CANCELLED = OperationState.CANCELLED
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
+_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
 
 
 # The results that carry nothing but a state, made once: results are
@@ -101,28 +103,6 @@ def _is_final(state: OperationState) -> bool:
     # Identity tests: several times cheaper than the enum property on the
     # hot path (every operation checks this a few times).
     return state is _COMPLETED or state is _FAILED or state is _CANCELLED
-
-
-class Outcome(enum.Enum):
-    """How an operation's own work ended (children not included)."""
-
-    NONE = "none"
-    VALUE = "value"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-
-
-class OpKind(enum.Enum):
-    """What an operation's own work is."""
-
-    SYNC = "sync"  # a plain function, run on a worker thread
-    CORO = "coroutine"  # an async def function, stepped by the workers
-    SCOPE = "scope"  # the body of a with block, run by the caller's thread
-    # A plain function run by an executor in another process: made with
-    # submit=False and started by its remote job, never run by a worker.
-    # Its ``_task`` slot holds that job once it is sent, and a cancel of the
-    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
-    REMOTE = "remote"
 
 
 def run_after(after: After) -> None:
@@ -243,7 +223,7 @@ class AsyncOperation(Generic[T]):
         self._fn = fn
         self._args = args
         self._ctx = ctx
-        self._outcome = Outcome.NONE
+        self._outcome = _NO_OUTCOME
         self._value = None
         self._error = None
         self._failures = None
@@ -489,17 +469,17 @@ class AsyncOperation(Generic[T]):
                 node._finish_token_cancel_locked(after)
             state = node._state
             if state is _CREATED or state is _PENDING:
-                if node._outcome is Outcome.NONE:
-                    node._outcome = Outcome.CANCELLED
+                if node._outcome is _NO_OUTCOME:
+                    node._outcome = _CANCELLED_OUTCOME
                     node._fn = None
                     node._args = ()
                     unstarted.append(node)
                     node.runtime._on_cancel_running_locked(node, after)
-                elif redo and node._outcome is Outcome.CANCELLED:
+                elif redo and node._outcome is _CANCELLED_OUTCOME:
                     unstarted.append(node)
                     node.runtime._on_cancel_running_locked(node, after)
             elif state is _RUNNING:
-                if node._kind is OpKind.REMOTE:
+                if node._kind is _REMOTE:
                     # Its job (see OpKind.REMOTE) applies its executor's rule,
                     # once the lock is released, like an on_cancel callback.
                     job = node._task
@@ -507,7 +487,7 @@ class AsyncOperation(Generic[T]):
                         after.append(job._on_cancel)
                 else:
                     node.runtime._on_cancel_running_locked(node, after)
-                if redo and node._outcome is not Outcome.NONE:
+                if redo and node._outcome is not _NO_OUTCOME:
                     unstarted.append(node)  # its work has ended: finalize it if it can
             else:
                 # Final yet linked: a Ctrl-C cut its settling short.
@@ -795,7 +775,7 @@ class AsyncOperation(Generic[T]):
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""
         if _is_final(self._state):
-            if self._kind is OpKind.SCOPE:
+            if self._kind is _SCOPE:
                 raise RuntimeError(
                     f"cannot spawn into scope {self.name!r}: its block has exited and its "
                     "children have ended; spawn into a scope that is still open"
@@ -823,7 +803,7 @@ class AsyncOperation(Generic[T]):
 
     def _transition_to_pending(self) -> None:
         # Invariant: only a CREATED operation whose work is still to run.
-        assert self._state is _CREATED and self._outcome is Outcome.NONE, self._state
+        assert self._state is _CREATED and self._outcome is _NO_OUTCOME, self._state
         self._state = _PENDING
 
     def _transition_to_running(self) -> bool:
@@ -832,10 +812,10 @@ class AsyncOperation(Generic[T]):
         Returns False when a cancel got there first: the worker that popped
         the operation must then drop it without running it.
         """
-        if self._outcome is not Outcome.NONE:
+        if self._outcome is not _NO_OUTCOME:
             return False
         assert self._state is _PENDING or (
-            self._state is _CREATED and (self._kind is OpKind.SCOPE or self._kind is OpKind.REMOTE)
+            self._state is _CREATED and (self._kind is _SCOPE or self._kind is _REMOTE)
         ), self._state
         self._state = _RUNNING
         return True
@@ -919,13 +899,13 @@ class AsyncOperation(Generic[T]):
     def _end_work_locked(
         self, outcome: Outcome, value: Any, error: BaseException | None, after: After
     ) -> None:
-        assert self._outcome is Outcome.NONE, f"{self.name!r} ended its work twice"
+        assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
         self._outcome = outcome
         self._value = value
         self._error = error
         self._fn = None
         self._args = ()
-        if outcome is Outcome.CANCELLED:
+        if outcome is _CANCELLED_OUTCOME:
             self._interrupted = True
         self._try_finalize_locked(after)
 
@@ -959,7 +939,7 @@ class AsyncOperation(Generic[T]):
         node: AsyncOperation | None = self
         kept: AsyncOperation | None = None  # first node of the climb whose links stay
         error: BaseException | None
-        while node is not None and node._outcome is not Outcome.NONE and node.first_child is None:
+        while node is not None and node._outcome is not _NO_OUTCOME and node.first_child is None:
             state = node._state
             if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
                 if not node._cancel_unfinished:
@@ -974,7 +954,7 @@ class AsyncOperation(Generic[T]):
                     kept = node
             else:
                 failures = node._failures
-                own = node._error if node._outcome is Outcome.ERROR else None
+                own = node._error if node._outcome is _ERROR else None
                 if own is not None and isinstance(own, Cancelled):
                     own = None
                 error = None
@@ -988,10 +968,10 @@ class AsyncOperation(Generic[T]):
                     else:
                         errors = [own, *failures] if failures else [own]
                     error = _failure(node, errors, bool(failures))
-                elif node._outcome is Outcome.VALUE and not (
+                elif node._outcome is _VALUE and not (
                     # A scope's block has no value worth keeping: a scope whose cancel
                     # interrupted its children ended CANCELLED, however its block left.
-                    node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
+                    node._kind is _SCOPE and node._cancelled and node._interrupted
                 ):
                     state = _COMPLETED
                 else:
@@ -1115,7 +1095,7 @@ def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -
                     group.__context__ = context
                 exc.__context__ = group
             return exc
-    if len(errors) == 1 and not grouped and node._kind is not OpKind.SCOPE:
+    if len(errors) == 1 and not grouped and node._kind is not _SCOPE:
         return errors[0]
     return BaseExceptionGroup(f"operation {node.name!r} failed", errors)
 

@@ -1,4 +1,4 @@
-"""The operation state machine and the result snapshot.
+"""The operation state machine, the result snapshot, and what work an operation has.
 
 States
 ------
@@ -27,7 +27,7 @@ import attrs
 
 from ._typing import T
 
-__all__ = ["FINAL_STATES", "AsyncResult", "OperationState"]
+__all__ = ["FINAL_STATES", "AsyncResult", "OpKind", "OperationState", "Outcome"]
 
 
 class OperationState(enum.Enum):
@@ -71,3 +71,25 @@ class AsyncResult(Generic[T]):
     state: OperationState
     value: T | None = None
     error: BaseException | None = None
+
+
+class Outcome(enum.Enum):
+    """How an operation's own work ended (children not included)."""
+
+    NONE = "none"
+    VALUE = "value"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class OpKind(enum.Enum):
+    """What an operation's own work is."""
+
+    SYNC = "sync"  # a plain function, run on a worker thread
+    CORO = "coroutine"  # an async def function, stepped by the workers
+    SCOPE = "scope"  # the body of a with block, run by the caller's thread
+    # A plain function run by an executor in another process: made with
+    # submit=False and started by its remote job, never run by a worker.
+    # Its ``_task`` slot holds that job once it is sent, and a cancel of the
+    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
+    REMOTE = "remote"

@@ -70,6 +70,7 @@ LOCK_WAIT = 1.0
 POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
 REAP_WAIT = 10.0
+_QUEUED = JobState.QUEUED  # (read through the class, a member costs a lookup)
 
 # -- in the worker process ---------------------------------------------------------
 
@@ -145,7 +146,7 @@ class _Shared:
         self.__dict__.update(state)
 
 
-# Plain functions pickled by ProcessExecutor._pack, by reference (bounded:
+# Plain functions pickled by ProcessExecutor._new_job, by reference (bounded:
 # cleared when full).
 _pickled_functions: dict[Callable[..., Any], bytes] = {}
 
@@ -200,7 +201,8 @@ class _ProcessJob(RemoteJob):
         self,
         executor: ProcessExecutor,
         seq: int,
-        payload: tuple[bytes, bytes],
+        fn_payload: bytes,
+        args_payload: bytes,
         name: str,
         abandon: bool,
     ) -> None:
@@ -208,7 +210,7 @@ class _ProcessJob(RemoteJob):
         # one call less on the path of every spawn().
         self.name = name
         self.abandon = abandon
-        self.state = JobState.QUEUED
+        self.state = _QUEUED
         self._runtime: Any = None
         self.op = None
         self.executor = executor
@@ -216,8 +218,9 @@ class _ProcessJob(RemoteJob):
         # The job's slot while the pool has it; None while it waits here
         # for one (more than SLOTS jobs in flight), or once dropped.
         self.slot: int | None = None
-        # The pickled function and arguments (see ProcessExecutor._pack), until sent.
-        self.fn_payload, self.args_payload = payload
+        # The pickled function and arguments (see ProcessExecutor._new_job), until sent.
+        self.fn_payload = fn_payload
+        self.args_payload = args_payload
         self.future: Any = None
         # Set once the pool has reported the job's end (under the
         # executor's lock, which shutdown() waits on).
@@ -470,34 +473,33 @@ class ProcessExecutor(RemoteExecutor):
             return job
         return None
 
-    def _check_open(self, name: str) -> None:
+    def _new_job(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], name: str, abandon: bool
+    ) -> RemoteJob:
+        """Pickle ``fn`` and ``args`` apart, for ``run_call(token, fn_payload, args_payload)``.
+
+        A plain function pickles by reference, to the same bytes every time:
+        those are made once (and the worker unpickles them once).
+        """
         if self._closed:
             raise RuntimeError(
                 f"{self!r} is shut down and takes no new jobs; cannot run {name!r}; "
                 "make a new ProcessExecutor"
             )
-
-    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bytes, bytes]:
-        """Pickle ``fn`` and ``args`` apart, for ``run_call(token, *payload)``.
-
-        A plain function pickles by reference, to the same bytes every time:
-        those are made once (and the worker unpickles them once).
-        """
+        plain = type(fn) is FunctionType
+        fn_payload = _pickled_functions.get(fn) if plain else None
         try:
-            fn_payload = _pickled_functions.get(fn) if type(fn) is FunctionType else None
             if fn_payload is None:
                 fn_payload = pickle.dumps(fn)
-                if type(fn) is FunctionType:
+                if plain:
                     if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
                         _pickled_functions.clear()
                     _pickled_functions[fn] = fn_payload
-            return fn_payload, pickle.dumps(args)
+            args_payload = pickle.dumps(args)
         except Exception:
             pack_call(pickle.dumps, fn, args, self._kind)  # raises the TypeError that names it
             raise
-
-    def _new_job(self, payload: tuple[bytes, bytes], name: str, abandon: bool) -> RemoteJob:
-        return _ProcessJob(self, next(self._seq), payload, name, abandon)
+        return _ProcessJob(self, next(self._seq), fn_payload, args_payload, name, abandon)
 
     def shutdown(self) -> None:
         """Cancel the jobs in flight, wait for them within the rules, stop the processes.

@@ -98,6 +98,7 @@ _CORO = OpKind.CORO
 _BUSY = WorkerState.BUSY
 _SYNC = OpKind.SYNC
 _SCOPE = OpKind.SCOPE
+_REMOTE = OpKind.REMOTE
 # Worker threads a runtime may start beyond ``workers`` by default, to keep
 # work moving while workers are held by long callbacks or steps.
 DEFAULT_EXTRA_THREADS = 8
@@ -140,6 +141,11 @@ class RuntimeState(enum.Enum):
     CLOSING = "closing"
     # The threads are told to stop.
     STOPPED = "stopped"
+
+
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_RT_RUNNING, _RT_STOPPED = RuntimeState.RUNNING, RuntimeState.STOPPED
+_POLLING = WorkerState.POLLING
 
 
 class Kernel:
@@ -257,9 +263,12 @@ class Kernel:
             self._check_parent(parent, name)  # raises
         state: ThreadState | None = None
         woken = self._wake_early() if submit and self._idle and kind is not _SCOPE else None
-        # spawn() or create() -> here: the user's frame is 3 up.
-        code, lasti = _user_frame(3)
-        if kind is _SCOPE:
+        # spawn() or create() -> here: the user's frame is 3 up; remote work
+        # comes through spawn_remote() and its executor, 2 more.
+        code, lasti = _user_frame(5 if kind is _REMOTE else 3)
+        if kind is _SCOPE or kind is _REMOTE:
+            # No local code runs in it: no context to keep (a child spawned
+            # under it copies the spawning thread's).
             ctx = None
         elif parent is None or parent._ctx is None:
             ctx = contextvars.copy_context()
@@ -289,7 +298,7 @@ class Kernel:
                     f"Runtime {self.name!r} is shut down and takes no new operations; "
                     f"cannot start {name!r}, make a new Runtime"
                 )
-            if kind is OpKind.SCOPE:
+            if kind is _SCOPE:
                 # A scope's work (its block) is already running: it is RUNNING
                 # from birth, in the same step as the link, so no cancel can
                 # find it unstarted. Entering it is not a cancellation point:
@@ -337,12 +346,12 @@ class Kernel:
     @property
     def _closing(self) -> bool:
         """Whether the runtime takes no new top-level work (CLOSING or STOPPED)."""
-        return self._state is not RuntimeState.RUNNING
+        return self._state is not _RT_RUNNING
 
     @property
     def _stopping(self) -> bool:
         """Whether the threads are told to stop (STOPPED)."""
-        return self._state is RuntimeState.STOPPED
+        return self._state is _RT_STOPPED
 
     def _transition_to_closing_locked(self) -> None:
         """RUNNING -> CLOSING; a runtime already closing or stopped stays as it is."""
@@ -631,7 +640,7 @@ class Kernel:
             other = idle.pop()
             idle.append(worker)
             worker = other
-        polling = worker.state is WorkerState.POLLING
+        polling = worker.state is _POLLING
         self._unpark_locked(worker)
         if polling:
             reactor = self._reactor
@@ -643,7 +652,7 @@ class Kernel:
 
     def _unpark_locked(self, worker: Worker) -> None:
         """``worker`` (already off the idle stack) is busy again."""
-        worker.state = WorkerState.BUSY
+        worker.state = _BUSY
         self._active += 1
         if self._monitor._asleep:
             self._monitor.wake()

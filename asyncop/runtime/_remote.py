@@ -123,6 +123,13 @@ class JobState(enum.Enum):
     DONE = "done"
 
 
+# An enum member read through its class costs a lookup: the hot paths use these.
+_QUEUED, _CANCELLING, _DONE = JobState.QUEUED, JobState.CANCELLING, JobState.DONE
+_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
+_CANCELLED = Outcome.CANCELLED
+_REMOTE = OpKind.REMOTE
+
+
 class RemoteJob:
     """The local side of one remote job; executors subclass it.
 
@@ -149,7 +156,7 @@ class RemoteJob:
     def __init__(self, name: str, abandon: bool) -> None:
         self.name = name
         self.abandon = abandon
-        self.state = JobState.QUEUED
+        self.state = _QUEUED
         self._runtime: Any = None
         self.op: AsyncOperation | None = None
 
@@ -182,7 +189,7 @@ class RemoteJob:
         runtime: Any = op.runtime
         self._runtime = runtime
         with runtime._lock:
-            if op._outcome is not Outcome.NONE:
+            if op._outcome is not _NO_OUTCOME:
                 return
             if op.parent is None:
                 if runtime._closing:
@@ -192,9 +199,6 @@ class RemoteJob:
                     )
                 runtime._track_root_locked(op)
             op._transition_to_running()  # (never PENDING: no worker ever pops it)
-            # No local code runs in it: no context to keep (a child spawned
-            # under it copies the spawning thread's, as under a scope).
-            op._ctx = None
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
             early = self._cancel_while_sending
@@ -210,7 +214,7 @@ class RemoteJob:
         # Cancels reach the job only once it is sent: one that came
         # meanwhile finds the job where the executor can take it back.
         with runtime._lock:
-            if self.state is JobState.DONE:  # it ended already: nothing left to cancel
+            if self.state is _DONE:  # it ended already: nothing left to cancel
                 return
             op._task = self
             cancelled = op._cancelled
@@ -227,23 +231,23 @@ class RemoteJob:
         every job first); the operation is then cancelled for it on the way.
         """
         if error is None:
-            outcome = Outcome.VALUE
+            outcome = _VALUE
         elif only_cancelled(error):
-            outcome, error = Outcome.CANCELLED, None
+            outcome, error = _CANCELLED, None
         else:
-            outcome = Outcome.ERROR
+            outcome = _ERROR
         op = self.op
         assert op is not None
         runtime = self._runtime
         after: After = []
         # A with-statement: a cancel from the main thread may come here.
         with runtime._lock:
-            if self.state is JobState.DONE:
+            if self.state is _DONE:
                 return False
-            self.state = JobState.DONE
+            self.state = _DONE
             runtime._outside_work -= 1
-            last = runtime._outside_work == 0
-            if reason is not None and outcome is Outcome.CANCELLED and not op._cancelled:
+            last = runtime._outside_work == 0 and (runtime._autojump or runtime._idle_watchers)
+            if reason is not None and outcome is _CANCELLED and not op._cancelled:
                 op._task = None  # the job has ended: nothing left for the cancel to stop
                 op._cancel_locked(reason, after)
             op._end_work_locked(outcome, value, error, after)
@@ -252,14 +256,15 @@ class RemoteJob:
         if last:
             # No worker ran this operation, so none parks after it: have one
             # look again at what only waited for outside work to end (an
-            # autojump of a virtual clock, wait_all_blocked()).
+            # autojump of a virtual clock, wait_all_blocked(), whose later
+            # callers nudge a worker themselves). Nobody else needs the wake.
             runtime._clock_advanced()
         return True
 
     def _mark(self, state: JobState) -> bool:
         """QUEUED/RUNNING -> ``state``; False once cancelling or done."""
         with self._runtime._lock:
-            if self.state is JobState.DONE or self.state is JobState.CANCELLING:
+            if self.state is _DONE or self.state is _CANCELLING:
                 return False
             self.state = state
             return True
@@ -293,14 +298,16 @@ class RemoteExecutor:
 
     _kind = "executor"
 
-    def _pack(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        """Pickle the call; a TypeError names what cannot be pickled."""
-        raise NotImplementedError
+    def _new_job(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], name: str, abandon: bool
+    ) -> RemoteJob:
+        """The job that runs ``fn(*args)``, its call pickled, not yet sent.
 
-    def _new_job(self, payload: Any, name: str, abandon: bool) -> RemoteJob:
-        raise NotImplementedError
-
-    def _check_open(self, name: str) -> None:
+        Raises:
+            RuntimeError: the executor is shut down.
+            TypeError: ``fn`` or an argument cannot be pickled; the message
+                names it.
+        """
         raise NotImplementedError
 
     def _spawn_into(
@@ -315,25 +322,27 @@ class RemoteExecutor:
         abandon: bool,
     ) -> AsyncOperation:
         """Make and submit the operation that runs ``fn(*args)`` here."""
-        label = name if isinstance(name, str) else describe_fn(fn)
-        if not callable(fn):
-            raise TypeError(
-                f"cannot run {fn!r} on {self!r}: it is not callable; pass a plain function"
-            )
-        if (
-            fn.__code__.co_flags & CO_COROUTINE
-            if type(fn) is FunctionType
-            else inspect.iscoroutinefunction(fn)
-        ):
+        label: object
+        if type(fn) is FunctionType:  # the common case: read the code flags
+            label = fn.__qualname__ if name is None else name
+            coroutine = fn.__code__.co_flags & CO_COROUTINE
+        else:
+            label = name
+            if not callable(fn):
+                raise TypeError(
+                    f"cannot run {fn!r} on {self!r}: it is not callable; pass a plain function"
+                )
+            coroutine = inspect.iscoroutinefunction(fn)
+        if type(label) is not str and not isinstance(label, str):
+            label = describe_fn(fn)
+        if coroutine:
             raise TypeError(
                 f"cannot run async function {label!r} on {self!r}: executors run plain "
                 "functions; start an asyncop Runtime inside a plain function instead"
             )
-        self._check_open(label)
-        payload = self._pack(fn, args)
-        job = self._new_job(payload, label, bool(abandon))
+        job = self._new_job(fn, args, label, bool(abandon))
         op = runtime._new_operation(
-            None, (), parent=parent, name=label, kind=OpKind.REMOTE, supervise=supervise
+            None, (), parent=parent, name=label, kind=_REMOTE, supervise=supervise
         )
         job.launch(op)
         return op

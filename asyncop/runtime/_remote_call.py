@@ -50,7 +50,7 @@ __all__ = [
 # before it parks.
 TICK = 0.01
 LINGER = 1.0
-# How many pickled plain functions each side keeps (see ProcessExecutor._pack).
+# How many pickled plain functions each side keeps (see ProcessExecutor._new_job).
 PICKLED_FUNCTIONS_MAX = 1024
 
 _current: contextvars.ContextVar[RemoteToken | None] = contextvars.ContextVar(
@@ -274,7 +274,7 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 root.cancel(f"{token._where} was cancelled by its local operation")
 
 
-# In the worker: the plain functions unpickled from ProcessExecutor._pack's bytes,
+# In the worker: the plain functions unpickled from ProcessExecutor._new_job's bytes,
 # looked up once per process rather than imported again for every job.
 _functions: dict[bytes, Callable[..., Any]] = {}
 
@@ -305,7 +305,7 @@ def run_call(
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
     ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
-    the pickled ``fn`` alone (see ``ProcessExecutor._pack``). With ``plain`` (for an
+    the pickled ``fn`` alone (see ``ProcessExecutor._new_job``). With ``plain`` (for an
     engine that pickles what the job returns), a value of a type that always
     pickles comes back as the message itself, not pickled: the engine's
     pickling carries it, and ``decode_outcome`` skips one unpickling. Never
