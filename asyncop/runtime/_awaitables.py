@@ -67,6 +67,7 @@ __all__ = [
 
 _COMPLETED = OperationState.COMPLETED
 _FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
 
 
 # -- checkpoint -----------------------------------------------------------------
@@ -278,7 +279,8 @@ def when_ended(op: AsyncOperation, sub: Subscription, deliver: Callable[[], obje
     can take it back.
     """
     with op.runtime._lock:
-        if not op.done:
+        state = op._state
+        if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
             sub.handle = deliver
             op._add_waiter_locked(deliver)
             return

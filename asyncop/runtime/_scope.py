@@ -61,7 +61,6 @@ from ..operations import (
     Outcome,
     _is_final,
     cancelled_for,
-    current_operation,
     only_cancelled,
     park,
     run_after,
@@ -71,6 +70,9 @@ from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._waker import Subscription, WaitEvent
+
+_RUNNING = OperationState.RUNNING
+_COMPLETED = OperationState.COMPLETED
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -122,8 +124,10 @@ class Scope:
         supervise: bool,
     ) -> None:
         # Checked before anything is made: a bad value leaves nothing behind.
-        timeout = check_timeout(timeout, "scope(timeout=...)")
-        deadline = check_deadline(deadline, "scope(deadline=...)")
+        if timeout is not None:
+            timeout = check_timeout(timeout, "scope(timeout=...)")
+        if deadline is not None:
+            deadline = check_deadline(deadline, "scope(deadline=...)")
         self._runtime = runtime
         self._name = name
         self._timeout = timeout
@@ -170,19 +174,12 @@ class Scope:
             )
         op: AsyncOperation | None = None
         try:
-            op = runtime._new_operation(
-                None,
-                (),
-                parent=parent,
-                name=self._name if self._name is not None else "scope",
-                kind=OpKind.SCOPE,
+            op = runtime._new_scope(
+                parent,
+                self._name if self._name is not None else "scope",
                 shield=self._shield,
+                supervise=bool(self._supervise),
             )
-            if op._cancelled:
-                # Born cancelled: only a cancel of the enclosing operation does that.
-                op._outside_cancel = True
-            op._supervise = bool(self._supervise)
-            op._propagates = False
             deadline = self._deadline
             if self._timeout is not None:
                 by_timeout = runtime.now() + self._timeout
@@ -366,11 +363,20 @@ class Scope:
             misuse = _unwind_to(task, op)
         else:
             task.current = task.outer.pop()
-        self._end_block(op, misuse if misuse is not None else exc)
-        if not _is_final(op._state):
-            # (A scope with no child left is final already: no wait to make,
-            # as an await whose event is ready does not suspend either.)
-            await ScopeDone(op)
+        if exc is None and misuse is None:
+            # The common exit, on its own short path: the block ended with
+            # no error (this runs on a worker, stepping the task).
+            op._end_work_on_worker(Outcome.VALUE, None, None)
+            if op._state is _RUNNING:
+                await ScopeDone(op)
+            if op._state is _COMPLETED and not op._outside_cancel:
+                return False
+        else:
+            self._end_block(op, misuse if misuse is not None else exc)
+            if op._state is _RUNNING:
+                # (A scope with no child left is final already: no wait to
+                # make, as an await whose event is ready does not suspend.)
+                await ScopeDone(op)
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
@@ -487,14 +493,14 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
 
 
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
-    """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
+    """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
 
     A Ctrl-C can land inside the call after the operation was linked into
     the tree, before it was returned. The call's frame is in the
     exception's traceback, and its locals still hold the operation: no
     other thread's scope can be mistaken for it.
     """
-    code = type(runtime)._new_operation.__code__
+    code = type(runtime)._new_scope.__code__
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
@@ -542,7 +548,7 @@ class ScopeDone(WaitEvent):
         self.op = op
 
     def _arm(self, sub: Subscription) -> None:
-        when_ended(self.op, sub, lambda: sub.fire(None))
+        when_ended(self.op, sub, sub.fire)
 
     def _disarm(self, sub: Subscription) -> None:
         forget_end_waiter(self.op, sub)
@@ -568,7 +574,9 @@ def scope(
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
     """
-    op = current_operation()
+    state = thread_state()
+    task = state.task
+    op = state.op if task is None else task.current
     if op is None:
         raise RuntimeError(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
