@@ -316,48 +316,6 @@ class Kernel:
             run_after(after)
         return op
 
-    def _new_scope(
-        self, parent: AsyncOperation | None, name: str, *, shield: bool, supervise: bool
-    ) -> AsyncOperation:
-        """Make a scope's operation under ``parent``: RUNNING from birth, as its block is.
-
-        ``_new_operation`` for a scope, written out: a scope is opened and
-        closed as often as a task is spawned, and has no work to queue and
-        no context of its own. It is RUNNING in the same locked step as the
-        link, so no cancel can find it unstarted. Entering it is not a
-        cancellation point: under a cancelled parent it is born with a
-        cancelled token (unless shielded), and still runs its block.
-        """
-        if parent is not None and (
-            type(parent) is not AsyncOperation or parent.runtime is not self
-        ):
-            self._check_parent(parent, name)  # raises
-        # scope.__enter__/__aenter__ -> Scope._open -> here: the user's frame is 4 up.
-        code, lasti = _user_frame(4)
-        owner: Any = self
-        op: AsyncOperation = AsyncOperation(owner, _SCOPE, None, (), name, None, code, lasti)
-        op._propagates = False  # its error leaves through the block, not to the parent
-        if shield:
-            op._shield = True
-        if supervise:
-            op._supervise = True
-        after: After = []
-        with self._lock:
-            if parent is None:
-                op._transition_to_running()
-                self._track_root_locked(op)
-                return op
-            parent._link_child_locked(op)
-            op._transition_to_running()
-            if parent._cancelled and not shield:
-                op.cancel_reason = parent.cancel_reason
-                op._cancel_token_locked(after)
-                # Born cancelled: only a cancel of the enclosing operation does that.
-                op._outside_cancel = True
-        if after:
-            run_after(after)
-        return op
-
     def _wake_early(self) -> Worker | None:
         """Wake a parked worker for an operation a user thread is about to queue.
 

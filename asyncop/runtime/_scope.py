@@ -60,6 +60,7 @@ from ..operations import (
     OpKind,
     Outcome,
     _is_final,
+    _user_frame,
     cancelled_for,
     only_cancelled,
     park,
@@ -174,7 +175,8 @@ class Scope:
             )
         op: AsyncOperation | None = None
         try:
-            op = runtime._new_scope(
+            op = _new_scope(
+                runtime,
                 parent,
                 self._name if self._name is not None else "scope",
                 shield=self._shield,
@@ -492,6 +494,47 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
+def _new_scope(
+    runtime: Kernel, parent: AsyncOperation | None, name: str, *, shield: bool, supervise: bool
+) -> AsyncOperation:
+    """Make a scope's operation under ``parent``: RUNNING from birth, as its block is.
+
+    ``_new_operation`` for a scope, written out: a scope is opened and
+    closed as often as a task is spawned, and has no work to queue and
+    no context of its own. It is RUNNING in the same locked step as the
+    link, so no cancel can find it unstarted. Entering it is not a
+    cancellation point: under a cancelled parent it is born with a
+    cancelled token (unless shielded), and still runs its block.
+    """
+    if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not runtime):
+        runtime._check_parent(parent, name)  # raises
+    # scope.__enter__/__aenter__ -> Scope._open -> here: the user's frame is 4 up.
+    code, lasti = _user_frame(4)
+    owner: Any = runtime
+    op: AsyncOperation = AsyncOperation(owner, OpKind.SCOPE, None, (), name, None, code, lasti)
+    op._propagates = False  # its error leaves through the block, not to the parent
+    if shield:
+        op._shield = True
+    if supervise:
+        op._supervise = True
+    after: After = []
+    with runtime._lock:
+        if parent is None:
+            op._transition_to_running()
+            runtime._track_root_locked(op)
+            return op
+        parent._link_child_locked(op)
+        op._transition_to_running()
+        if parent._cancelled and not shield:
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            # Born cancelled: only a cancel of the enclosing operation does that.
+            op._outside_cancel = True
+    if after:
+        run_after(after)
+    return op
+
+
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
 
@@ -500,7 +543,7 @@ def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     exception's traceback, and its locals still hold the operation: no
     other thread's scope can be mistaken for it.
     """
-    code = type(runtime)._new_scope.__code__
+    code = _new_scope.__code__
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
