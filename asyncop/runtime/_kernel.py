@@ -120,19 +120,6 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
-def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Context:
-    """The contextvars context of a new child of ``parent``, made from ``state``'s thread.
-
-    From the parent's own code, the live context is the parent's (with what
-    the code set since); from elsewhere, a copy of the parent's.
-    """
-    task = state.task
-    if (state.op if task is None else task.current) is parent:  # (state.running(), inline)
-        return contextvars.copy_context()
-    assert parent._ctx is not None
-    return parent._ctx.copy()
-
-
 class RuntimeState(enum.Enum):
     """A runtime's life: RUNNING, then CLOSING (no new work), then STOPPED."""
 
@@ -256,8 +243,10 @@ class Kernel:
             type(parent) is not AsyncOperation or parent.runtime is not self
         ):
             self._check_parent(parent, name)  # raises
-        state: ThreadState | None = None
-        woken = self._wake_early() if submit and self._idle and kind is not _SCOPE else None
+        state = thread_state()
+        woken = None
+        if submit and self._idle and state.worker is None and kind is not _SCOPE:
+            woken = self._wake_early()  # a user thread's submit (not a worker's)
         # spawn() or create() -> here: the user's frame is 3 up.
         code, lasti = _user_frame(3)
         if kind is _SCOPE:
@@ -265,8 +254,11 @@ class Kernel:
         elif parent is None or parent._ctx is None:
             ctx = contextvars.copy_context()
         else:
-            state = thread_state()
-            ctx = _context_for(parent, state)
+            # From the parent's own code, the live context is the parent's
+            # (with what the code set since); from elsewhere, a copy of the
+            # parent's. (state.running(), inline.)
+            running = state.op if state.task is None else state.task.current
+            ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
         # (The node's runtime is the Runtime this kernel is the core of.)
         owner: Any = self
         op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti)
@@ -324,10 +316,9 @@ class Kernel:
         microseconds across CPUs) takes the build off the round trip's
         critical path. The push then wakes nobody else, unless that worker
         has gone back to sleep meanwhile (it looks at the queue under the
-        lock first). Returns the worker woken, if any.
+        lock first). Returns the worker woken, if any. Not for a worker's
+        own submits: the worker runs the queue itself, or wakes one then.
         """
-        if thread_state().worker is not None:
-            return None
         with self._lock:
             if self._idle and not self._closing:
                 return self._wake_one_locked()
