@@ -254,9 +254,7 @@ class Kernel:
         elif parent is None or parent._ctx is None:
             ctx = contextvars.copy_context()
         else:
-            # From the parent's own code, the live context is the parent's
-            # (with what the code set since); from elsewhere, a copy of the
-            # parent's. (state.running(), inline.)
+            # The live context in the parent's own code, else a copy of the parent's.
             running = state.op if state.task is None else state.task.current
             ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
         # (The node's runtime is the Runtime this kernel is the core of.)
