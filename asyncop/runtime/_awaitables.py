@@ -45,6 +45,7 @@ from ..operations import (
 from ..platform import check_timeout
 from ._introspect import runtime_of_caller
 from ._reactor import READ, WRITE, IoWait, fileno_of
+from ._timers import TimerState
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event
 
 __all__ = [
@@ -67,6 +68,8 @@ __all__ = [
 
 _COMPLETED = OperationState.COMPLETED
 _FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
+_TIMER_ARMED = TimerState.ARMED
 
 
 # -- checkpoint -----------------------------------------------------------------
@@ -170,6 +173,8 @@ class SleepUntil(WaitEvent):
         timer = sub.handle
         if timer is not None:
             sub.handle = None
+            if timer.state is not _TIMER_ARMED:
+                return  # it fired (the usual end of a sleep): a timer never re-arms
             runtime = sub.waker.runtime
             with runtime._lock:
                 runtime._cancel_timer_locked(timer)
@@ -278,7 +283,8 @@ def when_ended(op: AsyncOperation, sub: Subscription, deliver: Callable[[], obje
     can take it back.
     """
     with op.runtime._lock:
-        if not op.done:
+        state = op._state
+        if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
             sub.handle = deliver
             op._add_waiter_locked(deliver)
             return
@@ -290,7 +296,10 @@ def forget_end_waiter(op: AsyncOperation, sub: Subscription) -> None:
     deliver = sub.handle
     if deliver is not None:
         sub.handle = None
-        op._remove_waiter(deliver)
+        # No list left: the operation ended and woke (and dropped) every
+        # waiter, this one included. The list is never made again.
+        if op._waiters is not None:
+            op._remove_waiter(deliver)
 
 
 @final

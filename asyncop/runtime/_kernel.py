@@ -121,18 +121,6 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
-def _context_for(parent: AsyncOperation, state: ThreadState) -> contextvars.Context:
-    """The contextvars context of a new child of ``parent``, made from ``state``'s thread.
-
-    From the parent's own code, the live context is the parent's (with what
-    the code set since); from elsewhere, a copy of the parent's.
-    """
-    if state.running() is parent:
-        return contextvars.copy_context()
-    assert parent._ctx is not None
-    return parent._ctx.copy()
-
-
 class RuntimeState(enum.Enum):
     """A runtime's life: RUNNING, then CLOSING (no new work), then STOPPED."""
 
@@ -261,22 +249,23 @@ class Kernel:
             type(parent) is not AsyncOperation or parent.runtime is not self
         ):
             self._check_parent(parent, name)  # raises
-        state: ThreadState | None = None
-        woken = self._wake_early() if submit and self._idle and kind is not _SCOPE else None
+        state = thread_state()
+        woken = None
+        if submit and self._idle and state.worker is None and kind is not _SCOPE:
+            woken = self._wake_early()  # a user thread's submit (not a worker's)
         # spawn() or create() -> here: the user's frame is 3 up; remote work
         # comes through spawn_remote() and its executor, 2 more.
         code, lasti = _user_frame(5 if kind is _REMOTE else 3)
         if kind is _SCOPE or kind is _REMOTE:
-            # No local code runs in it: no context to keep (a child spawned
-            # under it copies the spawning thread's).
+            # No local code runs in it: no context (a child copies its spawner's).
             ctx = None
         elif parent is None or parent._ctx is None:
             ctx = contextvars.copy_context()
         else:
-            state = thread_state()
-            ctx = _context_for(parent, state)
-        # (The node's runtime is the Runtime this kernel is the core of.)
-        owner: Any = self
+            # The live context in the parent's own code, else a copy of the parent's.
+            running = state.op if state.task is None else state.task.current
+            ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
+        owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
         op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti)
         if shield:
             op._shield = True
@@ -287,9 +276,8 @@ class Kernel:
         if parent is None and kind is not _SCOPE and not submit:
             return op
         after: After = []
-        # A with-statement, not acquire() then try: user threads come here,
-        # and on the main thread a Ctrl-C raised as acquire() returns would
-        # land before the try and leave the lock held for good.
+        # A with-statement: on the main thread, a Ctrl-C raised as acquire() returns
+        # would land before a try and leave the lock held for good.
         with self._lock:
             if parent is not None:
                 parent._link_child_locked(op)
@@ -332,10 +320,9 @@ class Kernel:
         microseconds across CPUs) takes the build off the round trip's
         critical path. The push then wakes nobody else, unless that worker
         has gone back to sleep meanwhile (it looks at the queue under the
-        lock first). Returns the worker woken, if any.
+        lock first). Returns the worker woken, if any. Not for a worker's
+        own submits: the worker runs the queue itself, or wakes one then.
         """
-        if thread_state().worker is not None:
-            return None
         with self._lock:
             if self._idle and not self._closing:
                 return self._wake_one_locked()

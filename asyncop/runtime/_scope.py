@@ -60,8 +60,8 @@ from ..operations import (
     OpKind,
     Outcome,
     _is_final,
+    _user_frame,
     cancelled_for,
-    current_operation,
     only_cancelled,
     park,
     run_after,
@@ -71,6 +71,10 @@ from ..platform import check_deadline, check_timeout
 from ._awaitables import forget_end_waiter, when_ended
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._waker import Subscription, WaitEvent
+
+_RUNNING = OperationState.RUNNING
+_COMPLETED = OperationState.COMPLETED
+_SCOPE = OpKind.SCOPE
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -122,8 +126,10 @@ class Scope:
         supervise: bool,
     ) -> None:
         # Checked before anything is made: a bad value leaves nothing behind.
-        timeout = check_timeout(timeout, "scope(timeout=...)")
-        deadline = check_deadline(deadline, "scope(deadline=...)")
+        if timeout is not None:
+            timeout = check_timeout(timeout, "scope(timeout=...)")
+        if deadline is not None:
+            deadline = check_deadline(deadline, "scope(deadline=...)")
         self._runtime = runtime
         self._name = name
         self._timeout = timeout
@@ -170,19 +176,13 @@ class Scope:
             )
         op: AsyncOperation | None = None
         try:
-            op = runtime._new_operation(
-                None,
-                (),
-                parent=parent,
-                name=self._name if self._name is not None else "scope",
-                kind=OpKind.SCOPE,
+            op = _new_scope(
+                runtime,
+                parent,
+                self._name if self._name is not None else "scope",
                 shield=self._shield,
+                supervise=bool(self._supervise),
             )
-            if op._cancelled:
-                # Born cancelled: only a cancel of the enclosing operation does that.
-                op._outside_cancel = True
-            op._supervise = bool(self._supervise)
-            op._propagates = False
             deadline = self._deadline
             if self._timeout is not None:
                 by_timeout = runtime.now() + self._timeout
@@ -366,11 +366,20 @@ class Scope:
             misuse = _unwind_to(task, op)
         else:
             task.current = task.outer.pop()
-        self._end_block(op, misuse if misuse is not None else exc)
-        if not _is_final(op._state):
-            # (A scope with no child left is final already: no wait to make,
-            # as an await whose event is ready does not suspend either.)
-            await ScopeDone(op)
+        if exc is None and misuse is None:
+            # The common exit, on its own short path: the block ended with
+            # no error (this runs on a worker, stepping the task).
+            op._end_work_on_worker(Outcome.VALUE, None, None)
+            if op._state is _RUNNING:
+                await ScopeDone(op)
+            if op._state is _COMPLETED and not op._outside_cancel:
+                return False
+        else:
+            self._end_block(op, misuse if misuse is not None else exc)
+            if op._state is _RUNNING:
+                # (A scope with no child left is final already: no wait to
+                # make, as an await whose event is ready does not suspend.)
+                await ScopeDone(op)
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
@@ -486,15 +495,56 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
     run_after(after)
 
 
+def _new_scope(
+    runtime: Kernel, parent: AsyncOperation | None, name: str, *, shield: bool, supervise: bool
+) -> AsyncOperation:
+    """Make a scope's operation under ``parent``: RUNNING from birth, as its block is.
+
+    ``_new_operation`` for a scope, written out: a scope is opened and
+    closed as often as a task is spawned, and has no work to queue and
+    no context of its own. It is RUNNING in the same locked step as the
+    link, so no cancel can find it unstarted. Entering it is not a
+    cancellation point: under a cancelled parent it is born with a
+    cancelled token (unless shielded), and still runs its block.
+    """
+    if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not runtime):
+        runtime._check_parent(parent, name)  # raises
+    # scope.__enter__/__aenter__ -> Scope._open -> here: the user's frame is 4 up.
+    code, lasti = _user_frame(4)
+    owner: Any = runtime
+    op: AsyncOperation = AsyncOperation(owner, _SCOPE, None, (), name, None, code, lasti)
+    op._propagates = False  # its error leaves through the block, not to the parent
+    if shield:
+        op._shield = True
+    if supervise:
+        op._supervise = True
+    after: After = []
+    with runtime._lock:
+        if parent is None:
+            op._transition_to_running()
+            runtime._track_root_locked(op)
+            return op
+        parent._link_child_locked(op)
+        op._transition_to_running()
+        if parent._cancelled and not shield:
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            # Born cancelled: only a cancel of the enclosing operation does that.
+            op._outside_cancel = True
+    if after:
+        run_after(after)
+    return op
+
+
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
-    """The scope operation that ``_new_operation`` made before ``exc`` stopped it.
+    """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
 
     A Ctrl-C can land inside the call after the operation was linked into
     the tree, before it was returned. The call's frame is in the
     exception's traceback, and its locals still hold the operation: no
     other thread's scope can be mistaken for it.
     """
-    code = type(runtime)._new_operation.__code__
+    code = _new_scope.__code__
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
@@ -542,7 +592,7 @@ class ScopeDone(WaitEvent):
         self.op = op
 
     def _arm(self, sub: Subscription) -> None:
-        when_ended(self.op, sub, lambda: sub.fire(None))
+        when_ended(self.op, sub, sub.fire)
 
     def _disarm(self, sub: Subscription) -> None:
         forget_end_waiter(self.op, sub)
@@ -568,7 +618,9 @@ def scope(
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
     """
-    op = current_operation()
+    state = thread_state()
+    task = state.task
+    op = state.op if task is None else task.current
     if op is None:
         raise RuntimeError(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
