@@ -75,6 +75,8 @@ from ._waker import Subscription, WaitEvent
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
 _SCOPE = OpKind.SCOPE
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -353,7 +355,7 @@ class Scope:
             raise RuntimeError("scope exited without being entered; use it in an async with")
         task = op._task
         misuse: RuntimeError | None = None
-        if op._outcome is not Outcome.NONE:
+        if op._outcome is not _NO_OUTCOME:
             # Closed already, by an out-of-order exit of an enclosing scope.
             if exc is not None:
                 return False
@@ -369,7 +371,7 @@ class Scope:
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).
-            op._end_work_on_worker(Outcome.VALUE, None, None)
+            op._end_work_on_worker(_VALUE, None, None)
             if op._state is _RUNNING:
                 await ScopeDone(op)
             if op._state is _COMPLETED and not op._outside_cancel:

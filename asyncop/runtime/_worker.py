@@ -103,6 +103,8 @@ BATCH = 64
 _RECOVER_PAUSE = 0.01
 _INF = float("inf")
 _CORO = OpKind.CORO
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 
 
 class WorkerState(enum.Enum):
@@ -327,11 +329,11 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
         if value is not None and isinstance(value, _NOT_A_RESULT):
             raise _unrun_result_refused(op.name, value) from None
     except Cancelled:
-        outcome, value, error = Outcome.CANCELLED, None, None
+        outcome, value, error = _CANCELLED_OUTCOME, None, None
     except BaseException as exc:
-        outcome, value, error = Outcome.ERROR, None, strip_own_frame(exc)
+        outcome, value, error = _ERROR, None, strip_own_frame(exc)
     else:
-        outcome, error = Outcome.VALUE, None
+        outcome, error = _VALUE, None
     finally:
         state.op = None
     # Its waiters are woken before this worker looks for more work or
