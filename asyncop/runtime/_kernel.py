@@ -492,7 +492,7 @@ class Kernel:
         task = op._task
         if task is None:
             return
-        if op._state is OperationState.RUNNING:
+        if op._state is _RUNNING:
             on_cancel_running(op, after)
         else:
             # Cancelled before its first step: if a worker pops it anyway,

@@ -62,6 +62,7 @@ class TimerState(enum.Enum):
 
 
 _ARMED = TimerState.ARMED
+_FIRED, _TIMER_CANCELLED = TimerState.FIRED, TimerState.CANCELLED
 
 
 @final
@@ -87,14 +88,14 @@ class Timer:
         """ARMED -> FIRED; False (and no change) if it was not armed."""
         if self.state is not _ARMED:
             return False
-        self.state = TimerState.FIRED
+        self.state = _FIRED
         return True
 
     def _transition_to_cancelled(self) -> bool:
         """ARMED -> CANCELLED; False (and no change) if it was not armed."""
         if self.state is not _ARMED:
             return False
-        self.state = TimerState.CANCELLED
+        self.state = _TIMER_CANCELLED
         return True
 
     def __repr__(self) -> str:

@@ -116,6 +116,10 @@ class WorkerState(enum.Enum):
     RETIRED = "retired"  # out of the pool; the thread is ending
 
 
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_BUSY, _PARKED, _POLLING = WorkerState.BUSY, WorkerState.PARKED, WorkerState.POLLING
+
+
 @final
 class Worker:
     """One worker thread's state, shared with the runtime and the monitor."""
@@ -165,7 +169,8 @@ class Worker:
     @property
     def parked(self) -> bool:
         """Whether the worker is on the idle stack (parked or polling)."""
-        return self.state is WorkerState.PARKED or self.state is WorkerState.POLLING
+        state = self.state
+        return state is _PARKED or state is _POLLING
 
     def holds_sync_slot(self) -> bool:
         """Whether it runs a sync callback that is not waiting inside asyncop."""
@@ -441,7 +446,7 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
             and not _another_polls_soon(rt, worker)
         )
         rt._idle.append(worker)
-        worker.state = WorkerState.POLLING if poll else WorkerState.PARKED
+        worker.state = _POLLING if poll else _PARKED
         rt._active -= 1
         if rt._dynamic:
             worker.parked_at = monotonic()  # for may_retire_locked
@@ -480,7 +485,7 @@ def _another_polls_soon(rt: Kernel, worker: Worker) -> bool:
     sync callback polls only once the callback ends.
     """
     for other in rt._workers:
-        if other is not worker and other.state is WorkerState.BUSY and not other.in_sync:
+        if other is not worker and other.state is _BUSY and not other.in_sync:
             return True
     return False
 
