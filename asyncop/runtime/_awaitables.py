@@ -161,10 +161,9 @@ class SleepUntil(WaitEvent):
         with runtime._lock:
             now = runtime.now()
             deadline = now + self.deadline if self.relative else self.deadline
-            if deadline <= now:
-                # Already due at the first poll: end here, without parking.
-                sub.fire(None)
-                return
+            # A deadline already passed goes through the heap all the same:
+            # the next timer pass wakes it in deadline order, behind the
+            # sleeps that came due before it, woken or not yet.
             if deadline - now >= _NO_LIMIT:
                 return  # decades away: the same as never, as check_timeout says
             sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
@@ -235,8 +234,10 @@ def sleep(seconds: float) -> WaitEvent[None]:
 def sleep_until(deadline: float) -> WaitEvent[None]:
     """Suspend the task until the runtime clock reads ``deadline``.
 
-    A deadline already passed ends the wait at once, without parking;
-    ``math.inf`` sleeps until the task is cancelled.
+    A deadline already passed wakes the task at the next timer pass, in
+    deadline order behind the sleeps that came due before it (as a
+    checkpoint would, without jumping that queue); ``math.inf`` sleeps until
+    the task is cancelled.
 
     Raises:
         TypeError: ``deadline`` is not a number (raised by the call itself).
