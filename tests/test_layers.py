@@ -106,7 +106,6 @@ MAX_FUNCTION_LINES = 80
 LONG_MODULES: dict[str, int] = {
     "asyncop.operations._node": 1166,
     "asyncop.runtime._remote": 711,
-    "asyncop.runtime._streams": 770,
 }
 
 #: "module:qualified.name" of functions longer than MAX_FUNCTION_LINES -> their length now.

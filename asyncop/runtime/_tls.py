@@ -61,12 +61,12 @@ from collections.abc import Callable
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled, ClosedResourceError
-from ._streams import (
+from ._receive_buffer import _BufferedReceiver
+from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
     ConflictGuard,
     Stream,
-    _BufferedReceiver,
     closed_error,
     closed_under_error,
     eof_sent_error,
