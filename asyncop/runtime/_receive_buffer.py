@@ -1,31 +1,52 @@
-"""The receive methods every stream shares, over a buffer and one primitive.
+"""The receive methods every stream shares, over a buffer and two primitives.
 
 A transport hands bytes over in whatever pieces they arrived in; a
 protocol wants frames: "up to the next ``\\r\\n``", "exactly n bytes".
 Both read past the frame, so the bytes beyond it must be kept for the next
 read. ``_BufferedReceiver`` owns that buffer and implements
-``receive_some``, ``receive_exactly`` and ``receive_until`` once, over one
-primitive of its subclass, ``_receive_raw``; every receive method serves
-the buffer first, so no byte is lost between two styles of reading.
-``SocketStream`` and ``PipeStream`` read a non-blocking descriptor
-(``_streams.py``); ``TLSStream`` reads decrypted bytes.
+``receive_some``, ``receive_exactly`` and ``receive_until`` once; every
+receive method serves the buffer first, so no byte is lost between two
+styles of reading. A subclass provides two primitives, called with the
+receive guard held:
 
-Cancellation and fairness. Every receive and send is a cancellation point
-*on entry*: a cancelled task leaves before it takes bytes from the socket,
-so a cancelled receive never loses data. The check reads the task's
-cancel flag in place (``CANCEL_POINT``) instead of going through the
-scheduler, which made a keep-alive HTTP server a third slower. What the
-scheduler's trip gave for free, a bound on how long a task may run without
-yielding, is kept by the stream itself: ``_streak`` counts the calls that
-found the socket ready at once, and every ``FAIR_STREAK``-th call yields
-with a real checkpoint, so a task reading a stream that always has data
-still lets other tasks and timers run.
+- ``_receive_now(max_bytes)``: the bytes the transport has right now
+  (``b""`` at its end), or None when it has none yet. It never waits.
+- ``_receive_later(max_bytes)``: wait until the transport has bytes, then
+  return them; called only after ``_receive_now`` found none.
+
+``SocketStream`` and ``PipeStream`` read a non-blocking descriptor
+(``_streams.py``); ``TLSStream`` reads decrypted bytes, all through
+``_receive_later``.
+
+Entry: cancellation and fairness
+--------------------------------
+Every call is a cancellation point *on entry*: a cancelled task leaves
+before it takes a byte, so a cancelled receive never loses data. The
+check is made in place (``_entry``): it reads the task's cancel flag and
+counts the checkpoint, without a trip through the scheduler, which made a
+keep-alive HTTP server a third slower. A cancelled task, or a call from
+outside a task, awaits ``PASS`` instead, and the scheduler raises
+``Cancelled`` or says what is wrong.
+
+Two cases yield for real (``CHECKPOINT``: the back of the ready queue):
+
+- **Fairness.** ``_streak`` counts the calls in a row that found the
+  transport ready at once, and every ``FAIR_STREAK``-th call yields: a
+  task reading a stream that always has data still lets the other tasks
+  and the timers run.
+- **A drained transport.** When the last read took all the transport had
+  (fewer bytes than it asked for), a call that needs more bytes yields
+  before it reads again. Right after a read emptied a socket, the peer has
+  rarely sent more: in a request/response protocol it is still waiting for
+  the answer. Reading at once would mostly fail and arm a wait in the
+  multiplexer, which costs system calls and a wake; after a yield, the
+  other ready tasks have run, the next request has usually arrived, and the
+  read takes it without waiting. Under load the connections are served in
+  turn, as by an event loop that reads on readiness; with no other task
+  ready, the yield is one trip through the ready queue.
 """
 
 from __future__ import annotations
-
-from collections.abc import Generator
-from typing import Any, final
 
 from ..operations import thread_state
 from ._awaitables import CHECKPOINT
@@ -38,69 +59,83 @@ from ._stream_api import (
     ReceiveStream,
     check_max_bytes,
 )
+from ._waker import WaitEvent
 
-__all__ = ["CANCEL_POINT", "FAIR_STREAK", "_BufferedReceiver"]
+__all__ = ["FAIR_STREAK", "_BufferedReceiver"]
 
 # A stream yields to the scheduler at least once per this many calls that
-# found their socket ready.
+# found their transport ready.
 FAIR_STREAK = 16
 
 
-@final
-class _CancelPoint:
-    """``await CANCEL_POINT``: a cancellation point that costs no trip through the scheduler.
+def _check_delimiter(delimiter: object) -> bytes:
+    """``receive_until``'s delimiter as non-empty bytes; refuses anything else."""
+    if not isinstance(delimiter, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"receive_until() needs a bytes delimiter, got {type(delimiter).__name__}; "
+            "pass bytes such as b'\\r\\n' (encode a str first)"
+        )
+    delimiter = bytes(delimiter)
+    if not delimiter:
+        raise ValueError("receive_until() got an empty delimiter; pass e.g. b'\\n'")
+    return delimiter
 
-    In a task that is not cancelled it only counts the checkpoint (for
-    ``assert_checkpoints``) and returns; otherwise, or outside an asyncop
-    task, it defers to ``PASS``, so the scheduler raises ``Cancelled`` (or
-    says what is wrong) exactly as for any other await.
-    """
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        task = thread_state().task
-        if task is None or task.current._cancelled:
-            yield from PASS.__await__()
-            return
-        task.checkpoints += 1
-
-
-CANCEL_POINT = _CancelPoint()
 
 class _BufferedReceiver(ReceiveStream):
     """The receive side shared by ``SocketStream``, ``TLSStream`` and ``PipeStream``.
 
-    Subclasses provide ``_receive_raw(max_bytes)``: bytes from the transport
-    (``b""`` at end of stream), called with the receive guard held.
+    See the module docstring for the two primitives a subclass provides.
     """
 
-    __slots__ = ("_buffer", "_receive_guard", "_streak")
+    __slots__ = ("_buffer", "_drained", "_receive_guard", "_streak")
 
     # Bytes received but not yet returned (the tail of a receive_until).
     _buffer: bytearray
     _receive_guard: ConflictGuard
 
     def _init_receiver(self, what: str) -> None:
-        self._streak = 0  # calls in a row that found the socket ready; see FAIR_STREAK
+        self._streak = 0  # calls in a row that found the transport ready; see FAIR_STREAK
+        # Whether the last read took all the transport had: the next read yields first.
+        self._drained = False
         self._buffer = bytearray()
         self._receive_guard = ConflictGuard(
             f"another task is already receiving on this {what}; "
             "receive from one task at a time (hand the data over with a Channel)"
         )
 
-    async def _receive_raw(self, max_bytes: int) -> bytes:
-        raise NotImplementedError
+    def _receive_now(self, max_bytes: int) -> bytes | None:
+        """The bytes the transport has now (``b""`` at its end), or None; never waits."""
+        return None
 
-    def _entry(self) -> Any:
-        """The cancellation point a call starts with: a checkpoint now and then, for fairness."""
-        if self._streak >= FAIR_STREAK:
-            self._streak = 0
-            return CHECKPOINT
-        return CANCEL_POINT
+    async def _receive_later(self, max_bytes: int) -> bytes:
+        """Wait until the transport has bytes and return them (``b""`` at its end)."""
+        raise NotImplementedError
 
     def _check_receive(self) -> None:
         raise NotImplementedError
+
+    def _entry(self, refill: bool) -> WaitEvent | None:
+        """Pass a call's cancellation point in place, or say what the call must await.
+
+        Args:
+            refill: whether the call needs bytes from the transport (its
+                buffer cannot serve it).
+
+        Returns:
+            None when the task may go on at once (the checkpoint is
+            counted); ``CHECKPOINT`` when it must yield first (fairness, or
+            a drained transport); ``PASS`` when the scheduler must raise
+            ``Cancelled`` or refuse a call from outside a task.
+        """
+        if self._streak >= FAIR_STREAK or (refill and self._drained):
+            self._streak = 0
+            self._drained = False
+            return CHECKPOINT
+        task = thread_state().task
+        if task is None or task.current._cancelled:
+            return PASS
+        task.checkpoints += 1
+        return None
 
     def _take(self, count: int) -> bytes:
         buffer = self._buffer
@@ -128,13 +163,20 @@ class _BufferedReceiver(ReceiveStream):
         """
         if max_bytes is None:
             max_bytes = DEFAULT_RECEIVE_SIZE
-        check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
+        elif type(max_bytes) is not int or max_bytes < 1:
+            max_bytes = check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
         with self._receive_guard:
             self._check_receive()
-            await self._entry()
-            if self._buffer:
+            buffer = self._buffer
+            wait = self._entry(not buffer)
+            if wait is not None:
+                await wait
+            if buffer:
                 return self._take(max_bytes)
-            return await self._receive_raw(max_bytes)
+            data = self._receive_now(max_bytes)
+            if data is None:
+                data = await self._receive_later(max_bytes)
+            return data
 
     async def receive_exactly(self, n: int) -> bytes:
         """Receive exactly ``n`` bytes, waiting for as many reads as it takes.
@@ -156,10 +198,15 @@ class _BufferedReceiver(ReceiveStream):
             raise ValueError(f"receive_exactly({n}) needs a count of 0 or more; pass e.g. 4")
         with self._receive_guard:
             self._check_receive()
-            await self._entry()
             buffer = self._buffer
+            wait = self._entry(len(buffer) < n)
+            if wait is not None:
+                await wait
             while len(buffer) < n:
-                chunk = await self._receive_raw(max(n - len(buffer), DEFAULT_RECEIVE_SIZE))
+                size = max(n - len(buffer), DEFAULT_RECEIVE_SIZE)
+                chunk = self._receive_now(size)
+                if chunk is None:
+                    chunk = await self._receive_later(size)
                 if not chunk:
                     partial = self._take(len(buffer))
                     raise IncompleteRead(
@@ -189,22 +236,18 @@ class _BufferedReceiver(ReceiveStream):
             ClosedResourceError, BusyResourceError, BrokenResourceError,
             Cancelled: as for ``receive_some``.
         """
-        if not isinstance(delimiter, bytes | bytearray | memoryview):
-            raise TypeError(
-                f"receive_until() needs a bytes delimiter, got {type(delimiter).__name__}; "
-                "pass bytes such as b'\\r\\n' (encode a str first)"
-            )
-        delimiter = bytes(delimiter)
-        if not delimiter:
-            raise ValueError("receive_until() got an empty delimiter; pass e.g. b'\\n'")
-        check_max_bytes(max_bytes, "receive_until(max_bytes=...)")
+        if type(delimiter) is not bytes or not delimiter:
+            delimiter = _check_delimiter(delimiter)
+        if type(max_bytes) is not int or max_bytes < 1:
+            max_bytes = check_max_bytes(max_bytes, "receive_until(max_bytes=...)")
         with self._receive_guard:
             self._check_receive()
-            await self._entry()
             buffer = self._buffer
-            searched = 0  # no delimiter starts before this offset
+            index = buffer.find(delimiter)
+            wait = self._entry(index < 0)
+            if wait is not None:
+                await wait
             while True:
-                index = buffer.find(delimiter, searched)
                 if 0 <= index <= max_bytes:
                     data = bytes(buffer[:index])
                     del buffer[: index + len(delimiter)]
@@ -214,8 +257,11 @@ class _BufferedReceiver(ReceiveStream):
                         f"receive_until() found no {delimiter!r} within max_bytes={max_bytes} "
                         "bytes; raise max_bytes, or treat the peer as misbehaving"
                     )
+                # No delimiter starts before this offset: search on from there.
                 searched = max(0, len(buffer) - len(delimiter) + 1)
-                chunk = await self._receive_raw(DEFAULT_RECEIVE_SIZE)
+                chunk = self._receive_now(DEFAULT_RECEIVE_SIZE)
+                if chunk is None:
+                    chunk = await self._receive_later(DEFAULT_RECEIVE_SIZE)
                 if not chunk:
                     partial = self._take(len(buffer))
                     raise IncompleteRead(
@@ -224,3 +270,4 @@ class _BufferedReceiver(ReceiveStream):
                         partial,
                     )
                 buffer += chunk
+                index = buffer.find(delimiter, searched)

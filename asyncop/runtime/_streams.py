@@ -22,8 +22,9 @@ helpers leave to the user, and each is easy to get subtly wrong:
 Reads and writes are tried first and wait only when the descriptor would
 block: a receive calls ``recv`` and parks in the reactor on ``EAGAIN``, a
 send writes what the socket takes and waits for room for the rest. Every
-call is a cancellation point on entry, and yields there now and then for
-fairness (``_receive_buffer.py`` says when). A cancel while a send waits for room leaves a prefix of the data
+call is a cancellation point on entry, and may yield there for fairness or
+because the last read drained the socket (``_receive_buffer.py`` says
+when). A cancel while a send waits for room leaves a prefix of the data
 sent; the ``Cancelled`` carries a note saying how much, and the stream
 should then be closed (the peer is at an unknown message boundary).
 
@@ -129,14 +130,14 @@ class DescriptorStream(_BufferedReceiver, Stream):
     )
 
     _recv: Callable[[int], bytes]
-    _send: Callable[[memoryview], int]
+    _send: Callable[[bytes | memoryview], int]
 
     def _init_stream(
         self,
         what: str,
         waitable: Any,
         recv: Callable[[int], bytes],
-        send: Callable[[memoryview], int],
+        send: Callable[[bytes | memoryview], int],
         broken_why: tuple[str, str] = _RECONNECT,
     ) -> None:
         self._what = what
@@ -165,25 +166,29 @@ class DescriptorStream(_BufferedReceiver, Stream):
         if self._eof_sent:
             raise eof_sent_error(self._what)
 
-    async def _receive_raw(self, max_bytes: int) -> bytes:
-        recv = self._recv
-        streak = self._streak + 1
+    def _receive_now(self, max_bytes: int) -> bytes | None:
+        """``recv`` once: the bytes (``b""`` at the end), or None when it would block."""
+        try:
+            data = self._recv(max_bytes)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if self._is_closed():
+                raise closed_under_error(self._what) from None
+            raise broken(exc, "receive_some()", self._broken_why) from exc
+        self._streak += 1
+        self._drained = 0 < len(data) < max_bytes
+        return data
+
+    async def _receive_later(self, max_bytes: int) -> bytes:
+        """Wait until the descriptor is readable, then read; retries a spurious wake."""
         while True:
-            try:
-                data = recv(max_bytes)
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                if self._is_closed():
-                    raise closed_under_error(self._what) from None
-                raise broken(exc, "receive_some()", self._broken_why) from exc
-            else:
-                self._streak = streak
-                return data
-            streak = 0  # this call waits: it yields to the scheduler
+            self._streak = 0  # this call waits: it yields to the scheduler
             await wait_ready(readable(self._waitable), self._is_closed, self._what)
             self._check_receive()
-            recv = self._recv
+            data = self._receive_now(max_bytes)
+            if data is not None:
+                return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Send all of ``data``, waiting for room as needed.
@@ -202,32 +207,54 @@ class DescriptorStream(_BufferedReceiver, Stream):
         """
         with self._send_guard:
             self._check_send()
-            await self._entry()
-            view = memoryview(data).cast("B")
-            total, size = 0, len(view)
+            wait = self._entry(False)
+            if wait is not None:
+                await wait
             self._streak += 1
-            with view:
-                while total < size:
-                    try:
-                        total += self._send(view[total:])
-                        continue
-                    except BlockingIOError:
-                        pass
-                    except OSError as exc:
-                        if self._is_closed():
-                            raise closed_under_error(self._what) from None
-                        where = f"send_all() after {total} of {size} bytes"
-                        raise broken(exc, where, self._broken_why) from exc
-                    self._streak = 0
-                    try:
-                        await wait_ready(writable(self._waitable), self._is_closed, self._what)
-                    except Cancelled as exc:
-                        if total:
-                            exc.add_note(
-                                f"send_all() sent {total} of {size} bytes before the cancel"
-                            )
-                        raise
-                    self._check_send()
+            sent = 0
+            if type(data) is bytes:
+                # The common case, a message the socket takes whole: no view.
+                if not data:
+                    return
+                sent = self._send_now(data, 0, len(data))
+                if sent == len(data):
+                    return
+            await self._send_rest(data, sent)
+
+    def _send_now(self, data: bytes | memoryview, total: int, size: int) -> int:
+        """``send`` once: the count of bytes the descriptor took, 0 when it would block.
+
+        ``total`` and ``size`` (bytes sent before, and in all) name the
+        point of failure in a ``BrokenResourceError``.
+        """
+        try:
+            return self._send(data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            if self._is_closed():
+                raise closed_under_error(self._what) from None
+            where = f"send_all() after {total} of {size} bytes"
+            raise broken(exc, where, self._broken_why) from exc
+
+    async def _send_rest(self, data: bytes | bytearray | memoryview, total: int) -> None:
+        """Send ``data`` from byte ``total`` on, waiting for room as needed."""
+        view = memoryview(data).cast("B")
+        size = len(view)
+        with view:
+            while total < size:
+                sent = self._send_now(view[total:], total, size)
+                if sent:
+                    total += sent
+                    continue
+                self._streak = 0
+                try:
+                    await wait_ready(writable(self._waitable), self._is_closed, self._what)
+                except Cancelled as exc:
+                    if total:
+                        exc.add_note(f"send_all() sent {total} of {size} bytes before the cancel")
+                    raise
+                self._check_send()
 
     async def send_eof(self) -> None:
         """Tell the peer no more data will be sent; the stream can still receive.
