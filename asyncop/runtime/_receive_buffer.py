@@ -165,7 +165,10 @@ class _BufferedReceiver(ReceiveStream):
             max_bytes = DEFAULT_RECEIVE_SIZE
         elif type(max_bytes) is not int or max_bytes < 1:
             max_bytes = check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
-        with self._receive_guard:
+        guard = self._receive_guard.lock  # (a with block, inline: see ConflictGuard)
+        if not guard.acquire(False):
+            raise self._receive_guard.busy()
+        try:
             self._check_receive()
             buffer = self._buffer
             wait = self._entry(not buffer)
@@ -177,6 +180,8 @@ class _BufferedReceiver(ReceiveStream):
             if data is None:
                 data = await self._receive_later(max_bytes)
             return data
+        finally:
+            guard.release()
 
     async def receive_exactly(self, n: int) -> bytes:
         """Receive exactly ``n`` bytes, waiting for as many reads as it takes.
@@ -240,7 +245,10 @@ class _BufferedReceiver(ReceiveStream):
             delimiter = _check_delimiter(delimiter)
         if type(max_bytes) is not int or max_bytes < 1:
             max_bytes = check_max_bytes(max_bytes, "receive_until(max_bytes=...)")
-        with self._receive_guard:
+        guard = self._receive_guard.lock  # (a with block, inline: see ConflictGuard)
+        if not guard.acquire(False):
+            raise self._receive_guard.busy()
+        try:
             self._check_receive()
             buffer = self._buffer
             index = buffer.find(delimiter)
@@ -269,5 +277,18 @@ class _BufferedReceiver(ReceiveStream):
                         f"({len(partial)} bytes without it); the message was cut short",
                         partial,
                     )
+                if not buffer:
+                    # The commonest case: the frame starts with this chunk.
+                    # Cut it out of the chunk; only what follows it is kept.
+                    index = chunk.find(delimiter)
+                    if 0 <= index <= max_bytes:
+                        rest = index + len(delimiter)
+                        if rest < len(chunk):
+                            buffer += chunk[rest:]
+                        return chunk[:index]
+                    buffer += chunk
+                    continue
                 buffer += chunk
                 index = buffer.find(delimiter, searched)
+        finally:
+            guard.release()

@@ -205,7 +205,10 @@ class DescriptorStream(_BufferedReceiver, Stream):
                 been sent (the exception's note says how much): close the
                 stream.
         """
-        with self._send_guard:
+        guard = self._send_guard.lock  # (a with block, inline: see ConflictGuard)
+        if not guard.acquire(False):
+            raise self._send_guard.busy()
+        try:
             self._check_send()
             wait = self._entry(False)
             if wait is not None:
@@ -220,6 +223,8 @@ class DescriptorStream(_BufferedReceiver, Stream):
                 if sent == len(data):
                     return
             await self._send_rest(data, sent)
+        finally:
+            guard.release()
 
     def _send_now(self, data: bytes | memoryview, total: int, size: int) -> int:
         """``send`` once: the count of bytes the descriptor took, 0 when it would block.
