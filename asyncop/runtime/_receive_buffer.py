@@ -28,7 +28,7 @@ keep-alive HTTP server a third slower. A cancelled task, or a call from
 outside a task, awaits ``PASS`` instead, and the scheduler raises
 ``Cancelled`` or says what is wrong.
 
-Two cases yield for real (``CHECKPOINT``: the back of the ready queue):
+Two cases yield for real (``checkpoint()``: the back of the ready queue):
 
 - **Fairness.** ``_streak`` counts the calls in a row that found the
   transport ready at once, and every ``FAIR_STREAK``-th call yields: a
@@ -49,7 +49,7 @@ Two cases yield for real (``CHECKPOINT``: the back of the ready queue):
 from __future__ import annotations
 
 from ..operations import thread_state
-from ._awaitables import CHECKPOINT
+from ._awaitables import checkpoint
 from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
@@ -123,14 +123,16 @@ class _BufferedReceiver(ReceiveStream):
 
         Returns:
             None when the task may go on at once (the checkpoint is
-            counted); ``CHECKPOINT`` when it must yield first (fairness, or
-            a drained transport); ``PASS`` when the scheduler must raise
-            ``Cancelled`` or refuse a call from outside a task.
+            counted); a ``checkpoint()`` when it must yield first
+            (fairness, or a drained transport); ``PASS`` when the scheduler
+            must raise ``Cancelled`` or refuse a call from outside a task.
         """
         if self._streak >= FAIR_STREAK or (refill and self._drained):
             self._streak = 0
             self._drained = False
-            return CHECKPOINT
+            # (Not the shared CHECKPOINT marker: an awaited checkpoint joins
+            # checkpoint()'s spares, and the marker must never be handed out.)
+            return checkpoint()
         task = thread_state().task
         if task is None or task.current._cancelled:
             return PASS

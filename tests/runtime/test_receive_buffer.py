@@ -147,3 +147,15 @@ def test_send_all_sends_bytes_bytearrays_and_views_of_wide_items_whole(
 
     assert one_worker.run(main) == b"abcdef" + bytes(range(8)) + big
     finish(one_worker)
+
+
+def test_a_stream_yield_never_hands_the_shared_checkpoint_marker_to_checkpoint(
+    one_worker: asyncop.Runtime, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    # An awaited checkpoint becomes a spare that checkpoint() hands out again,
+    # with its "awaited" flag cleared: the stepper's shared marker must not.
+    from asyncop.runtime._awaitables import CHECKPOINT, _spare
+
+    a, b = pair
+    assert run_reader(one_worker, a, b, 64, 64) == ["one", "other", "two"]
+    assert all(spare is not CHECKPOINT for spare in _spare)
