@@ -91,12 +91,12 @@ if TYPE_CHECKING:
     from ._serve import serve_tcp as serve_tcp
     from ._signals import SignalReceiver as SignalReceiver
     from ._signals import open_signal_receiver as open_signal_receiver
-    from ._streams import DelimiterNotFound as DelimiterNotFound
-    from ._streams import IncompleteRead as IncompleteRead
-    from ._streams import ReceiveStream as ReceiveStream
-    from ._streams import SendStream as SendStream
+    from ._stream_api import DelimiterNotFound as DelimiterNotFound
+    from ._stream_api import IncompleteRead as IncompleteRead
+    from ._stream_api import ReceiveStream as ReceiveStream
+    from ._stream_api import SendStream as SendStream
+    from ._stream_api import Stream as Stream
     from ._streams import SocketStream as SocketStream
-    from ._streams import Stream as Stream
     from ._tcp import SocketListener as SocketListener
     from ._tcp import open_tcp_listeners as open_tcp_listeners
     from ._tcp import open_tcp_stream as open_tcp_stream
@@ -119,12 +119,12 @@ _LAZY = {
     "serve_tcp": "_serve",
     "SignalReceiver": "_signals",
     "open_signal_receiver": "_signals",
-    "DelimiterNotFound": "_streams",
-    "IncompleteRead": "_streams",
-    "ReceiveStream": "_streams",
-    "SendStream": "_streams",
+    "DelimiterNotFound": "_stream_api",
+    "IncompleteRead": "_stream_api",
+    "ReceiveStream": "_stream_api",
+    "SendStream": "_stream_api",
+    "Stream": "_stream_api",
     "SocketStream": "_streams",
-    "Stream": "_streams",
     "SocketListener": "_tcp",
     "open_tcp_listeners": "_tcp",
     "open_tcp_stream": "_tcp",

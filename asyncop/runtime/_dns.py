@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 from ._blocking import spawn_blocking
-from ._streams import PASS
+from ._stream_api import PASS
 from ._sync import Semaphore
 
 __all__ = ["MAX_RESOLVER_THREADS", "getaddrinfo"]

@@ -114,9 +114,12 @@ class IoWait(WaitEvent):
 
     def _arm(self, sub: Subscription) -> None:
         reactor = sub.waker.runtime._get_reactor()
-        fd = fileno_of(self.fd)
-        if not hasattr(self.fd, "fileno"):
-            self.identity = _identity(fd)
+        sock = self.sock
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0:  # not a plain socket, or a closed one (which raises here)
+            fd = fileno_of(self.fd)
+            if not hasattr(self.fd, "fileno"):
+                self.identity = _identity(fd)
         sub.handle = (fd, self.direction)
         reactor.register(fd, self.direction, sub)
 

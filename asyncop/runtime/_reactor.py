@@ -57,7 +57,11 @@ On epoll the fd is armed with ``EPOLLONESHOT`` straight from the worker
 thread: ``epoll_ctl`` is safe to call while another thread is blocked in
 ``epoll_wait``, and one-shot arming hands each readiness to exactly one of
 the threads that poll. An fd stays known to epoll (disarmed) after its
-wait, so the next wait is one ``EPOLL_CTL_MOD``.
+wait, so the next wait is one ``EPOLL_CTL_MOD``, and a wait that fires
+costs no ``epoll_ctl`` at all: the one-shot event already disarmed the fd,
+and it is re-armed only for a direction that still waits. A fired wait
+leaves the table with its subscription's handle cleared, so the task's
+``_disarm`` has nothing to take back and skips the reactor's lock.
 
 Lock order: the reactor's own lock is taken before a waker's runtime lock
 (``fire`` runs after the reactor lock is released, in fact), never inside it.
@@ -118,6 +122,9 @@ _EPOLLERR = getattr(select, "EPOLLERR", 8)
 _EPOLLHUP = getattr(select, "EPOLLHUP", 16)
 _EPOLLONESHOT = getattr(select, "EPOLLONESHOT", 1 << 30)
 _TO_EPOLL = {0: 0, READ: _EPOLLIN, WRITE: _EPOLLOUT, READ | WRITE: _EPOLLIN | _EPOLLOUT}
+# The epoll events that wake a reader, and a writer: an error or hang-up wakes both.
+_READ_READY = _EPOLLIN | _EPOLLERR | _EPOLLHUP
+_WRITE_READY = _EPOLLOUT | _EPOLLERR | _EPOLLHUP
 
 
 def _add_ready(
@@ -515,20 +522,32 @@ class Reactor:
         wake_fd = self._wake_fd
         fired: list[Subscription] = []
         wakes: list[_Wake] = []
+        table = self._table
+        armed_fds = self._armed
         with self._lock:
             for fd, mask in events:
                 if fd == wake_fd:
                     if drain:
                         self._wakeup.drain()
                     continue
-                ready = 0
-                if mask & (_EPOLLIN | _EPOLLERR | _EPOLLHUP):
-                    ready |= READ
-                if mask & (_EPOLLOUT | _EPOLLERR | _EPOLLHUP):
-                    ready |= WRITE
-                fired.extend(self._take_ready_locked(fd, ready))
-                # ONESHOT disarmed the whole fd: re-arm what still waits.
-                self._arm_locked(fd, self._armed.get(fd, 0), wakes)
+                armed = armed_fds.pop(fd, 0)
+                if mask & _READ_READY:
+                    sub = table.pop((fd, READ), None)
+                    if sub is not None:
+                        sub.handle = None  # taken: its _disarm has nothing to undo
+                        fired.append(sub)
+                    armed &= ~READ
+                if mask & _WRITE_READY:
+                    sub = table.pop((fd, WRITE), None)
+                    if sub is not None:
+                        sub.handle = None
+                        fired.append(sub)
+                    armed &= ~WRITE
+                if armed:
+                    # ONESHOT disarmed the whole fd: re-arm what still waits.
+                    # With nothing left to wait for, the fd stays disarmed
+                    # (and known) at no cost: the next wait modifies it.
+                    self._arm_locked(fd, armed, wakes)
             if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
                 self._sweep_locked(wakes)
         if fired or wakes:
@@ -543,6 +562,7 @@ class Reactor:
             if ready & direction:
                 sub = self._table.pop((fd, direction), None)
                 if sub is not None:
+                    sub.handle = None  # taken: its _disarm has nothing to undo
                     taken.append(sub)
                 armed &= ~direction
         if armed:

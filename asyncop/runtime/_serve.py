@@ -26,7 +26,8 @@ from ..operations import AsyncOperation, ClosedResourceError
 from ._awaitables import sleep
 from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
-from ._streams import PASS, SocketStream
+from ._stream_api import PASS
+from ._streams import SocketStream
 from ._tcp import SocketListener, open_tcp_listeners
 from ._tls import TLSStream
 

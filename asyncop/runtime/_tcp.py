@@ -36,15 +36,8 @@ from . import _dns
 from ._awaitables import readable, select, sleep, writable
 from ._scope import scope
 from ._socket_file import forget_socket_file
-from ._streams import (
-    PASS,
-    AsyncResource,
-    ConflictGuard,
-    SocketStream,
-    close_socket,
-    closed_error,
-    wait_ready,
-)
+from ._stream_api import PASS, AsyncResource, ConflictGuard, closed_error
+from ._streams import SocketStream, close_socket, wait_ready
 from ._sync import Event
 from ._tls import TLSStream
 

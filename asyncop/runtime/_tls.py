@@ -61,12 +61,12 @@ from collections.abc import Callable
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled, ClosedResourceError
-from ._streams import (
+from ._receive_buffer import _BufferedReceiver
+from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
     ConflictGuard,
     Stream,
-    _BufferedReceiver,
     closed_error,
     closed_under_error,
     eof_sent_error,
@@ -405,7 +405,7 @@ class TLSStream(_BufferedReceiver, Stream):
 
     # -- data ------------------------------------------------------------------
 
-    async def _receive_raw(self, max_bytes: int) -> bytes:
+    async def _receive_later(self, max_bytes: int) -> bytes:
         await self._ensure_handshake()
         if self._eof:
             return b""
@@ -435,7 +435,9 @@ class TLSStream(_BufferedReceiver, Stream):
             self._check_usable()
             if self._eof_sent:
                 raise eof_sent_error("TLS stream")
-            await self._entry()
+            wait = self._entry(False)
+            if wait is not None:
+                await wait
             await self._ensure_handshake()
             view = memoryview(data).cast("B")
             with view:

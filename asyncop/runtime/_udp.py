@@ -23,16 +23,15 @@ from typing import Any, final
 
 from . import _dns
 from ._awaitables import readable, writable
-from ._streams import (
+from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
     AsyncResource,
     ConflictGuard,
     check_max_bytes,
-    close_socket,
     closed_error,
-    wait_ready,
 )
+from ._streams import close_socket, wait_ready
 
 __all__ = ["UDPSocket", "open_udp_socket"]
 

@@ -28,7 +28,8 @@ from ._awaitables import sleep, writable
 from ._serve import Handler, check_handler, serve_listeners
 from ._socket_file import forget_socket_file, remember_socket_file
 from ._start import TASK_STATUS_IGNORED, TaskStatus
-from ._streams import PASS, SocketStream
+from ._stream_api import PASS
+from ._streams import SocketStream
 from ._tcp import SocketListener
 
 __all__ = ["open_unix_listener", "open_unix_stream", "serve_unix"]
