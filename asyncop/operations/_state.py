@@ -1,4 +1,4 @@
-"""The operation state machine and the result snapshot.
+"""The operation state machine, the result snapshot, and the node's kinds.
 
 States
 ------
@@ -16,6 +16,10 @@ States
 
 A scope operation goes from CREATED straight to RUNNING: its work is the body
 of a ``with`` block that is already running in the caller's thread.
+
+Besides its state, a node records what its own work is (``OpKind``) and how
+that work ended (``Outcome``); ``_finalize.py`` derives the final state from
+the outcome and the failures the children handed up.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import attrs
 
 from ._typing import T
 
-__all__ = ["FINAL_STATES", "AsyncResult", "OperationState"]
+__all__ = ["FINAL_STATES", "AsyncResult", "OpKind", "OperationState", "Outcome"]
 
 
 class OperationState(enum.Enum):
@@ -54,6 +58,38 @@ class OperationState(enum.Enum):
 FINAL_STATES = frozenset(
     {OperationState.COMPLETED, OperationState.FAILED, OperationState.CANCELLED}
 )
+
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
+
+
+def _is_final(state: OperationState) -> bool:
+    # Identity tests: several times cheaper than the enum property on the
+    # hot path (every operation checks this a few times).
+    return state is _COMPLETED or state is _FAILED or state is _CANCELLED
+
+
+class Outcome(enum.Enum):
+    """How an operation's own work ended (children not included)."""
+
+    NONE = "none"
+    VALUE = "value"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class OpKind(enum.Enum):
+    """What an operation's own work is."""
+
+    SYNC = "sync"  # a plain function, run on a worker thread
+    CORO = "coroutine"  # an async def function, stepped by the workers
+    SCOPE = "scope"  # the body of a with block, run by the caller's thread
+    # A plain function run by an executor in another process: made with
+    # submit=False and started by its remote job, never run by a worker.
+    # Its ``_task`` slot holds that job once it is sent, and a cancel of the
+    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
+    REMOTE = "remote"
 
 
 @attrs.frozen
