@@ -110,7 +110,6 @@ LONG_MODULES: dict[str, int] = {
 
 #: "module:qualified.name" of functions longer than MAX_FUNCTION_LINES -> their length now.
 LONG_FUNCTIONS: dict[str, int] = {
-    "asyncop.operations._finalize:try_finalize_locked": 98,
     "asyncop.runtime._task:step": 147,
 }
 

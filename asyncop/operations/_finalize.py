@@ -123,7 +123,9 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
 
     Iterative: a chain of nodes each waiting only for its last child
     finalizes bottom-up in one loop, however deep. (Finalizing one node
-    is written out in the loop: this runs for every operation.)
+    is written out in the loop, since this runs for every operation; only
+    the rare cases call out: a failure's ending, ``_failed_ending``, and
+    the links a climb kept, ``_drop_kept_links``.)
 
     On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
     scope's exit) a Ctrl-C can land at any call, so each node goes
@@ -147,48 +149,32 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
     """
     node: AsyncOperation | None = self
     kept: AsyncOperation | None = None  # first node of the climb whose links stay
-    error: BaseException | None
     while node is not None and node._outcome is not Outcome.NONE and node.first_child is None:
         state = node._state
+        parent = node.parent
         if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
             if not node._cancel_unfinished:
                 break  # final and settled
             # A Ctrl-C cut its settling short: settle it again.
-            parent = node.parent
-            error = node._error
             taken_over = (
-                state is _FAILED and parent is not None and _taken_over(node, parent, error)
+                state is _FAILED and parent is not None and _taken_over(node, parent, node._error)
             )
             if kept is None:
                 kept = node
         else:
-            failures = node._failures
-            own = node._error if node._outcome is Outcome.ERROR else None
-            if own is not None and isinstance(own, Cancelled):
-                own = None
-            error = None
-            report: _Unobserved | None = None
-            if own is not None or failures:
-                state = _FAILED
-                if not node._observed:
-                    report = _Unobserved(node)
-                if own is None:
-                    errors = list(failures)  # type: ignore[arg-type]
-                else:
-                    errors = [own, *failures] if failures else [own]
-                error = _failure(node, errors, bool(failures))
-            elif node._outcome is Outcome.VALUE and not (
-                # A scope's block has no value worth keeping: a scope whose cancel
-                # interrupted its children ended CANCELLED, however its block left.
-                node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
-            ):
-                state = _COMPLETED
+            if node._failures or node._outcome is Outcome.ERROR:
+                state, error, taken_over, report = _failed_ending(node, parent)
             else:
-                state = _CANCELLED
-            parent = node.parent
-            taken_over = (
-                state is _FAILED and parent is not None and _taken_over(node, parent, error)
-            )
+                error = report = None
+                taken_over = False
+                if node._outcome is Outcome.VALUE and not (
+                    # A scope's block has no value worth keeping: a scope whose cancel
+                    # interrupted its children ended CANCELLED, however its block left.
+                    node._kind is OpKind.SCOPE and node._cancelled and node._interrupted
+                ):
+                    state = _COMPLETED
+                else:
+                    state = _CANCELLED
             if node._cancel_unfinished and kept is None:
                 kept = node  # its cancel walk is still under way
             node._transition_to_final(state, error, taken_over, report)
@@ -238,7 +224,39 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
             node.parent = None
             node._cancel_unfinished = False
         node = parent
-    while kept is not None and kept is not node:
+    if kept is not None:
+        _drop_kept_links(kept, node)
+
+
+def _failed_ending(
+    node: AsyncOperation, parent: AsyncOperation | None
+) -> tuple[OperationState, BaseException | None, bool, _Unobserved | None]:
+    """How a node ends whose own work raised, or to which children handed failures.
+
+    Returns its final state, the error it keeps, whether ``parent`` takes
+    that error over, and the report that logs the error if nobody observes
+    it. An own error that is only a ``Cancelled``, with no child's failure
+    beside it, ends the node CANCELLED. Only reads the node (step 1 of
+    ``try_finalize_locked``).
+    """
+    failures = node._failures
+    own = node._error if node._outcome is Outcome.ERROR else None
+    if own is not None and isinstance(own, Cancelled):
+        own = None
+    if own is None and not failures:
+        return _CANCELLED, None, False, None
+    report = None if node._observed else _Unobserved(node)
+    if own is None:
+        errors = list(failures)  # type: ignore[arg-type]
+    else:
+        errors = [own, *failures] if failures else [own]
+    error = _failure(node, errors, bool(failures))
+    return _FAILED, error, parent is not None and _taken_over(node, parent, error), report
+
+
+def _drop_kept_links(kept: AsyncOperation | None, end: AsyncOperation | None) -> None:
+    """Clear the parent links a climb kept, from ``kept`` up to ``end`` (excluded)."""
+    while kept is not None and kept is not end:
         above = kept.parent
         kept.parent = None
         kept._cancel_unfinished = False
