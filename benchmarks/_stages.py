@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor, _base
 from typing import Any
 
 import asyncop
-from asyncop.operations import _node
+from asyncop.operations import _finalize, _node
 from asyncop.platform import _event
 
 __all__ = ["main"]
@@ -135,7 +135,7 @@ def _asyncop(n: int) -> tuple[float, _Stamps]:
         (_event.WakeEvent, "set", set_),
         (_event.WakeEvent, "wait", wait_),
         (_node.AsyncOperation, "_add_waiter_locked", add_),
-        (_node, "_LockType", StampedLock),
+        (_finalize, "_LockType", StampedLock),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     for owner, name, fn in patches:

@@ -8,6 +8,15 @@ This package holds the node's state machine and tree rules; it reaches the
 runtime that schedules the work only through the ``RuntimeHooks`` protocol
 and the services the runtime installs in ``_hooks.py``.
 
+Where things are: ``_node.py`` defines ``AsyncOperation`` (its fields and
+public face); the machinery behind it is in ``_cancel.py`` (the cancel
+walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
+``_finalize.py`` (how a node ends and hands its failure up). ``_state.py``
+has the states, the result snapshot and the node's kinds; ``_token.py``
+the cancel token; ``_park.py`` how a blocked thread is parked so that a
+cancel wakes it; ``_current.py`` the per-thread state (the current
+operation); ``_errors.py`` the exceptions.
+
 This module is the package's one face. Besides the public names in
 ``__all__`` (which ``asyncop`` re-exports), it gives the runtime the
 internals it drives the tree with and the type variables of the public
@@ -40,16 +49,16 @@ from ._guard import safe_str as safe_str
 from ._hooks import After as After
 from ._hooks import RuntimeHooks as RuntimeHooks
 from ._hooks import install_start as install_start
+from ._hooks import run_after as run_after
 from ._node import AsyncOperation as AsyncOperation
-from ._node import _is_final as _is_final
 from ._node import _user_frame as _user_frame
-from ._node import run_after as run_after
 from ._park import cancelled_error as cancelled_error
 from ._park import park as park
 from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
+from ._state import _is_final as _is_final
 from ._token import CancelHandle as CancelHandle
 from ._token import CancelToken as CancelToken
 from ._tree import walk as walk

@@ -5,6 +5,10 @@ node reaches its runtime only through this protocol, which the runtime
 implements, and through the few services the runtime installs here when it
 is imported (:func:`install_start`). An operation exists only once a runtime
 made it, so by the time a node calls a service, it is installed.
+
+Work the node and the runtime do under the runtime lock collects what must
+happen after it (``After``), and :func:`run_after` runs it once the lock is
+released.
 """
 
 from __future__ import annotations
@@ -12,16 +16,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._guard import run_isolated
+
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
     from ._node import AsyncOperation
     from ._state import OpKind
 
-__all__ = ["After", "RuntimeHooks", "StartFn", "install_start", "start_child"]
+__all__ = ["After", "RuntimeHooks", "StartFn", "install_start", "run_after", "start_child"]
 
 # Actions collected under the runtime lock and run after it is released:
 # user callbacks (on_cancel, completion callbacks) must never run under it.
 After = list[Callable[[], object]]
+
+
+def run_after(after: After) -> None:
+    """Run the actions collected under the runtime lock, after releasing it.
+
+    An exception from one action (a user's ``on_cancel`` callback), even
+    SystemExit or KeyboardInterrupt, is logged and does not stop the others:
+    they carry wakeups that must be delivered, and the cancel that triggered
+    them has already happened and cannot be undone. A KeyboardInterrupt on
+    the main thread is raised again once every action has run.
+    """
+    run_isolated(after, "a cancellation or completion callback")
 
 
 class RuntimeHooks(Protocol):

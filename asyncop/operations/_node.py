@@ -2,17 +2,29 @@
 
 Map
 ---
-- ``AsyncOperation``: the public face (state, result, cancel, wait, spawn).
-- Transitions: ``_transition_to_pending``, ``_transition_to_running`` and
-  ``_transition_to_final``; each asserts where it starts from.
-- Completion: ``_end_work_locked`` records how the operation's own work
-  ended; ``_try_finalize_locked`` makes it final once its children are gone,
-  then climbs to the parent, iteratively.
-- Cancellation: ``_cancel_locked`` walks the subtree with an explicit stack;
-  a walk cut short by a Ctrl-C is redone by the next one, and so is a
-  finalization that a Ctrl-C cut short (see ``_try_finalize_locked``).
-- Waiting: ``wait`` and ``_block_until_final`` park the thread through
-  ``_park.park``, so a cancel of the calling operation ends the wait.
+``AsyncOperation`` is defined here: its fields, its public face (state,
+result, cancel, wait, spawn, start), its deadline and shield, its children
+and its first transitions (``_transition_to_pending``,
+``_transition_to_running``; each asserts where it starts from). The
+machinery behind the face lives in three modules, as plain functions that
+the class binds as its methods (``_cancel_locked = cancel_locked``), so a
+call costs what a method defined here would:
+
+- ``_cancel.py``: the cancel walk (``_cancel_locked``), which goes down the
+  subtree with an explicit stack; a walk cut short by a Ctrl-C is redone by
+  the next one. Also a deadline's expiry (``_expire``) and the token side of
+  a cancel.
+- ``_waiting.py``: blocking a thread until the node is final
+  (``_block_until_final``, through ``_park.park``, so a cancel of the
+  calling operation ends the wait), the waiter list, and the result
+  snapshot.
+- ``_finalize.py``: completion. ``_end_work_locked`` records how the
+  operation's own work ended; ``_try_finalize_locked`` makes it final once
+  its children are gone, then climbs to the parent, iteratively; the final
+  state follows from the outcome and the children's failures (see that
+  module). A finalization a Ctrl-C cut short is finished by the next call.
+
+``OpKind`` and ``Outcome`` are in ``_state.py``, beside the states.
 
 Who writes what
 ---------------
@@ -30,29 +42,12 @@ A parent holds its live children in a doubly linked list (``first_child``,
 among 100,000 siblings unlinks in O(1). A child that becomes final unlinks at
 once and clears its own links, which also breaks the parent <-> child
 reference cycle without the garbage collector's help.
-
-Outcome of the operation's own work
------------------------------------
-``_outcome`` is NONE while the work has not ended, then VALUE, ERROR or
-CANCELLED. The final state follows from it and from the failures the
-children handed up (``_failures``):
-
-- any failure (own error or a child's) -> FAILED;
-- otherwise VALUE -> COMPLETED, even if a cancel arrived after the work
-  finished (a value already produced is kept);
-- otherwise CANCELLED.
-
-A KeyboardInterrupt or SystemExit among the failures is never grouped: the
-operation fails with it bare, the other failures in its ``__context__``, and
-it is handed to the parent even from a supervised child.
 """
 
 from __future__ import annotations
 
 import _thread
 import contextvars
-import functools
-import logging
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType
@@ -61,24 +56,39 @@ from typing import TYPE_CHECKING, Any, Generic, final, overload
 import attrs
 
 from ..platform import check_deadline, check_timeout
-from ._current import ThreadState, thread_state
-from ._errors import CancellationError, Cancelled, InvalidStateError
+from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
+from ._current import thread_state
+from ._errors import CancellationError, InvalidStateError
 from ._executor import spawn_remote
+from ._finalize import (
+    end_work,
+    end_work_locked,
+    end_work_on_worker,
+    line_of,
+    transition_to_final,
+    try_finalize_locked,
+)
 from ._foreign import awaited_outside_error
-from ._guard import run_isolated
-from ._hooks import start_child
-from ._park import cancelled_error, park, release_quietly
-from ._state import AsyncResult, OperationState, OpKind, Outcome
+from ._hooks import run_after, start_child
+from ._park import cancelled_error
+from ._state import AsyncResult, OperationState, OpKind, Outcome, _is_final
 from ._token import CancelToken
 from ._typing import R, T, Ts
+from ._waiting import (
+    add_waiter_locked,
+    block_until_final,
+    check_can_block,
+    observe,
+    remove_waiter,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
+    from ._finalize import _Unobserved
     from ._hooks import After
 
-__all__ = ["AsyncOperation", "run_after"]
-
-logger = logging.getLogger("asyncop")
+__all__ = ["AsyncOperation"]
 
 _CREATED = OperationState.CREATED
 _PENDING = OperationState.PENDING
@@ -89,35 +99,6 @@ _CANCELLED = OperationState.CANCELLED
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
 _CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
-
-
-# The results that carry nothing but a state, made once: results are
-# immutable, and a callback that returns None is the common case.
-_NO_VALUE: dict[OperationState, AsyncResult[Any]] = {
-    state: AsyncResult(state, None, None) for state in OperationState
-}
-_COMPLETED_NONE = _NO_VALUE[OperationState.COMPLETED]
-
-
-def _is_final(state: OperationState) -> bool:
-    # Identity tests: several times cheaper than the enum property on the
-    # hot path (every operation checks this a few times).
-    return state is _COMPLETED or state is _FAILED or state is _CANCELLED
-
-
-def run_after(after: After) -> None:
-    """Run the actions collected under the runtime lock, after releasing it.
-
-    An exception from one action (a user's ``on_cancel`` callback), even
-    SystemExit or KeyboardInterrupt, is logged and does not stop the others:
-    they carry wakeups that must be delivered, and the cancel that triggered
-    them has already happened and cannot be undone. A KeyboardInterrupt on
-    the main thread is raised again once every action has run.
-    """
-    run_isolated(after, "a cancellation or completion callback")
-
-
-_LockType = _thread.LockType
 
 
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
@@ -257,7 +238,7 @@ class AsyncOperation(Generic[T]):
     @property
     def lineno(self) -> int:
         """The line of the user code that made the operation (0 if unknown)."""
-        return _line_of(self._code, self._lasti)
+        return line_of(self._code, self._lasti)
 
     @property
     def token(self) -> CancelToken:
@@ -273,26 +254,6 @@ class AsyncOperation(Generic[T]):
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)
         return token
-
-    def _finish_token_cancel_locked(self, after: After) -> None:
-        """Redo the token side of a cancel that a Ctrl-C cut short."""
-        token = self._token
-        if token is not None:
-            if token._cancelled:
-                token._release_waiters_locked()
-            else:
-                token._cancel_locked(after)
-
-    def _cancel_token_locked(self, after: After) -> bool:
-        """Mark this operation's token cancelled; False if it already was."""
-        if self._cancelled:
-            return False
-        self._cancelled = True
-        token = self._token
-        if token is not None:
-            token._about = (self.name, self.cancel_reason)
-            token._cancel_locked(after)
-        return True
 
     @property
     def state(self) -> OperationState:
@@ -429,110 +390,11 @@ class AsyncOperation(Generic[T]):
             # still run (the walk itself is redone by the next cancel).
             run_after(after)
 
-    def _cancel_locked(self, reason: object, after: After, *, again: bool = False) -> None:
-        """Walk the subtree iteratively and cancel every live node.
-
-        A node whose token is already cancelled is skipped with its subtree:
-        every non-shielded node below a cancelled one is cancelled too (a
-        child born under a cancelled parent is born cancelled), so the walk
-        would find nothing to do there. This makes a repeated cancel O(1).
-
-        The exception is a walk that did not finish: on the main thread a
-        Ctrl-C can land anywhere in it, after a token is marked but before
-        the task parked under it is woken, or before its children are
-        reached. ``_cancel_unfinished`` stays set on the walk's first node
-        until the walk ends, and any later walk that meets such a node
-        redoes its whole subtree; every step below is idempotent. With
-        ``again`` (a Ctrl-C at a scope's exit) the walk redoes the whole
-        subtree whatever its marks say.
-
-        A redo also finishes the finalizations a Ctrl-C cut short (see
-        ``_try_finalize_locked``): a node whose work has ended but which is
-        not final, and a final node still flagged, which is still linked
-        where the walk meets it, or is this node.
-        """
-        if _is_final(self._state):
-            if self._cancel_unfinished:
-                self._try_finalize_locked(after)
-            return
-        if self._cancelled and not self._cancel_unfinished and not again:
-            return
-        redo = again or self._cancel_unfinished
-        self._cancel_unfinished = True
-        stack: list[AsyncOperation] = [self]
-        unstarted: list[AsyncOperation] = []
-        while stack:
-            node = stack.pop()
-            if node.cancel_reason is None:
-                node.cancel_reason = reason
-            if not node._cancel_token_locked(after) and redo:
-                node._finish_token_cancel_locked(after)
-            state = node._state
-            if state is _CREATED or state is _PENDING:
-                if node._outcome is _NO_OUTCOME:
-                    node._outcome = _CANCELLED_OUTCOME
-                    node._fn = None
-                    node._args = ()
-                    unstarted.append(node)
-                    node.runtime._on_cancel_running_locked(node, after)
-                elif redo and node._outcome is _CANCELLED_OUTCOME:
-                    unstarted.append(node)
-                    node.runtime._on_cancel_running_locked(node, after)
-            elif state is _RUNNING:
-                if node._kind is _REMOTE:
-                    # Its job (see OpKind.REMOTE) applies its executor's rule,
-                    # once the lock is released, like an on_cancel callback.
-                    job = node._task
-                    if job is not None:
-                        after.append(job._on_cancel)
-                else:
-                    node.runtime._on_cancel_running_locked(node, after)
-                if redo and node._outcome is not _NO_OUTCOME:
-                    unstarted.append(node)  # its work has ended: finalize it if it can
-            else:
-                # Final yet linked: a Ctrl-C cut its settling short.
-                unstarted.append(node)
-            child = node.first_child
-            while child is not None:
-                # Read first: a cancel of the child may unlink it.
-                nxt = child.sibling_next
-                if not child._shield:
-                    # Cancelled from outside, even if its own cancel came first.
-                    child._outside_cancel = True
-                    if not child._cancelled or redo:
-                        stack.append(child)
-                    elif child._cancel_unfinished:
-                        child._cancel_locked(reason, after)
-                child = nxt
-        # Deepest first, so that a CREATED parent whose children were all
-        # unstarted becomes final in the same call. (A node that a climb
-        # has finalized meanwhile returns at once.)
-        for node in reversed(unstarted):
-            node._try_finalize_locked(after)
-        self._cancel_unfinished = False
-
-    def _expire(self) -> None:
-        """The deadline timer fired: cancel the subtree and mark it expired."""
-        after: After = []
-        runtime = self.runtime
-        with runtime._lock:
-            if _is_final(self._state):
-                return
-            now = runtime.now()
-            # When an outer deadline is due at the same instant, the outer
-            # scope owns the timeout: it is the one that must raise
-            # TimeoutError, and the inner one lets Cancelled pass.
-            target = self
-            node = self
-            while not node._shield and node.parent is not None:
-                node = node.parent
-                if node._deadline is not None and node._deadline <= now and not node._cancelled:
-                    target = node
-            if target._cancelled:
-                return
-            target._expired = True
-            target._cancel_locked("deadline passed", after)
-        run_after(after)
+    # The walk and its helpers: see _cancel.py.
+    _cancel_locked = cancel_locked
+    _expire = expire
+    _cancel_token_locked = cancel_token_locked
+    _finish_token_cancel_locked = finish_token_cancel_locked
 
     # ------------------------------------------------------------------
     # Waiting
@@ -597,81 +459,13 @@ class AsyncOperation(Generic[T]):
                 raise awaited_outside_error(f"operation {self.name!r}", exc) from None
             raise
 
-    def _check_can_block(self, what: str, state: ThreadState | None = None) -> None:
-        if state is None:
-            state = thread_state()
-        if state.task is not None:
-            raise RuntimeError(
-                f"{what} on operation {self.name!r} would block a worker thread inside a "
-                "coroutine; write 'await op' instead"
-            )
-        node = state.op  # current_operation(), outside a coroutine
-        while node is not None:
-            if node is self:
-                raise RuntimeError(
-                    f"{what} on operation {self.name!r} from its own code or a descendant's "
-                    "would wait forever; let the operation end, or wait from outside it"
-                )
-            node = node.parent
-
-    def _block_until_final(
-        self, timeout: float | None, caller: AsyncOperation | None = None
-    ) -> bool:
-        """Park the calling thread until the operation is final, or time out.
-
-        ``timeout`` went through ``check_timeout``. With ``caller`` (the
-        operation the thread runs), a cancel of the caller ends the wait
-        early too: it returns False and the caller tells which from its
-        token. A KeyboardInterrupt removes the waiter and propagates; the
-        main thread waits in slices, so it notices one promptly.
-        """
-        waiter = _thread.allocate_lock()
-        waiter.acquire()
-        # With a caller, the lock has a second waker (the caller's cancel),
-        # so the finalizer must release it quietly: queue a callable then.
-        wake: Callable[[], object] | _thread.LockType = (
-            waiter if caller is None else functools.partial(release_quietly, waiter)
-        )
-        try:
-            # A with-statement: see _end_work.
-            with self.runtime._lock:
-                if _is_final(self._state):
-                    return True
-                self._add_waiter_locked(wake)
-            park(waiter, timeout, caller)
-        finally:
-            # Also after a Ctrl-C that landed as the waiter was queued.
-            if not _is_final(self._state):  # else the finalizer took the list
-                self._remove_waiter(wake)
-        return _is_final(self._state)
-
-    def _add_waiter_locked(self, fn: Callable[[], object] | _thread.LockType) -> None:
-        """Wake ``fn`` when the operation is final: a held lock is released, a
-        callable is called once the runtime lock is free."""
-        if self._waiters is None:
-            self._waiters = [fn]
-        else:
-            self._waiters.append(fn)
-
-    def _remove_waiter(self, fn: Callable[[], object] | _thread.LockType) -> None:
-        with self.runtime._lock:
-            waiters = self._waiters
-            if waiters is not None:
-                try:
-                    waiters.remove(fn)
-                except ValueError:
-                    pass
-
-    def _snapshot(self, *, observe: bool) -> AsyncResult[T]:
-        state = self._state
-        if state is _COMPLETED:
-            value = self._value
-            return _COMPLETED_NONE if value is None else AsyncResult(state, value, None)
-        if state is _FAILED:
-            if observe:
-                self._observe()
-            return AsyncResult(state, None, self._error)
-        return _NO_VALUE[state]
+    # Blocking, the waiter list and the snapshot: see _waiting.py.
+    _check_can_block = check_can_block
+    _block_until_final = block_until_final
+    _add_waiter_locked = add_waiter_locked
+    _remove_waiter = remove_waiter
+    _snapshot = snapshot
+    _observe = observe
 
     # ------------------------------------------------------------------
     # Children
@@ -820,220 +614,15 @@ class AsyncOperation(Generic[T]):
         self._state = _RUNNING
         return True
 
-    def _transition_to_final(
-        self,
-        state: OperationState,
-        error: BaseException | None,
-        taken_over: bool,
-        report: _Unobserved | None,
-    ) -> None:
-        """CREATED, PENDING or RUNNING -> COMPLETED, FAILED or CANCELLED.
-
-        Writes every field of the outcome with no call in between: a Ctrl-C
-        on the main thread lands only as a call starts or a C call returns,
-        so it stops the transition before it begins or lets it through
-        whole. Flags the node until it is settled (see
-        ``_try_finalize_locked``), and writes the state last: a reader
-        without the lock that sees it final finds the rest.
-        """
-        # Invariant: exactly one final state, set once.
-        old = self._state
-        assert old is _CREATED or old is _PENDING or old is _RUNNING, (
-            f"{self.name!r} is already {old.name}"
-        )
-        assert state is _COMPLETED or state is _FAILED or state is _CANCELLED, state
-        if state is not _COMPLETED:
-            self._value = None
-        self._error = error
-        self._failures = None
-        if taken_over:
-            # The parent takes the failure over: it is observed there.
-            self._observed = True
-        elif report is not None:
-            # Armed before the state reads FAILED: whoever sees FAILED and
-            # observes the failure then finds it, and disarms it.
-            report.error = error
-            self._unobserved = report
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = waiters[::-1]
-        self._cancel_unfinished = True
-        self._state = state
-
     # ------------------------------------------------------------------
-    # Completion
+    # Completion: see _finalize.py
     # ------------------------------------------------------------------
 
-    def _end_work(self, outcome: Outcome, value: Any, error: BaseException | None) -> None:
-        """Record how the own work ended; finalize if no child is live.
-
-        From any thread (a sync scope's exit comes here on the user's).
-        """
-        after: After = []
-        # A with-statement, not acquire() then try, wherever a user thread
-        # may take the lock: on the main thread, a Ctrl-C raised as acquire()
-        # returns would land before the try and leave the lock held for good.
-        with self.runtime._lock:
-            self._end_work_locked(outcome, value, error, after)
-        if after:
-            run_after(after)
-
-    def _end_work_on_worker(
-        self, outcome: Outcome, value: Any, error: BaseException | None
-    ) -> None:
-        """``_end_work`` for the worker that ran the work: every operation ends here.
-
-        A worker thread never runs signal handlers, so it may take the lock
-        with acquire() then try, which costs half a with-statement.
-        """
-        after: After = []
-        lock = self.runtime._lock
-        lock.acquire()
-        try:
-            self._end_work_locked(outcome, value, error, after)
-        finally:
-            lock.release()
-        if after:
-            run_after(after)
-
-    def _end_work_locked(
-        self, outcome: Outcome, value: Any, error: BaseException | None, after: After
-    ) -> None:
-        assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
-        self._outcome = outcome
-        self._value = value
-        self._error = error
-        self._fn = None
-        self._args = ()
-        if outcome is _CANCELLED_OUTCOME:
-            self._interrupted = True
-        self._try_finalize_locked(after)
-
-    def _try_finalize_locked(self, after: After) -> None:
-        """Make this node final if its work and children have ended; climb up.
-
-        Iterative: a chain of nodes each waiting only for its last child
-        finalizes bottom-up in one loop, however deep. (Finalizing one node
-        is written out in the loop: this runs for every operation.)
-
-        On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
-        scope's exit) a Ctrl-C can land at any call, so each node goes
-        through three steps that a cut leaves in a state the next call
-        finishes:
-
-        1. Deciding how the node ends only reads: cut, the node is as it was.
-        2. ``_transition_to_final`` writes every field in one call, which a
-           Ctrl-C can stop only before it starts.
-        3. Settling: the runtime's bookkeeping, waking the waiters (each one
-           off the list before it is woken), then unlinking from the parent
-           and handing it the outcome, in one step with no call inside. Until
-           it is done the node is flagged (``_cancel_unfinished``) and still
-           linked, where a later cancel walk meets it; this method, given a
-           flagged final node, settles it again.
-
-        A climb that finalizes a node whose cancel walk has not ended (the
-        walk's own node, flagged) keeps the parent links from there up until
-        the climb ends: a later ``cancel()`` of that node then finds what is
-        left to finish above it.
-        """
-        node: AsyncOperation | None = self
-        kept: AsyncOperation | None = None  # first node of the climb whose links stay
-        error: BaseException | None
-        while node is not None and node._outcome is not _NO_OUTCOME and node.first_child is None:
-            state = node._state
-            if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
-                if not node._cancel_unfinished:
-                    break  # final and settled
-                # A Ctrl-C cut its settling short: settle it again.
-                parent = node.parent
-                error = node._error
-                taken_over = (
-                    state is _FAILED and parent is not None and _taken_over(node, parent, error)
-                )
-                if kept is None:
-                    kept = node
-            else:
-                failures = node._failures
-                own = node._error if node._outcome is _ERROR else None
-                if own is not None and isinstance(own, Cancelled):
-                    own = None
-                error = None
-                report: _Unobserved | None = None
-                if own is not None or failures:
-                    state = _FAILED
-                    if not node._observed:
-                        report = _Unobserved(node)
-                    if own is None:
-                        errors = list(failures)  # type: ignore[arg-type]
-                    else:
-                        errors = [own, *failures] if failures else [own]
-                    error = _failure(node, errors, bool(failures))
-                elif node._outcome is _VALUE and not (
-                    # A scope's block has no value worth keeping: a scope whose cancel
-                    # interrupted its children ended CANCELLED, however its block left.
-                    node._kind is _SCOPE and node._cancelled and node._interrupted
-                ):
-                    state = _COMPLETED
-                else:
-                    state = _CANCELLED
-                parent = node.parent
-                taken_over = (
-                    state is _FAILED and parent is not None and _taken_over(node, parent, error)
-                )
-                if node._cancel_unfinished and kept is None:
-                    kept = node  # its cancel walk is still under way
-                node._transition_to_final(state, error, taken_over, report)
-            node.runtime._on_final_locked(node, after)
-            waiters = node._waiters
-            if waiters is not None:
-                # In reverse order since the transition: the last is the first
-                # to wake. Each leaves the list before it is woken.
-                while waiters:
-                    waiter = waiters[-1]
-                    if type(waiter) is _LockType:
-                        del waiters[-1]
-                        # A thread blocked in wait(): release it now, under
-                        # the lock (one C call), so that its OS wake-up
-                        # starts before this worker's remaining bookkeeping.
-                        waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
-                    else:
-                        del waiters[-1]
-                        after.append(waiter)  # type: ignore[arg-type]
-                node._waiters = None
-            if parent is not None:
-                prev = node._sibling_prev
-                if prev is not None or parent.first_child is node:  # still linked
-                    # Unlink from the parent's child list, in O(1), and hand
-                    # it the outcome: no call before the last line.
-                    nxt = node.sibling_next
-                    if prev is None:
-                        parent.first_child = nxt
-                    else:
-                        prev.sibling_next = nxt
-                    if nxt is None:
-                        parent._last_child = prev
-                    else:
-                        nxt._sibling_prev = prev
-                    node.sibling_next = None
-                    node._sibling_prev = None
-                    if state is _CANCELLED:
-                        parent._interrupted = True
-                    elif taken_over:
-                        if parent._failures is None:
-                            parent._failures = [node._error]  # type: ignore[list-item]
-                        else:
-                            parent._failures.append(node._error)  # type: ignore[arg-type]
-                if taken_over:
-                    parent._cancel_locked(f"child {node.name!r} failed", after)
-            if kept is None:
-                node.parent = None
-                node._cancel_unfinished = False
-            node = parent
-        while kept is not None and kept is not node:
-            above = kept.parent
-            kept.parent = None
-            kept._cancel_unfinished = False
-            kept = above
+    _end_work = end_work
+    _end_work_on_worker = end_work_on_worker
+    _end_work_locked = end_work_locked
+    _try_finalize_locked = try_finalize_locked
+    _transition_to_final = transition_to_final
 
     # ------------------------------------------------------------------
     # Debugging
@@ -1041,106 +630,6 @@ class AsyncOperation(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
-
-    def _observe(self) -> None:
-        """Mark the failure as seen: it is not logged when the operation is collected."""
-        self._observed = True
-        report = self._unobserved
-        if report is not None:
-            self._unobserved = None
-            report.error = None
-
-
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
-
-
-def _taken_over(node: AsyncOperation, parent: AsyncOperation, error: BaseException | None) -> bool:
-    """Whether ``parent`` takes over ``error``, the failure ``node`` ends with."""
-    return node._propagates and (
-        not (node._supervised or parent._supervise)
-        # Ctrl-C and SystemExit are never kept on a supervised child.
-        or isinstance(error, _INTERRUPTS)
-    )
-
-
-def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -> BaseException:
-    """The error a node that failed with ``errors`` ends with.
-
-    One error of a plain operation's own work stays bare; otherwise (and
-    always for a scope, whose block's error is wrapped even alone) they are
-    grouped. A KeyboardInterrupt or SystemExit is never grouped: the first
-    one wins over the rest, which it carries as its ``__context__``, as
-    asyncio's TaskGroup re-raises it bare.
-    """
-    for exc in errors:
-        if isinstance(exc, _INTERRUPTS):
-            rest = [other for other in errors if other is not exc]
-            context = exc.__context__
-            if (
-                rest
-                and isinstance(context, BaseExceptionGroup)
-                and list(context.exceptions) == rest
-            ):
-                # Carried already: a Ctrl-C cut the node's finalization short
-                # after this, and the node is finalized again.
-                return exc
-            if rest:
-                group = BaseExceptionGroup(f"operation {node.name!r} failed", rest)
-                if (
-                    context is not None
-                    and context not in rest
-                    and not isinstance(context, Cancelled)
-                ):
-                    # Keep what the interrupt was raised over, one link further.
-                    group.__context__ = context
-                exc.__context__ = group
-            return exc
-    if len(errors) == 1 and not grouped and node._kind is not _SCOPE:
-        return errors[0]
-    return BaseExceptionGroup(f"operation {node.name!r} failed", errors)
-
-
-def _line_of(code: CodeType | None, lasti: int) -> int:
-    """The line of instruction offset ``lasti`` in ``code`` (0 if unknown)."""
-    if code is None:
-        return 0
-    for start, end, line in code.co_lines():
-        if start <= lasti < end:
-            return line if line is not None else code.co_firstlineno
-    return code.co_firstlineno
-
-
-@final
-class _Unobserved:
-    """Logs a failure nobody observed, when its operation is collected.
-
-    Only a failed operation has one, so the operations that end well carry
-    no finalizer: collecting them runs no Python code.
-    """
-
-    __slots__ = ("code", "error", "lasti", "name")
-
-    def __init__(self, op: AsyncOperation) -> None:
-        self.name = op.name
-        self.code = op._code
-        self.lasti = op._lasti
-        # Set by the transition to FAILED; None again once observed.
-        self.error: BaseException | None = None
-
-    def __del__(self) -> None:
-        try:
-            error = self.error
-        except AttributeError:  # a Ctrl-C stopped __init__: it was never armed
-            return
-        if error is not None:
-            code = self.code
-            logger.error(
-                "asyncop: operation %r failed and nobody observed the failure (made at %s:%d)",
-                self.name,
-                "<unknown>" if code is None else code.co_filename,
-                _line_of(code, self.lasti),
-                exc_info=error,
-            )
 
 
 AsyncOperation.__module__ = "asyncop"

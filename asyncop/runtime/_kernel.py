@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextvars
 import enum
-import logging
 import os
 import threading
 from collections import deque
@@ -79,6 +78,7 @@ from ._worker import (
     IDLE_RETIRE,
     Worker,
     WorkerState,
+    _log_exception,
     worker_main,
 )
 
@@ -90,8 +90,6 @@ if TYPE_CHECKING:
     from ..operations import After
 
 __all__ = ["DEFAULT_EXTRA_THREADS", "Kernel", "RuntimeState"]
-
-logger = logging.getLogger("asyncop")
 
 _RUNNING = OperationState.RUNNING
 _CORO = OpKind.CORO
@@ -109,16 +107,6 @@ def _noop() -> None:
     pass
 
 
-def _log_exception(message: str, *args: object) -> None:
-    """Log the exception being handled; never raise, whatever it or the args are.
-
-    The args (an operation, a timer) are formatted by the logging module,
-    which reports a ``__repr__`` that raises instead of raising itself.
-    """
-    try:
-        logger.error(message, *args, exc_info=True)
-    except BaseException:  # pragma: no cover - a broken handler or stream
-        pass
 
 
 class RuntimeState(enum.Enum):

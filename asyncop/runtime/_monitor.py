@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..operations import safe_str
 from ..platform import ThreadHandle, WakeEvent, start_thread
-from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
+from ._worker import BLOCKED_AFTER, COMPUTING, Worker, _log_exception, monotonic
 
 if TYPE_CHECKING:
     from ._kernel import Kernel
@@ -314,10 +314,3 @@ def _computing(worker: Worker, now: float, seen: dict[Worker, _Look], look: _Loo
         return True  # nothing to compare with yet: look again next round
     # NaN (no CPU clock) compares false: the step counts as blocked.
     return (cpu - look[3]) / (now - look[2]) >= COMPUTING
-
-
-def _log_exception(message: str, *args: object) -> None:
-    try:
-        logger.error(message, *args, exc_info=True)
-    except BaseException:  # pragma: no cover - a broken handler or stream
-        pass

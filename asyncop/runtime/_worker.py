@@ -205,8 +205,14 @@ class Worker:
 # Real time for the monitor, whatever clock the runtime uses.
 monotonic = time.monotonic
 
+
 def _log_exception(message: str, *args: object) -> None:
-    """Log the exception being handled; never raise, whatever the args are."""
+    """Log the exception being handled; never raise, whatever it or the args are.
+
+    The args (an operation, a timer) are formatted by the logging module,
+    which reports a ``__repr__`` that raises instead of raising itself. The
+    kernel and the monitor log their own failures with it too.
+    """
     try:
         logger.error(message, *args, exc_info=True)
     except BaseException:  # pragma: no cover - a broken handler or stream

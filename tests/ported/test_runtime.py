@@ -18,7 +18,7 @@ import pytest
 import asyncop
 from asyncop import Cancelled, OperationState
 from asyncop.testing import VirtualClock, wait_all_blocked
-from tests._freethreading import FREE_THREADED
+from tests._freethreading import FREE_THREADED, may_not_free_by_refcounting
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -362,13 +362,7 @@ def test_caught_group_is_freed_without_gc(vruntime: asyncop.Runtime) -> None:
     assert_freed_by_refcounting(vruntime, main, refs)
 
 
-@pytest.mark.xfail(
-    FREE_THREADED,
-    strict=False,
-    reason="on the free-threaded 3.13 build a finished coroutine's frame keeps its caller's, "
-    "and objects another thread drops are freed later, so freeing by refcounting alone "
-    "is not guaranteed there",
-)
+@may_not_free_by_refcounting
 def test_timeout_scope_leaves_no_cyclic_garbage(vruntime: asyncop.Runtime) -> None:
     # trio test_cancel_scope_exit_doesnt_create_cyclic_garbage
     async def main() -> None:

@@ -22,7 +22,7 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, Cancelled, OperationState
-from tests._freethreading import FREE_THREADED
+from tests._freethreading import may_not_free_by_refcounting
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -466,13 +466,7 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-@pytest.mark.xfail(
-    FREE_THREADED,
-    strict=False,
-    reason="on the free-threaded 3.13 build a finished coroutine's frame keeps its caller's, "
-    "and objects another thread drops are freed later, so freeing by refcounting alone "
-    "is not guaranteed there",
-)
+@may_not_free_by_refcounting
 def test_caught_async_group_is_freed_by_refcounting(
     runtime: asyncop.Runtime, no_gc: None
 ) -> None:
@@ -536,13 +530,7 @@ def test_caught_sync_group_is_freed_by_refcounting(
     assert ref() is None, "the group, its tracebacks or frames are in a cycle"
 
 
-@pytest.mark.xfail(
-    FREE_THREADED,
-    strict=False,
-    reason="on the free-threaded 3.13 build a finished coroutine's frame keeps its caller's, "
-    "and objects another thread drops are freed later, so freeing by refcounting alone "
-    "is not guaranteed there",
-)
+@may_not_free_by_refcounting
 def test_caught_timeout_is_freed_by_refcounting(vruntime: asyncop.Runtime, no_gc: None) -> None:
     refs: list[weakref.ref[Marker]] = []
 

@@ -1,0 +1,399 @@
+"""How an operation ends: its work's outcome, then the node made final.
+
+The functions here are bound by ``AsyncOperation`` (``_node.py``) as its
+methods of the same name with a leading underscore:
+
+- ``_end_work`` (from any thread) and ``_end_work_on_worker`` (the worker
+  that ran the work) record how the operation's own work ended, under the
+  runtime lock, through ``_end_work_locked``.
+- ``_try_finalize_locked`` makes the node final once its work has ended and
+  its children are gone, wakes its waiters, hands its outcome to its parent,
+  then climbs to the parent, iteratively; ``_transition_to_final`` writes
+  the final state in one call. A finalization that a Ctrl-C cut short is
+  finished by the next call that meets the node (see
+  ``try_finalize_locked``).
+
+Outcome of the operation's own work
+-----------------------------------
+``_outcome`` is NONE while the work has not ended, then VALUE, ERROR or
+CANCELLED. The final state follows from it and from the failures the
+children handed up (``_failures``):
+
+- any failure (own error or a child's) -> FAILED;
+- otherwise VALUE -> COMPLETED, even if a cancel arrived after the work
+  finished (a value already produced is kept);
+- otherwise CANCELLED.
+
+A KeyboardInterrupt or SystemExit among the failures is never grouped: the
+operation fails with it bare, the other failures in its ``__context__``, and
+it is handed to the parent even from a supervised child.
+
+A failure that nobody observes is logged when its operation is collected
+(:class:`_Unobserved`); an operation that ends well carries no finalizer.
+"""
+
+from __future__ import annotations
+
+import _thread
+import logging
+from types import CodeType
+from typing import TYPE_CHECKING, Any, final
+
+from ._errors import Cancelled
+from ._hooks import run_after
+from ._state import OperationState, OpKind, Outcome
+
+if TYPE_CHECKING:
+    from ._hooks import After
+    from ._node import AsyncOperation
+
+__all__ = [
+    "end_work",
+    "end_work_locked",
+    "end_work_on_worker",
+    "line_of",
+    "transition_to_final",
+    "try_finalize_locked",
+]
+
+logger = logging.getLogger("asyncop")
+
+_CREATED = OperationState.CREATED
+_PENDING = OperationState.PENDING
+_RUNNING = OperationState.RUNNING
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
+_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
+
+_LockType = _thread.LockType
+
+
+def end_work(
+    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None
+) -> None:
+    """Record how the own work ended; finalize if no child is live.
+
+    From any thread (a sync scope's exit comes here on the user's).
+    """
+    after: After = []
+    # A with-statement, not acquire() then try, wherever a user thread
+    # may take the lock: on the main thread, a Ctrl-C raised as acquire()
+    # returns would land before the try and leave the lock held for good.
+    with self.runtime._lock:
+        self._end_work_locked(outcome, value, error, after)
+    if after:
+        run_after(after)
+
+
+def end_work_on_worker(
+    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None
+) -> None:
+    """``_end_work`` for the worker that ran the work: every operation ends here.
+
+    A worker thread never runs signal handlers, so it may take the lock
+    with acquire() then try, which costs half a with-statement.
+    """
+    after: After = []
+    lock = self.runtime._lock
+    lock.acquire()
+    try:
+        self._end_work_locked(outcome, value, error, after)
+    finally:
+        lock.release()
+    if after:
+        run_after(after)
+
+
+def end_work_locked(
+    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None, after: After
+) -> None:
+    assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
+    self._outcome = outcome
+    self._value = value
+    self._error = error
+    self._fn = None
+    self._args = ()
+    if outcome is _CANCELLED_OUTCOME:
+        self._interrupted = True
+    self._try_finalize_locked(after)
+
+
+def try_finalize_locked(self: AsyncOperation, after: After) -> None:
+    """Make this node final if its work and children have ended; climb up.
+
+    Iterative: a chain of nodes each waiting only for its last child
+    finalizes bottom-up in one loop, however deep. (Finalizing one node
+    is written out in the loop, since this runs for every operation; only
+    the rare cases call out: a failure's ending, ``_failed_ending``, and
+    the links a climb kept, ``_drop_kept_links``.)
+
+    On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
+    scope's exit) a Ctrl-C can land at any call, so each node goes
+    through three steps that a cut leaves in a state the next call
+    finishes:
+
+    1. Deciding how the node ends only reads: cut, the node is as it was.
+    2. ``_transition_to_final`` writes every field in one call, which a
+       Ctrl-C can stop only before it starts.
+    3. Settling: the runtime's bookkeeping, waking the waiters (each one
+       off the list before it is woken), then unlinking from the parent
+       and handing it the outcome, in one step with no call inside. Until
+       it is done the node is flagged (``_cancel_unfinished``) and still
+       linked, where a later cancel walk meets it; this method, given a
+       flagged final node, settles it again.
+
+    A climb that finalizes a node whose cancel walk has not ended (the
+    walk's own node, flagged) keeps the parent links from there up until
+    the climb ends: a later ``cancel()`` of that node then finds what is
+    left to finish above it.
+    """
+    node: AsyncOperation | None = self
+    kept: AsyncOperation | None = None  # first node of the climb whose links stay
+    while node is not None and node._outcome is not _NO_OUTCOME and node.first_child is None:
+        state = node._state
+        parent = node.parent
+        if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
+            if not node._cancel_unfinished:
+                break  # final and settled
+            # A Ctrl-C cut its settling short: settle it again.
+            taken_over = (
+                state is _FAILED and parent is not None and _taken_over(node, parent, node._error)
+            )
+            if kept is None:
+                kept = node
+        else:
+            if node._failures or node._outcome is _ERROR:
+                state, error, taken_over, report = _failed_ending(node, parent)
+            else:
+                error = report = None
+                taken_over = False
+                if node._outcome is _VALUE and not (
+                    # A scope's block has no value worth keeping: a scope whose cancel
+                    # interrupted its children ended CANCELLED, however its block left.
+                    node._kind is _SCOPE and node._cancelled and node._interrupted
+                ):
+                    state = _COMPLETED
+                else:
+                    state = _CANCELLED
+            if node._cancel_unfinished and kept is None:
+                kept = node  # its cancel walk is still under way
+            node._transition_to_final(state, error, taken_over, report)
+        node.runtime._on_final_locked(node, after)
+        waiters = node._waiters
+        if waiters is not None:
+            # In reverse order since the transition: the last is the first
+            # to wake. Each leaves the list before it is woken.
+            while waiters:
+                waiter = waiters[-1]
+                if type(waiter) is _LockType:
+                    del waiters[-1]
+                    # A thread blocked in wait(): release it now, under
+                    # the lock (one C call), so that its OS wake-up
+                    # starts before this worker's remaining bookkeeping.
+                    waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
+                else:
+                    del waiters[-1]
+                    after.append(waiter)  # type: ignore[arg-type]
+            node._waiters = None
+        if parent is not None:
+            prev = node._sibling_prev
+            if prev is not None or parent.first_child is node:  # still linked
+                # Unlink from the parent's child list, in O(1), and hand
+                # it the outcome: no call before the last line.
+                nxt = node.sibling_next
+                if prev is None:
+                    parent.first_child = nxt
+                else:
+                    prev.sibling_next = nxt
+                if nxt is None:
+                    parent._last_child = prev
+                else:
+                    nxt._sibling_prev = prev
+                node.sibling_next = None
+                node._sibling_prev = None
+                if state is _CANCELLED:
+                    parent._interrupted = True
+                elif taken_over:
+                    if parent._failures is None:
+                        parent._failures = [node._error]  # type: ignore[list-item]
+                    else:
+                        parent._failures.append(node._error)  # type: ignore[arg-type]
+            if taken_over:
+                parent._cancel_locked(f"child {node.name!r} failed", after)
+        if kept is None:
+            node.parent = None
+            node._cancel_unfinished = False
+        node = parent
+    if kept is not None:
+        _drop_kept_links(kept, node)
+
+
+def _failed_ending(
+    node: AsyncOperation, parent: AsyncOperation | None
+) -> tuple[OperationState, BaseException | None, bool, _Unobserved | None]:
+    """How a node ends whose own work raised, or to which children handed failures.
+
+    Returns its final state, the error it keeps, whether ``parent`` takes
+    that error over, and the report that logs the error if nobody observes
+    it. An own error that is only a ``Cancelled``, with no child's failure
+    beside it, ends the node CANCELLED. Only reads the node (step 1 of
+    ``try_finalize_locked``).
+    """
+    failures = node._failures
+    own = node._error if node._outcome is _ERROR else None
+    if own is not None and isinstance(own, Cancelled):
+        own = None
+    if own is None and not failures:
+        return _CANCELLED, None, False, None
+    report = None if node._observed else _Unobserved(node)
+    if own is None:
+        errors = list(failures)  # type: ignore[arg-type]
+    else:
+        errors = [own, *failures] if failures else [own]
+    error = _failure(node, errors, bool(failures))
+    return _FAILED, error, parent is not None and _taken_over(node, parent, error), report
+
+
+def _drop_kept_links(kept: AsyncOperation | None, end: AsyncOperation | None) -> None:
+    """Clear the parent links a climb kept, from ``kept`` up to ``end`` (excluded)."""
+    while kept is not None and kept is not end:
+        above = kept.parent
+        kept.parent = None
+        kept._cancel_unfinished = False
+        kept = above
+
+
+def transition_to_final(
+    self: AsyncOperation,
+    state: OperationState,
+    error: BaseException | None,
+    taken_over: bool,
+    report: _Unobserved | None,
+) -> None:
+    """CREATED, PENDING or RUNNING -> COMPLETED, FAILED or CANCELLED.
+
+    Writes every field of the outcome with no call in between: a Ctrl-C
+    on the main thread lands only as a call starts or a C call returns,
+    so it stops the transition before it begins or lets it through
+    whole. Flags the node until it is settled (see
+    ``_try_finalize_locked``), and writes the state last: a reader
+    without the lock that sees it final finds the rest.
+    """
+    # Invariant: exactly one final state, set once.
+    old = self._state
+    assert old is _CREATED or old is _PENDING or old is _RUNNING, (
+        f"{self.name!r} is already {old.name}"
+    )
+    assert state is _COMPLETED or state is _FAILED or state is _CANCELLED, state
+    if state is not _COMPLETED:
+        self._value = None
+    self._error = error
+    self._failures = None
+    if taken_over:
+        # The parent takes the failure over: it is observed there.
+        self._observed = True
+    elif report is not None:
+        # Armed before the state reads FAILED: whoever sees FAILED and
+        # observes the failure then finds it, and disarms it.
+        report.error = error
+        self._unobserved = report
+    waiters = self._waiters
+    if waiters is not None:
+        self._waiters = waiters[::-1]
+    self._cancel_unfinished = True
+    self._state = state
+
+
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
+def _taken_over(node: AsyncOperation, parent: AsyncOperation, error: BaseException | None) -> bool:
+    """Whether ``parent`` takes over ``error``, the failure ``node`` ends with."""
+    return node._propagates and (
+        not (node._supervised or parent._supervise)
+        # Ctrl-C and SystemExit are never kept on a supervised child.
+        or isinstance(error, _INTERRUPTS)
+    )
+
+
+def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -> BaseException:
+    """The error a node that failed with ``errors`` ends with.
+
+    One error of a plain operation's own work stays bare; otherwise (and
+    always for a scope, whose block's error is wrapped even alone) they are
+    grouped. A KeyboardInterrupt or SystemExit is never grouped: the first
+    one wins over the rest, which it carries as its ``__context__``, as
+    asyncio's TaskGroup re-raises it bare.
+    """
+    for exc in errors:
+        if isinstance(exc, _INTERRUPTS):
+            rest = [other for other in errors if other is not exc]
+            context = exc.__context__
+            if (
+                rest
+                and isinstance(context, BaseExceptionGroup)
+                and list(context.exceptions) == rest
+            ):
+                # Carried already: a Ctrl-C cut the node's finalization short
+                # after this, and the node is finalized again.
+                return exc
+            if rest:
+                group = BaseExceptionGroup(f"operation {node.name!r} failed", rest)
+                if (
+                    context is not None
+                    and context not in rest
+                    and not isinstance(context, Cancelled)
+                ):
+                    # Keep what the interrupt was raised over, one link further.
+                    group.__context__ = context
+                exc.__context__ = group
+            return exc
+    if len(errors) == 1 and not grouped and node._kind is not _SCOPE:
+        return errors[0]
+    return BaseExceptionGroup(f"operation {node.name!r} failed", errors)
+
+
+def line_of(code: CodeType | None, lasti: int) -> int:
+    """The line of instruction offset ``lasti`` in ``code`` (0 if unknown)."""
+    if code is None:
+        return 0
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
+
+
+@final
+class _Unobserved:
+    """Logs a failure nobody observed, when its operation is collected.
+
+    Only a failed operation has one, so the operations that end well carry
+    no finalizer: collecting them runs no Python code.
+    """
+
+    __slots__ = ("code", "error", "lasti", "name")
+
+    def __init__(self, op: AsyncOperation) -> None:
+        self.name = op.name
+        self.code = op._code
+        self.lasti = op._lasti
+        # Set by the transition to FAILED; None again once observed.
+        self.error: BaseException | None = None
+
+    def __del__(self) -> None:
+        try:
+            error = self.error
+        except AttributeError:  # a Ctrl-C stopped __init__: it was never armed
+            return
+        if error is not None:
+            code = self.code
+            logger.error(
+                "asyncop: operation %r failed and nobody observed the failure (made at %s:%d)",
+                self.name,
+                "<unknown>" if code is None else code.co_filename,
+                line_of(code, self.lasti),
+                exc_info=error,
+            )

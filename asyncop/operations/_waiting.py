@@ -1,0 +1,139 @@
+"""Waiting for an operation to end: blocking a thread, and the waiter list.
+
+``AsyncOperation.wait()`` and ``await op`` (in ``_node.py``) are the public
+ways to wait; the functions here are what they and the runtime build on,
+bound by the class as its methods: ``_check_can_block`` refuses a wait that
+would block a worker or wait for itself, ``_block_until_final`` parks the
+calling thread through ``_park.park`` (so that a cancel of the calling
+operation ends the wait), ``_add_waiter_locked`` and ``_remove_waiter``
+keep the list of what to wake when the operation is final (a held lock to
+release, or a callback to run once the runtime lock is free), and
+``_snapshot`` and ``_observe`` read the result and mark a failure as seen.
+
+The finalization (``_finalize.py``) takes the waiter list and wakes it, the
+last waiter first.
+"""
+
+from __future__ import annotations
+
+import _thread
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._current import ThreadState, thread_state
+from ._park import park, release_quietly
+from ._state import AsyncResult, OperationState, _is_final
+from ._typing import V
+
+if TYPE_CHECKING:
+    from ._node import AsyncOperation
+
+__all__ = [
+    "add_waiter_locked",
+    "block_until_final",
+    "check_can_block",
+    "observe",
+    "remove_waiter",
+    "snapshot",
+]
+
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+
+# The results that carry nothing but a state, made once: results are
+# immutable, and a callback that returns None is the common case.
+_NO_VALUE: dict[OperationState, AsyncResult[Any]] = {
+    state: AsyncResult(state, None, None) for state in OperationState
+}
+_COMPLETED_NONE = _NO_VALUE[OperationState.COMPLETED]
+
+
+def check_can_block(self: AsyncOperation, what: str, state: ThreadState | None = None) -> None:
+    if state is None:
+        state = thread_state()
+    if state.task is not None:
+        raise RuntimeError(
+            f"{what} on operation {self.name!r} would block a worker thread inside a "
+            "coroutine; write 'await op' instead"
+        )
+    node = state.op  # current_operation(), outside a coroutine
+    while node is not None:
+        if node is self:
+            raise RuntimeError(
+                f"{what} on operation {self.name!r} from its own code or a descendant's "
+                "would wait forever; let the operation end, or wait from outside it"
+            )
+        node = node.parent
+
+
+def block_until_final(
+    self: AsyncOperation, timeout: float | None, caller: AsyncOperation | None = None
+) -> bool:
+    """Park the calling thread until the operation is final, or time out.
+
+    ``timeout`` went through ``check_timeout``. With ``caller`` (the
+    operation the thread runs), a cancel of the caller ends the wait
+    early too: it returns False and the caller tells which from its
+    token. A KeyboardInterrupt removes the waiter and propagates; the
+    main thread waits in slices, so it notices one promptly.
+    """
+    waiter = _thread.allocate_lock()
+    waiter.acquire()
+    # With a caller, the lock has a second waker (the caller's cancel),
+    # so the finalizer must release it quietly: queue a callable then.
+    wake: Callable[[], object] | _thread.LockType = (
+        waiter if caller is None else functools.partial(release_quietly, waiter)
+    )
+    try:
+        # A with-statement: see _end_work.
+        with self.runtime._lock:
+            if _is_final(self._state):
+                return True
+            self._add_waiter_locked(wake)
+        park(waiter, timeout, caller)
+    finally:
+        # Also after a Ctrl-C that landed as the waiter was queued.
+        if not _is_final(self._state):  # else the finalizer took the list
+            self._remove_waiter(wake)
+    return _is_final(self._state)
+
+
+def add_waiter_locked(self: AsyncOperation, fn: Callable[[], object] | _thread.LockType) -> None:
+    """Wake ``fn`` when the operation is final: a held lock is released, a
+    callable is called once the runtime lock is free."""
+    if self._waiters is None:
+        self._waiters = [fn]
+    else:
+        self._waiters.append(fn)
+
+
+def remove_waiter(self: AsyncOperation, fn: Callable[[], object] | _thread.LockType) -> None:
+    with self.runtime._lock:
+        waiters = self._waiters
+        if waiters is not None:
+            try:
+                waiters.remove(fn)
+            except ValueError:
+                pass
+
+
+def snapshot(self: AsyncOperation[V], *, observe: bool) -> AsyncResult[V]:
+    state = self._state
+    if state is _COMPLETED:
+        value = self._value
+        return _COMPLETED_NONE if value is None else AsyncResult(state, value, None)
+    if state is _FAILED:
+        if observe:
+            self._observe()
+        return AsyncResult(state, None, self._error)
+    return _NO_VALUE[state]
+
+
+def observe(self: AsyncOperation) -> None:
+    """Mark the failure as seen: it is not logged when the operation is collected."""
+    self._observed = True
+    report = self._unobserved
+    if report is not None:
+        self._unobserved = None
+        report.error = None
