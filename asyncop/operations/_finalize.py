@@ -1,11 +1,11 @@
 """How an operation ends: its work's outcome, then the node made final.
 
-The functions here are bound by ``AsyncOperation`` (``_node.py``) as its
-methods of the same name with a leading underscore:
+``AsyncOperation`` (``_node.py``) binds the functions below as its methods,
+under the same names with a leading underscore:
 
 - ``_end_work`` (from any thread) and ``_end_work_on_worker`` (the worker
   that ran the work) record how the operation's own work ended, under the
-  runtime lock, through ``_end_work_locked``.
+  runtime lock: ``_end_work_locked``, which the worker's variant writes out.
 - ``_try_finalize_locked`` makes the node final once its work has ended and
   its children are gone, wakes its waiters, hands its outcome to its parent,
   then climbs to the parent, iteratively; ``_transition_to_final`` writes
@@ -94,13 +94,23 @@ def end_work_on_worker(
     """``_end_work`` for the worker that ran the work: every operation ends here.
 
     A worker thread never runs signal handlers, so it may take the lock
-    with acquire() then try, which costs half a with-statement.
+    with acquire() then try, which costs half a with-statement. And as
+    every operation ends here, ``_end_work_locked`` is written out: one
+    call less for each.
     """
     after: After = []
     lock = self.runtime._lock
     lock.acquire()
     try:
-        self._end_work_locked(outcome, value, error, after)
+        assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
+        self._outcome = outcome
+        self._value = value
+        self._error = error
+        self._fn = None
+        self._args = ()
+        if outcome is _CANCELLED_OUTCOME:
+            self._interrupted = True
+        self._try_finalize_locked(after)
     finally:
         lock.release()
     if after:
@@ -110,6 +120,10 @@ def end_work_on_worker(
 def end_work_locked(
     self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None, after: After
 ) -> None:
+    """Record how the own work ended, under the lock; finalize if no child is live.
+
+    ``_end_work_on_worker`` writes this out: keep the two alike.
+    """
     assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
     self._outcome = outcome
     self._value = value

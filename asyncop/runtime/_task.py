@@ -47,6 +47,7 @@ such awaits cannot keep a worker forever, a task that completes
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from contextvars import Context
 from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, final
@@ -72,7 +73,11 @@ if TYPE_CHECKING:
 
 __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
 
+# Enum members read once: on Python 3.11 reading one through its class goes
+# through the enum metaclass's __getattr__ hook, ten times slower than a global.
 _PENDING = OperationState.PENDING
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
 _WAITING = WakerStatus.WAITING
@@ -216,7 +221,10 @@ def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
 def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     """Resume a coroutine task until it suspends or ends.
 
-    ``state`` is the stepping worker's thread state.
+    ``state`` is the stepping worker's thread state. The path of a task
+    that awaits checkpoints and returns a value is written out here; the
+    first step's coroutine is made by ``_first_coroutine``, any other
+    await goes through ``_wait_on``, and a failure through ``_fail``.
     """
     task: TaskState | None = op._task
     if task is None:
@@ -229,86 +237,52 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     # Ctrl-C raised as acquire() returns would skip the release.
     lock.acquire()
     try:
-        if op._state is _PENDING:
+        first = op._state is _PENDING
+        if first:
             if not op._transition_to_running():
                 waker._transition_to_ignored()  # cancelled while queued: never runs
                 return
-            first = True
-        else:
-            if not waker._transition_to_result():
-                return
-            first = False
+        elif not waker._transition_to_result():
+            return
     finally:
         lock.release()
     ctx = op._ctx
     assert ctx is not None
-    value: Any = None
-    error: BaseException | None = None
-    if first:
-        fn = op._fn
-        assert fn is not None
-        try:
-            if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
-                # Calling an async def function only binds its arguments and
-                # makes the coroutine: no user code runs, so no context is
-                # needed yet (the first send below runs in it).
-                coro = fn(*op._args)
-            else:
-                coro = ctx.run(fn, *op._args)
-        except BaseException as exc:
-            _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
-            # The failure's traceback keeps the frame that raised it, and that
-            # frame keeps this one (its f_back) with the locals it has when it
-            # returns: let go of the task, which keeps the failure, or the
-            # failure, its frames and the task would wait for the collector.
-            del op, task, waker
-            return
-        if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
-            _finish(task, Outcome.VALUE, coro, None)
-            return
-        task.coro = coro
-    else:
+    if not first:
         value, error = waker.result, waker.error
         waker.result = waker.error = None
         if error is not None:
-            if error is CANCEL_LATER:
-                error = deliver_cancel(task)
-            elif isinstance(error, Cancelled):
-                note_cancel(task)
+            error = _resumed_error(task, error)
         if waker.events:
             waker._disarm_all()
-        coro = task.coro
+        coro: Any = task.coro
+    else:
+        value = error = None
+        coro = _first_coroutine(task, op, ctx)
+        if coro is None:
+            # It ended at once, perhaps failing with frames that keep this
+            # one: let go of the task here too (see _first_coroutine).
+            del op, task, waker
+            return
     inline = 0
     while True:
         state.task = task
         try:
-            if error is None:
-                ev = ctx.run(coro.send, value)  # pyright: ignore[reportOptionalMemberAccess]
-            else:
-                ev = ctx.run(coro.throw, error)  # pyright: ignore[reportOptionalMemberAccess, reportArgumentType]
+            ev = ctx.run(coro.send, value) if error is None else ctx.run(coro.throw, error)
         except StopIteration as stop:
-            if task.saw_cancel:
-                # Cancelled was delivered and caught: the value is discarded.
-                _finish(task, Outcome.CANCELLED, None, None)
-            else:
-                _finish(task, Outcome.VALUE, stop.value, None)
+            _finish(task, _VALUE, stop.value, None)
             return
-        except Cancelled:
+        except BaseException as exc:
             # This frame is in the exception's traceback, and ``error`` may be
             # that exception: drop it, or the task's frames and locals would
             # wait for the collector instead of going with the task.
             error = None
-            _finish(task, Outcome.CANCELLED, None, None)
-            return
-        except BaseException as exc:
-            error = None  # (as above)
-            if only_cancelled(exc):
-                _finish(task, Outcome.CANCELLED, None, None)
+            if isinstance(exc, Cancelled):
+                _finish(task, _CANCELLED, None, None)
             else:
-                # (foreign_failure: asyncio or trio code that found no loop of its own.)
-                _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(exc)))
-            # As above: CPython 3.12 and 3.13 also link a finished coroutine's
-            # frame to the frame that stepped it.
+                _fail(task, exc)
+            # Let go of the task too: CPython 3.12 and 3.13 also link a
+            # finished coroutine's frame to the frame that stepped it.
             del op, task, waker
             return
         finally:
@@ -328,43 +302,67 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
             finally:
                 lock.release()
             return
-        entry_checked: bool | None
-        if type(ev) is AsyncOperation:
-            ev = OpWait(ev)
-            ev._awaited = True
-            entry_checked = True
-        else:
-            try:
-                # (isinstance may run a user's __getattribute__ for __class__.)
-                entry_checked = ev.entry_checked if isinstance(ev, WaitEvent) else None
-            except BaseException:
-                entry_checked = None
-            if entry_checked is None:
-                entry_checked, error = _protocol_event(ev, op.name)
-                if error is not None:
-                    continue
-        # Cancellation point, check 1: on entry. Every runtime awaitable is
-        # one, even those a cancel cannot interrupt once they wait (a
-        # blocking call); only a scope's wait for its children is exempt.
-        if entry_checked and task.current._cancelled:
-            error = deliver_cancel(task)
-            continue
-        inline += 1
-        if inline > _MAX_INLINE:
-            # Too many ready-at-once waits in a row: deliver this one
-            # after a trip through the ready queue.
-            value, error = _arm_now(task, ev)
-            if value is _NOT_READY:
-                return
-            with lock:
-                waker._reset()
-                waker.result, waker.error = value, error
-                waker._transition_to_requeued()
-                runtime._push_locked(op)
-            return
-        value, error = _arm_now(task, ev)
+        value, error, inline = _wait_on(task, ev, inline)
         if value is _NOT_READY:
             return
+
+
+def _first_coroutine(
+    task: TaskState, op: AsyncOperation, ctx: Context
+) -> Coroutine[Any, Any, Any] | None:
+    """Make the coroutine of a task's first step; None if the task ended instead.
+
+    The task ends at once when its function raises, or returns something
+    other than a coroutine (a plain function's value).
+    """
+    fn = op._fn
+    assert fn is not None
+    try:
+        if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
+            # Calling an async def function only binds its arguments and
+            # makes the coroutine: no user code runs, so no context is
+            # needed yet (the first send in step() runs in it).
+            coro = fn(*op._args)
+        else:
+            coro = ctx.run(fn, *op._args)
+    except BaseException as exc:
+        _finish(task, _ERROR, None, strip_own_frame(exc))
+        # The failure's traceback keeps the frame that raised it, and that
+        # frame keeps this one (its f_back) with the locals it has when it
+        # returns: let go of the task, which keeps the failure, or the
+        # failure, its frames and the task would wait for the collector.
+        del op, task
+        return None
+    if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
+        _finish(task, _VALUE, coro, None)
+        return None
+    task.coro = coro
+    return coro
+
+
+def _resumed_error(task: TaskState, error: BaseException) -> BaseException:
+    """The error to throw into a task woken with ``error``.
+
+    ``CANCEL_LATER`` becomes the ``Cancelled`` it stands for (as
+    ``deliver_cancel`` makes it), and a ``Cancelled`` from its own cancel
+    marks the task (``note_cancel``).
+    """
+    if error is CANCEL_LATER:
+        current = task.current
+        error = cancelled_for(current.name, current.cancel_reason)
+    elif not isinstance(error, Cancelled):
+        return error
+    note_cancel(task)
+    return error
+
+
+def _fail(task: TaskState, exc: BaseException) -> None:
+    """End the task with what its coroutine raised, other than a bare ``Cancelled``."""
+    if only_cancelled(exc):
+        _finish(task, _CANCELLED, None, None)
+    else:
+        # (foreign_failure: asyncio or trio code that found no loop of its own.)
+        _finish(task, _ERROR, None, strip_own_frame(foreign_failure(exc)))
 
 
 class _NotReady:
@@ -374,16 +372,41 @@ class _NotReady:
 _NOT_READY: Any = _NotReady()
 
 
-def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
-    """Subscribe to ``ev``; suspend, or return what it gave at once.
+def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException | None, int]:
+    """Make the task wait on ``ev``, which its coroutine yielded (not a checkpoint).
 
-    Returns ``(_NOT_READY, None)`` when the task suspended (the caller must
-    return without touching the task), else the value or error to deliver.
+    ``inline`` counts the waits of this step that were ready at once.
+    Returns the value or error to deliver and the new count, or
+    ``_NOT_READY`` first when the task suspended or went to the back of the
+    ready queue: the caller must then return without touching the task.
     """
+    entry_checked: bool | None
+    error: BaseException | None
+    if type(ev) is AsyncOperation:
+        ev = OpWait(ev)
+        ev._awaited = True
+        entry_checked = True
+    else:
+        try:
+            # (isinstance may run a user's __getattribute__ for __class__.)
+            entry_checked = ev.entry_checked if isinstance(ev, WaitEvent) else None
+        except BaseException:
+            entry_checked = None
+        if entry_checked is None:
+            entry_checked, error = _protocol_event(ev, task.task.name)
+            if error is not None:
+                return None, error, inline
+    # Cancellation point, check 1: on entry. Every runtime awaitable is
+    # one, even those a cancel cannot interrupt once they wait (a
+    # blocking call); only a scope's wait for its children is exempt.
+    if entry_checked and task.current._cancelled:
+        return None, deliver_cancel(task), inline
+    inline += 1
     waker = task
     waker._reset()
     sub = Subscription(waker, ev, resolve)
     waker._add_subscription(sub)
+    lock = waker.runtime._lock
     try:
         ev._arm(sub)
         cancellable = ev.cancellable
@@ -392,25 +415,34 @@ def _arm_now(task: TaskState, ev: Any) -> tuple[Any, BaseException | None]:
         # await, which is the one place it can be handled.
         waker._disarm_all()
         waker._reset()
-        return None, exc
-    lock = waker.runtime._lock
-    lock.acquire()  # (worker thread only, see step): every wait that suspends comes here
-    try:
-        if waker.status is _RESULT:
-            value, error = waker.result, waker.error
-        elif cancellable and task.current._cancelled:
-            # Cancellation point, check 2: just before suspending.
-            waker._transition_to_result_early()
-            value, error = None, deliver_cancel(task)
-        else:
-            waker._transition_to_waiting()
-            task.cancellable = cancellable
-            return _NOT_READY, None
-    finally:
-        lock.release()
-    waker.result = waker.error = None
-    waker._disarm_all()
-    return value, error
+        value, error = None, exc
+    else:
+        lock.acquire()  # (worker thread only, see step): every wait that suspends comes here
+        try:
+            if waker.status is _RESULT:
+                value, error = waker.result, waker.error
+            elif cancellable and task.current._cancelled:
+                # Cancellation point, check 2: just before suspending.
+                waker._transition_to_result_early()
+                value, error = None, deliver_cancel(task)
+            else:
+                waker._transition_to_waiting()
+                task.cancellable = cancellable
+                return _NOT_READY, None, inline
+        finally:
+            lock.release()
+        waker.result = waker.error = None
+        waker._disarm_all()
+    if inline > _MAX_INLINE:
+        # Too many ready-at-once waits in a row: deliver this one
+        # after a trip through the ready queue.
+        with lock:
+            waker._reset()
+            waker.result, waker.error = value, error
+            waker._transition_to_requeued()
+            waker.runtime._push_locked(task.task)
+        return _NOT_READY, None, inline
+    return value, error, inline
 
 
 def strip_own_frame(exc: BaseException) -> BaseException:
@@ -426,6 +458,9 @@ def strip_own_frame(exc: BaseException) -> BaseException:
 
 
 def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException | None) -> None:
+    if task.saw_cancel and outcome is _VALUE:
+        # Cancelled was delivered and caught: the value is discarded.
+        outcome, value = _CANCELLED, None
     # Drop the finished coroutine now: its frames reference the operation.
     task.coro = None
     if task.outer:
