@@ -76,7 +76,6 @@ __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own
 # Enum members read once: on Python 3.11 reading one through its class goes
 # through the enum metaclass's __getattr__ hook, ten times slower than a global.
 _PENDING = OperationState.PENDING
-# (An enum member read through its class costs a lookup: hot paths use these.)
 _VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
