@@ -176,9 +176,11 @@ def test_raising_total_tokens_wakes_waiters_and_lowering_retires_tokens(
 
     async def main() -> None:
         async with asyncop.scope() as s:
+            # One at a time, so that the queue order is the spawn order
+            # even when tasks run on several threads at once.
             for i in range(5):
                 s.spawn(limiter.acquire_on_behalf_of_async, i)
-            await wait_all_blocked()
+                await wait_all_blocked()
             assert limiter.borrowed_tokens == 2
             limiter.total_tokens += 1
             await wait_all_blocked()
