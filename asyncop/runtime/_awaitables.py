@@ -150,23 +150,30 @@ class SleepUntil(WaitEvent):
 
     __slots__ = ("deadline", "relative")
 
+    arms_locked = True
+
     def __init__(self, deadline: float, *, relative: bool = False) -> None:
         self.deadline = deadline
         self.relative = relative
 
     def _arm(self, sub: Subscription) -> None:
-        if self.deadline == _INF:
+        with sub.waker.runtime._lock:
+            self._arm_locked(sub)
+
+    def _arm_locked(self, sub: Subscription) -> None:
+        deadline = self.deadline
+        if deadline == _INF:
             return  # never due: nothing to arm, and nothing for a timer heap to hold
         runtime = sub.waker.runtime
-        with runtime._lock:
-            now = runtime.now()
-            deadline = now + self.deadline if self.relative else self.deadline
-            # A deadline already passed goes through the heap all the same:
-            # the next timer pass wakes it in deadline order, behind the
-            # sleeps that came due before it, woken or not yet.
-            if deadline - now >= _NO_LIMIT:
-                return  # decades away: the same as never, as check_timeout says
-            sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
+        now = runtime._now()
+        if self.relative:
+            deadline += now
+        # A deadline already passed goes through the heap all the same:
+        # the next timer pass wakes it in deadline order, behind the
+        # sleeps that came due before it, woken or not yet.
+        if deadline - now >= _NO_LIMIT:
+            return  # decades away: the same as never, as check_timeout says
+        sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
 
     def _disarm(self, sub: Subscription) -> None:
         timer = sub.handle
@@ -244,6 +251,8 @@ def sleep_until(deadline: float) -> WaitEvent[None]:
         ValueError: ``deadline`` is NaN (raised by the call itself).
         Cancelled: the task is cancelled before or during the sleep.
     """
+    if type(deadline) is float and deadline == deadline:
+        return SleepUntil(deadline)  # (the usual case: not NaN, nothing to convert)
     _seconds(deadline, "sleep_until()")  # the same checks as a length
     try:
         value = float(deadline)
@@ -258,6 +267,10 @@ def current_time() -> float:
     Raises:
         RuntimeError: the calling thread is not running an operation.
     """
+    task = thread_state().task
+    if task is not None:
+        now: float = task.runtime._now()  # (in a coroutine task: the common case)
+        return now
     return runtime_of_caller("current_time()").now()
 
 

@@ -15,9 +15,10 @@ import math
 import numbers
 import threading
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-__all__ = ["Clock", "MonotonicClock", "VirtualClock"]
+__all__ = ["Clock", "MonotonicClock", "VirtualClock", "clock_reader"]
 
 
 class _ClockListener(Protocol):
@@ -127,3 +128,23 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock(autojump={self.autojump}, now={self._now!r})"
+
+
+def clock_reader(clock: Any) -> Callable[[], float]:
+    """A function that reads ``clock`` as a float.
+
+    For the built-in clocks it is the reading itself (``time.monotonic``,
+    or the virtual clock's ``now``), with no call in between: the runtime
+    reads its clock on every timer it arms.
+    """
+    if type(clock) is MonotonicClock:
+        return time.monotonic
+    if type(clock) is VirtualClock:
+        read: Callable[[], float] = clock.now
+        return read
+    now = clock.now
+
+    def read_any() -> float:
+        return float(now())
+
+    return read_any

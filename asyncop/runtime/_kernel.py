@@ -68,7 +68,7 @@ from ..operations import (
 )
 from ..platform import RecursiveLock, start_thread
 from ._blocking import BlockingPool
-from ._clock import MonotonicClock
+from ._clock import MonotonicClock, clock_reader
 from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
 from ._reactor import Reactor
@@ -145,6 +145,9 @@ class Kernel:
                 f"Runtime(clock=...) needs an object with a now() method, got "
                 f"{type(self._clock).__name__}; pass asyncop.testing.VirtualClock() or None"
             )
+        # The clock read on the hot paths: time.monotonic itself for the
+        # real clock, without the two calls of now() below.
+        self._now: Callable[[], float] = clock_reader(self._clock)
         self._virtual = bool(getattr(self._clock, "virtual", False))
         self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
         self._target = workers
@@ -180,7 +183,7 @@ class Kernel:
 
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""
-        return float(self._clock.now())
+        return self._now()
 
     def _extra_registrations_locked(self) -> int:
         reactor = self._reactor
@@ -495,7 +498,7 @@ class Kernel:
         deadline = op._deadline
         if deadline is None:
             return False
-        if deadline <= self.now():
+        if deadline <= self._now():
             return True
         op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
         return False
@@ -503,7 +506,7 @@ class Kernel:
     def _add_timer_locked(
         self, deadline: float, callback: Callable[[], object], *, inline: bool
     ) -> Any:
-        if not deadline < self._far_floor and is_far(deadline, self.now()):
+        if not deadline < self._far_floor and is_far(deadline, self._now()):
             # Never due (inf, or decades away): a dormant timer, which no
             # worker waits for and no autojump goes to. The test on
             # _far_floor first keeps the clock read off the common path.
@@ -536,7 +539,7 @@ class Kernel:
     def _fire_due_timers(self) -> None:
         after: After = []
         with self._lock:
-            due = self._timers.pop_due(self.now())
+            due = self._timers.pop_due(self._now())
             for timer in due:
                 callback = timer.callback
                 if timer.inline:
@@ -651,4 +654,4 @@ class Kernel:
         """Whether work or (with ``timers``) a due timer waits for a worker."""
         if self._work_for_worker_locked():
             return True
-        return timers and self._next_deadline <= self.now()
+        return timers and self._next_deadline <= self._now()

@@ -171,7 +171,7 @@ class Monitor:
             if rt._virtual:
                 self._next_look_at = _INF
             else:
-                now = rt.now()
+                now = rt._now()
                 if nd < _INF:
                     timeout = min(timeout, max(0.0, nd + SLACK - now))
                 self._next_look_at = now + timeout
@@ -181,7 +181,7 @@ class Monitor:
         rt = self.runtime
         # 1. Timers no worker has fired.
         nd = rt._next_deadline
-        if nd < _INF and nd <= rt.now():
+        if nd < _INF and nd <= rt._now():
             rt._fire_due_timers()
         # 2. Readiness nobody polls for.
         reactor = rt._reactor

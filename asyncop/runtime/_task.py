@@ -65,7 +65,7 @@ from ..operations import (
 )
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
-from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
+from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -381,6 +381,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     """
     entry_checked: bool | None
     error: BaseException | None
+    locked = False
     if type(ev) is AsyncOperation:
         ev = OpWait(ev)
         ev._awaited = True
@@ -388,7 +389,10 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     else:
         try:
             # (isinstance may run a user's __getattribute__ for __class__.)
-            entry_checked = ev.entry_checked if isinstance(ev, WaitEvent) else None
+            if isinstance(ev, WaitEvent):
+                entry_checked, locked = ev.entry_checked, ev.arms_locked
+            else:
+                entry_checked = None
         except BaseException:
             entry_checked = None
         if entry_checked is None:
@@ -402,13 +406,27 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         return None, deliver_cancel(task), inline
     inline += 1
     waker = task
-    waker._reset()
-    sub = Subscription(waker, ev, resolve)
-    waker._add_subscription(sub)
+    sub = waker._new_wait(ev, resolve)
     lock = waker.runtime._lock
+    # (acquire/release: worker thread only, see step.) Every wait that
+    # suspends takes the lock once after arming, or, for an event that
+    # arms under the lock, once for both.
     try:
-        ev._arm(sub)
-        cancellable = ev.cancellable
+        if locked:
+            lock.acquire()
+            try:
+                ev._arm_locked(sub)
+                value, error = _suspend_locked(task, ev.cancellable)
+            finally:
+                lock.release()
+        else:
+            ev._arm(sub)
+            cancellable = ev.cancellable
+            lock.acquire()
+            try:
+                value, error = _suspend_locked(task, cancellable)
+            finally:
+                lock.release()
     except BaseException as exc:
         # The event's own code failed: the task gets the error at its
         # await, which is the one place it can be handled.
@@ -416,20 +434,8 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         waker._reset()
         value, error = None, exc
     else:
-        lock.acquire()  # (worker thread only, see step): every wait that suspends comes here
-        try:
-            if waker.status is _RESULT:
-                value, error = waker.result, waker.error
-            elif cancellable and task.current._cancelled:
-                # Cancellation point, check 2: just before suspending.
-                waker._transition_to_result_early()
-                value, error = None, deliver_cancel(task)
-            else:
-                waker._transition_to_waiting()
-                task.cancellable = cancellable
-                return _NOT_READY, None, inline
-        finally:
-            lock.release()
+        if value is _NOT_READY:
+            return _NOT_READY, None, inline
         waker.result = waker.error = None
         waker._disarm_all()
     if inline > _MAX_INLINE:
@@ -442,6 +448,24 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
             waker.runtime._push_locked(task.task)
         return _NOT_READY, None, inline
     return value, error, inline
+
+
+def _suspend_locked(task: TaskState, cancellable: bool) -> tuple[Any, BaseException | None]:
+    """Suspend the task on the wait just armed, under the runtime lock.
+
+    Returns ``_NOT_READY`` first when it suspended, or the value or error
+    to deliver at once: that of an event that fired while arming, or a
+    ``Cancelled`` (cancellation point, check 2, just before suspending).
+    """
+    waker = task
+    if waker.status is _RESULT:
+        return waker.result, waker.error
+    if cancellable and task.current._cancelled:
+        waker._transition_to_result_early()
+        return None, deliver_cancel(task)
+    waker._transition_to_waiting()
+    task.cancellable = cancellable
+    return _NOT_READY, None
 
 
 def strip_own_frame(exc: BaseException) -> BaseException:

@@ -145,6 +145,10 @@ class WaitEvent(Generic[T]):
     #: An already-cancelled task raises ``Cancelled`` here instead of waiting.
     #: False only for a scope's wait for its children, which must happen.
     entry_checked = True
+    #: The event arms with ``_arm_locked(sub)``, under the runtime lock, which
+    #: the stepper then holds to arm and suspend the task in one go: no event
+    #: can fire between the two. ``_arm`` stays for other callers.
+    arms_locked = False
 
     def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
@@ -171,6 +175,10 @@ class WaitEvent(Generic[T]):
             f"{type(self).__name__} does not implement _arm(); "
             "define _arm(sub) in the subclass: register sub and fire it when ready"
         )
+
+    def _arm_locked(self, sub: Subscription) -> None:
+        """Arm with the runtime lock held; called only when ``arms_locked`` is true."""
+        self._arm(sub)
 
     def _disarm(self, sub: Subscription) -> None:
         """Take back a subscription; the default has nothing to take back."""
@@ -349,6 +357,20 @@ class Waker:
             self.events = [sub]
         else:
             self.events.append(sub)
+
+    def _new_wait(self, event: Any, callback: WakeCallback) -> Subscription:
+        """Start a wait on one event: ``_reset``, then its one subscription."""
+        self.generation += 1  # (before the subscription reads it)
+        self.status = _NO_STATUS
+        self.triggered = self.result = self.error = None
+        sub = Subscription(self, event, callback)
+        events = self.events
+        if events is None:
+            self.events = [sub]
+        else:
+            events.clear()
+            events.append(sub)
+        return sub
 
     def _reset(self) -> None:
         """Forget the last wait: the start of ``waker_new``."""

@@ -248,7 +248,7 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
                     _run_sync(rt, worker, state)
                 # 3. Fire due timers (without reading the clock when none is set).
                 next_deadline = rt._next_deadline
-                if next_deadline < _INF and next_deadline <= rt.now():
+                if next_deadline < _INF and next_deadline <= rt._now():
                     rt._fire_due_timers()
                 # 4. Take the readiness of parked fds, without a thread hop.
                 reactor = rt._reactor
@@ -475,7 +475,7 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
                 not woken
                 and not rt._ready
                 and not rt._sync_ready
-                and not rt._next_deadline <= rt.now()
+                and not rt._next_deadline <= rt._now()
                 and may_retire_locked(rt, worker)
             ):
                 retire_locked(rt, worker)
@@ -552,7 +552,7 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
         return _RETIRE, False
     timeout: float | None
     if rt._virtual:
-        if deadline is not None and deadline <= rt.now():
+        if deadline is not None and deadline <= rt._now():
             return None, True
         if (
             rt._autojump
@@ -569,7 +569,7 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     elif deadline is None:
         timeout = None
     else:
-        timeout = deadline - rt.now()
+        timeout = deadline - rt._now()
         if timeout <= 0:
             return None, True
     if worker.extra or (rt._dynamic and len(rt._workers) > 1):
