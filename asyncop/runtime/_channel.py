@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from typing import Any, Generic, TypeVar, final
+from collections.abc import Iterator
+from typing import Any, TypeVar, final
 
 from ..operations import (
     BrokenResourceError,
@@ -46,10 +46,12 @@ from ._channel_ends import (
     ChannelReceiver,
     ChannelSender,
     EndCounts,
+    Receiving,
     broken_error,
     new_receiver,
     new_sender,
 )
+from ._channel_ends import _End as End
 from ._sync import ThreadWaiter, _remove_waiter
 from ._waker import Subscription, WaitEvent
 
@@ -74,11 +76,12 @@ _PREPAID = _Prepaid()
 
 @final
 class _Send(WaitEvent):
-    __slots__ = ("channel", "item")
+    __slots__ = ("channel", "end", "item")
 
-    def __init__(self, channel: Channel[Any], item: Any) -> None:
+    def __init__(self, channel: Channel[Any], item: Any, end: End[Any] | None) -> None:
         self.channel = channel
         self.item = item
+        self.end = end  # the sender end it goes through, if any
 
     def _arm(self, sub: Subscription) -> None:
         channel = self.channel
@@ -88,6 +91,8 @@ class _Send(WaitEvent):
                 return
             if not channel._receivers and len(channel._buffer) >= channel.capacity:
                 channel._senders.append((sub, self.item))
+                if self.end is not None:
+                    self.end._track(sub)
                 return
             # Claim our own waker before the item moves: inside a select,
             # another event may have won, and then nothing must be sent.
@@ -102,6 +107,8 @@ class _Send(WaitEvent):
         channel = self.channel
         with channel._mutex:
             _remove_waiter(channel._senders, sub)
+            if self.end is not None:
+                self.end._untrack(sub)
 
     def _describe(self) -> str:
         return "channel send"
@@ -109,10 +116,11 @@ class _Send(WaitEvent):
 
 @final
 class _Recv(WaitEvent):
-    __slots__ = ("channel",)
+    __slots__ = ("channel", "end")
 
-    def __init__(self, channel: Channel[Any]) -> None:
+    def __init__(self, channel: Channel[Any], end: End[Any] | None) -> None:
         self.channel = channel
+        self.end = end  # the receiver end it goes through, if any
 
     def _arm(self, sub: Subscription) -> None:
         channel = self.channel
@@ -125,6 +133,8 @@ class _Recv(WaitEvent):
                 return
             if item is _NOTHING:
                 channel._receivers.append(sub)
+                if self.end is not None:
+                    self.end._track(sub)
             elif not sub.fire(item):
                 # Inside a select another event won while we armed: the item
                 # goes back in front, for the next receiver. One taken from a
@@ -139,12 +149,14 @@ class _Recv(WaitEvent):
         channel = self.channel
         with channel._mutex:
             _remove_waiter(channel._receivers, sub)
+            if self.end is not None:
+                self.end._untrack(sub)
 
     def _describe(self) -> str:
         return "channel receive"
 
 
-class Channel(Generic[T]):
+class Channel(Receiving[T]):
     """A FIFO channel for coroutines and threads; see the module docstring.
 
     Args:
@@ -222,7 +234,10 @@ class Channel(Generic[T]):
             ClosedResourceError: the channel is closed (the item was not sent).
             Cancelled: the task is cancelled while waiting; the item was not sent.
         """
-        return _Send(self, item)
+        return _Send(self, item, None)
+
+    def _send_async(self, item: T, end: End[T]) -> WaitEvent[None]:
+        return _Send(self, item, end)
 
     def recv_async(self) -> WaitEvent[T]:
         """Receive in a coroutine, waiting for an item. A cancellation point.
@@ -231,7 +246,10 @@ class Channel(Generic[T]):
             EndOfChannel: the channel is closed and drained.
             Cancelled: the task is cancelled while waiting; no item was taken.
         """
-        return _Recv(self)
+        return _Recv(self, None)
+
+    def _recv_async(self, end: End[T]) -> WaitEvent[T]:
+        return _Recv(self, end)
 
     # -- threads -------------------------------------------------------------------
 
@@ -268,6 +286,9 @@ class Channel(Generic[T]):
             TypeError: ``timeout`` is not a number.
             ValueError: ``timeout`` is NaN.
         """
+        self._send(item, timeout, None)
+
+    def _send(self, item: T, timeout: float | None, end: End[T] | None) -> None:
         state = self._blocking_caller("send", "send_async")
         limit = None if timeout is None else check_timeout(timeout, "Channel.send(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
@@ -279,6 +300,8 @@ class Channel(Generic[T]):
                 if limit != 0.0:
                     waiter = ThreadWaiter()
                     self._senders.append((waiter, item))
+                    if end is not None:
+                        end._track(waiter)
             if waiter is not None and waiter.wait(self._mutex, self._senders, limit, op):
                 if waiter.error is not None:
                     raise waiter.error
@@ -289,6 +312,10 @@ class Channel(Generic[T]):
             if waiter is not None:
                 waiter.abandon(self._mutex, self._senders)
             raise
+        finally:
+            if end is not None and waiter is not None:
+                with self._mutex:
+                    end._untrack(waiter)
         raise TimeoutError(f"send did not complete within {timeout} s; the item was not sent")
 
     def recv(self, timeout: float | None = None) -> T:
@@ -314,6 +341,9 @@ class Channel(Generic[T]):
             TypeError: ``timeout`` is not a number.
             ValueError: ``timeout`` is NaN.
         """
+        return self._recv(timeout, None)
+
+    def _recv(self, timeout: float | None, end: End[T] | None) -> T:
         state = self._blocking_caller("recv", "recv_async")
         limit = None if timeout is None else check_timeout(timeout, "Channel.recv(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
@@ -325,6 +355,8 @@ class Channel(Generic[T]):
                 if item is _NOTHING and limit != 0.0:
                     waiter = ThreadWaiter()
                     self._receivers.append(waiter)
+                    if end is not None:
+                        end._track(waiter)
             if item is not _NOTHING:
                 return item  # type: ignore[no-any-return]
             if waiter is not None and waiter.wait(self._mutex, self._receivers, limit, op):
@@ -339,6 +371,10 @@ class Channel(Generic[T]):
             elif waiter.abandon(self._mutex, self._receivers):
                 self._give_back(waiter.value)
             raise
+        finally:
+            if end is not None and waiter is not None:
+                with self._mutex:
+                    end._untrack(waiter)
         raise TimeoutError(f"nothing was received within {timeout} s")
 
     def _give_back(self, item: T) -> None:
@@ -428,21 +464,7 @@ class Channel(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         """Receive in a thread until the channel is closed and drained."""
-        while True:
-            try:
-                yield self.recv()
-            except EndOfChannel:
-                return
-
-    def __aiter__(self) -> AsyncIterator[T]:
-        return self
-
-    async def __anext__(self) -> T:
-        try:
-            item: T = await self.recv_async()
-        except EndOfChannel:
-            raise StopAsyncIteration from None
-        return item
+        return Receiving.__iter__(self)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

@@ -22,7 +22,9 @@ of each kind:
   the buffer is dropped, every send, blocked or new, raises
   ``BrokenResourceError``, and a receive still blocked raises
   ``ClosedResourceError``.
-- Using an end that was closed raises ``ClosedResourceError``.
+- Using an end that was closed raises ``ClosedResourceError``, and so does
+  a send or receive still blocked on an end when that end is closed, even
+  while other ends stay open (a blocked send's item is not sent).
 
 The ends only count; every send and receive is the channel's own, so they
 keep its hand-over, cancellation and timeout rules, from tasks and threads.
@@ -33,16 +35,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Generic, Self, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, final
 
-from ..operations import BrokenResourceError, ClosedResourceError
+from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel
 from ._awaitables import checkpoint
+from ._sync import _remove_waiter
 
 if TYPE_CHECKING:
     from ._channel import Channel
     from ._waker import WaitEvent
 
-__all__ = ["ChannelReceiver", "ChannelSender", "EndCounts", "new_receiver", "new_sender"]
+__all__ = [
+    "ChannelReceiver",
+    "ChannelSender",
+    "EndCounts",
+    "Receiving",
+    "new_receiver",
+    "new_sender",
+]
 
 T = TypeVar("T")
 
@@ -85,13 +95,44 @@ def _break(channel: Channel[T]) -> None:
 
 
 class _End(Generic[T]):
-    __slots__ = ("_channel", "_closed")
+    __slots__ = ("_channel", "_closed", "_waiting")
 
     _kind = "end"
+    _verb = "use"
 
     def __init__(self, channel: Channel[T]) -> None:
         self._channel = channel
         self._closed = False
+        # The waiters (subscriptions, thread waiters) of the sends or
+        # receives blocked on this end, under the channel's mutex.
+        self._waiting: dict[Any, None] | None = None
+
+    def _track(self, waiter: object) -> None:
+        """A send or receive through this end queued ``waiter``; under the mutex."""
+        if self._waiting is None:
+            self._waiting = {}
+        self._waiting[waiter] = None
+
+    def _untrack(self, waiter: object) -> None:
+        """The wait of ``waiter`` ended; under the mutex."""
+        if self._waiting:
+            self._waiting.pop(waiter, None)
+
+    def _queue(self) -> Any:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def _wake_waiting_locked(self) -> None:
+        """This end was closed: its blocked sends and receives get ClosedResourceError."""
+        waiting, self._waiting = self._waiting, None
+        for waiter in waiting or ():
+            _remove_waiter(self._queue(), waiter)
+            waiter.fire(
+                None,
+                ClosedResourceError(
+                    f"the {self._kind} end this {self._verb} waited on was closed; "
+                    f"{self._verb} through an open {self._kind} (clone one before closing)"
+                ),
+            )
 
     @property
     def closed(self) -> bool:
@@ -132,6 +173,7 @@ class _End(Generic[T]):
             if self._closed:
                 return
             self._closed = True
+            self._wake_waiting_locked()
             counts = _counts(channel)
             counts[self._kind] -= 1
             last = counts[self._kind] == 0
@@ -180,6 +222,10 @@ class ChannelSender(_End[T]):
     __slots__ = ()
 
     _kind = "sender"
+    _verb = "send"
+
+    def _queue(self) -> Any:
+        return self._channel._senders
 
     def _last_closed(self) -> None:
         self._channel.close()
@@ -193,7 +239,7 @@ class ChannelSender(_End[T]):
             Cancelled: the task is cancelled while waiting; the item was not sent.
         """
         self._check_open()
-        return self._channel.send_async(item)
+        return self._channel._send_async(item, self)
 
     def send(self, item: T, timeout: float | None = None) -> None:
         """``Channel.send`` through this end, from a thread.
@@ -204,7 +250,7 @@ class ChannelSender(_End[T]):
             TimeoutError: no room (or receiver) within ``timeout``; not sent.
         """
         self._check_open()
-        self._channel.send(item, timeout)
+        self._channel._send(item, timeout, self)
 
     def try_send(self, item: T) -> None:
         """``Channel.try_send`` through this end: send without waiting.
@@ -218,13 +264,46 @@ class ChannelSender(_End[T]):
         self._channel.try_send(item)
 
 
+class Receiving(Generic[T]):
+    """Iteration over what ``recv()`` and ``recv_async()`` return, until ``EndOfChannel``."""
+
+    __slots__ = ()
+
+    def recv(self, timeout: float | None = None) -> T:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def recv_async(self) -> WaitEvent[T]:
+        raise NotImplementedError  # pragma: no cover - overridden
+
+    def __iter__(self) -> Iterator[T]:
+        while True:
+            try:
+                yield self.recv()
+            except EndOfChannel:
+                return
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            item: T = await self.recv_async()
+        except EndOfChannel:
+            raise StopAsyncIteration from None
+        return item
+
+
 @final
-class ChannelReceiver(_End[T]):
+class ChannelReceiver(_End[T], Receiving[T]):
     """The receiving end of a ``Channel``, made by ``channel.receiver()``."""
 
     __slots__ = ()
 
     _kind = "receiver"
+    _verb = "receive"
+
+    def _queue(self) -> Any:
+        return self._channel._receivers
 
     def _last_closed(self) -> None:
         _break(self._channel)
@@ -239,7 +318,7 @@ class ChannelReceiver(_End[T]):
             Cancelled: the task is cancelled while waiting; no item was taken.
         """
         self._check_open()
-        return self._channel.recv_async()
+        return self._channel._recv_async(self)
 
     def recv(self, timeout: float | None = None) -> T:
         """``Channel.recv`` through this end, from a thread.
@@ -250,7 +329,7 @@ class ChannelReceiver(_End[T]):
             TimeoutError: nothing arrived within ``timeout``.
         """
         self._check_open()
-        return self._channel.recv(timeout)
+        return self._channel._recv(timeout, self)
 
     def try_recv(self) -> T:
         """``Channel.try_recv`` through this end: receive without waiting.
@@ -264,14 +343,22 @@ class ChannelReceiver(_End[T]):
         return self._channel.try_recv()
 
     def __iter__(self) -> Iterator[T]:
-        """Receive in a thread until every sender is closed and the buffer drained."""
+        """Receive in a thread until every sender is closed and the buffer drained.
+
+        Each item is received through this end: closing it ends the loop
+        with ``ClosedResourceError``.
+        """
         self._check_open()
-        return iter(self._channel)
+        return Receiving.__iter__(self)
 
     def __aiter__(self) -> AsyncIterator[T]:
-        """Receive in a task (``async for``) until every sender is closed and drained."""
+        """Receive in a task (``async for``) until every sender is closed and drained.
+
+        Each item is received through this end: closing it ends the loop
+        with ``ClosedResourceError``.
+        """
         self._check_open()
-        return self._channel.__aiter__()
+        return self
 
 
 def new_sender(channel: Channel[T]) -> ChannelSender[T]:

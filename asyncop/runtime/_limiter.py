@@ -36,6 +36,7 @@ and anyio do) before the call gets a thread; see :func:`arm_token`.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -65,15 +66,27 @@ __all__ = [
 DEFAULT_BLOCKING_TOKENS = 40
 
 
-def _check_total(value: object) -> int:
+# The free tokens the semaphore holds for ``total_tokens=math.inf``: more
+# than can ever be lent, so that nobody waits.
+_UNLIMITED = 1 << 62
+
+
+def _check_total(value: object) -> int | float:
+    if type(value) is float and value == math.inf:
+        return value  # no limit
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
             f"CapacityLimiter needs an int number of tokens, got {type(value).__name__}; "
-            "pass an int such as CapacityLimiter(10)"
+            "pass an int such as CapacityLimiter(10), or math.inf for no limit"
         )
     if value < 1:
         raise ValueError(f"CapacityLimiter total_tokens={value} is below 1; pass 1 or more tokens")
     return value
+
+
+def _tokens(total: int | float) -> int:
+    """The semaphore tokens that ``total_tokens`` stands for."""
+    return _UNLIMITED if total == math.inf else int(total)
 
 
 def _current_borrower() -> object:
@@ -98,18 +111,19 @@ class CapacityLimiter:
     in FIFO order.
 
     Args:
-        total_tokens: how many tokens may be out at once; an int, 1 or more.
+        total_tokens: how many tokens may be out at once; an int, 1 or
+            more, or ``math.inf`` for no limit.
 
     Raises:
-        TypeError: ``total_tokens`` is not an int.
+        TypeError: ``total_tokens`` is not an int or ``math.inf``.
         ValueError: ``total_tokens`` is below 1.
     """
 
     __slots__ = ("__weakref__", "_borrowers", "_debt", "_lock", "_pending", "_sem", "_total")
 
-    def __init__(self, total_tokens: int) -> None:
+    def __init__(self, total_tokens: int | float) -> None:
         self._total = _check_total(total_tokens)
-        self._sem: Semaphore = Semaphore(self._total)
+        self._sem: Semaphore = Semaphore(_tokens(self._total))
         self._lock = threading.Lock()
         # Who holds a token, and who waits for one (so that a second
         # acquire by the same borrower is refused even while it waits).
@@ -120,26 +134,26 @@ class CapacityLimiter:
     # -- reading -------------------------------------------------------------
 
     @property
-    def total_tokens(self) -> int:
-        """How many tokens may be out at once. Settable.
+    def total_tokens(self) -> int | float:
+        """How many tokens may be out at once (``math.inf``: no limit). Settable.
 
         Raising it lets waiters in at once; lowering it below the tokens
         lent retires tokens as their borrowers give them back.
 
         Raises:
-            TypeError: the new value is not an int.
+            TypeError: the new value is not an int or ``math.inf``.
             ValueError: the new value is below 1.
         """
         return self._total
 
     @total_tokens.setter
-    def total_tokens(self, value: int) -> None:
+    def total_tokens(self, value: int | float) -> None:
         value = _check_total(value)
         sem = self._sem
         # The semaphore's mutex first (the lock order): no hand-over runs
         # while free tokens are taken away.
         with sem._mutex, self._lock:
-            delta = value - self._total
+            delta = _tokens(value) - _tokens(self._total)
             self._total = value
             if delta < 0:
                 taken = min(sem._value, -delta)
@@ -150,8 +164,15 @@ class CapacityLimiter:
                 repaid = min(self._debt, delta)
                 self._debt -= repaid
                 to_release = delta - repaid
-        for _ in range(to_release):
+        # One release per waiter (each hands its token over), the rest to
+        # the pool at once: raising the total to math.inf adds 2**62.
+        while to_release > 0:
+            with sem._mutex:
+                if not sem._waiters:
+                    sem._value += to_release
+                    return
             sem.release()
+            to_release -= 1
 
     @property
     def borrowed_tokens(self) -> int:
@@ -159,7 +180,7 @@ class CapacityLimiter:
         return len(self._borrowers)
 
     @property
-    def available_tokens(self) -> int:
+    def available_tokens(self) -> int | float:
         """How many tokens could be lent now without waiting (0 when over the total)."""
         return max(0, self._total - len(self._borrowers))
 

@@ -289,21 +289,34 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
         task.checkpoints += 1
         value = error = None
         if ev is CHECKPOINT:
-            # The commonest await, on its own short path: a cancellation
-            # point (check 1), then the back of the ready queue.
-            if task.current._cancelled:
-                error = deliver_cancel(task)
-                continue
-            lock.acquire()
-            try:
-                waker._requeue()
-                runtime._push_locked(op, state)
-            finally:
-                lock.release()
-            return
+            # The commonest await, on its own short path.
+            error = _checkpoint(runtime, task, state)
+            if error is None:
+                return
+            continue
         value, error, inline = _wait_on(task, ev, inline)
         if value is _NOT_READY:
             return
+
+
+def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseException | None:
+    """Put the task at the back of the ready queue; or the Cancelled to raise instead.
+
+    A cancellation point (check 1). A deadline that passed during the step
+    is fired first, so that it counts here.
+    """
+    if runtime._next_deadline <= runtime._now():
+        runtime._fire_due_timers()
+    if task.current._cancelled:
+        return deliver_cancel(task)
+    lock = runtime._lock
+    lock.acquire()  # (worker thread only, see step)
+    try:
+        task._requeue()
+        runtime._push_locked(task.task, state)
+    finally:
+        lock.release()
+    return None
 
 
 def _first_coroutine(

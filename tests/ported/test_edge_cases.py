@@ -263,10 +263,6 @@ async def test_closing_my_sender_end_wakes_my_blocked_send(autojump_clock: Virtu
         keep.try_recv()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="closing one receiver end does not wake a receive blocked on it while a clone is open",
-)
 @pytest.mark.asyncop
 async def test_closing_one_receiver_clone_wakes_its_blocked_receive(
     autojump_clock: VirtualClock,
@@ -298,10 +294,6 @@ async def test_closing_one_receiver_clone_wakes_its_blocked_receive(
     tx.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="closing one sender end does not wake a send blocked on it while a clone is open",
-)
 @pytest.mark.asyncop
 async def test_closing_one_sender_clone_wakes_its_blocked_send(
     autojump_clock: VirtualClock,

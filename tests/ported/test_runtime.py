@@ -386,10 +386,6 @@ def test_timeout_scope_leaves_no_cyclic_garbage(vruntime: asyncop.Runtime) -> No
         gc.enable()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a deadline that passes during a step is not noticed by the next checkpoint()",
-)
 def test_checkpoint_notices_a_deadline_that_passed_while_running() -> None:
     # trio test_yield_briefly_checks_for_timeout: the clock jumps past the deadline
     # inside a step; the next checkpoint must raise.

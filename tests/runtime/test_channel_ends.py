@@ -154,9 +154,10 @@ def test_blocked_task_sender_gets_broken_when_the_last_receiver_closes(
     assert sorted(vruntime.run(main)) == ["broken 1", "broken 2"]
 
 
-def test_thread_sender_blocked_in_send_gets_broken() -> None:
-    ch: Channel[int] = Channel()
-    tx, rx = ch.sender(), ch.receiver()
+def blocked_thread_send(
+    ch: Channel[int], tx: ChannelSender[int]
+) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread blocked sending 1 through ``tx``, and the list its error goes to."""
     errors: list[BaseException] = []
 
     def send() -> None:
@@ -168,6 +169,13 @@ def test_thread_sender_blocked_in_send_gets_broken() -> None:
     thread = threading.Thread(target=send)
     thread.start()
     wait_until(lambda: len(ch._senders) == 1)
+    return thread, errors
+
+
+def test_thread_sender_blocked_in_send_gets_broken() -> None:
+    ch: Channel[int] = Channel()
+    tx, rx = ch.sender(), ch.receiver()
+    thread, errors = blocked_thread_send(ch, tx)
     rx.close()
     thread.join(10)
     assert len(errors) == 1 and isinstance(errors[0], BrokenResourceError)
@@ -235,3 +243,101 @@ def test_aclose_closes_the_end_in_a_task(vruntime: asyncop.Runtime) -> None:
         return tx.closed and ch.closed
 
     assert vruntime.run(main)
+
+
+# -- closing one end while clones stay open ------------------------------------
+
+
+def test_closing_an_end_fails_the_thread_receive_blocked_on_it_only() -> None:
+    ch: Channel[int] = Channel()
+    tx, rx = ch.sender(), ch.receiver()
+    other = rx.clone()
+    results: dict[str, object] = {}
+
+    def recv(name: str, end: ChannelReceiver[int]) -> None:
+        try:
+            results[name] = end.recv(timeout=10)
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [
+        threading.Thread(target=recv, args=("closed", rx)),
+        threading.Thread(target=recv, args=("open", other)),
+    ]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(ch._receivers) == 2)
+    rx.close()
+    threads[0].join(10)
+    assert isinstance(results["closed"], ClosedResourceError)
+    assert "receiver end" in str(results["closed"])
+    tx.send(7, timeout=10)  # the clone still receives
+    threads[1].join(10)
+    assert results["open"] == 7
+    other.close()
+    tx.close()
+
+
+def test_closing_an_end_fails_the_thread_send_blocked_on_it_and_sends_nothing() -> None:
+    ch: Channel[int] = Channel()
+    tx, rx = ch.sender(), ch.receiver()
+    keep = tx.clone()
+    thread, errors = blocked_thread_send(ch, tx)
+    tx.close()
+    thread.join(10)
+    assert len(errors) == 1 and isinstance(errors[0], ClosedResourceError)
+    assert not ch.closed  # a clone is still open
+    with pytest.raises(WouldBlock):
+        rx.try_recv()  # the item of the failed send never arrives
+    keep.close()
+    with pytest.raises(EndOfChannel):
+        rx.try_recv()
+
+
+def test_closing_an_end_ends_an_async_for_over_it(vruntime: asyncop.Runtime) -> None:
+    ch: Channel[int] = Channel(1)
+    tx, rx = ch.sender(), ch.receiver()
+    other = rx.clone()
+
+    async def main() -> list[object]:
+        log: list[object] = []
+
+        async def consume() -> None:
+            try:
+                async for item in rx:
+                    log.append(item)
+            except ClosedResourceError:
+                log.append("closed")
+
+        async with asyncop.scope() as s:
+            s.spawn(consume)
+            await tx.send_async(1)
+            await wait_all_blocked()
+            rx.close()
+            await wait_all_blocked()
+            await tx.send_async(2)  # buffered, for the clone
+        log.append(other.try_recv())
+        return log
+
+    assert vruntime.run(main) == [1, "closed", 2]
+    tx.close()
+    other.close()
+
+
+def test_ends_forget_the_waits_that_completed(vruntime: asyncop.Runtime) -> None:
+    ch: Channel[int] = Channel()
+    tx, rx = ch.sender(), ch.receiver()
+
+    async def send(end: ChannelSender[int], item: int) -> None:
+        await end.send_async(item)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for i in range(20):
+                s.spawn(send, tx, i)
+            await wait_all_blocked()
+            got = [await rx.recv_async() for _ in range(20)]
+        assert sorted(got) == list(range(20))
+        assert not tx._waiting and not rx._waiting
+
+    vruntime.run(main)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -378,3 +379,40 @@ def test_a_thread_waiting_for_a_token_gets_it_on_release() -> None:
     thread.join(10)
     assert got == [True]
     assert limiter.borrowed_tokens == 1
+
+
+def test_an_infinite_total_never_makes_anyone_wait_and_can_be_lowered(
+    vruntime: asyncop.Runtime,
+) -> None:
+    limiter = CapacityLimiter(math.inf)
+    assert limiter.total_tokens == math.inf
+    assert limiter.available_tokens == math.inf
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for i in range(50):
+                s.spawn(limiter.acquire_on_behalf_of_async, i)
+            await wait_all_blocked()
+            assert limiter.borrowed_tokens == 50
+            limiter.total_tokens = 50
+            assert limiter.available_tokens == 0
+            waiter = s.spawn(limiter.acquire_on_behalf_of_async, "late")
+            await wait_all_blocked()
+            assert waiter.state is OperationState.RUNNING
+            # Back to no limit: the waiter gets its token at once.
+            limiter.total_tokens = math.inf
+            await wait_all_blocked()
+            assert waiter.state is OperationState.COMPLETED
+            for i in range(50):
+                limiter.release_on_behalf_of(i)
+            limiter.release_on_behalf_of("late")
+        assert limiter.borrowed_tokens == 0
+        assert limiter.available_tokens == math.inf
+
+    vruntime.run(main)
+
+
+@pytest.mark.parametrize("bad", [2.5, 2.0, -math.inf, math.nan, "3"])
+def test_a_total_other_than_an_int_or_inf_is_refused(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="CapacityLimiter"):
+        CapacityLimiter(bad)  # type: ignore[arg-type]
