@@ -136,6 +136,30 @@ def test_checkpoint_in_a_cancelled_task_raises_cancelled(vruntime: asyncop.Runti
 # ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("point", ["checkpoint", "sleep(0)"])
+@pytest.mark.parametrize("clock", ["virtual", "real"])
+def test_a_deadline_that_passed_while_the_task_ran_counts_at_its_next_checkpoint(
+    point: str, clock: str
+) -> None:
+    virtual = VirtualClock(autojump=False) if clock == "virtual" else None
+    ran_on: list[str] = []
+
+    async def main() -> None:
+        async with asyncop.scope(timeout=0.01):
+            if virtual is not None:
+                virtual.advance(1)
+            else:
+                end = time.monotonic() + 0.05
+                while time.monotonic() < end:
+                    pass  # computes past its deadline without awaiting
+            await (asyncop.checkpoint() if point == "checkpoint" else asyncop.sleep(0))
+            ran_on.append("after the checkpoint")
+
+    with asyncop.Runtime(1, clock=virtual) as rt, pytest.raises(TimeoutError):
+        rt.run(main)
+    assert ran_on == []
+
+
 def test_sleep_returns_after_that_much_virtual_time(vruntime: asyncop.Runtime) -> None:
     async def main() -> tuple[float, float]:
         start = asyncop.current_time()
