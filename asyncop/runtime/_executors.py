@@ -71,6 +71,8 @@ POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
 REAP_WAIT = 10.0
 _QUEUED = JobState.QUEUED  # (read through the class, a member costs a lookup)
+# A concurrent.futures future's state once it has a result or an exception.
+_FINISHED = "FINISHED"
 
 # -- in the worker process ---------------------------------------------------------
 
@@ -237,11 +239,23 @@ class _ProcessJob(RemoteJob):
             if self.remote_done:  # cancelled already (see _cancel_while_sending)
                 return
             executor._jobs.add(self)
-            if not executor._free:
+            free = executor._free
+            if not free:
                 executor._waiting.append(self)
                 return
-            self.slot = executor._free.pop()
-        self._schedule()
+            slot = self.slot = free.pop()
+        # _schedule(), written out: one call less on the path of every spawn().
+        try:
+            future = executor._pool.schedule(
+                _run_job, args=(self.seq, slot, self.fn_payload, self.args_payload)
+            )
+        except BaseException as exc:
+            self._remote_ended()
+            self.finish(None, exc)
+            return
+        self.future = future
+        self.fn_payload = self.args_payload = b""
+        future.add_done_callback(self)  # see __call__
 
     def _schedule(self) -> None:
         # Outside the executor lock: the pool's threads take it to report
@@ -280,45 +294,70 @@ class _ProcessJob(RemoteJob):
         # The future's done callback, in pebble's thread that reads the
         # workers' messages. The job itself rather than a bound method: one
         # object less per job for the collector to track.
-        try:
+        if future._state == _FINISHED and future._exception is None:
+            # The value of a done future, read as result() would find it,
+            # without the two trips through its lock that result() makes.
+            data = future._result
+        else:
             try:
                 data = future.result()  # done: this does not block
-            except CancelledError:
-                if future.cancelled():  # our kill (see _kill)
-                    self._wait_gone()
-                    self.finish(None, Cancelled(
-                        f"{self.name!r} was killed after {self.executor._grace:g} s: it "
-                        "ignored its remote token"
-                    ))
-                else:
-                    self.finish(
-                        None,
-                        Cancelled(f"{self.name!r} was cancelled"),
-                        self.executor._stop_reason,
-                    )
             except BaseException as exc:
-                self.finish(None, BrokenResourceError(
-                    f"the worker process running {self.name!r} died ({exc}); "
-                    "the job did not finish"
+                try:
+                    self._ended_without_result(future, exc)
+                finally:
+                    self._remote_ended()
+                return
+        try:
+            if type(data) is tuple and data[0] == "value":  # the common case, inline
+                self.finish(data[1], None)
+            else:
+                # A failure, or a cancel: the operation's, or a shutdown's
+                # that marked the job before it got to the operation.
+                value, error = decode_outcome(data, self)
+                self.finish(value, error, self.executor._stop_reason)
+        finally:
+            # _remote_ended(), written out for the common case.
+            executor = self.executor
+            with executor._lock:
+                self.remote_done = True
+                # The future keeps its done callback, this job: drop the
+                # future, or the two would wait for the collector together.
+                self.future = None
+                jobs = executor._jobs
+                jobs.discard(self)
+                if not jobs:
+                    executor._idle.notify_all()
+                executor._free.append(self.slot)  # type: ignore[arg-type] # (the pool had it: it has one)
+                successor = executor._next_waiting_locked() if executor._waiting else None
+            if successor is not None:
+                successor._schedule()
+
+    def _ended_without_result(self, future: Any, exc: BaseException) -> None:
+        """The pool ended the job with an exception of its own: a kill, a stop, a death."""
+        if isinstance(exc, CancelledError):
+            if future.cancelled():  # our kill (see _kill)
+                self._wait_gone()
+                self.finish(None, Cancelled(
+                    f"{self.name!r} was killed after {self.executor._grace:g} s: it "
+                    "ignored its remote token"
                 ))
             else:
-                if type(data) is tuple and data[0] == "value":  # the common case, inline
-                    self.finish(data[1], None)
-                else:
-                    # A failure, or a cancel: the operation's, or a shutdown's
-                    # that marked the job before it got to the operation.
-                    value, error = decode_outcome(data, self)
-                    self.finish(value, error, self.executor._stop_reason)
-        finally:
-            self._remote_ended()
+                self.finish(
+                    None,
+                    Cancelled(f"{self.name!r} was cancelled"),
+                    self.executor._stop_reason,
+                )
+        else:
+            self.finish(None, BrokenResourceError(
+                f"the worker process running {self.name!r} died ({exc}); "
+                "the job did not finish"
+            ))
 
     def _remote_ended(self) -> None:
         """The pool is done with the job: free its slot for a waiting job."""
         executor = self.executor
         with executor._lock:
             self.remote_done = True
-            # The future keeps its done callback, this job: drop the future,
-            # or the two would wait for the garbage collector together.
             self.future = None
             executor._jobs.discard(self)
             if not executor._jobs:
