@@ -57,6 +57,7 @@ from ..operations import (
     only_cancelled,
     run_after,
 )
+from ._kernel import RuntimeState
 from ._kinds import describe_fn
 from ._waker import WakerStatus
 
@@ -131,6 +132,7 @@ _NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
 _CANCELLED = Outcome.CANCELLED
 _REMOTE = OpKind.REMOTE
 _OP_RUNNING = OperationState.RUNNING
+_RT_RUNNING = RuntimeState.RUNNING
 
 
 class RemoteJob:
@@ -195,7 +197,7 @@ class RemoteJob:
             if op._outcome is not _NO_OUTCOME:
                 return
             if op.parent is None:
-                if runtime._closing:
+                if runtime._state is not _RT_RUNNING:  # (runtime._closing, written out)
                     raise RuntimeError(
                         f"Runtime {runtime.name!r} is shut down and takes no new operations; "
                         f"cannot start {op.name!r}, make a new Runtime"
