@@ -86,9 +86,7 @@ def _init_worker(shared: _Shared) -> None:
     _pid = os.getpid()
 
 
-def _run_job(
-    seq: int, slot: int, fn_payload: bytes, args_payload: bytes
-) -> bytes | tuple[Any, ...]:
+def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes) -> Any:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -308,7 +306,10 @@ class _ProcessJob(RemoteJob):
                     self._remote_ended()
                 return
         try:
-            if type(data) is tuple and data[0] == "value":  # the common case, inline
+            kind = type(data)
+            if kind is not bytes and kind is not tuple:  # a plain value, as itself (see run_call)
+                self.finish(data, None)
+            elif kind is tuple and data[0] == "value":  # a bytes value
                 self.finish(data[1], None)
             else:
                 # A failure, or a cancel: the operation's, or a shutdown's
