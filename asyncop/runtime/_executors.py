@@ -238,10 +238,19 @@ class _ProcessJob(RemoteJob):
                 return
             executor._jobs.add(self)
             free = executor._free
-            if not free:
+            if free:
+                slot = self.slot = free.pop()
+                successor = None
+            else:
                 executor._waiting.append(self)
-                return
-            slot = self.slot = free.pop()
+                # A job that freed its slot outside this lock (see __call__)
+                # may have looked for waiting jobs before this one came.
+                successor = executor._next_waiting_locked()
+                if successor is None:
+                    return
+        if successor is not None:
+            successor._schedule()
+            return
         # _schedule(), written out: one call less on the path of every spawn().
         try:
             future = executor._pool.schedule(
@@ -317,21 +326,21 @@ class _ProcessJob(RemoteJob):
                 value, error = decode_outcome(data, self)
                 self.finish(value, error, self.executor._stop_reason)
         finally:
-            # _remote_ended(), written out for the common case.
+            # _remote_ended(), its common case written out without the
+            # executor's lock: each step is one atomic operation, and the
+            # lock is taken only to wake a shutdown() waiting for the last
+            # job or to hand the slot to a waiting job (which _send() also
+            # looks for, once it has queued a job).
             executor = self.executor
-            with executor._lock:
-                self.remote_done = True
-                # The future keeps its done callback, this job: drop the
-                # future, or the two would wait for the collector together.
-                self.future = None
-                jobs = executor._jobs
-                jobs.discard(self)
-                if not jobs:
-                    executor._idle.notify_all()
-                executor._free.append(self.slot)  # type: ignore[arg-type] # (the pool had it: it has one)
-                successor = executor._next_waiting_locked() if executor._waiting else None
-            if successor is not None:
-                successor._schedule()
+            self.remote_done = True
+            # The future keeps its done callback, this job: drop the future,
+            # or the two would wait for the collector together.
+            self.future = None
+            jobs = executor._jobs
+            jobs.discard(self)
+            executor._free.append(self.slot)  # type: ignore[arg-type] # (the pool had it: it has one)
+            if not jobs or executor._waiting:
+                executor._slot_freed()
 
     def _ended_without_result(self, future: Any, exc: BaseException) -> None:
         """The pool ended the job with an exception of its own: a kill, a stop, a death."""
@@ -502,6 +511,15 @@ class ProcessExecutor(RemoteExecutor):
         # interpreter's exit has begun (see RemoteJob.finish).
         self._stop_reason: str | None = None
         _live.add(self)
+
+    def _slot_freed(self) -> None:
+        """Wake a shutdown() waiting for the last job; give a waiting job the free slot."""
+        with self._lock:
+            if not self._jobs:
+                self._idle.notify_all()
+            successor = self._next_waiting_locked() if self._waiting else None
+        if successor is not None:
+            successor._schedule()
 
     def _next_waiting_locked(self) -> _ProcessJob | None:
         """Give a free slot to the oldest job waiting for one, if any."""
