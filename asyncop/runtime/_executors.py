@@ -71,6 +71,8 @@ POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
 REAP_WAIT = 10.0
 _QUEUED = JobState.QUEUED  # (read through the class, a member costs a lookup)
+# The exact types of the arguments that always pickle (see _new_job).
+_BARE_ARGS = frozenset({type(None), bool, int, float, complex, str, bytes})
 # A concurrent.futures future's state once it has a result or an exception.
 _FINISHED = "FINISHED"
 
@@ -86,7 +88,9 @@ def _init_worker(shared: _Shared) -> None:
     _pid = os.getpid()
 
 
-def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes) -> Any:
+def _run_job(
+    seq: int, slot: int, fn_payload: bytes, args_payload: bytes | tuple[Any, ...]
+) -> Any:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -202,7 +206,7 @@ class _ProcessJob(RemoteJob):
         executor: ProcessExecutor,
         seq: int,
         fn_payload: bytes,
-        args_payload: bytes,
+        args_payload: bytes | tuple[Any, ...],
         name: str,
         abandon: bool,
     ) -> None:
@@ -537,7 +541,9 @@ class ProcessExecutor(RemoteExecutor):
         """Pickle ``fn`` and ``args`` apart, for ``run_call(token, fn_payload, args_payload)``.
 
         A plain function pickles by reference, to the same bytes every time:
-        those are made once (and the worker unpickles them once).
+        those are made once (and the worker unpickles them once). Arguments
+        that are all None, bools, numbers, strings or bytes always pickle:
+        they go to the pool as they are, which pickles them once.
         """
         if self._closed:
             raise RuntimeError(
@@ -553,7 +559,11 @@ class ProcessExecutor(RemoteExecutor):
                     if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
                         _pickled_functions.clear()
                     _pickled_functions[fn] = fn_payload
-            args_payload = pickle.dumps(args)
+            args_payload: bytes | tuple[Any, ...] = args
+            for arg in args:
+                if type(arg) not in _BARE_ARGS:
+                    args_payload = pickle.dumps(args)
+                    break
         except Exception:
             pack_call(pickle.dumps, fn, args, self._kind)  # raises the TypeError that names it
             raise

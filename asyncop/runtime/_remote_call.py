@@ -289,7 +289,7 @@ _BARE = frozenset({type(None), bool, int, float, complex, str})
 def run_call(
     token: RemoteToken,
     payload: bytes,
-    args_payload: bytes | None = None,
+    args_payload: bytes | tuple[Any, ...] | None = None,
     *,
     plain: Literal[False] = False,
 ) -> bytes: ...
@@ -297,17 +297,26 @@ def run_call(
 
 @overload
 def run_call(
-    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | tuple[Any, ...] | None = None,
+    *,
+    plain: bool,
 ) -> Any: ...
 
 
 def run_call(
-    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool = False
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | tuple[Any, ...] | None = None,
+    *,
+    plain: bool = False,
 ) -> Any:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
-    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
-    the pickled ``fn`` alone (see ``ProcessExecutor._new_job``). With ``plain`` (for an
+    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``
+    (the pickled args, or the args themselves), the pickled ``fn`` alone
+    (see ``ProcessExecutor._new_job``). With ``plain`` (for an
     engine that pickles what the job returns), a value of a type that always
     pickles is not pickled here: the engine's pickling carries it. It comes
     back as itself (None, a bool, a number or a str), or as the message
@@ -326,7 +335,7 @@ def run_call(
                     if len(_functions) >= PICKLED_FUNCTIONS_MAX:
                         _functions.clear()
                     _functions[payload] = fn
-            args = pickle.loads(args_payload)
+            args = pickle.loads(args_payload) if type(args_payload) is bytes else args_payload
     except BaseException as exc:
         return _pack_error(exc, "unpickling the call in the worker")
     reset = _current.set(token)
