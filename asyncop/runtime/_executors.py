@@ -372,7 +372,7 @@ class _ProcessJob(RemoteJob):
         executor = self.executor
         with executor._lock:
             self.remote_done = True
-            self.future = None
+            self.future = None  # (see __call__)
             executor._jobs.discard(self)
             if not executor._jobs:
                 executor._idle.notify_all()
