@@ -71,6 +71,10 @@ POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
 REAP_WAIT = 10.0
 _QUEUED = JobState.QUEUED  # (read through the class, a member costs a lookup)
+# The exact types of the arguments that always pickle (see _new_job).
+_BARE_ARGS = frozenset({type(None), bool, int, float, complex, str, bytes})
+# A concurrent.futures future's state once it has a result or an exception.
+_FINISHED = "FINISHED"
 
 # -- in the worker process ---------------------------------------------------------
 
@@ -85,8 +89,8 @@ def _init_worker(shared: _Shared) -> None:
 
 
 def _run_job(
-    seq: int, slot: int, fn_payload: bytes, args_payload: bytes
-) -> bytes | tuple[Any, ...]:
+    seq: int, slot: int, fn_payload: bytes, args_payload: bytes | tuple[Any, ...]
+) -> Any:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -202,7 +206,7 @@ class _ProcessJob(RemoteJob):
         executor: ProcessExecutor,
         seq: int,
         fn_payload: bytes,
-        args_payload: bytes,
+        args_payload: bytes | tuple[Any, ...],
         name: str,
         abandon: bool,
     ) -> None:
@@ -237,11 +241,32 @@ class _ProcessJob(RemoteJob):
             if self.remote_done:  # cancelled already (see _cancel_while_sending)
                 return
             executor._jobs.add(self)
-            if not executor._free:
+            free = executor._free
+            if free:
+                slot = self.slot = free.pop()
+                successor = None
+            else:
                 executor._waiting.append(self)
-                return
-            self.slot = executor._free.pop()
-        self._schedule()
+                # A job that freed its slot outside this lock (see __call__)
+                # may have looked for waiting jobs before this one came.
+                successor = executor._next_waiting_locked()
+                if successor is None:
+                    return
+        if successor is not None:
+            successor._schedule()
+            return
+        # _schedule(), written out: one call less on the path of every spawn().
+        try:
+            future = executor._pool.schedule(
+                _run_job, args=(self.seq, slot, self.fn_payload, self.args_payload)
+            )
+        except BaseException as exc:
+            self._remote_ended()
+            self.finish(None, exc)
+            return
+        self.future = future
+        self.fn_payload = self.args_payload = b""
+        future.add_done_callback(self)  # see __call__
 
     def _schedule(self) -> None:
         # Outside the executor lock: the pool's threads take it to report
@@ -280,46 +305,74 @@ class _ProcessJob(RemoteJob):
         # The future's done callback, in pebble's thread that reads the
         # workers' messages. The job itself rather than a bound method: one
         # object less per job for the collector to track.
-        try:
+        if future._state == _FINISHED and future._exception is None:
+            # The value of a done future, read as result() would find it,
+            # without the two trips through its lock that result() makes.
+            data = future._result
+        else:
             try:
                 data = future.result()  # done: this does not block
-            except CancelledError:
-                if future.cancelled():  # our kill (see _kill)
-                    self._wait_gone()
-                    self.finish(None, Cancelled(
-                        f"{self.name!r} was killed after {self.executor._grace:g} s: it "
-                        "ignored its remote token"
-                    ))
-                else:
-                    self.finish(
-                        None,
-                        Cancelled(f"{self.name!r} was cancelled"),
-                        self.executor._stop_reason,
-                    )
             except BaseException as exc:
-                self.finish(None, BrokenResourceError(
-                    f"the worker process running {self.name!r} died ({exc}); "
-                    "the job did not finish"
+                try:
+                    self._ended_without_result(future, exc)
+                finally:
+                    self._remote_ended()
+                return
+        try:
+            kind = type(data)
+            if kind is not bytes and kind is not tuple:  # a plain value, as itself (see run_call)
+                self.finish(data, None)
+            elif kind is tuple and data[0] == "value":  # a bytes value
+                self.finish(data[1], None)
+            else:
+                # A failure, or a cancel: the operation's, or a shutdown's
+                # that marked the job before it got to the operation.
+                value, error = decode_outcome(data, self)
+                self.finish(value, error, self.executor._stop_reason)
+        finally:
+            # _remote_ended(), its common case written out without the
+            # executor's lock: each step is one atomic operation, and the
+            # lock is taken only to wake a shutdown() waiting for the last
+            # job or to hand the slot to a waiting job (which _send() also
+            # looks for, once it has queued a job).
+            executor = self.executor
+            self.remote_done = True
+            # The future keeps its done callback, this job: drop the future,
+            # or the two would wait for the collector together.
+            self.future = None
+            jobs = executor._jobs
+            jobs.discard(self)
+            executor._free.append(self.slot)  # type: ignore[arg-type] # (the pool had it: it has one)
+            if not jobs or executor._waiting:
+                executor._slot_freed()
+
+    def _ended_without_result(self, future: Any, exc: BaseException) -> None:
+        """The pool ended the job with an exception of its own: a kill, a stop, a death."""
+        if isinstance(exc, CancelledError):
+            if future.cancelled():  # our kill (see _kill)
+                self._wait_gone()
+                self.finish(None, Cancelled(
+                    f"{self.name!r} was killed after {self.executor._grace:g} s: it "
+                    "ignored its remote token"
                 ))
             else:
-                if type(data) is tuple and data[0] == "value":  # the common case, inline
-                    self.finish(data[1], None)
-                else:
-                    # A failure, or a cancel: the operation's, or a shutdown's
-                    # that marked the job before it got to the operation.
-                    value, error = decode_outcome(data, self)
-                    self.finish(value, error, self.executor._stop_reason)
-        finally:
-            self._remote_ended()
+                self.finish(
+                    None,
+                    Cancelled(f"{self.name!r} was cancelled"),
+                    self.executor._stop_reason,
+                )
+        else:
+            self.finish(None, BrokenResourceError(
+                f"the worker process running {self.name!r} died ({exc}); "
+                "the job did not finish"
+            ))
 
     def _remote_ended(self) -> None:
         """The pool is done with the job: free its slot for a waiting job."""
         executor = self.executor
         with executor._lock:
             self.remote_done = True
-            # The future keeps its done callback, this job: drop the future,
-            # or the two would wait for the garbage collector together.
-            self.future = None
+            self.future = None  # (see __call__)
             executor._jobs.discard(self)
             if not executor._jobs:
                 executor._idle.notify_all()
@@ -463,6 +516,15 @@ class ProcessExecutor(RemoteExecutor):
         self._stop_reason: str | None = None
         _live.add(self)
 
+    def _slot_freed(self) -> None:
+        """Wake a shutdown() waiting for the last job; give a waiting job the free slot."""
+        with self._lock:
+            if not self._jobs:
+                self._idle.notify_all()
+            successor = self._next_waiting_locked() if self._waiting else None
+        if successor is not None:
+            successor._schedule()
+
     def _next_waiting_locked(self) -> _ProcessJob | None:
         """Give a free slot to the oldest job waiting for one, if any."""
         while self._waiting and self._free:
@@ -479,7 +541,9 @@ class ProcessExecutor(RemoteExecutor):
         """Pickle ``fn`` and ``args`` apart, for ``run_call(token, fn_payload, args_payload)``.
 
         A plain function pickles by reference, to the same bytes every time:
-        those are made once (and the worker unpickles them once).
+        those are made once (and the worker unpickles them once). Arguments
+        that are all None, bools, numbers, strings or bytes always pickle:
+        they go to the pool as they are, which pickles them once.
         """
         if self._closed:
             raise RuntimeError(
@@ -495,7 +559,11 @@ class ProcessExecutor(RemoteExecutor):
                     if len(_pickled_functions) >= PICKLED_FUNCTIONS_MAX:
                         _pickled_functions.clear()
                     _pickled_functions[fn] = fn_payload
-            args_payload = pickle.dumps(args)
+            args_payload: bytes | tuple[Any, ...] = args
+            for arg in args:
+                if type(arg) not in _BARE_ARGS:
+                    args_payload = pickle.dumps(args)
+                    break
         except Exception:
             pack_call(pickle.dumps, fn, args, self._kind)  # raises the TypeError that names it
             raise

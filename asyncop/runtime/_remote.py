@@ -50,11 +50,14 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import (
     AsyncOperation,
     Cancelled,
+    OperationState,
     OpKind,
     Outcome,
+    _user_frame,
     only_cancelled,
     run_after,
 )
+from ._kernel import RuntimeState
 from ._kinds import describe_fn
 from ._waker import WakerStatus
 
@@ -128,6 +131,8 @@ _QUEUED, _CANCELLING, _DONE = JobState.QUEUED, JobState.CANCELLING, JobState.DON
 _NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
 _CANCELLED = Outcome.CANCELLED
 _REMOTE = OpKind.REMOTE
+_OP_RUNNING = OperationState.RUNNING
+_RT_RUNNING = RuntimeState.RUNNING
 
 
 class RemoteJob:
@@ -192,13 +197,15 @@ class RemoteJob:
             if op._outcome is not _NO_OUTCOME:
                 return
             if op.parent is None:
-                if runtime._closing:
+                if runtime._state is not _RT_RUNNING:  # (runtime._closing, written out)
                     raise RuntimeError(
                         f"Runtime {runtime.name!r} is shut down and takes no new operations; "
                         f"cannot start {op.name!r}, make a new Runtime"
                     )
-                runtime._track_root_locked(op)
-            op._transition_to_running()  # (never PENDING: no worker ever pops it)
+                runtime._roots[op] = None  # (_track_root_locked, written out)
+            # _transition_to_running(), written out: CREATED -> RUNNING (never
+            # PENDING: no worker ever pops it).
+            op._state = _OP_RUNNING
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
             early = self._cancel_while_sending
@@ -250,7 +257,14 @@ class RemoteJob:
             if reason is not None and outcome is _CANCELLED and not op._cancelled:
                 op._task = None  # the job has ended: nothing left for the cancel to stop
                 op._cancel_locked(reason, after)
-            op._end_work_locked(outcome, value, error, after)
+            # op._end_work_locked(), written out: one call less per job.
+            assert op._outcome is _NO_OUTCOME, f"{op.name!r} ended its work twice"
+            op._outcome = outcome
+            op._value = value
+            op._error = error
+            if outcome is _CANCELLED:
+                op._interrupted = True
+            op._try_finalize_locked(after)
         if after:
             run_after(after)
         if last:
@@ -341,8 +355,18 @@ class RemoteExecutor:
                 "functions; start an asyncop Runtime inside a plain function instead"
             )
         job = self._new_job(fn, args, label, bool(abandon))
-        op = runtime._new_operation(
-            None, (), parent=parent, name=label, kind=_REMOTE, supervise=supervise
-        )
+        op: AsyncOperation
+        if parent is None:
+            # A root has no link to make: made here, and started by launch()
+            # in one locked step. The user's frame: Runtime.spawn() -> here
+            # -> _user_frame() (_user_frame() walks on out if that is ours).
+            code, lasti = _user_frame(3)
+            op = AsyncOperation(runtime, _REMOTE, None, (), label, None, code, lasti)  # type: ignore[arg-type]
+            if supervise:
+                op._supervised = True
+        else:
+            op = runtime._new_operation(
+                None, (), parent=parent, name=label, kind=_REMOTE, supervise=supervise
+            )
         job.launch(op)
         return op

@@ -279,15 +279,17 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
 _functions: dict[bytes, Callable[..., Any]] = {}
 
 
-# The exact types of the results that always pickle (see run_call's plain).
-_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+# The exact types of the results that always pickle and come back as
+# themselves (see run_call's plain); bytes, which the messages are, come
+# back in a ("value", ...) tuple.
+_BARE = frozenset({type(None), bool, int, float, complex, str})
 
 
 @overload
 def run_call(
     token: RemoteToken,
     payload: bytes,
-    args_payload: bytes | None = None,
+    args_payload: bytes | tuple[Any, ...] | None = None,
     *,
     plain: Literal[False] = False,
 ) -> bytes: ...
@@ -295,22 +297,32 @@ def run_call(
 
 @overload
 def run_call(
-    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool
-) -> bytes | tuple[Any, ...]: ...
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | tuple[Any, ...] | None = None,
+    *,
+    plain: bool,
+) -> Any: ...
 
 
 def run_call(
-    token: RemoteToken, payload: bytes, args_payload: bytes | None = None, *, plain: bool = False
-) -> bytes | tuple[Any, ...]:
+    token: RemoteToken,
+    payload: bytes,
+    args_payload: bytes | tuple[Any, ...] | None = None,
+    *,
+    plain: bool = False,
+) -> Any:
     """In the worker: run the pickled call under ``token``; pickle the outcome.
 
-    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``,
-    the pickled ``fn`` alone (see ``ProcessExecutor._new_job``). With ``plain`` (for an
+    ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``
+    (the pickled args, or the args themselves), the pickled ``fn`` alone
+    (see ``ProcessExecutor._new_job``). With ``plain`` (for an
     engine that pickles what the job returns), a value of a type that always
-    pickles comes back as the message itself, not pickled: the engine's
-    pickling carries it, and ``decode_outcome`` skips one unpickling. Never
-    raises: every outcome, including a result that cannot be pickled, is a
-    message for the local side.
+    pickles is not pickled here: the engine's pickling carries it. It comes
+    back as itself (None, a bool, a number or a str), or as the message
+    ``("value", value)`` for bytes, which the pickled messages are; the
+    local side takes it without unpickling. Never raises: every outcome,
+    including a result that cannot be pickled, is a message for the local side.
     """
     try:
         if args_payload is None:
@@ -323,11 +335,18 @@ def run_call(
                     if len(_functions) >= PICKLED_FUNCTIONS_MAX:
                         _functions.clear()
                     _functions[payload] = fn
-            args = pickle.loads(args_payload)
+            args = pickle.loads(args_payload) if type(args_payload) is bytes else args_payload
     except BaseException as exc:
         return _pack_error(exc, "unpickling the call in the worker")
     reset = _current.set(token)
-    _watcher.register(token)
+    # _watcher.register(token), its common case written out (two calls less
+    # per job): the insertion, then the look at the thread that register()
+    # makes after it.
+    watcher = _watcher
+    tokens = watcher._tokens
+    tokens[token] = None
+    if watcher._parked or watcher._thread is None:
+        watcher.register(token)
     try:
         value = fn(*args)
     except (Cancelled, CancellationError) as exc:
@@ -339,10 +358,14 @@ def run_call(
     except BaseException as exc:
         return _pack_error(exc, traceback.format_exc())
     finally:
-        _watcher.unregister(token)
+        tokens.pop(token, None)  # (_watcher.unregister(token))
         _current.reset(reset)
-    if plain and type(value) in _PLAIN:
-        return ("value", value)
+    if plain:
+        kind = type(value)
+        if kind in _BARE:
+            return value
+        if kind is bytes:
+            return ("value", value)
     try:
         return pickle.dumps(("value", value))
     except Exception as exc:

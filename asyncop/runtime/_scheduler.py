@@ -37,6 +37,7 @@ from ..platform import check_timeout, cpu_count
 from ._clock import VirtualClock
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
+from ._remote import RemoteExecutor
 from ._scope import Scope
 from ._task import describe_wait
 from ._worker import (
@@ -334,6 +335,10 @@ class Runtime(Kernel):
                 or an argument cannot be pickled.
             RuntimeError: the runtime is shut down.
         """
+        if isinstance(executor, RemoteExecutor):  # (spawn_remote's common case, one call less)
+            return executor._spawn_into(
+                self, None, fn, args, name=name, supervise=supervise, abandon=abandon
+            )
         if executor is not None or abandon:
             return spawn_remote(
                 self, None, fn, args, name=name, supervise=supervise,
