@@ -535,9 +535,7 @@ class AsyncOperation(Generic[T]):
                 self.runtime, self, fn, args, name=name, supervise=supervise,
                 executor=executor, abandon=abandon,
             )
-        return self.runtime._new_operation(
-            fn, args, parent=self, name=name, submit=True, supervise=supervise
-        )
+        return self.runtime._spawn(fn, args, self, name, supervise)
 
     def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
         """Spawn ``fn(*args, task_status=...)`` as a child and wait until it is ready.

@@ -120,7 +120,6 @@ class Scope:
     def __init__(
         self,
         runtime: Kernel,
-        *,
         name: str | None,
         timeout: float | None,
         deadline: float | None,
@@ -325,11 +324,17 @@ class Scope:
                 f"scope of runtime {self._runtime.name!r} entered from an operation of "
                 f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"
             )
-        op = self._open(parent)
-        op._task = task
-        if task.outer is None:
-            task.outer = []
-        task.outer.append(parent)
+        if self._timeout is None and self._deadline is None and self._op is None:
+            # The common entry, on its own short path (no deadline to set).
+            op = _open_in_task(self, parent, task)
+        else:
+            op = self._open(parent)
+            op._task = task
+        outer = task.outer
+        if outer is None:
+            task.outer = [parent]
+        else:
+            outer.append(parent)
         task.current = op  # current_operation() is now the scope
         return op
 
@@ -538,6 +543,60 @@ def _new_scope(
     return op
 
 
+def _open_in_task(scope: Scope, parent: AsyncOperation, task: Any) -> AsyncOperation:
+    """``Scope._open`` and ``_new_scope`` for an ``async with`` with no deadline, written out.
+
+    It runs on the worker stepping ``task``, which never runs signal
+    handlers: the lock is taken with acquire() then try. The operation is
+    the task's scope before it is linked, so a cancel that finds it can
+    wake the task.
+    """
+    runtime = scope._runtime
+    name = scope._name
+    # __aenter__ -> here: the user's frame is 3 up.
+    code, lasti = _user_frame(3)
+    op: AsyncOperation = AsyncOperation(
+        parent.runtime, _SCOPE, None, (), "scope" if name is None else name, None, code, lasti
+    )
+    op._propagates = False  # its error leaves through the block, not to the parent
+    shield = scope._shield
+    if shield:
+        op._shield = True
+    if scope._supervise:
+        op._supervise = True
+    op._task = task
+    after: After | None = None
+    lock = runtime._lock
+    lock.acquire()
+    try:
+        if parent._state is _RUNNING:
+            # _link_child_locked, inline: a running parent takes the child.
+            op.parent = parent
+            last = parent._last_child
+            if last is None:
+                parent.first_child = op
+            else:
+                last.sibling_next = op
+                op._sibling_prev = last
+            parent._last_child = op
+        else:
+            parent._link_child_locked(op)  # (raises for a final parent)
+        op._state = _RUNNING  # (the transition of a new scope: nothing can be in the way)
+        if parent._cancelled and not shield:
+            after = []
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            # Born cancelled: only a cancel of the enclosing operation does that.
+            op._outside_cancel = True
+    finally:
+        lock.release()
+    scope._op = op
+    scope._parent = parent
+    if after:
+        run_after(after)
+    return op
+
+
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
 
@@ -628,11 +687,5 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    return Scope(
-        op.runtime,
-        name=name,
-        timeout=timeout,
-        deadline=deadline,
-        shield=shield,
-        supervise=supervise,
-    )
+    # (Positional: a call with keywords to a class costs a dict.)
+    return Scope(op.runtime, name, timeout, deadline, shield, supervise)
