@@ -68,12 +68,14 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_deadline, check_timeout
-from ._awaitables import forget_end_waiter, when_ended
+from ._awaitables import forget_end_waiter
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._waker import Subscription, WaitEvent
 
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
 _SCOPE = OpKind.SCOPE
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
@@ -376,9 +378,16 @@ class Scope:
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).
-            op._end_work_on_worker(_VALUE, None, None)
-            if op._state is _RUNNING:
-                await ScopeDone(op)
+            if op.first_child is not None:
+                # Children to wait for: the wait records the block's end, in
+                # the same locked step as it subscribes. (Read without the
+                # lock, first_child only picks the path: either one finds
+                # out under the lock whether a child is left.)
+                await ScopeDone(op, True)
+            else:
+                op._end_work_on_worker(_VALUE, None, None)
+                if op._state is _RUNNING:
+                    await ScopeDone(op)
             if op._state is _COMPLETED and not op._outside_cancel:
                 return False
         else:
@@ -643,17 +652,45 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
 
 @final
 class ScopeDone(WaitEvent):
-    """Wait, without being interruptible, until a scope operation is final."""
+    """Wait, without being interruptible, until a scope operation is final.
 
-    __slots__ = ("op",)
+    With ``end_block``, the wait first records that the scope's block ended
+    with no error (unless its block has ended already).
+    """
+
+    __slots__ = ("end_block", "op")
     cancellable = False
     entry_checked = False
 
-    def __init__(self, op: AsyncOperation) -> None:
+    def __init__(self, op: AsyncOperation, end_block: bool = False) -> None:
         self.op = op
+        self.end_block = end_block
 
     def _arm(self, sub: Subscription) -> None:
-        when_ended(self.op, sub, sub.fire)
+        # when_ended, written out for the worker that steps the task (which
+        # never runs signal handlers): the lock is taken with acquire() then try.
+        op = self.op
+        after: After | None = None
+        lock = op.runtime._lock
+        lock.acquire()
+        try:
+            if self.end_block and op._outcome is _NO_OUTCOME:
+                after = []
+                op._end_work_locked(_VALUE, None, None, after)
+            state = op._state
+            if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
+                deliver = sub.handle = sub.fire
+                waiters = op._waiters
+                if waiters is None:
+                    op._waiters = [deliver]
+                else:
+                    waiters.append(deliver)
+                return  # (nothing was made final: nothing to run after)
+        finally:
+            lock.release()
+        if after:
+            run_after(after)
+        sub.fire()
 
     def _disarm(self, sub: Subscription) -> None:
         forget_end_waiter(self.op, sub)

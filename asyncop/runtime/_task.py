@@ -77,6 +77,7 @@ __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own
 # through the enum metaclass's __getattr__ hook, ten times slower than a global.
 _PENDING = OperationState.PENDING
 _VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
+_NO_STATUS = WakerStatus.NO_STATUS
 _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
 _WAITING = WakerStatus.WAITING
@@ -91,7 +92,17 @@ class TaskState(Waker):
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
-        Waker.__init__(self, op, runtime)
+        # Waker.__init__, written out (one made per spawn): keep the two alike.
+        self.task = op
+        self.runtime = runtime
+        self.status = _NO_STATUS
+        self.events = None
+        self.triggered = None
+        self.result = None
+        self.error = None
+        self.filename = ""
+        self.lineno = 0
+        self.generation = 0
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
