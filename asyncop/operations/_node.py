@@ -50,7 +50,7 @@ import _thread
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from types import CodeType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Generic, final, overload
 
 import attrs
@@ -112,11 +112,30 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """
     frame = sys._getframe(depth)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module == "asyncop" or module.startswith("asyncop.")):
-            return frame.f_code, frame.f_lasti
+        code = frame.f_code
+        # Whether a code object is asyncop's is remembered by its id; the
+        # entry keeps the code alive, so its id is not reused meanwhile.
+        known = _OWN_CODE.get(id(code))
+        if known is None or known[0] is not code:
+            known = _learn_code(frame)
+        if not known[1]:
+            return code, frame.f_lasti
         frame = frame.f_back  # type: ignore[assignment]
     return None, 0
+
+
+# id(code) -> (code, whether it is asyncop's), for _user_frame.
+_OWN_CODE: dict[int, tuple[CodeType, bool]] = {}
+_OWN_CODE_MAX = 4096  # emptied when it grows past this (code made at run time)
+
+
+def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
+    module = frame.f_globals.get("__name__", "")
+    own = module == "asyncop" or (isinstance(module, str) and module.startswith("asyncop."))
+    if len(_OWN_CODE) >= _OWN_CODE_MAX:
+        _OWN_CODE.clear()
+    known = _OWN_CODE[id(frame.f_code)] = (frame.f_code, own)
+    return known
 
 
 @final

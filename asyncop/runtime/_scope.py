@@ -68,9 +68,8 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_deadline, check_timeout
-from ._awaitables import forget_end_waiter
 from ._interrupt import gave_up, give_up, interrupt_tree
-from ._waker import Subscription, WaitEvent
+from ._scope_task import ScopeDone, open_in_task
 
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
@@ -328,7 +327,17 @@ class Scope:
             )
         if self._timeout is None and self._deadline is None and self._op is None:
             # The common entry, on its own short path (no deadline to set).
-            op = _open_in_task(self, parent, task)
+            name = self._name
+            op = open_in_task(
+                self._runtime,
+                parent,
+                task,
+                "scope" if name is None else name,
+                self._shield,
+                bool(self._supervise),
+            )
+            self._op = op
+            self._parent = parent
         else:
             op = self._open(parent)
             op._task = task
@@ -552,60 +561,6 @@ def _new_scope(
     return op
 
 
-def _open_in_task(scope: Scope, parent: AsyncOperation, task: Any) -> AsyncOperation:
-    """``Scope._open`` and ``_new_scope`` for an ``async with`` with no deadline, written out.
-
-    It runs on the worker stepping ``task``, which never runs signal
-    handlers: the lock is taken with acquire() then try. The operation is
-    the task's scope before it is linked, so a cancel that finds it can
-    wake the task.
-    """
-    runtime = scope._runtime
-    name = scope._name
-    # __aenter__ -> here: the user's frame is 3 up.
-    code, lasti = _user_frame(3)
-    op: AsyncOperation = AsyncOperation(
-        parent.runtime, _SCOPE, None, (), "scope" if name is None else name, None, code, lasti
-    )
-    op._propagates = False  # its error leaves through the block, not to the parent
-    shield = scope._shield
-    if shield:
-        op._shield = True
-    if scope._supervise:
-        op._supervise = True
-    op._task = task
-    after: After | None = None
-    lock = runtime._lock
-    lock.acquire()
-    try:
-        if parent._state is _RUNNING:
-            # _link_child_locked, inline: a running parent takes the child.
-            op.parent = parent
-            last = parent._last_child
-            if last is None:
-                parent.first_child = op
-            else:
-                last.sibling_next = op
-                op._sibling_prev = last
-            parent._last_child = op
-        else:
-            parent._link_child_locked(op)  # (raises for a final parent)
-        op._state = _RUNNING  # (the transition of a new scope: nothing can be in the way)
-        if parent._cancelled and not shield:
-            after = []
-            op.cancel_reason = parent.cancel_reason
-            op._cancel_token_locked(after)
-            # Born cancelled: only a cancel of the enclosing operation does that.
-            op._outside_cancel = True
-    finally:
-        lock.release()
-    scope._op = op
-    scope._parent = parent
-    if after:
-        run_after(after)
-    return op
-
-
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
 
@@ -648,55 +603,6 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
         "(an async generator holding a scope across a yield?); the inner scope was "
         "cancelled and closed; close scopes in the reverse order of opening them"
     )
-
-
-@final
-class ScopeDone(WaitEvent):
-    """Wait, without being interruptible, until a scope operation is final.
-
-    With ``end_block``, the wait first records that the scope's block ended
-    with no error (unless its block has ended already).
-    """
-
-    __slots__ = ("end_block", "op")
-    cancellable = False
-    entry_checked = False
-
-    def __init__(self, op: AsyncOperation, end_block: bool = False) -> None:
-        self.op = op
-        self.end_block = end_block
-
-    def _arm(self, sub: Subscription) -> None:
-        # when_ended, written out for the worker that steps the task (which
-        # never runs signal handlers): the lock is taken with acquire() then try.
-        op = self.op
-        after: After | None = None
-        lock = op.runtime._lock
-        lock.acquire()
-        try:
-            if self.end_block and op._outcome is _NO_OUTCOME:
-                after = []
-                op._end_work_locked(_VALUE, None, None, after)
-            state = op._state
-            if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-                deliver = sub.handle = sub.fire
-                waiters = op._waiters
-                if waiters is None:
-                    op._waiters = [deliver]
-                else:
-                    waiters.append(deliver)
-                return  # (nothing was made final: nothing to run after)
-        finally:
-            lock.release()
-        if after:
-            run_after(after)
-        sub.fire()
-
-    def _disarm(self, sub: Subscription) -> None:
-        forget_end_waiter(self.op, sub)
-
-    def _describe(self) -> str:
-        return f"the children of scope {self.op.name!r}"
 
 
 def scope(

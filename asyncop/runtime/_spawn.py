@@ -23,6 +23,7 @@ from ..operations import (
     thread_state,
 )
 from ._task import TaskState
+from ._worker import WorkerState
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -33,6 +34,7 @@ __all__ = ["spawn_child"]
 _PENDING = OperationState.PENDING
 _RUNNING = OperationState.RUNNING
 _CORO = OpKind.CORO
+_BUSY = WorkerState.BUSY
 _ASYNC_FLAGS = CO_COROUTINE | CO_ASYNC_GENERATOR
 _copy_context = contextvars.copy_context
 
@@ -96,7 +98,18 @@ def spawn_child(
                 op._sibling_prev = last
             parent._last_child = op
             op._state = _PENDING
-            self._push_locked(op, state)
+            worker = state.worker
+            if (
+                state.op is None
+                and not state.keep_next_push
+                and worker.runtime is self
+                and worker.state is _BUSY
+            ):
+                # _push_locked, inline: a task queued by this worker's own
+                # step, which runs the queue when the step ends.
+                self._ready.append(op)
+            else:
+                self._push_locked(op, state)
             return op
         # Final (refused), cancelled (born cancelled) or not started yet.
         self._link_new_locked(op, parent, shield=False, submit=True, state=state, after=after)
