@@ -127,6 +127,7 @@ class Scope:
         shield: bool,
         supervise: bool,
     ) -> None:
+        # (scope() writes this out when there is nothing to check: keep the two alike.)
         # Checked before anything is made: a bad value leaves nothing behind.
         if timeout is not None:
             timeout = check_timeout(timeout, "scope(timeout=...)")
@@ -630,5 +631,18 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    # (Positional: a call with keywords to a class costs a dict.)
-    return Scope(op.runtime, name, timeout, deadline, shield, supervise)
+    if timeout is not None or deadline is not None:
+        return Scope(op.runtime, name, timeout, deadline, shield, supervise)
+    # Scope.__init__ with nothing to check, written out (calling a class
+    # with an __init__ costs more than its body): keep the two alike.
+    made: Scope = _new_object(Scope)
+    made._runtime = op.runtime
+    made._name = name
+    made._timeout = made._deadline = None
+    made._shield = shield
+    made._supervise = supervise
+    made._op = made._saved = made._parent = None
+    return made
+
+
+_new_object = object.__new__

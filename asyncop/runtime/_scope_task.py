@@ -105,8 +105,13 @@ class ScopeDone(WaitEvent):
         lock.acquire()
         try:
             if self.end_block and op._outcome is _NO_OUTCOME:
-                after = []
-                op._end_work_locked(_VALUE, None, None, after)
+                # _end_work_locked(VALUE), written out: a scope's block has no
+                # value, function or arguments to record or drop, and only a
+                # scope with no child left can become final here.
+                op._outcome = _VALUE
+                if op.first_child is None:
+                    after = []
+                    op._try_finalize_locked(after)
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
                 deliver = sub.handle = sub.fire

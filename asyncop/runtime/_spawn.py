@@ -49,7 +49,8 @@ def spawn_child(
 ) -> AsyncOperation:
     """Make a child of ``parent`` that runs ``fn(*args)``, link it and queue it.
 
-    Bound as ``Kernel._spawn``. The path written out is a worker's spawn of
+    Bound as ``Kernel._spawn``, and called by ``parent.spawn`` only: the
+    parent is an operation of this runtime. The path written out is a worker's spawn of
     an ``async def`` function under a live parent of this runtime: a worker
     never runs signal handlers, so the lock is taken with acquire() then
     try, and a worker runs the ready queue itself, so nobody is woken early.
@@ -59,8 +60,6 @@ def spawn_child(
         type(fn) is not FunctionType
         or fn.__code__.co_flags & _ASYNC_FLAGS != CO_COROUTINE
         or state.worker is None
-        or type(parent) is not AsyncOperation
-        or parent.runtime is not self
         or not (name is None or type(name) is str)
     ):
         return self._new_operation(
