@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, OperationState, OpKind, Outcome, _user_frame, run_after
 from ._awaitables import forget_end_waiter
-from ._waker import Subscription, WaitEvent
+from ._waker import Subscription, WaitEvent, resolve
 
 if TYPE_CHECKING:
     from ..operations import After
     from ._kernel import Kernel
+    from ._task import TaskState
 
 __all__ = ["ScopeDone", "open_in_task"]
 
@@ -126,6 +127,50 @@ class ScopeDone(WaitEvent):
         if after:
             run_after(after)
         sub.fire()
+
+    def _suspend(self, task: TaskState) -> bool:
+        """Suspend ``task`` on this wait, if the scope is not final; True if it did.
+
+        ``_wait_on`` for this event, written out by the worker stepping the
+        task, in one locked step: end the block (``end_block``), subscribe
+        and suspend. The wait is not cancellable, and has no entry check.
+        When the scope is final already, it returns False having changed
+        nothing but the block's end: ``_wait_on`` then goes on as for any
+        event, and finds it ready.
+        """
+        op = self.op
+        waker = task
+        after: After | None = None
+        lock = op.runtime._lock
+        lock.acquire()  # (worker thread only: it never runs signal handlers)
+        try:
+            if self.end_block:
+                self.end_block = False
+                if op._outcome is _NO_OUTCOME:
+                    # _end_work_locked(VALUE), written out, as in _arm.
+                    op._outcome = _VALUE
+                    if op.first_child is None:
+                        after = []
+                        op._try_finalize_locked(after)
+            state = op._state
+            if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
+                waker._reset()
+                sub = Subscription(waker, self, resolve)
+                waker._add_subscription(sub)
+                deliver = sub.handle = sub.fire
+                waiters = op._waiters
+                if waiters is None:
+                    op._waiters = [deliver]
+                else:
+                    waiters.append(deliver)
+                waker._transition_to_waiting()
+                task.cancellable = False
+                return True  # (nothing was made final: nothing to run after)
+        finally:
+            lock.release()
+        if after:
+            run_after(after)
+        return False
 
     def _disarm(self, sub: Subscription) -> None:
         forget_end_waiter(self.op, sub)

@@ -65,6 +65,7 @@ from ..operations import (
 )
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
+from ._scope_task import ScopeDone
 from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
@@ -100,8 +101,6 @@ class TaskState(Waker):
         self.triggered = None
         self.result = None
         self.error = None
-        self.filename = ""
-        self.lineno = 0
         self.generation = 0
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
@@ -392,6 +391,8 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     """
     entry_checked: bool | None
     error: BaseException | None
+    if type(ev) is ScopeDone and ev._suspend(task):
+        return _NOT_READY, None, inline  # a scope's exit, waiting for its children
     if type(ev) is AsyncOperation:
         ev = OpWait(ev)
         ev._awaited = True
