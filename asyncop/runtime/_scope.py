@@ -335,7 +335,7 @@ class Scope:
                 task,
                 "scope" if name is None else name,
                 self._shield,
-                bool(self._supervise),
+                self._supervise,
             )
             self._op = op
             self._parent = parent

@@ -77,6 +77,8 @@ __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own
 # Enum members read once: on Python 3.11 reading one through its class goes
 # through the enum metaclass's __getattr__ hook, ten times slower than a global.
 _PENDING = OperationState.PENDING
+_RUNNING = OperationState.RUNNING
+_NO_OUTCOME = Outcome.NONE
 _VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 _NO_STATUS = WakerStatus.NO_STATUS
 _RESULT = WakerStatus.RESULT
@@ -230,10 +232,10 @@ def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
 def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     """Resume a coroutine task until it suspends or ends.
 
-    ``state`` is the stepping worker's thread state. The path of a task
-    that awaits checkpoints and returns a value is written out here; the
-    first step's coroutine is made by ``_first_coroutine``, any other
-    await goes through ``_wait_on``, and a failure through ``_fail``.
+    ``state`` is the stepping worker's thread state. The path of a task that
+    awaits checkpoints and returns a value is written out here; the first step's
+    coroutine is made by ``_first_coroutine``, any other await goes through
+    ``_wait_on``, and a failure through ``_fail``.
     """
     task: TaskState | None = op._task
     if task is None:
@@ -248,9 +250,10 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     try:
         first = op._state is _PENDING
         if first:
-            if not op._transition_to_running():
-                waker._transition_to_ignored()  # cancelled while queued: never runs
+            if op._outcome is not _NO_OUTCOME:  # (cancelled while queued: never runs)
+                waker._transition_to_ignored()
                 return
+            op._state = _RUNNING  # (_transition_to_running, inline)
         elif not waker._transition_to_result():
             return
     finally:
