@@ -60,6 +60,7 @@ from ..operations import (
     OpKind,
     Outcome,
     _is_final,
+    _thread_local,
     _user_frame,
     cancelled_for,
     only_cancelled,
@@ -314,7 +315,10 @@ class Scope:
     # -- async block ---------------------------------------------------------
 
     async def __aenter__(self) -> AsyncOperation[None]:
-        task = thread_state().task
+        try:
+            task = _thread_local.state.task  # (thread_state(), inline)
+        except AttributeError:
+            task = thread_state().task
         if task is None:
             raise RuntimeError(
                 "'async with scope()' needs a coroutine operation of asyncop; in a "
@@ -623,7 +627,10 @@ def scope(
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
     """
-    state = thread_state()
+    try:
+        state = _thread_local.state  # (thread_state(), inline)
+    except AttributeError:
+        state = thread_state()
     task = state.task
     op = state.op if task is None else task.current
     if op is None:

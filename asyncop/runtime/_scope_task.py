@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, OperationState, OpKind, Outcome, _user_frame, run_after
 from ._awaitables import forget_end_waiter
-from ._waker import Subscription, WaitEvent, resolve
+from ._waker import Subscription, WaitEvent, WakerStatus, resolve
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -28,6 +28,7 @@ _COMPLETED = OperationState.COMPLETED
 _FAILED = OperationState.FAILED
 _CANCELLED = OperationState.CANCELLED
 _SCOPE = OpKind.SCOPE
+_WAITING = WakerStatus.WAITING
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
 
@@ -156,14 +157,20 @@ class ScopeDone(WaitEvent):
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
                 waker._reset()
                 sub = Subscription(waker, self, resolve)
-                waker._add_subscription(sub)
+                # _add_subscription and _transition_to_waiting, written out:
+                # the waker was just reset, under the lock.
+                events = waker.events
+                if events is None:
+                    waker.events = [sub]
+                else:
+                    events.append(sub)
                 deliver = sub.handle = sub.fire
                 waiters = op._waiters
                 if waiters is None:
                     op._waiters = [deliver]
                 else:
                     waiters.append(deliver)
-                waker._transition_to_waiting()
+                waker.status = _WAITING
                 task.cancellable = False
                 return True  # (nothing was made final: nothing to run after)
         finally:

@@ -18,6 +18,7 @@ from ..operations import (
     AsyncOperation,
     OperationState,
     OpKind,
+    _thread_local,
     _user_frame,
     run_after,
     thread_state,
@@ -55,7 +56,10 @@ def spawn_child(
     never runs signal handlers, so the lock is taken with acquire() then
     try, and a worker runs the ready queue itself, so nobody is woken early.
     """
-    state = thread_state()
+    try:
+        state = _thread_local.state  # (thread_state(), inline)
+    except AttributeError:
+        state = thread_state()
     if (
         type(fn) is not FunctionType
         or fn.__code__.co_flags & _ASYNC_FLAGS != CO_COROUTINE
