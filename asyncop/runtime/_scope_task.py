@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, OperationState, OpKind, Outcome, _user_frame, run_after
-from ._awaitables import forget_end_waiter
 from ._waker import Subscription, WaitEvent, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -116,12 +115,12 @@ class ScopeDone(WaitEvent):
                     op._try_finalize_locked(after)
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-                deliver = sub.handle = sub.fire
+                sub.handle = True  # (registered: the subscription is its own callback)
                 waiters = op._waiters
                 if waiters is None:
-                    op._waiters = [deliver]
+                    op._waiters = [sub]
                 else:
-                    waiters.append(deliver)
+                    waiters.append(sub)
                 return  # (nothing was made final: nothing to run after)
         finally:
             lock.release()
@@ -164,12 +163,12 @@ class ScopeDone(WaitEvent):
                     waker.events = [sub]
                 else:
                     events.append(sub)
-                deliver = sub.handle = sub.fire
+                sub.handle = True  # (registered: the subscription is its own callback)
                 waiters = op._waiters
                 if waiters is None:
-                    op._waiters = [deliver]
+                    op._waiters = [sub]
                 else:
-                    waiters.append(deliver)
+                    waiters.append(sub)
                 waker.status = _WAITING
                 task.cancellable = False
                 return True  # (nothing was made final: nothing to run after)
@@ -180,7 +179,14 @@ class ScopeDone(WaitEvent):
         return False
 
     def _disarm(self, sub: Subscription) -> None:
-        forget_end_waiter(self.op, sub)
+        # forget_end_waiter, for a subscription that is its own callback.
+        if sub.handle is not None:
+            sub.handle = None
+            op = self.op
+            # No list left: the scope ended and woke (and dropped) every
+            # waiter, this one included. The list is never made again.
+            if op._waiters is not None:
+                op._remove_waiter(sub)
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"
