@@ -103,6 +103,8 @@ class TaskState(Waker):
         self.triggered = None
         self.result = None
         self.error = None
+        self.filename = ""
+        self.lineno = 0
         self.generation = 0
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when

@@ -228,7 +228,9 @@ class Waker:
     __slots__ = (
         "error",
         "events",
+        "filename",
         "generation",
+        "lineno",
         "result",
         "runtime",
         "status",
@@ -248,6 +250,9 @@ class Waker:
         self.triggered: Any = None
         self.result: Any = None
         self.error: BaseException | None = None
+        # Where the task is suspended, for dump().
+        self.filename = ""
+        self.lineno = 0
         # Bumped by every reset, so a late firing of an old wait is ignored.
         self.generation = 0
 
