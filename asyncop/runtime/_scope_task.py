@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, OperationState, OpKind, Outcome, _user_frame, run_after
+from ._awaitables import forget_end_waiter
 from ._waker import Subscription, WaitEvent, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -115,12 +116,12 @@ class ScopeDone(WaitEvent):
                     op._try_finalize_locked(after)
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-                sub.handle = True  # (registered: the subscription is its own callback)
+                deliver = sub.handle = sub.fire
                 waiters = op._waiters
                 if waiters is None:
-                    op._waiters = [sub]
+                    op._waiters = [deliver]
                 else:
-                    waiters.append(sub)
+                    waiters.append(deliver)
                 return  # (nothing was made final: nothing to run after)
         finally:
             lock.release()
@@ -163,12 +164,12 @@ class ScopeDone(WaitEvent):
                     waker.events = [sub]
                 else:
                     events.append(sub)
-                sub.handle = True  # (registered: the subscription is its own callback)
+                deliver = sub.handle = sub.fire
                 waiters = op._waiters
                 if waiters is None:
-                    op._waiters = [sub]
+                    op._waiters = [deliver]
                 else:
-                    waiters.append(sub)
+                    waiters.append(deliver)
                 waker.status = _WAITING
                 task.cancellable = False
                 return True  # (nothing was made final: nothing to run after)
@@ -179,14 +180,7 @@ class ScopeDone(WaitEvent):
         return False
 
     def _disarm(self, sub: Subscription) -> None:
-        # forget_end_waiter, for a subscription that is its own callback.
-        if sub.handle is not None:
-            sub.handle = None
-            op = self.op
-            # No list left: the scope ended and woke (and dropped) every
-            # waiter, this one included. The list is never made again.
-            if op._waiters is not None:
-                op._remove_waiter(sub)
+        forget_end_waiter(self.op, sub)
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"

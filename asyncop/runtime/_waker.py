@@ -210,10 +210,6 @@ class Subscription:
                 raise  # a Ctrl-C is the user's, not the task's
             return self.waker._complete(self, None, exc)
 
-    # Calling the subscription fires it: an event may keep the subscription
-    # itself as its wake-up callback, with no bound method to allocate.
-    __call__ = fire
-
     def __repr__(self) -> str:
         return f"<Subscription to {self.event!r}>"
 
