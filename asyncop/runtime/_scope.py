@@ -74,11 +74,10 @@ from ._scope_task import ScopeDone, open_in_task
 
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
-_CANCELLED = OperationState.CANCELLED
 _SCOPE = OpKind.SCOPE
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
+_new_object = object.__new__
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -650,6 +649,3 @@ def scope(
     made._supervise = supervise
     made._op = made._saved = made._parent = None
     return made
-
-
-_new_object = object.__new__
