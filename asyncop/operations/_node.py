@@ -110,12 +110,12 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     code and instruction offset: the line number is worked out from them
     only when somebody reads it (it is not free, and rarely read).
     """
-    frame = sys._getframe(depth)
+    frame = _getframe(depth)
     while frame is not None:
         code = frame.f_code
         # Whether a code object is asyncop's is remembered by its id; the
         # entry keeps the code alive, so its id is not reused meanwhile.
-        known = _OWN_CODE.get(id(code))
+        known = _known_code(id(code))
         if known is None or known[0] is not code:
             known = _learn_code(frame)
         if not known[1]:
@@ -127,6 +127,8 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
 # id(code) -> (code, whether it is asyncop's), for _user_frame.
 _OWN_CODE: dict[int, tuple[CodeType, bool]] = {}
 _OWN_CODE_MAX = 4096  # emptied when it grows past this (code made at run time)
+_known_code = _OWN_CODE.get
+_getframe = sys._getframe
 
 
 def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:

@@ -51,10 +51,11 @@ def spawn_child(
     """Make a child of ``parent`` that runs ``fn(*args)``, link it and queue it.
 
     Bound as ``Kernel._spawn``, and called by ``parent.spawn`` only: the
-    parent is an operation of this runtime. The path written out is a worker's spawn of
-    an ``async def`` function under a live parent of this runtime: a worker
-    never runs signal handlers, so the lock is taken with acquire() then
-    try, and a worker runs the ready queue itself, so nobody is woken early.
+    parent is an operation of this runtime. The path written out is a
+    worker's spawn of an ``async def`` function under a running parent that
+    is not cancelled: a worker never runs signal handlers, so the lock is
+    taken with acquire() then try, and a worker runs the ready queue
+    itself, so nobody is woken early.
     """
     try:
         state = _thread_local.state  # (thread_state(), inline)
@@ -86,7 +87,7 @@ def spawn_child(
     if supervise:
         op._supervised = True
     op._task = TaskState(op, self)
-    after: After = []
+    after: After | None = None
     lock = self._lock
     lock.acquire()
     try:
@@ -115,6 +116,7 @@ def spawn_child(
                 self._push_locked(op, state)
             return op
         # Final (refused), cancelled (born cancelled) or not started yet.
+        after = []
         self._link_new_locked(op, parent, shield=False, submit=True, state=state, after=after)
     finally:
         lock.release()
