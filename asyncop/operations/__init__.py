@@ -26,6 +26,7 @@ signatures; no other package imports a ``_`` module of this one.
 from __future__ import annotations
 
 from ._current import ThreadState as ThreadState
+from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation
 from ._current import state_of as state_of
 from ._current import thread_state as thread_state

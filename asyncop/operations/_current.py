@@ -58,7 +58,9 @@ class ThreadState:
         return f"<ThreadState op={self.op!r} task={self.task!r} worker={self.worker!r}>"
 
 
-_local = threading.local()
+# (The runtime's hottest paths read ``_thread_local.state`` themselves, falling
+# back on thread_state() when it is not made yet: a call less.)
+_thread_local = threading.local()
 # Every live thread's state by thread id, so that one thread can tell what
 # another is running (a second Ctrl-C names the threads it abandons). Weak:
 # a thread's state goes with the thread.
@@ -68,9 +70,9 @@ _by_thread: weakref.WeakValueDictionary[int, ThreadState] = weakref.WeakValueDic
 def thread_state() -> ThreadState:
     """Return the calling thread's state, making it on first use."""
     try:
-        state: ThreadState = _local.state
+        state: ThreadState = _thread_local.state
     except AttributeError:
-        state = _local.state = ThreadState()
+        state = _thread_local.state = ThreadState()
         _by_thread[threading.get_ident()] = state
     return state
 

@@ -122,7 +122,8 @@ def end_work_locked(
 ) -> None:
     """Record how the own work ended, under the lock; finalize if no child is live.
 
-    ``_end_work_on_worker`` writes this out: keep the two alike.
+    ``_end_work_on_worker`` writes this out, and so does ``ScopeDone._arm`` for a
+    scope's block that ended well: keep them alike.
     """
     assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
     self._outcome = outcome

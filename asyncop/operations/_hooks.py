@@ -69,6 +69,17 @@ class RuntimeHooks(Protocol):
         """
         ...
 
+    def _spawn(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        parent: AsyncOperation,
+        name: str | None,
+        supervise: bool,
+    ) -> AsyncOperation:
+        """Make a child of ``parent`` that runs ``fn(*args)``, link it and queue it."""
+        ...
+
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 
     def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...

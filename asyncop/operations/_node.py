@@ -50,7 +50,7 @@ import _thread
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from types import CodeType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Generic, final, overload
 
 import attrs
@@ -110,13 +110,34 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     code and instruction offset: the line number is worked out from them
     only when somebody reads it (it is not free, and rarely read).
     """
-    frame = sys._getframe(depth)
+    frame = _getframe(depth)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module == "asyncop" or module.startswith("asyncop.")):
-            return frame.f_code, frame.f_lasti
+        code = frame.f_code
+        # Whether a code object is asyncop's is remembered by its id; the
+        # entry keeps the code alive, so its id is not reused meanwhile.
+        known = _known_code(id(code))
+        if known is None or known[0] is not code:
+            known = _learn_code(frame)
+        if not known[1]:
+            return code, frame.f_lasti
         frame = frame.f_back  # type: ignore[assignment]
     return None, 0
+
+
+# id(code) -> (code, whether it is asyncop's), for _user_frame.
+_OWN_CODE: dict[int, tuple[CodeType, bool]] = {}
+_OWN_CODE_MAX = 4096  # emptied when it grows past this (code made at run time)
+_known_code = _OWN_CODE.get
+_getframe = sys._getframe
+
+
+def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
+    module = frame.f_globals.get("__name__", "")
+    own = module == "asyncop" or (isinstance(module, str) and module.startswith("asyncop."))
+    if len(_OWN_CODE) >= _OWN_CODE_MAX:
+        _OWN_CODE.clear()
+    known = _OWN_CODE[id(frame.f_code)] = (frame.f_code, own)
+    return known
 
 
 @final
@@ -535,9 +556,7 @@ class AsyncOperation(Generic[T]):
                 self.runtime, self, fn, args, name=name, supervise=supervise,
                 executor=executor, abandon=abandon,
             )
-        return self.runtime._new_operation(
-            fn, args, parent=self, name=name, submit=True, supervise=supervise
-        )
+        return self.runtime._spawn(fn, args, self, name, supervise)
 
     def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
         """Spawn ``fn(*args, task_status=...)`` as a child and wait until it is ready.

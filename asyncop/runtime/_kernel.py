@@ -72,6 +72,7 @@ from ._clock import MonotonicClock, clock_reader
 from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
 from ._reactor import Reactor
+from ._spawn import spawn_child
 from ._task import TaskState, on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import (
@@ -81,10 +82,6 @@ from ._worker import (
     _log_exception,
     worker_main,
 )
-
-if TYPE_CHECKING:
-    from ..operations import After
-
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -105,8 +102,6 @@ _INF = float("inf")
 
 def _noop() -> None:
     pass
-
-
 
 
 class RuntimeState(enum.Enum):
@@ -270,38 +265,58 @@ class Kernel:
         # A with-statement: on the main thread, a Ctrl-C raised as acquire() returns
         # would land before a try and leave the lock held for good.
         with self._lock:
-            if parent is not None:
-                parent._link_child_locked(op)
-            elif submit and self._closing:
-                raise RuntimeError(
-                    f"Runtime {self.name!r} is shut down and takes no new operations; "
-                    f"cannot start {name!r}, make a new Runtime"
-                )
-            if kind is _SCOPE:
-                # A scope's work (its block) is already running: it is RUNNING
-                # from birth, in the same step as the link, so no cancel can
-                # find it unstarted. Entering it is not a cancellation point:
-                # under a cancelled parent it is born with a cancelled token
-                # (unless shielded) and still runs its block.
-                op._transition_to_running()
-                if parent is None:
-                    self._track_root_locked(op)
-                elif parent._cancelled and not shield:
-                    op.cancel_reason = parent.cancel_reason
-                    op._cancel_token_locked(after)
-            elif parent is not None and parent._cancelled and not shield:
-                # Born CANCELLED: it never runs, and unlinks at once.
-                op.cancel_reason = parent.cancel_reason
-                op._cancel_token_locked(after)
-                op._end_work_locked(Outcome.CANCELLED, None, None, after)
-            elif submit:
-                if parent is None:
-                    self._roots[op] = None
-                op._transition_to_pending()
-                self._push_locked(op, state, woken)
+            self._link_new_locked(
+                op, parent, shield=shield, submit=submit, state=state, after=after, woken=woken
+            )
         if after:
             run_after(after)
         return op
+
+    def _link_new_locked(
+        self,
+        op: AsyncOperation,
+        parent: AsyncOperation | None,
+        *,
+        shield: bool,
+        submit: bool,
+        state: ThreadState,
+        after: After,
+        woken: Worker | None = None,
+    ) -> None:
+        """Link a new operation under ``parent``, apply born-cancelled, maybe queue it."""
+        kind = op._kind
+        if parent is not None:
+            parent._link_child_locked(op)
+        elif submit and self._closing:
+            raise RuntimeError(
+                f"Runtime {self.name!r} is shut down and takes no new operations; "
+                f"cannot start {op.name!r}, make a new Runtime"
+            )
+        if kind is _SCOPE:
+            # A scope's work (its block) is already running: it is RUNNING
+            # from birth, in the same step as the link, so no cancel can
+            # find it unstarted. Entering it is not a cancellation point:
+            # under a cancelled parent it is born with a cancelled token
+            # (unless shielded) and still runs its block.
+            op._transition_to_running()
+            if parent is None:
+                self._track_root_locked(op)
+            elif parent._cancelled and not shield:
+                op.cancel_reason = parent.cancel_reason
+                op._cancel_token_locked(after)
+        elif parent is not None and parent._cancelled and not shield:
+            # Born CANCELLED: it never runs, and unlinks at once.
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            op._end_work_locked(Outcome.CANCELLED, None, None, after)
+        elif submit:
+            if parent is None:
+                self._roots[op] = None
+            op._transition_to_pending()
+            self._push_locked(op, state, woken)
+
+    # AsyncOperation.spawn: see _spawn.py.
+    _spawn = spawn_child
 
     def _wake_early(self) -> Worker | None:
         """Wake a parked worker for an operation a user thread is about to queue.

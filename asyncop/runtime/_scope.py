@@ -60,6 +60,7 @@ from ..operations import (
     OpKind,
     Outcome,
     _is_final,
+    _thread_local,
     _user_frame,
     cancelled_for,
     only_cancelled,
@@ -68,15 +69,15 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_deadline, check_timeout
-from ._awaitables import forget_end_waiter, when_ended
 from ._interrupt import gave_up, give_up, interrupt_tree
-from ._waker import Subscription, WaitEvent
+from ._scope_task import ScopeDone, open_in_task
 
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
 _SCOPE = OpKind.SCOPE
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
+_new_object = object.__new__
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -120,13 +121,13 @@ class Scope:
     def __init__(
         self,
         runtime: Kernel,
-        *,
         name: str | None,
         timeout: float | None,
         deadline: float | None,
         shield: bool,
         supervise: bool,
     ) -> None:
+        # (scope() writes this out when there is nothing to check: keep the two alike.)
         # Checked before anything is made: a bad value leaves nothing behind.
         if timeout is not None:
             timeout = check_timeout(timeout, "scope(timeout=...)")
@@ -313,7 +314,10 @@ class Scope:
     # -- async block ---------------------------------------------------------
 
     async def __aenter__(self) -> AsyncOperation[None]:
-        task = thread_state().task
+        try:
+            task = _thread_local.state.task  # (thread_state(), inline)
+        except AttributeError:
+            task = thread_state().task
         if task is None:
             raise RuntimeError(
                 "'async with scope()' needs a coroutine operation of asyncop; in a "
@@ -325,11 +329,27 @@ class Scope:
                 f"scope of runtime {self._runtime.name!r} entered from an operation of "
                 f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"
             )
-        op = self._open(parent)
-        op._task = task
-        if task.outer is None:
-            task.outer = []
-        task.outer.append(parent)
+        if self._timeout is None and self._deadline is None and self._op is None:
+            # The common entry, on its own short path (no deadline to set).
+            name = self._name
+            op = open_in_task(
+                self._runtime,
+                parent,
+                task,
+                "scope" if name is None else name,
+                self._shield,
+                self._supervise,
+            )
+            self._op = op
+            self._parent = parent
+        else:
+            op = self._open(parent)
+            op._task = task
+        outer = task.outer
+        if outer is None:
+            task.outer = [parent]
+        else:
+            outer.append(parent)
         task.current = op  # current_operation() is now the scope
         return op
 
@@ -371,9 +391,16 @@ class Scope:
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).
-            op._end_work_on_worker(_VALUE, None, None)
-            if op._state is _RUNNING:
-                await ScopeDone(op)
+            if op.first_child is not None:
+                # Children to wait for: the wait records the block's end, in
+                # the same locked step as it subscribes. (Read without the
+                # lock, first_child only picks the path: either one finds
+                # out under the lock whether a child is left.)
+                await ScopeDone(op, True)
+            else:
+                op._end_work_on_worker(_VALUE, None, None)
+                if op._state is _RUNNING:
+                    await ScopeDone(op)
             if op._state is _COMPLETED and not op._outside_cancel:
                 return False
         else:
@@ -582,27 +609,6 @@ def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
     )
 
 
-@final
-class ScopeDone(WaitEvent):
-    """Wait, without being interruptible, until a scope operation is final."""
-
-    __slots__ = ("op",)
-    cancellable = False
-    entry_checked = False
-
-    def __init__(self, op: AsyncOperation) -> None:
-        self.op = op
-
-    def _arm(self, sub: Subscription) -> None:
-        when_ended(self.op, sub, sub.fire)
-
-    def _disarm(self, sub: Subscription) -> None:
-        forget_end_waiter(self.op, sub)
-
-    def _describe(self) -> str:
-        return f"the children of scope {self.op.name!r}"
-
-
 def scope(
     *,
     name: str | None = None,
@@ -620,7 +626,10 @@ def scope(
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
     """
-    state = thread_state()
+    try:
+        state = _thread_local.state  # (thread_state(), inline)
+    except AttributeError:
+        state = thread_state()
     task = state.task
     op = state.op if task is None else task.current
     if op is None:
@@ -628,11 +637,15 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    return Scope(
-        op.runtime,
-        name=name,
-        timeout=timeout,
-        deadline=deadline,
-        shield=shield,
-        supervise=supervise,
-    )
+    if timeout is not None or deadline is not None:
+        return Scope(op.runtime, name, timeout, deadline, shield, supervise)
+    # Scope.__init__ with nothing to check, written out (calling a class
+    # with an __init__ costs more than its body): keep the two alike.
+    made: Scope = _new_object(Scope)
+    made._runtime = op.runtime
+    made._name = name
+    made._timeout = made._deadline = None
+    made._shield = shield
+    made._supervise = supervise
+    made._op = made._saved = made._parent = None
+    return made

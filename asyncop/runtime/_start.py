@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 from ..operations import AsyncOperation, OperationState, thread_state
 from ._interrupt import wait_after_interrupt
-from ._scope import ScopeDone
+from ._scope_task import ScopeDone
 from ._sync import Event
 
 if TYPE_CHECKING:

@@ -65,6 +65,7 @@ from ..operations import (
 )
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
+from ._scope_task import ScopeDone
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
@@ -76,7 +77,10 @@ __all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own
 # Enum members read once: on Python 3.11 reading one through its class goes
 # through the enum metaclass's __getattr__ hook, ten times slower than a global.
 _PENDING = OperationState.PENDING
+_RUNNING = OperationState.RUNNING
+_NO_OUTCOME = Outcome.NONE
 _VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
+_NO_STATUS = WakerStatus.NO_STATUS
 _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
 _WAITING = WakerStatus.WAITING
@@ -91,7 +95,17 @@ class TaskState(Waker):
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
-        Waker.__init__(self, op, runtime)
+        # Waker.__init__, written out (one made per spawn): keep the two alike.
+        self.task = op
+        self.runtime = runtime
+        self.status = _NO_STATUS
+        self.events = None
+        self.triggered = None
+        self.result = None
+        self.error = None
+        self.filename = ""
+        self.lineno = 0
+        self.generation = 0
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -220,10 +234,10 @@ def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
 def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     """Resume a coroutine task until it suspends or ends.
 
-    ``state`` is the stepping worker's thread state. The path of a task
-    that awaits checkpoints and returns a value is written out here; the
-    first step's coroutine is made by ``_first_coroutine``, any other
-    await goes through ``_wait_on``, and a failure through ``_fail``.
+    ``state`` is the stepping worker's thread state. The path of a task that
+    awaits checkpoints and returns a value is written out here; the first step's
+    coroutine is made by ``_first_coroutine``, any other await goes through
+    ``_wait_on``, and a failure through ``_fail``.
     """
     task: TaskState | None = op._task
     if task is None:
@@ -238,9 +252,10 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     try:
         first = op._state is _PENDING
         if first:
-            if not op._transition_to_running():
-                waker._transition_to_ignored()  # cancelled while queued: never runs
+            if op._outcome is not _NO_OUTCOME:  # (cancelled while queued: never runs)
+                waker._transition_to_ignored()
                 return
+            op._state = _RUNNING  # (_transition_to_running, inline)
         elif not waker._transition_to_result():
             return
     finally:
@@ -394,6 +409,8 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     """
     entry_checked: bool | None
     error: BaseException | None
+    if type(ev) is ScopeDone and ev._suspend(task):
+        return _NOT_READY, None, inline  # a scope's exit, waiting for its children
     locked = False
     if type(ev) is AsyncOperation:
         ev = OpWait(ev)

@@ -243,6 +243,7 @@ class Waker:
     )
 
     def __init__(self, task: AsyncOperation, runtime: Kernel) -> None:
+        # TaskState.__init__ (_task.py) writes this out: keep the two alike.
         self.task = task
         self.runtime = runtime
         self.status = _NO_STATUS

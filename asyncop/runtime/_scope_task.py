@@ -1,0 +1,178 @@
+"""The ``async with scope()`` side of scopes that runs on every entry and exit.
+
+- ``open_in_task``: the entry of an ``async with`` with no deadline, the
+  commonest one, written out for the worker stepping the task;
+- ``ScopeDone``: the exit's wait for the children, which can also record
+  that the block ended.
+
+See ``_scope.py`` for the rules of scopes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, final
+
+from ..operations import AsyncOperation, OperationState, OpKind, Outcome, _user_frame, run_after
+from ._awaitables import forget_end_waiter
+from ._waker import Subscription, WaitEvent, WakerStatus, resolve
+
+if TYPE_CHECKING:
+    from ..operations import After
+    from ._kernel import Kernel
+    from ._task import TaskState
+
+__all__ = ["ScopeDone", "open_in_task"]
+
+_RUNNING = OperationState.RUNNING
+_COMPLETED = OperationState.COMPLETED
+_FAILED = OperationState.FAILED
+_CANCELLED = OperationState.CANCELLED
+_SCOPE = OpKind.SCOPE
+_WAITING = WakerStatus.WAITING
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
+
+
+def open_in_task(
+    runtime: Kernel, parent: AsyncOperation, task: Any, name: str, shield: bool, supervise: bool
+) -> AsyncOperation:
+    """``Scope._open`` and ``_new_scope`` for an ``async with`` with no deadline, written out.
+
+    It runs on the worker stepping ``task``, which never runs signal
+    handlers: the lock is taken with acquire() then try. The operation is
+    the task's scope before it is linked, so a cancel that finds it can
+    wake the task.
+    """
+    # __aenter__ -> here: the user's frame is 3 up.
+    code, lasti = _user_frame(3)
+    op: AsyncOperation = AsyncOperation(parent.runtime, _SCOPE, None, (), name, None, code, lasti)
+    op._propagates = False  # its error leaves through the block, not to the parent
+    if shield:
+        op._shield = True
+    if supervise:
+        op._supervise = True
+    op._task = task
+    after: After | None = None
+    lock = runtime._lock
+    lock.acquire()
+    try:
+        if parent._state is _RUNNING:
+            # _link_child_locked, inline: a running parent takes the child.
+            op.parent = parent
+            last = parent._last_child
+            if last is None:
+                parent.first_child = op
+            else:
+                last.sibling_next = op
+                op._sibling_prev = last
+            parent._last_child = op
+        else:
+            parent._link_child_locked(op)  # (raises for a final parent)
+        op._state = _RUNNING  # (the transition of a new scope: nothing can be in the way)
+        if parent._cancelled and not shield:
+            after = []
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            # Born cancelled: only a cancel of the enclosing operation does that.
+            op._outside_cancel = True
+    finally:
+        lock.release()
+    if after:
+        run_after(after)
+    return op
+
+
+@final
+class ScopeDone(WaitEvent):
+    """Wait, without being interruptible, until a scope operation is final.
+
+    With ``end_block``, the wait first records that the scope's block ended
+    with no error (unless its block has ended already).
+    """
+
+    __slots__ = ("end_block", "op")
+    cancellable = False
+    entry_checked = False
+
+    def __init__(self, op: AsyncOperation, end_block: bool = False) -> None:
+        self.op = op
+        self.end_block = end_block
+
+    def _arm(self, sub: Subscription) -> None:
+        # when_ended, written out for the worker that steps the task (which
+        # never runs signal handlers): the lock is taken with acquire() then try.
+        op = self.op
+        after: After | None = None
+        lock = op.runtime._lock
+        lock.acquire()
+        try:
+            if self.end_block and op._outcome is _NO_OUTCOME:
+                # _end_work_locked(VALUE), written out: a scope's block has no
+                # value, function or arguments to record or drop, and only a
+                # scope with no child left can become final here.
+                op._outcome = _VALUE
+                if op.first_child is None:
+                    after = []
+                    op._try_finalize_locked(after)
+            state = op._state
+            if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
+                deliver = sub.handle = sub.fire
+                waiters = op._waiters
+                if waiters is None:
+                    op._waiters = [deliver]
+                else:
+                    waiters.append(deliver)
+                return  # (nothing was made final: nothing to run after)
+        finally:
+            lock.release()
+        if after:
+            run_after(after)
+        sub.fire()
+
+    def _suspend(self, task: TaskState) -> bool:
+        """Suspend ``task`` on this wait, if the scope is not final; True if it did.
+
+        ``_wait_on`` for this event, written out by the worker stepping the
+        task, in one locked step: end the block (``end_block``), subscribe
+        and suspend. The wait is not cancellable, and has no entry check.
+        When the scope is final already, it returns False having changed
+        nothing but the block's end: ``_wait_on`` then goes on as for any
+        event, and finds it ready.
+        """
+        op = self.op
+        waker = task
+        after: After | None = None
+        lock = op.runtime._lock
+        lock.acquire()  # (worker thread only: it never runs signal handlers)
+        try:
+            if self.end_block:
+                self.end_block = False
+                if op._outcome is _NO_OUTCOME:
+                    # _end_work_locked(VALUE), written out, as in _arm.
+                    op._outcome = _VALUE
+                    if op.first_child is None:
+                        after = []
+                        op._try_finalize_locked(after)
+            state = op._state
+            if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
+                sub = waker._new_wait(self, resolve)
+                deliver = sub.handle = sub.fire
+                waiters = op._waiters
+                if waiters is None:
+                    op._waiters = [deliver]
+                else:
+                    waiters.append(deliver)
+                waker.status = _WAITING
+                task.cancellable = False
+                return True  # (nothing was made final: nothing to run after)
+        finally:
+            lock.release()
+        if after:
+            run_after(after)
+        return False
+
+    def _disarm(self, sub: Subscription) -> None:
+        forget_end_waiter(self.op, sub)
+
+    def _describe(self) -> str:
+        return f"the children of scope {self.op.name!r}"
