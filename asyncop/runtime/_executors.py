@@ -242,9 +242,9 @@ class _ProcessJob(RemoteJob):
                 return
             executor._jobs.add(self)
             free = executor._free
+            successor: _ProcessJob | None = self
             if free:
-                slot = self.slot = free.pop()
-                successor = None
+                self.slot = free.pop()
             else:
                 executor._waiting.append(self)
                 # A job that freed its slot outside this lock (see __call__)
@@ -253,20 +253,7 @@ class _ProcessJob(RemoteJob):
                 if successor is None:
                     return
         if successor is not None:
-            successor._schedule()
-            return
-        # _schedule(), written out: one call less on the path of every spawn().
-        try:
-            future = executor._pool.schedule(
-                _run_job, args=(self.seq, slot, self.fn_payload, self.args_payload)
-            )
-        except BaseException as exc:
-            self._remote_ended()
-            self.finish(None, exc)
-            return
-        self.future = future
-        self.fn_payload = self.args_payload = b""
-        future.add_done_callback(self)  # see __call__
+            successor._schedule()  # this job, or one that waited for its slot
 
     def _schedule(self) -> None:
         # Outside the executor lock: the pool's threads take it to report
