@@ -585,6 +585,17 @@ class AsyncOperation(Generic[T]):
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)
 
+    def _append_child_locked(self, child: AsyncOperation) -> None:
+        """Make ``child`` the last of the children, with no check: O(1)."""
+        child.parent = self
+        last = self._last_child
+        if last is None:
+            self.first_child = child
+        else:
+            last.sibling_next = child
+            child._sibling_prev = last
+        self._last_child = child
+
     def _link_child_locked(self, child: AsyncOperation) -> None:
         """Append ``child`` to the live children; refuses a final parent."""
         if _is_final(self._state):
@@ -597,14 +608,7 @@ class AsyncOperation(Generic[T]):
                 f"cannot add child {child.name!r} to operation {self.name!r}, which is "
                 f"already {self._state.name}; add it to a live operation instead"
             )
-        child.parent = self
-        last = self._last_child
-        if last is None:
-            self.first_child = child
-        else:
-            last.sibling_next = child
-            child._sibling_prev = last
-        self._last_child = child
+        self._append_child_locked(child)
         if self.parent is None and self._state is _CREATED:
             # A root that was made but not started yet: a started one is
             # tracked already (a scope from birth, other work from submit).

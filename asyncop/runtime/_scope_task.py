@@ -57,15 +57,7 @@ def open_in_task(
     lock.acquire()
     try:
         if parent._state is _RUNNING:
-            # _link_child_locked, inline: a running parent takes the child.
-            op.parent = parent
-            last = parent._last_child
-            if last is None:
-                parent.first_child = op
-            else:
-                last.sibling_next = op
-                op._sibling_prev = last
-            parent._last_child = op
+            parent._append_child_locked(op)  # (a running parent takes the child)
         else:
             parent._link_child_locked(op)  # (raises for a final parent)
         op._state = _RUNNING  # (the transition of a new scope: nothing can be in the way)
@@ -106,14 +98,7 @@ class ScopeDone(WaitEvent):
         lock = op.runtime._lock
         lock.acquire()
         try:
-            if self.end_block and op._outcome is _NO_OUTCOME:
-                # _end_work_locked(VALUE), written out: a scope's block has no
-                # value, function or arguments to record or drop, and only a
-                # scope with no child left can become final here.
-                op._outcome = _VALUE
-                if op.first_child is None:
-                    after = []
-                    op._try_finalize_locked(after)
+            after = self._end_block_locked()
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
                 deliver = sub.handle = sub.fire
@@ -128,6 +113,26 @@ class ScopeDone(WaitEvent):
         if after:
             run_after(after)
         sub.fire()
+
+    def _end_block_locked(self) -> After | None:
+        """Record the end of the scope's block, once; what to run after, if it became final.
+
+        ``_end_work_locked(VALUE)``, written out: a scope's block has no
+        value, function or arguments to record or drop, and only a scope
+        with no child left can become final here.
+        """
+        if not self.end_block:
+            return None
+        self.end_block = False
+        op = self.op
+        if op._outcome is not _NO_OUTCOME:
+            return None
+        op._outcome = _VALUE
+        if op.first_child is not None:
+            return None
+        after: After = []
+        op._try_finalize_locked(after)
+        return after
 
     def _suspend(self, task: TaskState) -> bool:
         """Suspend ``task`` on this wait, if the scope is not final; True if it did.
@@ -145,14 +150,7 @@ class ScopeDone(WaitEvent):
         lock = op.runtime._lock
         lock.acquire()  # (worker thread only: it never runs signal handlers)
         try:
-            if self.end_block:
-                self.end_block = False
-                if op._outcome is _NO_OUTCOME:
-                    # _end_work_locked(VALUE), written out, as in _arm.
-                    op._outcome = _VALUE
-                    if op.first_child is None:
-                        after = []
-                        op._try_finalize_locked(after)
+            after = self._end_block_locked()
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
                 sub = waker._new_wait(self, resolve)

@@ -92,16 +92,8 @@ def spawn_child(
     lock.acquire()
     try:
         if parent._state is _RUNNING and not parent._cancelled:
-            # _link_child_locked and _transition_to_pending, inline.
-            op.parent = parent
-            last = parent._last_child
-            if last is None:
-                parent.first_child = op
-            else:
-                last.sibling_next = op
-                op._sibling_prev = last
-            parent._last_child = op
-            op._state = _PENDING
+            parent._append_child_locked(op)
+            op._state = _PENDING  # (_transition_to_pending, inline)
             worker = state.worker
             if (
                 state.op is None
