@@ -7,9 +7,11 @@ A :class:`Kernel` holds:
   user code never runs under it. Whatever must happen after a change but
   outside the lock (``on_cancel`` callbacks, waking waiters) is collected in
   an ``after`` list and run once the lock is released;
-- the **ready queues**: ``_ready`` for coroutine tasks, stepped by the worker
-  that holds the ``_lane`` (by any worker in parallel mode), and
-  ``_sync_ready`` for sync callbacks, at most ``workers`` at once;
+- the **ready queues**: two for coroutine tasks, stepped by the worker that
+  holds the ``_lane`` (by any worker in parallel mode): ``_woken`` for tasks
+  an event woke, ``_ready`` for new tasks and tasks that yielded (see "Which
+  task runs next" in ``_worker.py``); and ``_sync_ready`` for sync callbacks, at most
+  ``workers`` at once;
 - the **timer heap** (``_timers``) and its cached earliest deadline;
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
   parked worker waiting in the I/O multiplexer;
@@ -150,6 +152,9 @@ class Kernel:
         # Ready coroutine tasks, stepped by whoever holds the lane (by any
         # worker in parallel mode), and ready sync callbacks.
         self._ready: deque[AsyncOperation] = deque()
+        self._woken: deque[AsyncOperation] = deque()
+        self._queue_seq = 0  # the last queued_at given to a queued task
+        self._overtaken = 0  # woken tasks run ahead of the head of _ready
         self._sync_ready: deque[AsyncOperation] = deque()
         self._lane = threading.Lock()
         self._idle: list[Worker] = []
@@ -406,7 +411,12 @@ class Kernel:
             self._push_locked(op)
 
     def _push_locked(
-        self, op: AsyncOperation, state: ThreadState | None = None, woken: Worker | None = None
+        self,
+        op: AsyncOperation,
+        state: ThreadState | None = None,
+        woken: Worker | None = None,
+        *,
+        resumed: bool = False,
     ) -> None:
         """Queue ``op`` and wake a parked worker for it, if one is needed.
 
@@ -414,9 +424,14 @@ class Kernel:
         ``woken`` is a worker the caller woke for this item beforehand: if it
         is still up, between items (it took none meanwhile), and this is the
         only item queued, it will find the item, and nobody else is woken.
+        ``resumed``: a coroutine task that an event woke, which goes to
+        ``_woken`` (see "Which task runs next" in ``_worker.py``).
         """
         if op._kind is _CORO:
-            ready = self._ready
+            ready = self._woken if resumed else self._ready
+            task = op._task
+            if task is not None:
+                self._queue_seq = task.queued_at = self._queue_seq + 1
         else:
             ready = self._sync_ready
         ready.append(op)
@@ -435,7 +450,7 @@ class Kernel:
             # this item would only hand it across threads.
             state.keep_next_push = False
             return
-        if ready is self._ready:
+        if ready is not self._sync_ready:
             worker = state.worker
             if (
                 worker is not None
@@ -661,7 +676,7 @@ class Kernel:
     def _work_for_worker_locked(self) -> bool:
         """Whether a worker about to park has work it may take instead."""
         return bool(
-            (self._ready and (self._parallel or not self._lane.locked()))
+            ((self._ready or self._woken) and (self._parallel or not self._lane.locked()))
             or (self._sync_ready and self._sync_slot_free_locked())
         )
 

@@ -86,7 +86,7 @@ def spawn_child(
     )
     if supervise:
         op._supervised = True
-    op._task = TaskState(op, self)
+    op._task = waker = TaskState(op, self)
     after: After | None = None
     lock = self._lock
     lock.acquire()
@@ -103,6 +103,7 @@ def spawn_child(
             ):
                 # _push_locked, inline: a task queued by this worker's own
                 # step, which runs the queue when the step ends.
+                self._queue_seq = waker.queued_at = self._queue_seq + 1
                 self._ready.append(op)
             else:
                 self._push_locked(op, state)

@@ -106,6 +106,7 @@ class TaskState(Waker):
         self.filename = ""
         self.lineno = 0
         self.generation = 0
+        self.queued_at = 0
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -173,13 +174,13 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         # cancel from the main thread) leaves the waker WAITING, so the
         # next cancel walk wakes it again, and step() drops the stale
         # queue entry, as it runs only a QUEUED waker.
-        waker.runtime._push_locked(waker.task)
+        waker.runtime._push_locked(waker.task, resumed=True)
         waker._transition_to_queued()
     elif waker.error is CANCEL_LATER and waker.status is _QUEUED:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
         # queue is harmless, its step finds the waker no longer QUEUED.
-        waker.runtime._push_locked(waker.task)
+        waker.runtime._push_locked(waker.task, resumed=True)
 
 
 def deliver_cancel(task: TaskState) -> Cancelled:

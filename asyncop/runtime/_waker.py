@@ -235,6 +235,7 @@ class Waker:
         "filename",
         "generation",
         "lineno",
+        "queued_at",
         "result",
         "runtime",
         "status",
@@ -259,6 +260,8 @@ class Waker:
         self.lineno = 0
         # Bumped by every reset, so a late firing of an old wait is ignored.
         self.generation = 0
+        # When the task was last queued, in pushes (see Kernel._push_locked).
+        self.queued_at = 0
 
     # -- transitions (under the runtime lock) ------------------------------
 
@@ -341,7 +344,7 @@ class Waker:
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
-                runtime._push_locked(self.task)
+                runtime._push_locked(self.task, resumed=True)
                 return True
             if status is _NO_STATUS:
                 # Fired while the task is still arming its events: it will

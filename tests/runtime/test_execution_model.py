@@ -346,6 +346,153 @@ def test_equal_deadlines_wake_first_in_first_out() -> None:
 
 
 # ----------------------------------------------------------------------
+# Which task runs next: woken tasks before new and yielding ones
+# ----------------------------------------------------------------------
+
+
+async def _append_when_set(event: asyncop.Event, order: list[Any], tag: Any) -> None:
+    await event.wait_async()
+    order.append(tag)
+
+
+async def _append(order: list[Any], tag: Any) -> None:
+    order.append(tag)
+
+
+@needs_default_mode
+def test_a_woken_task_runs_before_tasks_spawned_earlier_that_have_not_started() -> None:
+    order: list[Any] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            s.spawn(_append_when_set, event, order, "woken")
+            await asyncop.checkpoint()  # it starts, and waits
+            for i in range(3):
+                s.spawn(_append, order, i)
+            event.set()
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert order == ["woken", 0, 1, 2]
+
+
+@needs_default_mode
+@pytest.mark.parametrize("waiters", [1, 3, 100])
+def test_whatever_was_queued_before_a_checkpoint_runs_before_it_returns(waiters: int) -> None:
+    # The rule asyncio code leans on: set(), then a checkpoint, and every
+    # task the event woke has run (however many there are), as has every
+    # task spawned before it.
+    order: list[Any] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            for i in range(waiters):
+                s.spawn(_append_when_set, event, order, ("woken", i))
+            await asyncop.checkpoint()  # they all wait
+            s.spawn(_append, order, "new")
+            event.set()
+            await asyncop.checkpoint()
+            order.append("main")
+            await asyncop.sleep(0)  # the same for sleep(0)
+            order.append("main again")
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert order[-2:] == ["main", "main again"]
+    assert sorted(order[:-2], key=str) == sorted(
+        [("woken", i) for i in range(waiters)] + ["new"], key=str
+    )
+    # The woken ones keep their order among themselves.
+    woken = [tag for tag in order if isinstance(tag, tuple)]
+    assert woken == [("woken", i) for i in range(waiters)]
+
+
+@needs_default_mode
+def test_a_new_task_waits_for_at_most_four_tasks_woken_after_it() -> None:
+    order: list[Any] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            for i in range(50):
+                s.spawn(_append_when_set, event, order, i)
+            await asyncop.checkpoint()
+            s.spawn(_append, order, "new")  # queued before the 50 wake
+            event.set()
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert 1 <= order.index("new") <= 4
+
+
+@needs_default_mode
+def test_tasks_that_keep_waking_each_other_do_not_starve_a_yielding_task() -> None:
+    # Two tasks hand a token back and forth through a channel (every
+    # receive is a wake-up) while a third counts its checkpoints.
+    rounds = 0
+    counted = 0
+
+    async def player(inbox: asyncop.Channel[int], outbox: asyncop.Channel[int]) -> None:
+        nonlocal rounds
+        while True:
+            token = await inbox.recv_async()
+            rounds += 1
+            await outbox.send_async(token + 1)
+
+    async def counter() -> None:
+        nonlocal counted
+        for _ in range(100):
+            await asyncop.checkpoint()
+            counted += 1
+
+    async def main() -> None:
+        a: asyncop.Channel[int] = asyncop.Channel(1)
+        b: asyncop.Channel[int] = asyncop.Channel(1)
+        async with asyncop.scope() as s:
+            s.spawn(player, a, b)
+            s.spawn(player, b, a)
+            await a.send_async(0)
+            await s.spawn(counter)
+            s.cancel()
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert counted == 100
+    # Each checkpoint waited for at most 4 wake-ups of the players.
+    assert rounds <= 100 * 5 + 10
+
+
+def test_a_due_sleep_runs_before_tasks_that_have_not_started_yet() -> None:
+    # 2,000 tasks spawned in a loop each compute 0.2 ms at their first step
+    # (0.4 s in all); a 10 ms sleep armed before them does not wait for all
+    # of their first steps.
+    order: list[Any] = []
+
+    async def sleeper() -> None:
+        await asyncop.sleep(0.01)
+        order.append("woke")
+
+    async def busy(i: int) -> None:
+        compute(0.0002)
+        order.append(i)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(sleeper)
+            await asyncop.checkpoint()  # it arms its sleep
+            for i in range(2000):
+                s.spawn(busy, i)
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert len(order) == 2001
+    # About 50 first steps fit in 10 ms; a single queue would put it last.
+    assert order.index("woke") < 1000
+
+
+# ----------------------------------------------------------------------
 # max_threads
 # ----------------------------------------------------------------------
 
