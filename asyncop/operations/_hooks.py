@@ -47,8 +47,16 @@ class RuntimeHooks(Protocol):
 
     name: str
     _lock: RecursiveLock
+    # The earliest armed deadline (inf: none), read without the lock, and
+    # the clock read that goes with it.
+    _next_deadline: float
+    _now: Callable[[], float]
 
     def now(self) -> float: ...
+
+    def _fire_due_timers(self) -> None:
+        """Fire every timer whose deadline has passed, on the calling thread."""
+        ...
 
     def _submit(self, op: AsyncOperation) -> None: ...
 

@@ -270,7 +270,7 @@ class AsyncOperation(Generic[T]):
             with lock:
                 token = self._token
                 if token is None:
-                    token = self._token = CancelToken(lock)
+                    token = self._token = CancelToken(lock, self.runtime)
                     if self._cancelled:
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)

@@ -9,6 +9,14 @@ States: a token is *live* until it is cancelled, and then *cancelled*
 forever. Only the cancel walk (``_cancel_locked``) writes ``_cancelled``;
 user code reads it through ``cancelled`` and ``check()``.
 
+Reading ``cancelled`` or calling ``check()`` first delivers a deadline of
+the runtime that has passed, on the calling thread, if no other thread has
+yet: polling work sees its scope's timeout on time even while every thread
+of the runtime is busy with CPU-bound work, and the monitor thread has to
+wait its turn for the interpreter lock. Not on the main thread, where a
+Ctrl-C landing inside the delivery could cut it short; the monitor delivers
+it there.
+
 Threads parked in ``wait()`` (or in any blocking call of asyncop inside the
 token's operation, see ``_park.py``) queue a held lock on ``_waiters``; the
 cancel walk releases them under the runtime lock, one at a time, so a walk
@@ -21,7 +29,7 @@ import _thread
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
-from ..platform import check_timeout
+from ..platform import check_timeout, is_main_thread
 from ._current import thread_state
 from ._errors import Cancelled, cancelled_for
 from ._guard import run_isolated
@@ -29,6 +37,7 @@ from ._park import cancelled_error, park, release_quietly
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
+    from ._hooks import RuntimeHooks
 
 __all__ = ["CancelHandle", "CancelToken"]
 
@@ -75,10 +84,20 @@ class CancelToken:
     the token. Only the runtime makes tokens.
     """
 
-    __slots__ = ("__weakref__", "_about", "_callbacks", "_cancelled", "_lock", "_waiters")
+    __slots__ = (
+        "__weakref__",
+        "_about",
+        "_callbacks",
+        "_cancelled",
+        "_lock",
+        "_runtime",
+        "_waiters",
+    )
 
-    def __init__(self, lock: RecursiveLock) -> None:
+    def __init__(self, lock: RecursiveLock, runtime: RuntimeHooks | None = None) -> None:
         self._lock = lock
+        # Whose deadlines a poll delivers (see the module docstring).
+        self._runtime = runtime
         self._cancelled = False
         # The cancelled operation's name and cancel_reason, for Cancelled's message.
         self._about: tuple[str, object] | None = None
@@ -88,17 +107,31 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
-        """True once the operation (or an ancestor) was cancelled."""
+        """True once the operation (or an ancestor) was cancelled.
+
+        A deadline that has passed (a scope's timeout, say) counts at once,
+        even while every worker is busy.
+        """
+        if not self._cancelled:
+            runtime = self._runtime
+            if (
+                runtime is not None
+                and runtime._next_deadline <= runtime._now()
+                and not is_main_thread()
+            ):
+                runtime._fire_due_timers()
         return self._cancelled
 
     def check(self) -> None:
         """Raise ``Cancelled`` if the token is cancelled; otherwise do nothing.
 
+        A deadline that has passed counts at once, as for ``cancelled``.
+
         Raises:
             Cancelled: when the token is cancelled. Let it escape to end the
                 operation CANCELLED.
         """
-        if self._cancelled:
+        if self.cancelled:
             about = self._about
             raise Cancelled() if about is None else cancelled_for(*about)
 

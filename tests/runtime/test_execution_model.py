@@ -23,6 +23,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
+from asyncop.testing import VirtualClock
 from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode, runtime_threads
 
@@ -279,6 +280,54 @@ def test_other_tasks_wait_for_a_long_step_but_sync_callbacks_do_not() -> None:
 # ----------------------------------------------------------------------
 # Timers on time
 # ----------------------------------------------------------------------
+
+
+def test_a_callback_polling_its_token_sees_a_passed_deadline_at_once() -> None:
+    # The deadline comes due while the only worker runs the callback: the
+    # callback's next poll delivers it, without waiting for another thread
+    # to get the interpreter lock and fire it.
+    clock = VirtualClock(autojump=False)
+    seen: list[bool] = []
+
+    def work() -> None:
+        token = asyncop.current_operation(require=True).token
+        seen.append(token.cancelled)  # not due yet
+        clock.advance(1.0)  # past the scope's deadline
+        seen.append(token.cancelled)
+        token.check()  # raises Cancelled: the scope then raises TimeoutError
+
+    with (
+        asyncop.Runtime(1, clock=clock) as rt,
+        pytest.raises(TimeoutError),
+        rt.scope(timeout=0.5) as s,
+    ):
+        s.spawn(work)
+    assert seen == [False, True]
+    assert s.expired
+
+
+def test_check_delivers_a_passed_deadline_too() -> None:
+    clock = VirtualClock(autojump=False)
+    checked: list[str] = []
+
+    def work() -> None:
+        token = asyncop.current_operation(require=True).token
+        clock.advance(1.0)
+        try:
+            token.check()
+        except asyncop.Cancelled:
+            checked.append("cancelled")
+            raise
+        checked.append("went on")
+
+    with (
+        asyncop.Runtime(1, clock=clock) as rt,
+        pytest.raises(TimeoutError),
+        rt.scope(timeout=0.5) as s,
+    ):
+        op = s.spawn(work)
+    assert checked == ["cancelled"]
+    assert op.state is OperationState.CANCELLED
 
 
 def test_a_scope_deadline_lands_while_every_worker_runs_cpu_bound_callbacks() -> None:
