@@ -101,18 +101,23 @@ class ScopeDone(WaitEvent):
             after = self._end_block_locked()
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-                deliver = sub.handle = sub.fire
-                waiters = op._waiters
-                if waiters is None:
-                    op._waiters = [deliver]
-                else:
-                    waiters.append(deliver)
+                self._add_waiter_locked(sub)
                 return  # (nothing was made final: nothing to run after)
         finally:
             lock.release()
         if after:
             run_after(after)
         sub.fire()
+
+    def _add_waiter_locked(self, sub: Subscription) -> None:
+        """Have the scope's end fire ``sub``; the scope is not final yet."""
+        op = self.op
+        deliver = sub.handle = sub.fire
+        waiters = op._waiters
+        if waiters is None:
+            op._waiters = [deliver]
+        else:
+            waiters.append(deliver)
 
     def _end_block_locked(self) -> After | None:
         """Record the end of the scope's block, once; what to run after, if it became final.
@@ -153,13 +158,7 @@ class ScopeDone(WaitEvent):
             after = self._end_block_locked()
             state = op._state
             if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-                sub = waker._new_wait(self, resolve)
-                deliver = sub.handle = sub.fire
-                waiters = op._waiters
-                if waiters is None:
-                    op._waiters = [deliver]
-                else:
-                    waiters.append(deliver)
+                self._add_waiter_locked(waker._new_wait(self, resolve))
                 waker.status = _WAITING
                 task.cancellable = False
                 return True  # (nothing was made final: nothing to run after)
