@@ -82,10 +82,10 @@ _new_object = object.__new__
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..operations import After
+    from ..operations import After, ThreadState
     from ._kernel import Kernel
 
-__all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
+__all__ = ["Scope", "ScopeDone", "ScopeState", "abandon_open_blocks", "scope"]
 
 
 class ScopeState(enum.Enum):
@@ -522,6 +522,26 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
         if op._outcome is Outcome.NONE:
             op._end_work_locked(Outcome.CANCELLED, None, None, after)
     run_after(after)
+
+
+def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]:
+    """End the blocks of the sync scopes a thread is inside, innermost first.
+
+    For interpreter exit: the main thread may have entered a scope
+    (``rt.scope().__enter__()``) and never left it. Each block is ended
+    cancelled, as if the thread had left it, so that shutdown can cancel
+    the tree and wait for it. Returns the scope operations ended.
+    """
+    ended: list[AsyncOperation] = []
+    op = state.op
+    state.op = None
+    # A sync scope entered inside another one is its child: the parents
+    # up to the first operation that is no open scope are this thread's.
+    while op is not None and op._kind is _SCOPE and op._outcome is _NO_OUTCOME:
+        abandon_scope(op, reason)
+        ended.append(op)
+        op = op.parent
+    return ended
 
 
 def _new_scope(
