@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import asyncop
+import asyncop.testing
 from asyncop import BrokenResourceError, ClosedResourceError, net
 from asyncop.runtime import _dns
 
@@ -483,6 +484,17 @@ def t_udp_closed(c: Any) -> BaseException:
     return _run(c, main)
 
 
+def t_memory_send_str(c: Any) -> BaseException:
+    a, _b = asyncop.testing.memory_stream_pair()
+    return _run(c, a.send_all, "text")
+
+
+def t_memory_send_to_closed(c: Any) -> BaseException:
+    a, b = asyncop.testing.memory_stream_pair()
+    b.close()
+    return _run(c, a.send_all, b"to nobody")
+
+
 # (id, trigger, error, named in the message, kind, public)
 NET_CASES: list[tuple[str, Callable[[Any], BaseException], type[BaseException], str, str, bool]]
 NET_CASES = [
@@ -610,4 +622,13 @@ NET_CASES = [
     ("udp-port-type", t_udp_port_type, TypeError, "local_port", "misuse", True),
     ("udp-socket-type", t_udp_socket_type, TypeError, "UDPSocket", "misuse", True),
     ("udp-closed", t_udp_closed, ClosedResourceError, "UDP socket", "misuse", True),
+    ("memory-send-str", t_memory_send_str, TypeError, "str", "misuse", True),
+    (
+        "memory-send-to-closed",
+        t_memory_send_to_closed,
+        BrokenResourceError,
+        "end a",
+        "outcome",
+        True,
+    ),
 ]

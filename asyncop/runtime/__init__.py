@@ -83,6 +83,7 @@ from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
     from ._dns import getaddrinfo as getaddrinfo
+    from ._memory_streams import memory_stream_pair as memory_stream_pair
     from ._process import PipeStream as PipeStream
     from ._process import Process as Process
     from ._process import open_process as open_process
@@ -111,6 +112,7 @@ if TYPE_CHECKING:
 # above for the type checkers (a test keeps the two lists equal).
 _LAZY = {
     "getaddrinfo": "_dns",
+    "memory_stream_pair": "_memory_streams",
     "PipeStream": "_process",
     "Process": "_process",
     "open_process": "_process",
@@ -207,6 +209,7 @@ __all__ = [
     "decode_outcome",
     "default_runtime",
     "getaddrinfo",
+    "memory_stream_pair",
     "notify_closing",
     "open_process",
     "open_signal_receiver",
