@@ -82,7 +82,9 @@ from ._waker import resolve as resolve
 from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
+    from ._dns import check_port as check_port
     from ._dns import getaddrinfo as getaddrinfo
+    from ._memory_streams import memory_stream_pair as memory_stream_pair
     from ._process import PipeStream as PipeStream
     from ._process import Process as Process
     from ._process import open_process as open_process
@@ -110,7 +112,9 @@ if TYPE_CHECKING:
 # The names loaded on first use -> their module. The same names, imported
 # above for the type checkers (a test keeps the two lists equal).
 _LAZY = {
+    "check_port": "_dns",
     "getaddrinfo": "_dns",
+    "memory_stream_pair": "_memory_streams",
     "PipeStream": "_process",
     "Process": "_process",
     "open_process": "_process",
@@ -200,6 +204,7 @@ __all__ = [
     "async_submit",
     "async_worker_limit",
     "cancel",
+    "check_port",
     "checkpoint",
     "current_default_limiter",
     "current_runtime",
@@ -207,6 +212,7 @@ __all__ = [
     "decode_outcome",
     "default_runtime",
     "getaddrinfo",
+    "memory_stream_pair",
     "notify_closing",
     "open_process",
     "open_signal_receiver",
