@@ -25,6 +25,7 @@ signatures; no other package imports a ``_`` module of this one.
 
 from __future__ import annotations
 
+from ._current import RAISE as RAISE
 from ._current import ThreadState as ThreadState
 from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation

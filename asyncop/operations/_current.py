@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal, final, overload
 if TYPE_CHECKING:
     from ._node import AsyncOperation
 
-__all__ = ["ThreadState", "current_operation", "state_of", "thread_state"]
+__all__ = [
+    "RAISE",
+    "ThreadState",
+    "current_operation",
+    "state_of",
+    "thread_state",
+]
 
 
 @final
@@ -36,6 +42,7 @@ class ThreadState:
         "op",
         "parked_on",
         "task",
+        "thrown_in",
         "worker",
     )
 
@@ -57,6 +64,9 @@ class ThreadState:
         # released by whoever wakes it, so a thread whose lock is still held
         # is still asleep (see waits_in_asyncop()).
         self.parked_on: Any = None
+        # The error a worker hands the awaitable its task is suspended in,
+        # which raises it there (see RAISE).
+        self.thrown_in: BaseException | None = None
 
     def waits_in_asyncop(self) -> bool:
         """Whether the thread sleeps in one of asyncop's blocking calls right now.
@@ -103,6 +113,24 @@ def thread_state() -> ThreadState:
 def state_of(ident: int | None) -> ThreadState | None:
     """The state of the live thread ``ident``, if it ever made one; read-only use."""
     return None if ident is None else _by_thread.get(ident)
+
+
+class _Raise:
+    """The type of ``RAISE``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "asyncop.RAISE"
+
+
+# What a worker sends into a task, instead of a value, to make the awaitable
+# the task is suspended in raise the worker's ``thread_state().thrown_in``. Raised there,
+# in the innermost frame, an error chains to the exception being handled
+# where the task waits, as trio's do; thrown in with ``coro.throw()``, it
+# would chain to one handled further out, since throw() sets the context
+# again in every frame it passes.
+RAISE: Any = _Raise()
 
 
 @overload

@@ -142,8 +142,8 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
     Iterative: a chain of nodes each waiting only for its last child
     finalizes bottom-up in one loop, however deep. (Finalizing one node
     is written out in the loop, since this runs for every operation; only
-    the rare cases call out: a failure's ending, ``_failed_ending``, and
-    the links a climb kept, ``_drop_kept_links``.)
+    waking its waiters, a failure's ending (``_failed_ending``) and the
+    links a climb kept (``_drop_kept_links``) call out.)
 
     On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
     scope's exit) a Ctrl-C can land at any call, so each node goes
@@ -197,22 +197,8 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
                 kept = node  # its cancel walk is still under way
             node._transition_to_final(state, error, taken_over, report)
         node.runtime._on_final_locked(node, after)
-        waiters = node._waiters
-        if waiters is not None:
-            # In reverse order since the transition: the last is the first
-            # to wake. Each leaves the list before it is woken.
-            while waiters:
-                waiter = waiters[-1]
-                if type(waiter) is _LockType:
-                    del waiters[-1]
-                    # A thread blocked in wait(): release it now, under
-                    # the lock (one C call), so that its OS wake-up
-                    # starts before this worker's remaining bookkeeping.
-                    waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
-                else:
-                    del waiters[-1]
-                    after.append(waiter)  # type: ignore[arg-type]
-            node._waiters = None
+        if node._waiters is not None:
+            _wake_waiters_locked(node, after)
         if parent is not None:
             prev = node._sibling_prev
             if prev is not None or parent.first_child is node:  # still linked
@@ -244,6 +230,26 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
         node = parent
     if kept is not None:
         _drop_kept_links(kept, node)
+
+
+def _wake_waiters_locked(node: AsyncOperation, after: After) -> None:
+    """Wake what waits for final ``node``: threads now, callbacks in ``after``."""
+    waiters = node._waiters
+    assert waiters is not None
+    # In reverse order since the transition: the last is the first to wake.
+    # Each leaves the list before it is woken.
+    while waiters:
+        waiter = waiters[-1]
+        if type(waiter) is _LockType:
+            del waiters[-1]
+            # A thread blocked in wait(): release it now, under the lock
+            # (one C call), so that its OS wake-up starts before this
+            # worker's remaining bookkeeping.
+            waiter.release()  # pyright: ignore[reportFunctionMemberAccess]
+        else:
+            del waiters[-1]
+            after.append(waiter)  # type: ignore[arg-type]
+    node._waiters = None
 
 
 def _failed_ending(

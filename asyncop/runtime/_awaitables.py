@@ -29,6 +29,7 @@ from collections.abc import Callable, Generator
 from typing import Any, final, overload
 
 from ..operations import (
+    RAISE,
     A,
     AsyncOperation,
     B,
@@ -38,6 +39,7 @@ from ..operations import (
     E,
     OperationState,
     V,
+    _thread_local,
     awaited_outside_error,
     safe_repr,
     thread_state,
@@ -88,11 +90,20 @@ class Checkpoint(WaitEvent):
         self._awaited = True
         _keep_spare(self)
         try:
-            return (yield CHECKPOINT)
+            value = yield CHECKPOINT
         except (RuntimeError, TypeError) as exc:
             if thread_state().task is None:
                 raise awaited_outside_error("checkpoint()", exc) from None
             raise
+        if value is RAISE:  # (as in WaitEvent.__await__)
+            state = _thread_local.state  # (the worker that sent RAISE set it)
+            error = state.thrown_in
+            state.thrown_in = None
+            try:
+                raise error
+            finally:
+                del error, state
+        return value
 
     def _arm(self, sub: Subscription) -> None:
         sub.fire(None)

@@ -49,10 +49,11 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from contextvars import Context
 from inspect import CO_COROUTINE
-from types import CoroutineType, FunctionType
+from types import CoroutineType, FunctionType, GeneratorType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
+    RAISE,
     AsyncOperation,
     Cancelled,
     OperationState,
@@ -63,7 +64,7 @@ from ..operations import (
     foreign_yield_error,
     only_cancelled,
 )
-from ._awaitables import CHECKPOINT, OpWait
+from ._awaitables import CHECKPOINT, Checkpoint, OpWait
 from ._scope import abandon_scope
 from ._scope_task import ScopeDone
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
@@ -283,7 +284,12 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
     while True:
         state.task = task
         try:
-            ev = ctx.run(coro.send, value) if error is None else ctx.run(coro.throw, error)
+            if error is None:
+                ev = ctx.run(coro.send, value)
+            elif _hand_in(coro, error, state):
+                ev = ctx.run(coro.send, RAISE)
+            else:
+                ev = ctx.run(coro.throw, error)
         except StopIteration as stop:
             _finish(task, _VALUE, stop.value, None)
             return
@@ -313,6 +319,43 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState) -> None:
         value, error, inline = _wait_on(task, ev, inline)
         if value is _NOT_READY:
             return
+
+
+def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
+    """Whether ``error`` is handed to the awaitable ``coro`` waits in, to raise it there.
+
+    When the innermost frame is one of asyncop's awaitables, the error is
+    left in ``state.thrown_in`` for it and the task is sent ``RAISE``: raised
+    there, it chains to the exception being handled where the task waits,
+    as in trio. Anything else (a user's awaitable, an async generator's
+    ``asend``) gets it through ``throw()``, which sets the context again in
+    every frame it passes.
+    """
+    inner = coro
+    while True:
+        kind = type(inner)
+        if kind is CoroutineType:
+            awaited = inner.cr_await
+        elif kind is GeneratorType:
+            awaited = inner.gi_yieldfrom
+        else:
+            return False  # an async generator's asend, a user's iterator...
+        if awaited is None:
+            break
+        inner = awaited
+    if kind is GeneratorType:
+        code = inner.gi_code
+        # (Identity, not a set: hashing a code object hashes all of it.)
+        if code is _WAIT_EVENT_AWAIT or code is _CHECKPOINT_AWAIT or code is _OP_AWAIT:
+            state.thrown_in = error
+            return True
+    return False
+
+
+# The __await__ of asyncop's awaitables, which raise what the worker hands them.
+_WAIT_EVENT_AWAIT = WaitEvent.__await__.__code__
+_CHECKPOINT_AWAIT = Checkpoint.__await__.__code__
+_OP_AWAIT = AsyncOperation.__await__.__code__
 
 
 def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseException | None:

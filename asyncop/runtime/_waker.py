@@ -69,8 +69,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
 
 from ..operations import (
+    RAISE,
     Cancelled,
     T,
+    _thread_local,
     awaited_outside_error,
     log_user_failure,
     safe_repr,
@@ -153,7 +155,7 @@ class WaitEvent(Generic[T]):
     def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
         try:
-            return (yield self)  # type: ignore[no-any-return]
+            value = yield self
         except (RuntimeError, TypeError) as exc:
             # What asyncio ("Task got bad yield") and trio ("unrecognized
             # yield message") throw back at an object they cannot run. An
@@ -161,6 +163,17 @@ class WaitEvent(Generic[T]):
             if thread_state().task is None:
                 raise awaited_outside_error(_describe_safely(self), exc) from None
             raise
+        if value is RAISE:
+            # The wait ended with an error, raised here, in the innermost
+            # frame: it chains to what the task was handling as it waited.
+            state = _thread_local.state  # (the worker that sent RAISE set it)
+            error = state.thrown_in
+            state.thrown_in = None
+            try:
+                raise error
+            finally:
+                del error, state
+        return value  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
         try:

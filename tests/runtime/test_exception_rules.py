@@ -445,6 +445,148 @@ def test_cancelled_thrown_into_nested_excepts_chains_to_the_innermost(
     assert isinstance(seen[0].__context__.__context__, KeyError)
 
 
+# What a task waits in when the error comes, each in a frame of its own.
+async def _wait_sleeping() -> None:
+    await asyncop.sleep(3600)
+
+
+async def _wait_on_event() -> None:
+    await asyncop.Event().wait_async()
+
+
+async def _wait_receiving() -> None:
+    channel: asyncop.Channel[int] = asyncop.Channel()
+    await channel.recv_async()
+
+
+async def _wait_on_operation() -> None:
+    await asyncop.current_operation(require=True).spawn(_wait_sleeping)
+
+
+async def _wait_on_a_lock() -> None:
+    lock = asyncop.Lock()
+    async with lock:
+        await asyncop.current_operation(require=True).spawn(_take, lock)
+
+
+async def _take(lock: asyncop.Lock) -> None:
+    await lock.lock_async()
+
+
+async def _wait_checkpointing() -> None:
+    while True:
+        await asyncop.checkpoint()
+
+
+@pytest.mark.parametrize(
+    "wait",
+    [
+        _wait_sleeping,
+        _wait_on_event,
+        _wait_receiving,
+        _wait_on_operation,
+        _wait_on_a_lock,
+        _wait_checkpointing,
+    ],
+)
+def test_cancelled_chains_to_the_exception_handled_where_the_task_waits(
+    vruntime: asyncop.Runtime, wait: Any
+) -> None:
+    # The outer frame handles a KeyError and awaits the inner one, which
+    # handles an IndexError and waits: the Cancelled is raised where the
+    # task waits, so its context is the IndexError, whose own is the
+    # KeyError, as trio gives.
+    seen: list[BaseException] = []
+
+    async def inner() -> None:
+        try:
+            raise IndexError("inner")
+        except IndexError:
+            await wait()
+
+    async def outer() -> None:
+        try:
+            raise KeyError("outer")
+        except KeyError:
+            try:
+                await inner()
+            except Cancelled as exc:
+                seen.append(exc)
+                raise
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(outer)
+            for _ in range(5):
+                await asyncop.checkpoint()
+            s.cancel()
+
+    vruntime.run(main)
+    assert isinstance(seen[0].__context__, IndexError)
+    assert isinstance(seen[0].__context__.__context__, KeyError)
+
+
+def test_an_error_a_wait_ends_with_chains_to_the_exception_handled_there(
+    vruntime: asyncop.Runtime,
+) -> None:
+    # Not only Cancelled: a receive on a channel closed meanwhile.
+    channel: asyncop.Channel[int] = asyncop.Channel()
+    seen: list[BaseException] = []
+
+    async def inner() -> None:
+        try:
+            raise IndexError("inner")
+        except IndexError:
+            await channel.recv_async()
+
+    async def outer() -> None:
+        try:
+            raise KeyError("outer")
+        except KeyError:
+            try:
+                await inner()
+            except asyncop.EndOfChannel as exc:
+                seen.append(exc)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(outer)
+            await asyncop.sleep(1)
+            channel.close()
+
+    vruntime.run(main)
+    assert isinstance(seen[0].__context__, IndexError)
+    assert isinstance(seen[0].__context__.__context__, KeyError)
+
+
+def test_cancelled_still_reaches_a_task_waiting_in_its_own_awaitable(
+    vruntime: asyncop.Runtime,
+) -> None:
+    # An awaitable of the user's (a generator around an asyncop event) gets
+    # the error thrown in, as before.
+    class Nap:
+        def __await__(self) -> Any:
+            return (yield from asyncop.sleep(3600).__await__())
+
+    seen: list[BaseException] = []
+
+    async def napper() -> None:
+        try:
+            await Nap()
+        except Cancelled as exc:
+            seen.append(exc)
+            raise
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(napper)
+            await asyncop.sleep(1)
+            s.cancel()
+
+    vruntime.run(main)
+    assert isinstance(seen[0], Cancelled)
+
+
 # ----------------------------------------------------------------------
 # No reference cycles
 # ----------------------------------------------------------------------
