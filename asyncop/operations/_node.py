@@ -57,7 +57,7 @@ import attrs
 
 from ..platform import check_deadline, check_timeout
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
-from ._current import RAISE, _thread_local, thread_state
+from ._current import thread_state
 from ._errors import CancellationError, InvalidStateError
 from ._executor import spawn_remote
 from ._finalize import (
@@ -68,10 +68,10 @@ from ._finalize import (
     transition_to_final,
     try_finalize_locked,
 )
-from ._foreign import awaited_outside_error
 from ._hooks import run_after, start_child
 from ._park import cancelled_error
 from ._state import AsyncResult, OperationState, OpKind, Outcome, _is_final
+from ._suspend import suspend
 from ._token import CancelToken
 from ._typing import R, T, Ts
 from ._waiting import (
@@ -472,22 +472,10 @@ class AsyncOperation(Generic[T]):
             RuntimeError: ``op`` is the awaiting task or one of its ancestors.
         """
         # The worker stepping the task turns the operation into an event.
-        try:
-            value = yield self
-        except (RuntimeError, TypeError) as exc:
-            # What asyncio or trio throws back at an object it cannot run.
-            if thread_state().task is None:
-                raise awaited_outside_error(f"operation {self.name!r}", exc) from None
-            raise
-        if value is RAISE:  # (as in WaitEvent.__await__)
-            state = _thread_local.state  # (the worker that sent RAISE set it)
-            error = state.thrown_in
-            state.thrown_in = None
-            try:
-                raise error
-            finally:
-                del error, state
-        return value  # type: ignore[no-any-return]
+        return suspend(self, self)
+
+    def _await_description(self) -> str:
+        return f"operation {self.name!r}"
 
     # Blocking, the waiter list and the snapshot: see _waiting.py.
     _check_can_block = check_can_block

@@ -29,7 +29,6 @@ from collections.abc import Callable, Generator
 from typing import Any, final, overload
 
 from ..operations import (
-    RAISE,
     A,
     AsyncOperation,
     B,
@@ -39,9 +38,8 @@ from ..operations import (
     E,
     OperationState,
     V,
-    _thread_local,
-    awaited_outside_error,
     safe_repr,
+    suspend,
     thread_state,
 )
 from ..platform import check_timeout
@@ -84,26 +82,14 @@ class Checkpoint(WaitEvent):
     __slots__ = ()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        # WaitEvent.__await__, specialized for the commonest await: it
-        # yields the one CHECKPOINT, which the stepper tells apart by
+        # It yields the one CHECKPOINT, which the stepper tells apart by
         # identity, and hands itself back to checkpoint()'s spares.
         self._awaited = True
         _keep_spare(self)
-        try:
-            value = yield CHECKPOINT
-        except (RuntimeError, TypeError) as exc:
-            if thread_state().task is None:
-                raise awaited_outside_error("checkpoint()", exc) from None
-            raise
-        if value is RAISE:  # (as in WaitEvent.__await__)
-            state = _thread_local.state  # (the worker that sent RAISE set it)
-            error = state.thrown_in
-            state.thrown_in = None
-            try:
-                raise error
-            finally:
-                del error, state
-        return value
+        return suspend(CHECKPOINT, self)
+
+    def _await_description(self) -> str:
+        return "checkpoint()"
 
     def _arm(self, sub: Subscription) -> None:
         sub.fire(None)

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
     RAISE,
+    SUSPEND_CODE,
     AsyncOperation,
     Cancelled,
     OperationState,
@@ -64,7 +65,7 @@ from ..operations import (
     foreign_yield_error,
     only_cancelled,
 )
-from ._awaitables import CHECKPOINT, Checkpoint, OpWait
+from ._awaitables import CHECKPOINT, OpWait
 from ._scope import abandon_scope
 from ._scope_task import ScopeDone
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
@@ -343,19 +344,10 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
         if awaited is None:
             break
         inner = awaited
-    if kind is GeneratorType:
-        code = inner.gi_code
-        # (Identity, not a set: hashing a code object hashes all of it.)
-        if code is _WAIT_EVENT_AWAIT or code is _CHECKPOINT_AWAIT or code is _OP_AWAIT:
-            state.thrown_in = error
-            return True
+    if kind is GeneratorType and inner.gi_code is SUSPEND_CODE:
+        state.thrown_in = error
+        return True
     return False
-
-
-# The __await__ of asyncop's awaitables, which raise what the worker hands them.
-_WAIT_EVENT_AWAIT = WaitEvent.__await__.__code__
-_CHECKPOINT_AWAIT = Checkpoint.__await__.__code__
-_OP_AWAIT = AsyncOperation.__await__.__code__
 
 
 def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseException | None:

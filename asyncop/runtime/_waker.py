@@ -69,14 +69,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
 
 from ..operations import (
-    RAISE,
     Cancelled,
     T,
-    _thread_local,
-    awaited_outside_error,
     log_user_failure,
     safe_repr,
-    thread_state,
+    suspend,
 )
 from ..platform import is_main_thread
 
@@ -154,26 +151,10 @@ class WaitEvent(Generic[T]):
 
     def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
-        try:
-            value = yield self
-        except (RuntimeError, TypeError) as exc:
-            # What asyncio ("Task got bad yield") and trio ("unrecognized
-            # yield message") throw back at an object they cannot run. An
-            # asyncop task is stepped with thread_state().task set.
-            if thread_state().task is None:
-                raise awaited_outside_error(_describe_safely(self), exc) from None
-            raise
-        if value is RAISE:
-            # The wait ended with an error, raised here, in the innermost
-            # frame: it chains to what the task was handling as it waited.
-            state = _thread_local.state  # (the worker that sent RAISE set it)
-            error = state.thrown_in
-            state.thrown_in = None
-            try:
-                raise error
-            finally:
-                del error, state
-        return value  # type: ignore[no-any-return]
+        return suspend(self, self)
+
+    def _await_description(self) -> str:
+        return _describe_safely(self)
 
     def __del__(self) -> None:
         try:
