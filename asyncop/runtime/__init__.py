@@ -83,10 +83,10 @@ from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
     from ._dns import getaddrinfo as getaddrinfo
-    from ._process import PipeStream as PipeStream
+    from ._pipes import PipeStream as PipeStream
     from ._process import Process as Process
-    from ._process import open_process as open_process
-    from ._process import run_process as run_process
+    from ._process_start import open_process as open_process
+    from ._process_start import run_process as run_process
     from ._serve import serve_listeners as serve_listeners
     from ._serve import serve_tcp as serve_tcp
     from ._signals import SignalReceiver as SignalReceiver
@@ -111,10 +111,10 @@ if TYPE_CHECKING:
 # above for the type checkers (a test keeps the two lists equal).
 _LAZY = {
     "getaddrinfo": "_dns",
-    "PipeStream": "_process",
+    "PipeStream": "_pipes",
     "Process": "_process",
-    "open_process": "_process",
-    "run_process": "_process",
+    "open_process": "_process_start",
+    "run_process": "_process_start",
     "serve_listeners": "_serve",
     "serve_tcp": "_serve",
     "SignalReceiver": "_signals",
