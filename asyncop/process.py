@@ -20,6 +20,9 @@ streams over a pipe, with the same methods, errors and cancellation rules.
 An operation that waits for a process ends only once the process has been
 reaped. Cancelling the wait sends ``SIGTERM``, then ``SIGKILL`` after
 ``kill_grace`` seconds (5 by default), and waits for the process to go.
+Each process leads a process group of its own unless ``start_new_session``
+or ``process_group`` say otherwise, and then both signals go to the whole
+group: a shell pipeline, or a child the process started, is stopped too.
 """
 
 from __future__ import annotations

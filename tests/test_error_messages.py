@@ -1346,6 +1346,26 @@ def t_process_kill_grace_nan(c: Ctx) -> BaseException:
     return caught(open_process, ["true"], kill_grace=math.nan)
 
 
+def t_process_kill_grace_negative(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], kill_grace=-1)
+
+
+def t_process_session_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], start_new_session="yes")
+
+
+def t_process_group_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], process_group="0")
+
+
+def t_process_group_negative(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], process_group=-2)
+
+
+def t_process_group_and_session(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], start_new_session=True, process_group=0)
+
+
 def t_process_input_text(c: Ctx) -> BaseException:
     async def main() -> None:
         await run_process(["true"], input="text")  # type: ignore[arg-type]
@@ -2156,6 +2176,11 @@ CASES += [
     Case("process-input-and-stdin", t_process_input_and_stdin, ValueError, "run_process()"),
     Case("process-kill-grace-type", t_process_kill_grace_type, TypeError, "kill_grace"),
     Case("process-kill-grace-nan", t_process_kill_grace_nan, ValueError, "kill_grace"),
+    Case("process-kill-grace-negative", t_process_kill_grace_negative, ValueError, "-1"),
+    Case("process-session-type", t_process_session_type, TypeError, "start_new_session"),
+    Case("process-group-type", t_process_group_type, TypeError, "process_group"),
+    Case("process-group-negative", t_process_group_negative, ValueError, "process_group=-2"),
+    Case("process-group-and-session", t_process_group_and_session, ValueError, "process_group=0"),
     # signals
     Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "errors_rt-"),
     Case("signals-not-open", t_signals_not_open, RuntimeError, "SIGUSR1"),

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,14 @@ from asyncop.process import (
 )
 from asyncop.runtime import _process
 from asyncop.testing import assert_checkpoints, wait_all_blocked
-from tests._children import child_pids, leak_checked_runtime
+from tests._children import (
+    child_pids,
+    group_members,
+    is_live,
+    leak_checked_runtime,
+    process_table,
+    process_tree,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -155,6 +163,12 @@ def test_shell_true_runs_one_string_through_sh(rt: asyncop.Runtime) -> None:
         (42, {}, TypeError, "list of strings"),
         (["true"], {"kill_grace": math.nan}, ValueError, "NaN"),
         (["true"], {"kill_grace": "5"}, TypeError, "kill_grace"),
+        (["true"], {"kill_grace": -1}, ValueError, r"kill_grace=\.\.\.\) got -1, a negative"),
+        (["true"], {"kill_grace": -math.inf}, ValueError, "negative"),
+        (["true"], {"start_new_session": "yes"}, TypeError, "start_new_session as True"),
+        (["true"], {"process_group": -1}, ValueError, "process_group=-1"),
+        (["true"], {"process_group": True}, TypeError, "process_group as an int"),
+        (["true"], {"process_group": 0, "start_new_session": True}, ValueError, "one of the two"),
         (["true"], {"input": "text"}, TypeError, "encode"),
     ],
 )
@@ -169,6 +183,50 @@ def test_misuse_raises_before_anything_starts(
     with pytest.raises(error, match=words):
         run(rt, main)
     assert child_pids() == before
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"kill_grace": -0.5}, ValueError, r"open_process\(kill_grace=\.\.\.\) got -0\.5"),
+        ({"kill_grace": math.nan}, ValueError, "NaN"),
+        ({"start_new_session": 1}, TypeError, "start_new_session"),
+        ({"process_group": 0, "start_new_session": True}, ValueError, "one of the two"),
+    ],
+)
+def test_open_process_refuses_bad_options_before_starting_anything(
+    rt: asyncop.Runtime, options: dict[str, Any], error: type, words: str
+) -> None:
+    before = child_pids()
+    with pytest.raises(error, match=words):
+        open_process(["true"], **options)
+    assert child_pids() == before
+
+
+def test_an_infinite_kill_grace_is_no_limit(rt: asyncop.Runtime) -> None:
+    async def main() -> int:
+        return (await run_process(["true"], kill_grace=math.inf)).returncode
+
+    assert run(rt, main) == 0
+
+
+def test_a_start_that_fails_after_the_spawn_leaves_no_process_and_no_pipe(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = []
+    wrap = PipeStream.__init__
+
+    def fail_on_the_second(self: PipeStream, fd: int, **kwargs: Any) -> None:
+        if made:
+            raise MemoryError("no memory for the stdout stream")
+        made.append(fd)
+        wrap(self, fd, **kwargs)
+
+    monkeypatch.setattr(PipeStream, "__init__", fail_on_the_second)
+    before = child_pids()
+    with pytest.raises(MemoryError):
+        open_process(["sleep", "60"])
+    assert child_pids() == before  # killed and reaped; the rt fixture checks the pipes
 
 
 def test_missing_program_raises_file_not_found_and_closes_the_pipes(
@@ -556,19 +614,27 @@ async def _started(process: Process) -> None:
     assert await process.stdout.receive_until(b"\n", 100) == b"ready"
 
 
-def _cancel_wait(rt: asyncop.Runtime, code: str, **options: Any) -> tuple[float, int | None]:
-    """Start ``code``, cancel a wait for it once it is ready; (seconds the wait took, status)."""
+def _cancel_wait(
+    rt: asyncop.Runtime, code: str, command: Any = None, **options: Any
+) -> tuple[float, int | None]:
+    """Start ``code`` (or ``command``), cancel a wait for it once it is ready.
+
+    Returns the seconds the wait took and the exit status.
+    """
 
     async def main() -> tuple[float, int | None]:
-        async with open_process(python(code), stdin=DEVNULL, **options) as process:
+        argv = python(code) if command is None else command
+        async with open_process(argv, stdin=DEVNULL, **options) as process:
             await _started(process)
             start = time.monotonic()
             with pytest.raises(TimeoutError):
                 async with asyncop.scope(timeout=0.1):
                     await process.wait()
             elapsed = time.monotonic() - start
-            # The operation ended only after the reap: the pid is gone already.
+            # The operation ended only after the reap: the pid is gone already,
+            # and so is every process of its group.
             assert process.pid not in child_pids()
+            assert group_members(process.pid) == set()
         return elapsed, process.returncode
 
     result: tuple[float, int | None] = run(rt, main)
@@ -685,15 +751,31 @@ def test_without_pidfd_a_cancel_still_kills_and_reaps(
     assert 0.35 <= elapsed < 4.5
 
 
-def test_a_failing_terminate_is_a_warning_and_the_process_is_killed(
-    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken_terminate(self: Process) -> None:
-        raise PermissionError(1, "whoops")
+def _refuse_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every SIGTERM to a process or a group fail with EPERM ("whoops")."""
 
-    monkeypatch.setattr(Process, "terminate", broken_terminate)
-    with pytest.warns(RuntimeWarning, match="whoops.*killing it instead"):
-        elapsed, code = _cancel_wait(rt, EXIT_7_ON_SIGTERM)
+    def refusing(send: Callable[[int, int], None]) -> Callable[[int, int], None]:
+        def call(pid: int, sig: int) -> None:
+            if sig == signal.SIGTERM:
+                raise PermissionError(1, "whoops")
+            send(pid, sig)
+
+        return call
+
+    monkeypatch.setattr(os, "kill", refusing(os.kill))
+    monkeypatch.setattr(os, "killpg", refusing(os.killpg))
+
+
+@pytest.mark.parametrize("own_group", [True, False])
+def test_a_failing_terminate_is_a_warning_and_the_process_is_killed(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch, own_group: bool
+) -> None:
+    _refuse_sigterm(monkeypatch)
+    target = "the process group of <Process" if own_group else "<Process"
+    with pytest.warns(RuntimeWarning, match=f"SIGTERM to {target}.*whoops.*killing it instead"):
+        elapsed, code = _cancel_wait(
+            rt, EXIT_7_ON_SIGTERM, start_new_session=None if own_group else False
+        )
     assert code == -signal.SIGKILL
     assert elapsed < 4.0
 
@@ -739,6 +821,8 @@ def test_many_cancelled_processes_leave_no_zombie(rt: asyncop.Runtime) -> None:
 
 
 CTRL_C_SCRIPT = """
+import sys
+
 import asyncop
 from asyncop.process import DEVNULL, open_process
 
@@ -746,8 +830,10 @@ started = []
 
 
 async def main():
-    async with open_process(["sleep", "60"], stdin=DEVNULL) as process:
+    # The command says "ready" once it has started what it means to.
+    async with open_process(sys.argv[1], shell=True, stdin=DEVNULL) as process:
         started.append(process)
+        await process.stdout.receive_until(b"\\n", 100)
         print(process.pid, flush=True)
         await process.wait()
 
@@ -760,18 +846,317 @@ with asyncop.Runtime(2) as runtime:
 """
 
 
-def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
+@contextlib.contextmanager
+def _ctrl_c_script(command: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Run ``CTRL_C_SCRIPT`` in a process group of its own; give it and its child's pid."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(
-        [PY, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        [PY, "-c", CTRL_C_SCRIPT, command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        process_group=0,
     ) as script:
         assert script.stdout is not None
-        grandchild = int(script.stdout.readline())
+        yield script, int(script.stdout.readline())
+
+
+def test_ctrl_c_in_runtime_run_stops_and_reaps_the_process() -> None:
+    with _ctrl_c_script("echo ready; exec sleep 60") as (script, grandchild):
         script.send_signal(signal.SIGINT)
         out, err = script.communicate(timeout=30)
     assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
     with pytest.raises(ProcessLookupError):
         os.kill(grandchild, 0)  # stopped and reaped before the script went on
+
+
+# -- process groups: a cancel stops every process the command started ------------------
+
+
+async def _until(what: str, condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` on the real clock for at most 10 s."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncop.sleep(0.01)
+    raise AssertionError(f"never saw {what}")
+
+
+def _sleeps(tree: dict[int, Any]) -> set[int]:
+    return {pid for pid, info in tree.items() if info.name == "sleep"}
+
+
+TWO_SLEEPS = [
+    pytest.param("sleep 60 | sleep 60", {"shell": True}, id="shell-pipe"),
+    pytest.param(["sh", "-c", "sleep 60 & sleep 60"], {}, id="background-child"),
+    pytest.param(["sh", "-c", "sleep 60 & sleep 60"], {"start_new_session": True}, id="session"),
+    pytest.param(["sh", "-c", "sleep 60 & sleep 60"], {"process_group": 0}, id="group-0"),
+]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("command", "options"), TWO_SLEEPS)
+def test_a_cancelled_run_process_leaves_no_process_of_its_tree(
+    rt: asyncop.Runtime, command: Any, options: dict[str, Any]
+) -> None:
+    async def main() -> tuple[set[int], int, int | None]:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=10) as s:
+                process = await s.start(functools.partial(run_process, command, **options))
+                await _until("both sleeps", lambda: len(_sleeps(process_tree(process.pid))) == 2)
+                tree = set(process_tree(process.pid))
+                s.deadline = 0  # the scope's timeout, now
+        # The operation ended only once the whole group was gone.
+        return {pid for pid in tree if is_live(pid)}, process.pid, process.returncode
+
+    left, pid, code = run(rt, main)
+    assert left == set()
+    assert group_members(pid) == set()
+    assert code == -signal.SIGTERM
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "options",
+    [{"start_new_session": False}, {"process_group": os.getpgrp()}],
+    ids=["start_new_session=False", "an-existing-group"],
+)
+def test_a_process_outside_a_group_of_its_own_is_stopped_alone(
+    rt: asyncop.Runtime, options: dict[str, Any]
+) -> None:
+    async def main() -> tuple[set[int], int | None]:
+        process = await open_process(["sh", "-c", "sleep 60 & exec sleep 61"], **options)
+        await _until("the background sleep", lambda: len(_sleeps(process_tree(process.pid))) == 2)
+        children = set(process_tree(process.pid)) - {process.pid}
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=0.2):
+                await process.aclose()
+        return children, process.returncode
+
+    children, code = run(rt, main)
+    try:
+        assert code == -signal.SIGTERM
+        assert {pid for pid in children if is_live(pid)} == children  # as before groups
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(30)
+def test_a_cancel_after_the_leader_exited_still_stops_the_child_holding_the_pipes(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> tuple[set[int], int, int | None]:
+        # The leader exits at once; its child keeps stdout open, so
+        # run_process goes on reading until the cancel.
+        seconds = _unique_seconds()
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=10) as s:
+                process = await s.start(run_process, ["sh", "-c", f"sleep {seconds} & exec true"])
+                await _until("the child alone", lambda: _alone(process.pid, seconds))
+                s.deadline = 0
+        return _sleeping(seconds), process.pid, process.returncode
+
+    left, pid, code = run(rt, main)
+    assert left == set()
+    assert group_members(pid) == set()
+    assert code == 0  # the leader's own status: it exited before the cancel
+
+
+@pytest.mark.timeout(30)
+def test_leaving_async_with_under_a_cancel_stops_the_child_of_an_exited_leader(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> tuple[set[int], int]:
+        seconds = _unique_seconds()
+        with pytest.raises(TimeoutError):
+            command = ["sh", "-c", f"sleep {seconds} & exec true"]
+            async with asyncop.scope(timeout=10) as s, open_process(command) as process:
+                assert process.stdout is not None
+                await _until("the child alone", lambda: _alone(process.pid, seconds))
+                s.deadline = 0
+                await process.stdout.receive_some()  # the child holds it: no EOF
+        return _sleeping(seconds), process.pid
+
+    left, pid = run(rt, main)
+    assert left == set()
+    assert group_members(pid) == set()
+
+
+def _unique_seconds() -> str:
+    """A sleep's argument no other process on the machine has: ``60.<random>``."""
+    return f"60.{int.from_bytes(os.urandom(4), 'big'):010d}1"
+
+
+def _sleeping(seconds: str) -> set[int]:
+    """The live processes running ``sleep seconds``."""
+    found = set()
+    for pid in process_table():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[:2] == [b"sleep", seconds.encode()] and is_live(pid):
+            found.add(pid)
+    return found
+
+
+def _alone(leader: int, seconds: str) -> bool:
+    """Whether ``leader`` has exited and left its ``sleep seconds`` child running."""
+    return _process_state(leader) == "Z" and len(_sleeping(seconds)) == 1
+
+
+def _process_state(pid: int) -> str | None:
+    info = process_table().get(pid)
+    return None if info is None else info.state
+
+
+HANDLES_SIGTERM_SLOWLY = (
+    "import signal, sys, time\n"
+    "def bye(*_):\n"
+    "    time.sleep(0.3)\n"
+    "    open(sys.argv[1], 'w').write('cleaned up')\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, bye)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.timeout(30)
+def test_the_group_gets_the_grace_period_after_its_leader_exited(
+    rt: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # sh dies of the SIGTERM at once; its child cleans up for 0.3 s, and is
+    # not killed meanwhile: the stop waits for the group, not just the leader.
+    marker = tmp_path / "marker"
+    command = f"{PY} -c {_quote(HANDLES_SIGTERM_SLOWLY)} {marker}; echo unreachable"
+    elapsed, code = _cancel_wait(rt, "", command, shell=True, kill_grace=10)
+    assert marker.read_text() == "cleaned up"
+    assert code == -signal.SIGTERM
+    assert 0.3 <= elapsed < 8.0
+
+
+def _quote(code: str) -> str:
+    import shlex
+
+    return shlex.quote(code)
+
+
+@pytest.mark.timeout(30)
+def test_another_waiter_does_not_reap_the_leader_while_the_stop_needs_its_group(
+    rt: asyncop.Runtime,
+) -> None:
+    # The leader (sh) dies of SIGTERM at once, the other waiter wakes up to
+    # reap it, and the group's SIGKILL must still reach the member that
+    # ignores SIGTERM: the zombie leader keeps the group id ours until then.
+    command = f"{PY} -c {_quote(IGNORE_SIGTERM)} & wait"
+
+    async def main() -> tuple[int | None, set[int], asyncop.OperationState]:
+        process = await open_process(command, shell=True, stdin=DEVNULL, kill_grace=0.3)
+        await _started(process)
+        async with asyncop.scope() as s:
+            patient = s.spawn(process.wait)
+            cancelled = s.spawn(process.wait)
+            await wait_all_blocked()
+            cancelled.cancel()
+        await process.aclose()
+        return patient.result(), group_members(process.pid), cancelled.state
+
+    with pytest.warns(RuntimeWarning, match="process group of .* ignored SIGTERM for 0.3 s"):
+        code, left, state = run(rt, main)
+    assert left == set()
+    assert code == -signal.SIGTERM
+    assert state is asyncop.OperationState.CANCELLED
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_at_a_terminal_stops_the_whole_group_of_the_process() -> None:
+    # A terminal sends SIGINT to its foreground group: here the script's
+    # own group, which the process (in a group of its own) is not part of.
+    with _ctrl_c_script("sleep 60 | sleep 60 & echo ready; wait") as (script, group):
+        assert len(group_members(group)) == 3  # sh and its two sleeps
+        os.killpg(script.pid, signal.SIGINT)
+        out, err = script.communicate(timeout=30)
+    # Not -SIGINT: the Ctrl-C did not reach the process; the cancel did.
+    assert out.decode().split() == ["interrupted", str(-signal.SIGTERM)], err.decode()
+    assert group_members(group) == set()
+
+
+# -- warnings point at the user's line -------------------------------------------------
+
+
+@pytest.mark.parametrize("cause", ["ignored SIGTERM", "whoops"])
+def test_a_stop_warning_points_at_the_line_that_waited(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch, cause: str
+) -> None:
+    line = 0
+
+    async def main() -> None:
+        nonlocal line
+        async with open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.2) as process:
+            await _started(process)
+            if cause == "whoops":
+                _refuse_sigterm(monkeypatch)  # the warning that sending SIGTERM failed
+            with pytest.raises(TimeoutError):
+                async with asyncop.scope(timeout=0.1):
+                    line = sys._getframe().f_lineno + 1
+                    await process.wait()
+
+    with pytest.warns(RuntimeWarning, match=cause) as record:
+        run(rt, main)
+    assert [(w.filename, w.lineno) for w in record] == [(__file__, line)]
+
+
+@pytest.mark.timeout(20)
+def test_a_stop_warning_made_an_error_comes_after_the_kill_and_the_reap(
+    rt: asyncop.Runtime,
+) -> None:
+    async def main() -> tuple[list[str], int | None]:
+        raised: list[str] = []
+        async with open_process(python(IGNORE_SIGTERM), stdin=DEVNULL, kill_grace=0.2) as process:
+            await _started(process)
+            try:
+                async with asyncop.scope(timeout=0.1):
+                    await process.wait()
+            except* RuntimeWarning as group:  # raised by the stop, in the scope's group
+                raised += [str(error) for error in group.exceptions]
+        return raised, process.returncode
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        raised, code = run(rt, main)
+    assert len(raised) == 1 and "ignored SIGTERM" in raised[0]
+    assert code == -signal.SIGKILL  # killed and reaped all the same
+
+
+def test_the_kill_grace_warning_of_a_spawned_run_process_points_at_the_spawn(
+    rt: asyncop.Runtime,
+) -> None:
+    line = 0
+
+    async def main() -> None:
+        nonlocal line
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=10) as s:
+                start = functools.partial(run_process, python(IGNORE_SIGTERM), kill_grace=0.2)
+                line = sys._getframe().f_lineno + 1
+                process = await s.start(start)
+                await _until("the handler", lambda: _has_handler(process.pid))
+                s.deadline = 0
+
+    with pytest.warns(RuntimeWarning, match="ignored SIGTERM") as record:
+        run(rt, main)
+    assert [(w.filename, w.lineno) for w in record] == [(__file__, line)]
+
+
+def _has_handler(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGTERM yet (SigIgn in /proc/PID/status)."""
+    for text in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if text.startswith("SigIgn:"):
+            return bool(int(text.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

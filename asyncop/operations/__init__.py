@@ -15,7 +15,8 @@ walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
 has the states, the result snapshot and the node's kinds; ``_token.py``
 the cancel token; ``_park.py`` how a blocked thread is parked so that a
 cancel wakes it; ``_current.py`` the per-thread state (the current
-operation); ``_errors.py`` the exceptions.
+operation); ``_errors.py`` the exceptions; ``_warn.py`` warnings that
+point at the user's line.
 
 This module is the package's one face. Besides the public names in
 ``__all__`` (which ``asyncop`` re-exports), it gives the runtime the
@@ -75,6 +76,7 @@ from ._typing import R as R
 from ._typing import T as T
 from ._typing import Ts as Ts
 from ._typing import V as V
+from ._warn import warn_user as warn_user
 
 __all__ = [
     "AsyncOperation",

@@ -26,6 +26,10 @@ call costs what a method defined here would:
 
 ``OpKind`` and ``Outcome`` are in ``_state.py``, beside the states.
 
+``_user_frame`` finds the user's code that makes an operation (for
+``filename`` and ``lineno``), skipping asyncop's frames; ``_warn.py`` uses
+its cache of which code is asyncop's to point warnings at the user's line.
+
 Who writes what
 ---------------
 Every field below the public ones is written only under the runtime lock,

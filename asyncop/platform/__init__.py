@@ -18,7 +18,8 @@ uses nothing but the standard library.
 - :func:`check_timeout` says what a user's timeout means (``None``,
   ``inf`` and huge values are "no limit"; NaN and non-numbers raise), and
   :func:`acquire_for` blocks on a lock for any such timeout, in slices, so
-  that the main thread notices a Ctrl-C promptly.
+  that the main thread notices a Ctrl-C promptly. :func:`check_kill_grace`
+  does the same for a grace before ``SIGKILL``, and refuses a negative one.
 - :func:`choose_selector` picks the best I/O multiplexer (epoll, kqueue,
   poll or select), and :class:`WakeupChannel` lets any thread interrupt a
   thread blocked in it.
@@ -39,6 +40,7 @@ from ._thread import start_thread as start_thread
 from ._timeout import MAIN_SLICE as MAIN_SLICE
 from ._timeout import acquire_for as acquire_for
 from ._timeout import check_deadline as check_deadline
+from ._timeout import check_kill_grace as check_kill_grace
 from ._timeout import check_timeout as check_timeout
 from ._timeout import is_main_thread as is_main_thread
 
@@ -50,6 +52,7 @@ __all__ = [
     "WakeupChannel",
     "acquire_for",
     "check_deadline",
+    "check_kill_grace",
     "check_timeout",
     "choose_selector",
     "cpu_count",

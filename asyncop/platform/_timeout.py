@@ -17,7 +17,8 @@ the OS allows.
 
 :func:`check_timeout` is the one place that decides what a timeout value
 means. Call it first, before any state changes, so that a bad value raises
-and leaves nothing half done.
+and leaves nothing half done. :func:`check_kill_grace` does the same for
+the seconds a process is given between ``SIGTERM`` and ``SIGKILL``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ import threading
 import time
 from typing import Protocol
 
-__all__ = ["MAIN_SLICE", "acquire_for", "check_deadline", "check_timeout", "is_main_thread"]
+__all__ = [
+    "MAIN_SLICE",
+    "acquire_for",
+    "check_deadline",
+    "check_kill_grace",
+    "check_timeout",
+    "is_main_thread",
+]
 
 # The longest single wait, in seconds, that every OS accepts: below
 # threading.TIMEOUT_MAX, and short enough that a clock jump is recovered.
@@ -82,6 +90,35 @@ def check_timeout(timeout: object, what: str) -> float | None:
         return 0.0
     if value >= 1e9:  # about 31 years: the same as no limit, and safe for deadlines
         return None
+    return value
+
+
+def check_kill_grace(grace: object, what: str) -> float | None:
+    """Validate the seconds a process gets between ``SIGTERM`` and ``SIGKILL``.
+
+    The values mean what they mean for :func:`check_timeout` (None or
+    ``inf``: never kill; 0: kill at once), except that a negative grace is
+    refused: a timeout already passed is a poll, but a grace of -1 has no
+    such meaning and is more likely a slip than a wish to kill at once.
+
+    Args:
+        grace: the value the user passed, in seconds.
+        what: the call that took it, for the error message, e.g.
+            ``"run_process(kill_grace=...)"``.
+
+    Returns:
+        None to never kill; otherwise the grace as a float.
+
+    Raises:
+        TypeError: ``grace`` is not a real number (or is a bool).
+        ValueError: ``grace`` is NaN or negative.
+    """
+    value = check_timeout(grace, what)
+    if value == 0.0 and grace < 0:  # type: ignore[operator]
+        raise ValueError(
+            f"{what} got {grace!r}, a negative number of seconds; pass 0 to kill at "
+            "once, a positive grace, or None to never kill"
+        )
     return value
 
 

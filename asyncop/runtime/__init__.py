@@ -85,10 +85,10 @@ if TYPE_CHECKING:
     from ._dns import check_port as check_port
     from ._dns import getaddrinfo as getaddrinfo
     from ._memory_streams import memory_stream_pair as memory_stream_pair
-    from ._process import PipeStream as PipeStream
+    from ._pipes import PipeStream as PipeStream
     from ._process import Process as Process
-    from ._process import open_process as open_process
-    from ._process import run_process as run_process
+    from ._process_start import open_process as open_process
+    from ._process_start import run_process as run_process
     from ._serve import serve_listeners as serve_listeners
     from ._serve import serve_tcp as serve_tcp
     from ._signals import SignalReceiver as SignalReceiver
@@ -115,10 +115,10 @@ _LAZY = {
     "check_port": "_dns",
     "getaddrinfo": "_dns",
     "memory_stream_pair": "_memory_streams",
-    "PipeStream": "_process",
+    "PipeStream": "_pipes",
     "Process": "_process",
-    "open_process": "_process",
-    "run_process": "_process",
+    "open_process": "_process_start",
+    "run_process": "_process_start",
     "serve_listeners": "_serve",
     "serve_tcp": "_serve",
     "SignalReceiver": "_signals",

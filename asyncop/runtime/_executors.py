@@ -56,7 +56,7 @@ from types import FunctionType
 from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
-from ..platform import check_timeout, cpu_count
+from ..platform import check_kill_grace, cpu_count
 from ._remote import JobState, RemoteExecutor, RemoteJob, decode_outcome
 from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, pack_call, run_call
 
@@ -456,7 +456,8 @@ class ProcessExecutor(RemoteExecutor):
 
     Raises:
         TypeError: ``max_workers`` is not an int.
-        ValueError: ``max_workers`` is less than 1, or ``kill_grace`` is NaN.
+        ValueError: ``max_workers`` is less than 1, or ``kill_grace`` is NaN or
+            negative.
 
     Use it as a context manager, or call ``shutdown()``.
     """
@@ -476,7 +477,7 @@ class ProcessExecutor(RemoteExecutor):
                 f"ProcessExecutor(max_workers={max_workers}) needs at least one process; "
                 "pass a positive number, or None for the CPU count"
             )
-        self._grace = check_timeout(kill_grace, "ProcessExecutor(kill_grace=...)")
+        self._grace = check_kill_grace(kill_grace, "ProcessExecutor(kill_grace=...)")
         from pebble import ProcessPool
 
         _register_exit()

@@ -1,4 +1,8 @@
-"""Child processes as operations: spawn, talk over pipes, wait, and never leak.
+"""Child processes as operations: wait, stop, and never leak.
+
+Where things are: this module has the :class:`Process` (waiting, signals,
+the stop after a cancel); ``_pipes.py`` the pipe streams;
+``_process_start.py`` ``open_process`` and ``run_process``.
 
 Why it looks like this
 ----------------------
@@ -17,6 +21,50 @@ that the cancel that started the stop cannot interrupt it. Only then does the
 ``Cancelled`` go on. This is trio's ``run_process`` policy; the grace period
 is settable per process.
 
+Process groups
+--------------
+A process is rarely alone: ``sh -c 'a | b'`` is three, and a program may
+start helpers. A signal to the process we started reaches none of them;
+they would outlive the operation, reparented to init, holding our pipes
+open. So each process starts, by default, as the leader of a new process
+group (``process_group=0``: the group's id is the leader's pid), which its
+descendants inherit, and the stop signals the whole group
+(``os.killpg``). ``start_new_session=True`` also makes a leader;
+``start_new_session=False``, or ``process_group=N`` (join group ``N``),
+leaves the process in a group it does not lead, and the stop signals the
+process alone. ``Process.send_signal`` and its siblings always signal the
+process alone, as ``subprocess.Popen``'s do.
+
+The default has a price: a process in a group of its own is a background
+job to our terminal. A Ctrl-C reaches only our process, whose Ctrl-C
+handling cancels the tree and so stops the group as any cancel does. A
+program that reads the terminal or changes its modes (an editor, a pager,
+``ssh`` or ``sudo`` asking for a password) is stopped by the kernel
+(``SIGTTIN``, ``SIGTTOU``) and needs ``start_new_session=False``.
+
+A group id is a pid, and the number may be reused once the group is gone.
+What keeps a signal from reaching a stranger is one rule: **the group is
+signalled only while its leader is unreaped**. A zombie keeps its pid, and
+so its group id: no new process takes the number, and no new group can use
+it. The stop therefore looks at the exit without reaping (``waitid`` with
+``WNOWAIT``), and reaps only once the leader has exited and no live process
+is left in its group (found in ``/proc``, each waited for through a pidfd).
+While a stop runs (``_stopping`` is set) no other task reaps: a second
+stop waits for the first, a plain ``wait()`` waits before it reaps, and
+``returncode`` stays None. ``run_process`` reaps only once the pipes are
+drained, so a leader that exits at once and leaves a child holding them
+(``sh -c 'server & exit'``) still pins its group when a cancel comes. Once
+the leader is reaped (by ``wait()``, or by reading ``returncode``), asyncop
+signals its group no more: the number is no longer ours.
+
+Where the rest of a group cannot be seen (no ``/proc``), the leader's exit
+ends the grace: what is left of its group gets ``SIGKILL`` at once, while
+the zombie still pins the id. Where Python cannot look at an exit without
+reaping (no ``os.waitid``: macOS before Python 3.13), the exit is noticed
+by reaping, and the group is signalled only while its leader runs. A
+process that leaves the group (a daemon that calls ``setsid``) is out of
+reach, as it means to be.
+
 Waiting without a thread
 ------------------------
 On Linux, ``os.pidfd_open(pid)`` gives a descriptor that becomes readable
@@ -27,195 +75,50 @@ process. After it fires, ``Popen.poll()`` reaps the child (``waitpid`` with
 after that. ``subprocess.Popen`` only reaps in ``poll()`` and ``wait()``, so
 nothing else steals the exit status from us. Where there is no pidfd (other
 systems, old kernels, sandboxes that forbid it) one blocking-call thread per
-waiting process runs ``Popen.wait()``; it is abandoned on cancel and ends
-by itself once the killed process is reaped.
+waiting process waits for the exit (``waitid`` with ``WNOWAIT``, which does
+not reap); it is abandoned on cancel and ends by itself once the stopped
+process has exited.
 
 Several tasks may wait for one process; an ``asyncop.Lock`` lets one of them
 watch the pidfd at a time (the reactor takes one waiter per descriptor), and
-the others find the exit status when they get the lock.
+the others find the exit when they get the lock.
 
-Pipes
------
-The pipes to the child are made here (``os.pipe``), not by ``Popen``, so the
-parent's ends are raw non-blocking descriptors from the start. Each is a
-:class:`PipeStream`, which is the socket streams' own implementation
-(``asyncop.net``'s ``DescriptorStream``) over ``os.read``/``os.write``: the
-same buffered ``receive_until``/``receive_exactly``, the same
-``BusyResourceError`` for two tasks in one direction, the same
-cancellation points and the same errors (``IncompleteRead``,
-``DelimiterNotFound``, ``BrokenResourceError`` when the process closed its
-end, ``ClosedResourceError`` after ``aclose``), as trio's process pipes and
-sockets are all ``trio.abc.Stream`` objects. Closing a stream calls
-``notify_closing`` first, so a task parked on it wakes with
-``ClosedResourceError`` instead of waiting on a number the OS may reuse.
-
-Starting
---------
-``open_process()`` starts the process in the call and returns the
-``Process``, so it works the same from a task or a plain thread, and a
-``Process`` awaited gives itself without suspending: trio and anyio spell
-it ``process = await open_process(...)``, and code written for them runs
-unchanged. The await is deliberately no cancellation point: the process is
-running by then, and raising there would leave it to nobody.
-``run_process()`` does checkpoint before it starts anything, so a cancelled
-task starts no process.
-
-Commands follow trio's rules: with ``shell=False`` (the default) the command
-is a sequence ``[program, arg, ...]`` and a string is refused, because a
-string would silently be taken as the name of one program; with
-``shell=True`` it is one string for ``/bin/sh -c``.
+Warnings (a process that ignored ``SIGTERM``, a signal that could not be
+sent) point at the user's line, not into asyncop (``warn_user``).
 """
 
 from __future__ import annotations
 
-import enum
-import errno
-import functools
+import contextlib
 import os
+import signal
 import subprocess
-import warnings
-from collections.abc import Callable, Generator, Sequence
-from typing import IO, Any, Final, final
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Final, final
 
-from ..operations import BrokenResourceError, Cancelled
-from ..platform import check_timeout
-from ._awaitables import checkpoint, readable
+from ..operations import Cancelled, warn_user
+from ._awaitables import checkpoint, readable, select, sleep
 from ._blocking import spawn_blocking
 from ._scope import scope
-from ._start import TASK_STATUS_IGNORED, TaskStatus
-from ._streams import DescriptorStream, close_fd
-from ._sync import Lock
+from ._streams import close_fd
+from ._sync import Event, Lock
 
-__all__ = ["PipeStream", "Process", "open_process", "run_process"]
+if TYPE_CHECKING:
+    from ._pipes import PipeStream
 
-PIPE: Final = subprocess.PIPE
-DEVNULL: Final = subprocess.DEVNULL
-STDOUT: Final = subprocess.STDOUT
+__all__ = ["Process"]
 
 # Linux's pidfd lets the multiplexer watch for the exit; tests turn it off to
 # cover the thread fallback that other systems use.
 use_pidfd: bool = hasattr(os, "pidfd_open")
-
-
-Command = str | bytes | os.PathLike[str] | os.PathLike[bytes] | Sequence[Any]
-StdSpec = int | IO[Any] | None
-
-
-# -- pipe streams -----------------------------------------------------------------
-
-
-def _closed_io(*args: object) -> Any:
-    """What a closed pipe's read and write become: never touch a number the OS may reuse."""
-    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-
-
-@final
-class _Descriptor:
-    """A descriptor number that reads -1 once closed: what a pipe stream waits on.
-
-    Separate from the stream so that the stream holds no reference to
-    itself, and an unwaited process's pipes are closed as soon as they are
-    dropped.
-    """
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def fileno(self) -> int:
-        return self.fd
-
-
-@final
-class PipeStream(DescriptorStream):
-    """One end of an OS pipe as a byte stream: the write end or the read end.
-
-    The same stream as ``asyncop.net.SocketStream`` (both are
-    ``asyncop.net.Stream`` objects): ``receive_some``, ``receive_exactly``,
-    ``receive_until``, ``async for``, ``send_all``, ``send_eof`` and
-    ``aclose`` behave, and fail, alike. The read end receives and the write
-    end sends; the other direction raises RuntimeError. ``Process.stdin``
-    is a write end, ``stdout`` and ``stderr`` are read ends. The stream
-    owns the descriptor and switches it to non-blocking mode.
-    """
-
-    __slots__ = ("_end", "_name", "_writable")
-
-    def __init__(self, fd: int, *, writable: bool, name: str | None = None) -> None:
-        """Wrap ``fd``, which the stream then owns and closes.
-
-        Args:
-            fd: an open pipe descriptor.
-            writable: True for a write end, False for a read end.
-            name: shown in ``repr`` and error messages.
-        """
-        os.set_blocking(fd, False)
-        self._end = _Descriptor(fd)
-        self._writable = writable
-        self._name = name if name is not None else f"fd {fd}"
-        what = f"pipe ({self._name})"
-        self._init_stream(
-            what,
-            self._end,
-            functools.partial(os.read, fd),
-            functools.partial(os.write, fd),
-            (what, "the process exited or closed its end; check await process.wait()"),
-        )
-
-    def __repr__(self) -> str:
-        fd = self._end.fd
-        state = f"fd {fd}" if fd >= 0 else "closed"
-        end = "write end" if self._writable else "read end"
-        return f"<PipeStream {self._name} ({end}, {state})>"
-
-    def fileno(self) -> int:
-        """The descriptor, or -1 once closed."""
-        return self._end.fd
-
-    def _check_receive(self) -> None:
-        if self._writable:
-            raise RuntimeError(
-                f"{self._name} is the write end of a pipe and cannot receive; "
-                "receive from the process through its stdout or stderr stream instead"
-            )
-        super()._check_receive()
-
-    def _check_send(self) -> None:
-        self._refuse_read_end("send_all()")
-        super()._check_send()
-
-    def _check_eof(self) -> None:
-        self._refuse_read_end("send_eof()")
-        super()._check_eof()
-
-    def _refuse_read_end(self, what: str) -> None:
-        if not self._writable:
-            raise RuntimeError(
-                f"{what} on {self._name}, which is the read end of a pipe; "
-                "send to the process through its stdin stream instead"
-            )
-
-    def _shut_write(self) -> None:
-        """For a pipe, the end of the data is the close of the write end."""
-        self._release()
-
-    def _release(self) -> None:
-        fd = self._end.fd
-        if fd < 0:
-            return
-        self._end.fd = -1
-        self._recv = self._send = _closed_io
-        close_fd(fd)
-
-    def __del__(self) -> None:
-        # An unreachable stream no task can wait on: closing is all there is.
-        end = getattr(self, "_end", None)
-        if end is not None and end.fd >= 0:
-            os.close(end.fd)
-
-
-# -- processes --------------------------------------------------------------------
+# waitid(WNOWAIT) sees an exit and leaves the zombie, which keeps the pid
+# (and the group id) ours until we reap it.
+_CAN_PEEK: Final = hasattr(os, "waitid")
+# Where /proc lists the processes, the live members of a group can be found.
+_HAVE_PROC: Final = os.path.exists("/proc/self/stat")
+# How often a stop looks again for the members of a group it waits for:
+# one may leave the group instead of exiting, or a new one appear.
+_MEMBER_RECHECK: Final = 0.1
 
 
 @final
@@ -230,8 +133,10 @@ class Process:
 
     __slots__ = (
         "_kill_grace",
+        "_leads_group",
         "_pidfd",
         "_popen",
+        "_stopping",
         "_wait_lock",
         "args",
         "stderr",
@@ -246,6 +151,8 @@ class Process:
         stdout: PipeStream | None,
         stderr: PipeStream | None,
         kill_grace: float | None,
+        *,
+        leads_group: bool,
     ) -> None:
         self._popen = popen
         self.args = popen.args
@@ -253,6 +160,13 @@ class Process:
         self.stdout = stdout
         self.stderr = stderr
         self._kill_grace = kill_grace
+        # The process leads its own group (its group id is its pid): a stop
+        # signals the whole group.
+        self._leads_group = leads_group
+        # Set while a cancel stops the process, and set (the Event) when it is over.
+        # Invariant: while it is not None, nobody reaps the process: its
+        # zombie keeps the group id from reuse while the stop may signal it.
+        self._stopping: Event | None = None
         self._wait_lock = Lock(name=f"wait lock of process {popen.pid}")
         self._pidfd = -1
         if use_pidfd:
@@ -274,7 +188,7 @@ class Process:
 
     @property
     def pid(self) -> int:
-        """The process id."""
+        """The process id; also its process group's id when it leads its group (the default)."""
         return self._popen.pid
 
     @property
@@ -282,35 +196,70 @@ class Process:
         """The exit status, or None while the process runs.
 
         Negative ``-N`` means the process was ended by signal ``N``. Reading
-        it reaps a process that has exited.
+        it reaps a process that has exited, except while a cancel is
+        stopping the process: then it stays None until the stop is over.
         """
-        return self._popen.poll()
+        return self.poll()
 
     def poll(self) -> int | None:
         """The exit status, or None while the process runs; the same as ``returncode``."""
+        if self._stopping is not None:
+            return self._popen.returncode  # the stop reaps, once it is done with the group
         return self._popen.poll()
 
     def send_signal(self, sig: int) -> None:
-        """Send signal ``sig`` to the process; nothing if it was already reaped."""
-        self._popen.send_signal(sig)
+        """Send signal ``sig`` to the process alone; nothing once it has been reaped.
+
+        The other processes of its group (its children, the rest of a shell
+        pipeline) do not get it, as with ``subprocess.Popen``. A cancel is
+        what signals the whole group. To signal the group yourself, call
+        ``os.killpg(process.pid, sig)`` while the process leads its group
+        (the default) and has not been reaped: after the reap the number
+        may name another group.
+        """
+        self._signal(sig, group=False)
 
     def terminate(self) -> None:
-        """Ask the process to stop (``SIGTERM``); nothing if it was already reaped."""
-        self._popen.terminate()
+        """Send ``SIGTERM`` to the process alone (see ``send_signal``); nothing once reaped."""
+        self._signal(signal.SIGTERM, group=False)
 
     def kill(self) -> None:
-        """Kill the process (``SIGKILL``); nothing if it was already reaped."""
-        self._popen.kill()
+        """Send ``SIGKILL`` to the process alone (see ``send_signal``); nothing once reaped."""
+        self._signal(signal.SIGKILL, group=False)
+
+    def _signal(self, sig: int, *, group: bool) -> None:
+        """Send ``sig`` to the process, or to its group, unless the process has been reaped.
+
+        Invariant: a signal goes out only while the process is unreaped:
+        until then its pid, and the group id that is the same number, are
+        ours. ``Popen`` reaps only under its ``_waitpid_lock``; holding it
+        (when it is free) keeps a reap from slipping in between the look
+        and the signal.
+        """
+        popen = self._popen
+        lock = getattr(popen, "_waitpid_lock", None)
+        held = lock is not None and lock.acquire(blocking=False)
+        try:
+            if popen.returncode is None:
+                (os.killpg if group else os.kill)(popen.pid, sig)
+        except ProcessLookupError:
+            pass  # reaped behind Popen's back, as Popen.send_signal allows
+        finally:
+            if held:
+                lock.release()  # type: ignore[union-attr]
 
     # -- waiting --------------------------------------------------------------
 
     async def wait(self) -> int:
         """Wait until the process exits and is reaped; return its exit status.
 
-        A cancellation point. Cancelling the wait stops the process: it gets
-        ``SIGTERM``, then ``SIGKILL`` if it is still alive after
+        A cancellation point. Cancelling the wait stops the process: it
+        gets ``SIGTERM``, then ``SIGKILL`` if it is still alive after
         ``kill_grace`` seconds, and the wait raises ``Cancelled`` only once
-        the process has been reaped. Several tasks may wait at once.
+        the process has been reaped. When the process leads its own group
+        (the default), both signals go to the whole group, and the stop
+        also waits until no process of the group is left. Several tasks may
+        wait at once.
 
         Returns:
             The exit status; ``-N`` when signal ``N`` ended the process.
@@ -328,58 +277,137 @@ class Process:
             raise
 
     async def _reap(self) -> int:
-        """Wait for the exit and reap the process; one task watches at a time."""
+        """Wait for the exit and reap the process, once no stop needs it unreaped."""
+        await self._wait_exit()
+        while (stopping := self._stopping) is not None:
+            await stopping.wait_async()
         popen = self._popen
+        code = popen.poll()
+        if code is None:
+            # Exited, but another thread is inside Popen.wait() and holds its
+            # reap lock: that call reaps; wait for it.
+            code = await spawn_blocking(popen.wait)
+        self._close_pidfd()
+        return code
+
+    async def _wait_exit(self) -> None:
+        """Wait until the process has exited, without reaping it; one task watches at a time."""
         async with self._wait_lock:
-            while True:
-                code = popen.poll()
-                if code is not None:
-                    self._close_pidfd()
-                    return code
+            while not self._has_exited():
                 if self._pidfd >= 0:
                     await readable(self._pidfd)
                 else:
                     # Abandoned on cancel: the thread returns once the process
-                    # that the cancel goes on to kill has been reaped.
-                    await spawn_blocking(popen.wait, abandon=True)
+                    # that the cancel goes on to stop has exited.
+                    await spawn_blocking(self._block_until_exit, abandon=True)
+
+    def _has_exited(self) -> bool:
+        """Whether the process has exited; it stays unreaped where the system allows."""
+        popen = self._popen
+        if popen.returncode is not None:
+            return True
+        if not _CAN_PEEK:
+            return popen.poll() is not None  # the exit is noticed by reaping
+        try:
+            return os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+        except ChildProcessError:
+            return True  # reaped behind Popen's back, or by the kernel (SIGCHLD ignored)
+
+    def _block_until_exit(self) -> None:
+        """In a thread: return once the process has exited (reaping it only if we cannot peek)."""
+        popen = self._popen
+        if not _CAN_PEEK:
+            popen.wait()
+        elif popen.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOWAIT)
+
+    # -- stopping -------------------------------------------------------------
 
     async def _stop(self) -> None:
-        """Terminate, kill after the grace period, and reap; immune to the cancel.
+        """Stop the process (and its group) after a cancel, then reap it; immune to the cancel.
 
-        The signal goes out before the wait lock is taken: another task may
-        hold the lock, waiting for the very exit this signal brings about.
+        One task stops a process; another that comes to stop it too waits
+        for that stop to end. The signals go out before the wait lock is
+        taken: another task may hold the lock, waiting for the very exit
+        they bring about.
         """
+        # The warnings wait for the reap: one turned into an error (-W error)
+        # must not cut the stop short and leave the process running.
+        notes: list[str] = []
         async with scope(shield=True, name=f"stopping process {self.pid}"):
-            if self._popen.poll() is None:
-                grace = self._kill_grace
-                if grace != 0.0 and self._signal_or_warn(self.terminate):
-                    try:
-                        async with scope(timeout=grace):
-                            await self._reap()
-                    except TimeoutError:
-                        warnings.warn(
-                            f"{self!r} ignored SIGTERM for {grace:g} s after a cancel; "
-                            "it was killed with SIGKILL (set kill_grace to wait longer)",
-                            RuntimeWarning,
-                            stacklevel=1,
-                        )
-                if self._popen.poll() is None:
-                    self._signal_or_warn(self.kill)
+            stopping = self._stopping
+            if stopping is not None:
+                await stopping.wait_async()
+            elif self._popen.returncode is None:
+                self._stopping = stopping = Event()
+                try:
+                    await self._terminate_then_kill(notes)
+                finally:
+                    self._stopping = None
+                    stopping.set()
             await self._reap()
+        for note in notes:
+            warn_user(note)
 
-    def _signal_or_warn(self, send: Callable[[], None]) -> bool:
-        """Send a stop signal; a failure is a warning, not a reason to leave the process."""
+    async def _terminate_then_kill(self, notes: list[str]) -> None:
+        """``SIGTERM``, up to ``kill_grace`` seconds for it to work, then ``SIGKILL``.
+
+        For a group leader both go to the group, and the stop is over when
+        the leader has exited and no live process is left in its group.
+        What went wrong is added to ``notes``, to be warned about.
+        """
+        grace = self._kill_grace
+        if grace != 0.0 and self._signal_or_note(signal.SIGTERM, notes):
+            try:
+                async with scope(timeout=grace):
+                    if await self._settle():
+                        return
+                # (The rest of the group cannot be seen: it is killed below.)
+            except TimeoutError:
+                notes.append(
+                    f"{self._target()} ignored SIGTERM for {grace:g} s after a cancel; "
+                    "it was killed with SIGKILL (set kill_grace to wait longer)"
+                )
+        self._signal_or_note(signal.SIGKILL, notes)
+        await self._settle()
+
+    async def _settle(self) -> bool:
+        """Wait until the process has exited and nothing of its group lives; do not reap.
+
+        Returns:
+            False when the rest of the group cannot be seen (no ``/proc``):
+            only the leader's exit was waited for.
+        """
+        await self._wait_exit()
+        if not self._leads_group:
+            return True
+        pgid = self.pid
+        while members := _group_members(pgid):
+            await _member_exit(min(members), pgid)
+        return members is not None
+
+    def _signal_or_note(self, sig: int, notes: list[str]) -> bool:
+        """Send a stop signal; a failure is a note for a warning, not a reason to give up."""
+        group = self._leads_group
         try:
-            send()
+            self._signal(sig, group=group)
+            if group and sig == signal.SIGTERM:
+                # A stopped member (Ctrl-Z, or SIGTTIN from the terminal)
+                # acts on a SIGTERM it handles only once continued.
+                self._signal(signal.SIGCONT, group=True)
         except OSError as exc:
-            then = "waiting for it anyway" if send == self.kill else "killing it instead"
-            warnings.warn(
-                f"{send.__name__}() on {self!r} failed after a cancel ({exc}); {then}",
-                RuntimeWarning,
-                stacklevel=1,
+            then = "killing it instead" if sig == signal.SIGTERM else "waiting for it anyway"
+            notes.append(
+                f"sending {signal.Signals(sig).name} to {self._target()} failed after "
+                f"a cancel ({exc}); {then}"
             )
             return False
         return True
+
+    def _target(self) -> str:
+        """What a stop signals, for warnings."""
+        return f"the process group of {self!r}" if self._leads_group else repr(self)
 
     def _close_pidfd(self) -> None:
         fd = self._pidfd
@@ -423,276 +451,57 @@ class Process:
             os.close(fd)
 
 
-# -- starting ----------------------------------------------------------------------
+# -- the rest of a process group ---------------------------------------------------
 
 
-def _check_command(command: object, shell: bool, what: str) -> None:
-    text = isinstance(command, str | bytes)
-    if shell and not text:
-        raise TypeError(
-            f"{what} got shell=True and a {type(command).__name__} command; pass one "
-            "string for /bin/sh when shell=True, e.g. 'ls -l | wc -l'"
-        )
-    if not shell:
-        if text:
-            raise TypeError(
-                f"{what} got the string {command!r} as its command; pass a list such as "
-                "['ls', '-l'], or shell=True to run the string through /bin/sh"
-            )
-        if isinstance(command, os.PathLike):
-            return
-        if not isinstance(command, Sequence):
-            raise TypeError(
-                f"{what} needs its command as a list of strings, got "
-                f"{type(command).__name__}; pass e.g. ['ls', '-l']"
-            )
-        if len(command) == 0:
-            raise ValueError(f"{what} got an empty command; pass at least the program to run")
+def _group_members(pgid: int) -> set[int] | None:
+    """The live processes of group ``pgid`` other than its leader; None without ``/proc``.
 
-
-def _pipe_pair(child_reads: bool) -> tuple[int, int]:
-    """Make a pipe; returns ``(parent_end, child_end)``."""
-    read_end, write_end = os.pipe()
-    return (write_end, read_end) if child_reads else (read_end, write_end)
-
-
-def open_process(
-    command: Command,
-    *,
-    stdin: StdSpec = PIPE,
-    stdout: StdSpec = PIPE,
-    stderr: StdSpec = PIPE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: dict[str, str] | None = None,
-    kill_grace: float | None = 5.0,
-    shell: bool = False,
-) -> Process:
-    """Start a child process and return it at once.
-
-    Use ``async with open_process(...) as process:``, which closes the pipes
-    and waits for the process on the way out, or wait for it yourself with
-    ``await process.wait()``. ``process = await open_process(...)``, as trio
-    and anyio write it, works too: a ``Process`` awaited gives itself. Not a
-    cancellation point: the process is started, and yours to wait for.
-
-    Args:
-        command: ``[program, arg, ...]``; with ``shell=True``, one string for
-            ``/bin/sh -c``.
-        stdin, stdout, stderr: ``PIPE`` (the default) gives the process a
-            pipe, reachable as ``process.stdin`` (a stream to send on) and
-            ``process.stdout``/``process.stderr`` (streams to receive
-            from). Anything ``subprocess.Popen`` takes works too:
-            ``DEVNULL``, None (inherit ours), a descriptor or a file, and
-            ``stderr=STDOUT``.
-        cwd, env: as for ``subprocess.Popen``.
-        kill_grace: seconds between ``SIGTERM`` and ``SIGKILL`` when a wait
-            for the process is cancelled; 0 kills at once, None or ``inf``
-            never kills.
-        shell: run ``command`` through ``/bin/sh``.
-
-    Raises:
-        TypeError: a string command without ``shell=True``, or a list with it.
-        ValueError: an empty command, or a NaN ``kill_grace``.
-        OSError: the program cannot be started (``FileNotFoundError`` when
-            it does not exist); nothing is left open.
+    A zombie does not count: it has exited, and its parent (or init) reaps it.
     """
-    return _spawn(
-        _check_options(
-            "open_process()", command, stdin, stdout, stderr, cwd, env, kill_grace, shell
-        )
-    )
+    if not _HAVE_PROC:
+        return None
+    found = set()
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            name = entry.name
+            if name.isdigit() and int(name) != pgid and _in_group(int(name), pgid):
+                found.add(int(name))
+    return found
 
 
-def _check_options(
-    what: str,
-    command: Command,
-    stdin: StdSpec,
-    stdout: StdSpec,
-    stderr: StdSpec,
-    cwd: str | os.PathLike[str] | None,
-    env: dict[str, str] | None,
-    kill_grace: float | None,
-    shell: bool,
-) -> dict[str, Any]:
-    """Check what a process is started with, before anything happens; the ``_spawn`` kwargs."""
-    grace = check_timeout(kill_grace, f"{what[:-2]}(kill_grace=...)")
-    _check_command(command, shell, what)
-    if stdout == STDOUT:
-        raise ValueError(f"{what} got stdout=STDOUT, which means nothing; pass PIPE")
-    return {
-        "command": command,
-        "stdin": stdin,
-        "stdout": stdout,
-        "stderr": stderr,
-        "cwd": cwd,
-        "env": env,
-        "kill_grace": grace,
-        "shell": shell,
-    }
-
-
-def _spawn(options: dict[str, Any]) -> Process:
-    """Start the process with our own pipes for the streams given as ``PIPE``.
-
-    ``options`` are what ``_check_options`` returned.
-    """
-    parent: dict[str, int] = {}
-    child: dict[str, int] = {}
-    specs: dict[str, Any] = {name: options[name] for name in ("stdin", "stdout", "stderr")}
+def _in_group(pid: int, pgid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie) of group ``pgid``."""
     try:
-        for name, spec in specs.items():
-            if spec == PIPE:
-                parent[name], child[name] = _pipe_pair(child_reads=name == "stdin")
-                specs[name] = child[name]
-        # (**specs holds no 'text': the pipes carry bytes.)
-        popen: subprocess.Popen[bytes] = subprocess.Popen(  # pyright: ignore[reportAssignmentType]
-            options["command"],
-            shell=options["shell"],
-            cwd=options["cwd"],
-            env=options["env"],
-            **specs,
-        )
-    except BaseException:
-        for fd in (*parent.values(), *child.values()):
-            os.close(fd)
-        raise
-    for fd in child.values():
-        os.close(fd)  # the child has its copies; ours would hide its EOF
-
-    def stream(name: str) -> PipeStream | None:
-        if name not in parent:
-            return None
-        return PipeStream(parent[name], writable=name == "stdin", name=f"{name} of {popen.pid}")
-
-    grace = options["kill_grace"]
-    return Process(popen, stream("stdin"), stream("stdout"), stream("stderr"), grace)
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False  # gone meanwhile
+    # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
 
 
-class _Default(enum.Enum):
-    """The value of a ``run_process`` stream argument that was not given."""
+async def _member_exit(pid: int, pgid: int) -> None:
+    """Wait a while for ``pid``, found in group ``pgid``, to exit; the caller looks again.
 
-    DEFAULT = "default"
-
-
-_DEFAULT: Final = _Default.DEFAULT
-_BYTES = (bytes, bytearray, memoryview)
-
-
-async def run_process(
-    command: Command,
-    *,
-    input: bytes | bytearray | memoryview | None = None,
-    check: bool = True,
-    capture_stdout: bool = True,
-    capture_stderr: bool = True,
-    cwd: str | os.PathLike[str] | None = None,
-    env: dict[str, str] | None = None,
-    kill_grace: float | None = 5.0,
-    shell: bool = False,
-    stdin: bytes | bytearray | memoryview | StdSpec | _Default = _DEFAULT,
-    stdout: StdSpec | _Default = _DEFAULT,
-    stderr: StdSpec | _Default = _DEFAULT,
-    task_status: TaskStatus[Process] = TASK_STATUS_IGNORED,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run a command to completion and return what it did.
-
-    Feeding ``input`` and reading the output run concurrently, so a process
-    that writes much before it reads cannot deadlock. A cancellation point:
-    a cancel stops the process (``SIGTERM``, then ``SIGKILL`` after
-    ``kill_grace`` seconds) and raises ``Cancelled`` only once it has been
-    reaped.
-
-    Args:
-        command: ``[program, arg, ...]``; with ``shell=True``, one string.
-        input: bytes for the process's stdin, which is then closed. Without
-            it the process reads an empty stdin (``/dev/null``), not ours.
-        check: raise ``CalledProcessError`` when the exit status is not 0.
-        capture_stdout, capture_stderr: collect the stream into the result;
-            when False the process writes to ours.
-        cwd, env, kill_grace, shell: as for ``open_process``.
-        stdin: instead of ``input``, as trio and anyio take them: bytes to
-            feed, or what ``subprocess.Popen`` takes (None shares ours).
-        stdout, stderr: when given, they decide instead of ``capture_*``:
-            ``PIPE`` captures, anything else goes to ``Popen`` as is (so
-            ``stderr=STDOUT`` captures both streams as ``stdout``).
-        task_status: ``task_status.started(process)`` is called once the
-            process runs, so ``process = await scope.start(run_process,
-            command)`` gives the running ``Process`` (to signal it, say)
-            while ``run_process`` goes on waiting for it. Its pipes belong
-            to ``run_process``.
-
-    Returns:
-        A ``subprocess.CompletedProcess`` with ``args``, ``returncode``, and
-        ``stdout``/``stderr`` as bytes (None where not captured).
-
-    Raises:
-        subprocess.CalledProcessError: ``check`` is on and the status is not
-            0; it carries ``output`` and ``stderr``.
-        TypeError, ValueError, OSError: as for ``open_process``; TypeError
-            for ``input`` that is not bytes, ValueError for both ``input``
-            and ``stdin``.
-        Cancelled: the task was cancelled; the process was stopped and reaped.
+    The wait is bounded (``_MEMBER_RECHECK``): the process may leave the
+    group instead of exiting, and a signal to the group would then no
+    longer reach it.
     """
-    if input is not None and not isinstance(input, _BYTES):
-        raise TypeError(
-            f"run_process() needs input as bytes, got {type(input).__name__}; "
-            "pass bytes, e.g. input=text.encode()"
-        )
-    if stdin is not _DEFAULT and input is not None:
-        raise ValueError(
-            "run_process() got both input= and stdin=; pass bytes as input= alone, "
-            "or a file or descriptor as stdin= alone"
-        )
-    if isinstance(stdin, _BYTES):
-        input, stdin = stdin, _DEFAULT
-    options = _check_options(
-        "run_process()",
-        command,
-        (PIPE if input else DEVNULL) if stdin is _DEFAULT else stdin,
-        (PIPE if capture_stdout else None) if stdout is _DEFAULT else stdout,
-        (PIPE if capture_stderr else None) if stderr is _DEFAULT else stderr,
-        cwd,
-        env,
-        kill_grace,
-        shell,
-    )
-    await checkpoint()  # a cancelled task starts nothing
-    process = _spawn(options)
-    output: dict[str, bytearray] = {}
-
-    async def feed(stream: PipeStream, data: bytes | bytearray | memoryview) -> None:
-        try:
-            await stream.send_all(data)
-        except BrokenResourceError:
-            pass  # exited without reading it all, as subprocess.run allows
-        finally:
-            stream.close()
-
-    async def collect(stream: PipeStream, into: bytearray) -> None:
-        async for chunk in stream:
-            into += chunk
-
+    fd = -1
+    if use_pidfd:
+        with contextlib.suppress(OSError):  # gone already, or no pidfds here
+            fd = os.pidfd_open(pid)
     try:
-        task_status.started(process)
-        async with scope(name=f"run_process({process.pid})") as s:
-            if process.stdin is not None:
-                if input:
-                    s.spawn(feed, process.stdin, input, name="run_process: feed stdin")
-                else:
-                    process.stdin.close()  # stdin=PIPE and nothing to feed: end of input
-            for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
-                if stream is not None:
-                    output[name] = bytearray()
-                    s.spawn(collect, stream, output[name], name=f"run_process: read {name}")
-            code = await process.wait()
+        # Looked at once the pidfd is open: if ``pid`` still names a live
+        # member now, the pidfd is on it, or on an earlier holder of the
+        # number that is gone (readable at once, and the caller looks again).
+        if _in_group(pid, pgid):
+            if fd >= 0:
+                await select(readable(fd), sleep(_MEMBER_RECHECK))
+            else:
+                await sleep(_MEMBER_RECHECK)
     finally:
-        process._close_pipes()
-        # Ended by a failure of feed/collect before wait() ran: the scope
-        # cancelled the body, so wait() stopped the process, or never ran.
-        if process._popen.returncode is None:
-            await process._stop()
-    out = bytes(output["stdout"]) if "stdout" in output else None
-    err = bytes(output["stderr"]) if "stderr" in output else None
-    if check and code != 0:
-        raise subprocess.CalledProcessError(code, process.args, output=out, stderr=err)
-    return subprocess.CompletedProcess(process.args, code, out, err)
+        if fd >= 0:
+            close_fd(fd)

@@ -489,6 +489,8 @@ def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
         asyncop.ProcessExecutor(1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         asyncop.ProcessExecutor(1, kill_grace=float("nan"))
+    with pytest.raises(ValueError, match=r"kill_grace=\.\.\.\) got -1, a negative number"):
+        asyncop.ProcessExecutor(1, kill_grace=-1)
     ex = asyncop.ProcessExecutor(1)
 
     async def coro() -> None:
