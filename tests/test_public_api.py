@@ -111,6 +111,7 @@ def test_signals_module_exports_its_contract_names() -> None:
 
 def test_testing_module_exports_the_virtual_clock() -> None:
     assert asyncop.testing.VirtualClock(autojump=False).now() == 0.0
+    assert asyncop.testing.VirtualClock(autojump=True, io_grace=0.5).io_grace == 0.5
 
 
 def test_public_names_show_their_public_module() -> None:

@@ -178,3 +178,9 @@ async def never_returns() -> None:
 
 async def waits_until_cancelled() -> None:
     assert_type(await asyncop.sleep_forever(), NoReturn)
+
+
+def grace_clock() -> asyncop.testing.VirtualClock:
+    clock = asyncop.testing.VirtualClock(autojump=True, io_grace=0.05)
+    assert_type(clock.io_grace, float | None)
+    return clock
