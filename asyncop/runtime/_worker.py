@@ -577,7 +577,9 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
 
     ``go_on`` is True when it must not park but loop again (a timer is
     due, the clock jumped, wait_all_blocked() was woken); ``timeout`` is
-    ``RETIRE`` when the worker must leave the pool.
+    ``RETIRE`` when the worker must leave the pool. On an autojumping
+    virtual clock held only by I/O waits, it is what is left of the
+    clock's ``io_grace``, in real seconds (see ``_io_grace_left_locked``).
     """
     deadline = rt._timers.next_deadline()
     rt._next_deadline = _INF if deadline is None else deadline
