@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ import pytest
 import asyncop
 from asyncop import Cancelled, OperationState
 from asyncop.testing import VirtualClock
+from tests._freethreading import may_not_free_by_refcounting
+from tests.conftest import Marker
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -521,3 +524,50 @@ def test_sync_form_passes_a_cancel_from_outside(
     op.cancel("from outside")
     assert op.wait(5).state is OperationState.CANCELLED
     assert log == []
+
+
+# ----------------------------------------------------------------------
+# Nothing left in a reference cycle
+# ----------------------------------------------------------------------
+
+
+@may_not_free_by_refcounting
+@pytest.mark.parametrize("make", [asyncop.move_on_after, asyncop.fail_after])
+def test_an_expired_block_is_freed_by_refcounting(
+    vruntime: asyncop.Runtime, no_gc: None, make: Callable[..., asyncop.TimeoutScope]
+) -> None:
+    refs: list[weakref.ref[Marker]] = []
+
+    async def work() -> None:
+        marker = Marker()
+        refs.append(weakref.ref(marker))
+        try:
+            async with make(1):
+                await asyncop.sleep_forever()
+        except TimeoutError as e:
+            del e
+
+    vruntime.run(work)
+    # (A worker may free what it dropped last only at its exit: see
+    # test_exception_rules.py. The collector stays off.)
+    assert vruntime.shutdown(timeout=10)
+    assert refs[0]() is None, "the scope, its exceptions or frames are in a cycle"
+
+
+def test_an_expired_sync_block_is_freed_by_refcounting(
+    vruntime: asyncop.Runtime, no_gc: None
+) -> None:
+    def work() -> weakref.ref[Marker]:
+        marker = Marker()
+        with vruntime.scope():
+            with asyncop.move_on_after(1):
+                _block_until_cancelled()
+            try:
+                with asyncop.fail_after(1):
+                    _block_until_cancelled()
+            except TimeoutError as e:
+                del e
+        return weakref.ref(marker)
+
+    ref = work()
+    assert ref() is None, "the scope, its exceptions or frames are in a cycle"
