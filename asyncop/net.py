@@ -41,6 +41,7 @@ from .runtime import SocketStream as SocketStream
 from .runtime import Stream as Stream
 from .runtime import TLSStream as TLSStream
 from .runtime import UDPSocket as UDPSocket
+from .runtime import check_port as _check_port
 from .runtime import getaddrinfo as getaddrinfo
 from .runtime import open_tcp_listeners as open_tcp_listeners
 from .runtime import open_tcp_stream as open_tcp_stream
@@ -115,20 +116,14 @@ async def connect_async(host: str, port: int) -> socket.socket:
         OSError: the address cannot be resolved or reached.
         Cancelled: the task was cancelled; the half-open socket is closed.
         TypeError: ``host`` is not a str or ``port`` not an int.
-        ValueError: ``port`` is outside 0-65535.
+        ValueError: ``port`` is outside 0..65535.
     """
     if not isinstance(host, str):
         raise TypeError(
             f"connect_async() needs a host name or address as 'host', got "
             f"{type(host).__name__}; pass a str such as '127.0.0.1' or 'example.com'"
         )
-    if isinstance(port, bool) or not isinstance(port, int):
-        raise TypeError(
-            f"connect_async() needs a port number as 'port', got {type(port).__name__}; "
-            "pass an int such as 8080"
-        )
-    if not 0 <= port <= 65535:
-        raise ValueError(f"connect_async() got port {port}, outside 0-65535; pass a valid TCP port")
+    _check_port(port, "connect_async()")
     if _numeric_host(host):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         infos: list[Any] = [(family, socket.SOCK_STREAM, 0, "", (host, port))]

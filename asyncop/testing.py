@@ -1,4 +1,4 @@
-"""Test support: the virtual clock, waiting for quiescence, checkpoint checks.
+"""Test support: the virtual clock, quiescence, checkpoint checks, in-memory streams.
 
 - ``VirtualClock(autojump=True)`` makes a runtime's time jump to the next
   deadline whenever all of its workers are idle and no I/O is awaited (with
@@ -8,6 +8,8 @@
   is parked.
 - ``with assert_checkpoints():`` fails if the block passed no cancellation
   point.
+- ``memory_stream_pair()`` gives two streams connected in memory, to test
+  a protocol without sockets (``runtime/_memory_streams.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from ._exports import publish as _publish
 from .operations import thread_state
 from .runtime import Subscription, WaitEvent
 from .runtime import VirtualClock as VirtualClock
+from .runtime import memory_stream_pair as memory_stream_pair
 
-__all__ = ["VirtualClock", "assert_checkpoints", "wait_all_blocked"]
+__all__ = ["VirtualClock", "assert_checkpoints", "memory_stream_pair", "wait_all_blocked"]
 
 
 @final

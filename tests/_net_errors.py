@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import asyncop
+import asyncop.testing
 from asyncop import BrokenResourceError, ClosedResourceError, net
 from asyncop.runtime import _dns
 
@@ -483,6 +484,78 @@ def t_udp_closed(c: Any) -> BaseException:
     return _run(c, main)
 
 
+def t_getaddrinfo_port_type(c: Any) -> BaseException:
+    return _run(c, net.getaddrinfo, "127.0.0.1", 1.5)
+
+
+def t_tcp_server_hostname_type(c: Any) -> BaseException:
+    context = ssl.create_default_context()
+    return _run(
+        c, functools.partial(net.open_tcp_stream, "h", 1, ssl_context=context, server_hostname=5)
+    )
+
+
+def t_tcp_server_context(c: Any) -> BaseException:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    return _run(c, functools.partial(net.open_tcp_stream, "h", 1, ssl_context=context))
+
+
+def t_serve_client_context(c: Any) -> BaseException:
+    context = ssl.create_default_context()
+    return _run(c, functools.partial(net.serve_tcp, _unreached, 0, ssl_context=context))
+
+
+def t_serve_handshake_timeout(c: Any) -> BaseException:
+    return _run(c, functools.partial(net.serve_tcp, _unreached, 0, handshake_timeout=0))
+
+
+def _serve_listeners_of(c: Any, listeners: Any) -> BaseException:
+    return _run(c, net.serve_listeners, _unreached, listeners)
+
+
+def t_serve_one_listener(c: Any) -> BaseException:
+    async def main() -> None:
+        (listener,) = await net.open_tcp_listeners(0, host="127.0.0.1")
+        async with listener:
+            await net.serve_listeners(_unreached, listener)  # type: ignore[arg-type]
+
+    return _run(c, main)
+
+
+def t_serve_listeners_not_a_list(c: Any) -> BaseException:
+    return _serve_listeners_of(c, 8080)
+
+
+def t_serve_listeners_item(c: Any) -> BaseException:
+    return _serve_listeners_of(c, ["127.0.0.1:8080"])
+
+
+def t_tls_handshake_timeout(c: Any) -> BaseException:
+    a, _b = asyncop.testing.memory_stream_pair()  # _b never answers
+    tls = net.TLSStream.wrap(
+        a,
+        ssl_context=ssl.create_default_context(),
+        server_hostname="example.org",
+        handshake_timeout=0.05,
+    )
+    return _run(c, tls.do_handshake)
+
+
+def t_memory_send_str(c: Any) -> BaseException:
+    a, _b = asyncop.testing.memory_stream_pair()
+    return _run(c, a.send_all, "text")
+
+
+def t_memory_send_to_closed(c: Any) -> BaseException:
+    a, b = asyncop.testing.memory_stream_pair()
+    b.close()
+    return _run(c, a.send_all, b"to nobody")
+
+
+async def _unreached(stream: Any) -> None:
+    raise AssertionError("no connection was expected")
+
+
 # (id, trigger, error, named in the message, kind, public)
 NET_CASES: list[tuple[str, Callable[[Any], BaseException], type[BaseException], str, str, bool]]
 NET_CASES = [
@@ -610,4 +683,43 @@ NET_CASES = [
     ("udp-port-type", t_udp_port_type, TypeError, "local_port", "misuse", True),
     ("udp-socket-type", t_udp_socket_type, TypeError, "UDPSocket", "misuse", True),
     ("udp-closed", t_udp_closed, ClosedResourceError, "UDP socket", "misuse", True),
+    ("getaddrinfo-port-type", t_getaddrinfo_port_type, TypeError, "float", "misuse", True),
+    (
+        "tcp-server-hostname-type",
+        t_tcp_server_hostname_type,
+        TypeError,
+        "server_hostname",
+        "misuse",
+        True,
+    ),
+    ("tcp-server-context", t_tcp_server_context, ValueError, "PROTOCOL_TLS_SERVER", "misuse", True),
+    (
+        "serve-client-context",
+        t_serve_client_context,
+        ValueError,
+        "PROTOCOL_TLS_CLIENT",
+        "misuse",
+        True,
+    ),
+    (
+        "serve-handshake-timeout",
+        t_serve_handshake_timeout,
+        ValueError,
+        "handshake_timeout",
+        "misuse",
+        True,
+    ),
+    ("serve-one-listener", t_serve_one_listener, TypeError, "SocketListener", "misuse", True),
+    ("serve-listeners-type", t_serve_listeners_not_a_list, TypeError, "int", "misuse", True),
+    ("serve-listeners-item", t_serve_listeners_item, TypeError, "str", "misuse", True),
+    ("tls-handshake-timeout", t_tls_handshake_timeout, TimeoutError, "0.05", "outcome", True),
+    ("memory-send-str", t_memory_send_str, TypeError, "str", "misuse", True),
+    (
+        "memory-send-to-closed",
+        t_memory_send_to_closed,
+        BrokenResourceError,
+        "end a",
+        "outcome",
+        True,
+    ),
 ]

@@ -6,6 +6,7 @@ import errno
 import functools
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -518,6 +519,56 @@ def test_open_tcp_stream_checks_its_arguments(runtime: asyncop.Runtime) -> None:
             await open_tcp_stream(HOST, 80, happy_eyeballs_delay=float("nan"))
 
     runtime.run(main)
+
+
+@pytest.mark.parametrize(
+    ("tls", "error"),
+    [
+        ({"ssl_context": "x"}, TypeError),
+        ({"ssl_context": ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)}, ValueError),
+        ({"ssl_context": ssl.create_default_context(), "server_hostname": 5}, TypeError),
+    ],
+    ids=["not-a-context", "server-side-context", "hostname-not-a-str"],
+)
+def test_open_tcp_stream_refuses_bad_tls_arguments_before_connecting(
+    runtime: asyncop.Runtime, tls: dict[str, Any], error: type
+) -> None:
+    with socket.create_server((HOST, 0)) as listener:
+        port = listener.getsockname()[1]
+
+        async def main() -> None:
+            with pytest.raises(error):
+                await open_tcp_stream(HOST, port, **tls)
+
+        runtime.run(main)
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    finish(runtime)
+
+
+@pytest.mark.parametrize("server_hostname", ["", "x" * 64 + ".example"])
+def test_open_tcp_stream_closes_the_connection_when_tls_setup_fails_after_connecting(
+    runtime: asyncop.Runtime, server_hostname: str
+) -> None:
+    with socket.create_server((HOST, 0)) as listener:
+        port = listener.getsockname()[1]
+
+        async def main() -> BaseException:
+            context = ssl.create_default_context()
+            with pytest.raises(ValueError) as info:  # the name OpenSSL cannot take
+                await open_tcp_stream(
+                    HOST, port, ssl_context=context, server_hostname=server_hostname
+                )
+            return info.value  # kept alive, with its frames, while the peer looks
+
+        error = runtime.run(main)
+        peer, _ = listener.accept()
+        with peer:
+            peer.settimeout(10)
+            assert peer.recv(10) == b""  # the client closed its end
+        del error
+    finish(runtime)
 
 
 class Targets:

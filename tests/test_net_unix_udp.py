@@ -16,6 +16,7 @@ from asyncop import BusyResourceError, Cancelled, ClosedResourceError
 from asyncop.net import (
     SocketListener,
     UDPSocket,
+    getaddrinfo,
     open_udp_socket,
     open_unix_listener,
     open_unix_stream,
@@ -102,6 +103,27 @@ def test_a_listener_leaves_a_socket_file_another_server_took_over(
     finish(runtime)
 
 
+@pytest.mark.parametrize("backlog", ["8", -1, 2.5])
+def test_a_bad_backlog_is_refused_before_the_file_at_the_path_is_touched(
+    runtime: asyncop.Runtime, sock_path: str, backlog: Any
+) -> None:
+    async def main() -> bytes:
+        async with await open_unix_listener(sock_path) as serving:
+            with pytest.raises(ValueError, match="backlog"):
+                await open_unix_listener(sock_path, backlog=backlog)
+            with pytest.raises(ValueError, match="backlog"):
+                await serve_unix(echo, sock_path, backlog=backlog)
+            # The first listener's file is still there, and it still answers.
+            async with await open_unix_stream(sock_path) as client:
+                accepted = await serving.accept()
+                async with accepted:
+                    await client.send_all(b"still here")
+                    return await accepted.receive_some()
+
+    assert runtime.run(main) == b"still here"
+    finish(runtime)
+
+
 def test_open_unix_stream_without_a_server_raises(runtime: asyncop.Runtime, sock_path: str) -> None:
     async def main() -> None:
         with pytest.raises(FileNotFoundError):
@@ -167,6 +189,45 @@ def test_udp_sockets_exchange_datagrams(runtime: asyncop.Runtime) -> None:
             return [(d, addr == a.local_address or addr == b.local_address) for d, addr in got]
 
     assert runtime.run(main) == [(b"first", True), (b"second", True), (b"reply", True)]
+    finish(runtime)
+
+
+@pytest.mark.parametrize("port", [70000, 65536, -1])
+def test_udp_refuses_a_port_outside_the_range_instead_of_wrapping_it(
+    runtime: asyncop.Runtime, port: int
+) -> None:
+    # The C resolver takes 70000 as 70000 % 65536 = 4464, without a word.
+    async def main() -> None:
+        with pytest.raises(ValueError, match=f"local_port {port}, outside 0..65535"):
+            await open_udp_socket("127.0.0.1", port)
+        async with await open_udp_socket("127.0.0.1") as sock:
+            with pytest.raises(ValueError, match=f"port {port}, outside 0..65535"):
+                await sock.sendto(b"to nowhere", "127.0.0.1", port)
+            with pytest.raises(TypeError, match="int port"):
+                await sock.sendto(b"to nowhere", "127.0.0.1", str(port))  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=f"port {port}, outside 0..65535"):
+            await getaddrinfo("127.0.0.1", port)
+        if port >= 0:
+            with pytest.raises(ValueError, match=f"port {port}, outside"):
+                await getaddrinfo("127.0.0.1", str(port).encode())
+
+    runtime.run(main)
+    finish(runtime)
+
+
+def test_getaddrinfo_takes_a_service_name_or_a_port_and_refuses_other_types(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def main() -> list[int]:
+        ports = []
+        for port in (53, "53", b"53", "domain", None):
+            infos = await getaddrinfo("127.0.0.1", port, type=socket.SOCK_DGRAM)
+            ports.append(infos[0][4][1])
+        with pytest.raises(TypeError, match="service name"):
+            await getaddrinfo("127.0.0.1", 53.0)  # type: ignore[arg-type]
+        return ports
+
+    assert runtime.run(main) == [53, 53, 53, 53, 0]
     finish(runtime)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
+import inspect
 import logging
+import math
 import shutil
 import socket
 import ssl
@@ -24,7 +27,9 @@ from asyncop.net import (
     open_tcp_listeners,
     open_tcp_stream,
     serve_listeners,
+    serve_tcp,
 )
+from asyncop.testing import memory_stream_pair
 
 from ._net import Status, finish
 
@@ -327,6 +332,224 @@ def test_wrap_checks_its_arguments(certs: Certs) -> None:
             )
 
 
+# -- what a server refuses, and the handshake timeout ---------------------------------
+
+
+def refusal(runtime: asyncop.Runtime, fn: Callable[[], Any]) -> BaseException:
+    """What ``fn`` raised at once; fails the test if it went on to serve instead."""
+    op = runtime.spawn(fn)
+    try:
+        result = op.wait(5)
+    except TimeoutError:
+        op.cancel()
+        op.wait(10)
+        pytest.fail("the server went on serving instead of refusing its arguments")
+    assert result.error is not None
+    return result.error
+
+
+async def never_called(stream: Any) -> None:
+    raise AssertionError("no handler may run for a server that refused its arguments")
+
+
+@pytest.mark.parametrize(
+    ("context", "error", "names"),
+    [
+        (lambda certs: "x", TypeError, "ssl.SSLContext"),
+        (lambda certs: certs.client_context(), ValueError, "PROTOCOL_TLS_CLIENT"),
+        (lambda certs: ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ValueError, "client-side"),
+    ],
+    ids=["not-a-context", "client-context", "bare-client-context"],
+)
+def test_a_server_refuses_a_context_that_cannot_serve_before_listening(
+    runtime: asyncop.Runtime, certs: Certs, context: Any, error: type, names: str
+) -> None:
+    bad = context(certs)
+    raised = refusal(
+        runtime, functools.partial(serve_tcp, never_called, 0, host=HOST, ssl_context=bad)
+    )
+    assert isinstance(raised, error) and names in str(raised), raised
+    assert "serve_tcp()" in str(raised)
+    listeners = runtime.run(functools.partial(open_tcp_listeners, 0, host=HOST))
+    raised = refusal(
+        runtime, functools.partial(serve_listeners, never_called, listeners, ssl_context=bad)
+    )
+    assert isinstance(raised, error) and "serve_listeners()" in str(raised), raised
+    # A refused call changed nothing: the listeners are still the caller's, open.
+    assert all(listener.socket.fileno() >= 0 for listener in listeners)
+    for listener in listeners:
+        listener.close()
+    finish(runtime)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(0, ValueError), (-1.0, ValueError), (math.nan, ValueError), ("10", TypeError)],
+)
+def test_a_bad_handshake_timeout_is_refused_before_listening(
+    runtime: asyncop.Runtime, certs: Certs, value: Any, error: type
+) -> None:
+    serve = functools.partial(
+        serve_tcp,
+        never_called,
+        0,
+        host=HOST,
+        ssl_context=certs.server_context(),
+        handshake_timeout=value,
+    )
+    raised = refusal(runtime, serve)
+    assert isinstance(raised, error) and "handshake_timeout" in str(raised), raised
+    a, _b = memory_stream_pair()
+    with pytest.raises(error, match="handshake_timeout"):
+        TLSStream.wrap(
+            a, ssl_context=certs.server_context(), server_side=True, handshake_timeout=value
+        )
+    finish(runtime)
+
+
+def test_servers_give_a_tls_handshake_ten_seconds_by_default() -> None:
+    for serve in (serve_tcp, serve_listeners):
+        assert inspect.signature(serve).parameters["handshake_timeout"].default == 10.0
+
+
+@pytest.mark.timeout(30)
+def test_a_tls_server_drops_clients_that_never_finish_the_handshake(
+    runtime: asyncop.Runtime, certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    stalled_clients = 50
+
+    async def handler(stream: Any) -> None:
+        await stream.send_all(b"served")
+
+    async def main() -> list[bytes]:
+        async with asyncop.scope() as s:
+            listeners = await open_tcp_listeners(0, host=HOST)
+            status = Status()
+            serve = functools.partial(
+                serve_listeners,
+                handler,
+                listeners,
+                ssl_context=certs.server_context(),
+                handshake_timeout=0.3,
+                task_status=status,
+            )
+            server = s.spawn(serve)
+            await status.event.wait_async()
+            port = listeners[0].socket.getsockname()[1]
+            stalled = [await open_tcp_stream(HOST, port) for _ in range(stalled_clients)]
+            try:
+                # Each connects and says nothing: the server hangs up on it.
+                ends = [await client.receive_some() for client in stalled]
+                # A client that does its handshake is still served.
+                tls = await open_tcp_stream("localhost", port, ssl_context=certs.client_context())
+                async with tls:
+                    ends.append(await tls.receive_exactly(6))
+            finally:
+                for client in stalled:
+                    await client.aclose()
+            server.cancel()
+        return ends
+
+    with caplog.at_level(logging.WARNING, logger="asyncop.net"):
+        ends = runtime.run(main)
+    assert ends == [b""] * stalled_clients + [b"served"]
+    dropped = [r for r in caplog.records if "handshake_timeout" in r.getMessage()]
+    assert len(dropped) == stalled_clients
+    finish(runtime)
+
+
+def test_a_handshake_timeout_breaks_a_stalled_handshake_in_virtual_time(
+    vruntime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+        for first_use in ("do_handshake", "receive_some"):
+            a, silent = memory_stream_pair()  # the peer never answers
+            tls = TLSStream.wrap(
+                a,
+                ssl_context=certs.client_context(),
+                server_hostname="localhost",
+                handshake_timeout=10,
+            )
+            start = asyncop.current_time()
+            with pytest.raises(TimeoutError, match="handshake_timeout=10 s"):
+                await getattr(tls, first_use)()
+            seen.append(asyncop.current_time() - start)
+            with pytest.raises(BrokenResourceError):
+                await tls.send_all(b"after the timeout")
+            await tls.aclose()
+            await silent.aclose()
+        return seen
+
+    assert vruntime.run(main) == [10.0, 10.0]
+
+
+def test_an_infinite_handshake_timeout_sets_no_limit(
+    vruntime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def main() -> str:
+        a, silent = memory_stream_pair()
+        tls = TLSStream.wrap(
+            a,
+            ssl_context=certs.client_context(),
+            server_hostname="localhost",
+            handshake_timeout=math.inf,
+        )
+        with pytest.raises(TimeoutError) as info:
+            async with asyncop.scope(timeout=3600):
+                await tls.do_handshake()
+        await tls.aclose()
+        await silent.aclose()
+        return str(info.value)
+
+    assert "handshake_timeout" not in vruntime.run(main)  # the scope's own deadline fired
+
+
+def test_a_handshake_that_fails_within_its_timeout_raises_its_own_error(
+    vruntime: asyncop.Runtime, certs: Certs
+) -> None:
+    async def main() -> tuple[BaseException | None, BaseException | None]:
+        a, b = memory_stream_pair()
+        server = TLSStream.wrap(
+            b, ssl_context=certs.server_context(), server_side=True, handshake_timeout=10
+        )
+        client = TLSStream.wrap(
+            a,
+            ssl_context=ssl.create_default_context(),  # does not trust the test authority
+            server_hostname="localhost",
+            handshake_timeout=10,
+        )
+        async with asyncop.scope() as s:
+            sides = [s.spawn(tls.do_handshake, supervise=True) for tls in (server, client)]
+        for tls in (server, client):
+            await tls.aclose()
+        return sides[0].error, sides[1].error
+
+    server_error, client_error = vruntime.run(main)
+    assert type(client_error) is ssl.SSLCertVerificationError  # not inside a group
+    assert "not trusted" in str(client_error)
+    assert isinstance(server_error, ssl.SSLError)
+    assert not isinstance(server_error, BaseExceptionGroup)
+
+
+def test_tls_runs_over_a_memory_stream_pair(vruntime: asyncop.Runtime, certs: Certs) -> None:
+    async def server(stream: Any) -> None:
+        tls = TLSStream.wrap(stream, ssl_context=certs.server_context(), server_side=True)
+        async with tls:
+            await tls.send_all(b"hello " + await tls.receive_until(b"\n", 100))
+
+    async def main() -> bytes:
+        a, b = memory_stream_pair()
+        async with asyncop.scope() as s:
+            s.spawn(server, b)
+            tls = TLSStream.wrap(a, ssl_context=certs.client_context(), server_hostname="localhost")
+            async with tls:
+                await tls.send_all(b"memory\n")
+                return b"".join([chunk async for chunk in tls])
+
+    assert vruntime.run(main) == b"hello memory"
+
+
 # -- certificate checks ------------------------------------------------------------------
 
 
@@ -349,6 +572,7 @@ def test_an_untrusted_certificate_fails_with_a_clear_error(
     with caplog.at_level(logging.WARNING, logger="asyncop.net"):
         error = runtime.run(main)
     assert "certificate of 'localhost' is not trusted" in str(error)
+    assert "no authority this context knows issued it" in str(error)
     assert "load_verify_locations" in str(error)
     assert error.verify_code == 20  # unable to get local issuer certificate
     assert any("TLS handshake" in r.getMessage() for r in caplog.records)
@@ -372,6 +596,100 @@ def test_a_hostname_mismatch_fails_naming_the_host(runtime: asyncop.Runtime, cer
     message = runtime.run(main)
     assert "not valid for 'example.org'" in message
     finish(runtime)
+
+
+def certificate_error(
+    runtime: asyncop.Runtime, server_context: ssl.SSLContext, client_context: ssl.SSLContext
+) -> ssl.SSLCertVerificationError:
+    """The error ``open_tcp_stream("localhost", ...)`` raises against a server with this context."""
+
+    async def handler(stream: Any) -> None:
+        raise AssertionError("the handler must not run after a failed handshake")
+
+    async def main() -> ssl.SSLCertVerificationError:
+        async with asyncop.scope() as s:
+            server, port = await start_server(s, handler, server_context)
+            with pytest.raises(ssl.SSLCertVerificationError) as info:
+                await open_tcp_stream("localhost", port, ssl_context=client_context)
+            server.cancel()
+        return info.value
+
+    error = runtime.run(main)
+    finish(runtime)
+    return error
+
+
+def server_context_for(cert: Any) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    return context
+
+
+def server_context_from_pems(tmp: Path, *pems: Any) -> ssl.SSLContext:
+    """A server context whose key and chain are these PEM blobs, in this order."""
+    path = tmp / "server.pem"
+    path.write_bytes(b"".join(pem.bytes() for pem in pems))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(path))
+    return context
+
+
+DAY = datetime.timedelta(days=1)
+
+
+def test_an_expired_certificate_says_it_expired_not_that_it_is_untrusted(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    expired = certs.ca.issue_cert("localhost", not_before=now - 10 * DAY, not_after=now - DAY)
+    error = certificate_error(runtime, server_context_for(expired), certs.client_context())
+    message = str(error)
+    assert "the certificate of 'localhost' has expired" in message
+    assert "renew" in message and "clock" in message
+    assert "not trusted" not in message and "load_verify_locations" not in message
+    assert (error.verify_code, error.verify_message) == (10, "certificate has expired")
+
+
+def test_a_certificate_not_valid_yet_points_at_the_clock(
+    runtime: asyncop.Runtime, certs: Certs
+) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    early = certs.ca.issue_cert("localhost", not_before=now + DAY, not_after=now + 10 * DAY)
+    error = certificate_error(runtime, server_context_for(early), certs.client_context())
+    assert "the certificate of 'localhost' is not valid yet" in str(error)
+    assert "clock" in str(error) and "not trusted" not in str(error)
+    assert error.verify_code == 9
+
+
+def test_a_self_signed_certificate_is_named_as_such(
+    runtime: asyncop.Runtime, certs: Certs, tmp_path: Path
+) -> None:
+    # The authority's own certificate, which signs itself, as the server's.
+    server = server_context_from_pems(tmp_path, certs.ca.private_key_pem, certs.ca.cert_pem)
+    error = certificate_error(runtime, server, ssl.create_default_context())
+    assert "the certificate of 'localhost' is self-signed" in str(error)
+    assert "load_verify_locations" in str(error)
+    assert error.verify_code == 18
+
+
+def test_a_chain_ending_in_an_unknown_root_says_to_trust_the_root(
+    runtime: asyncop.Runtime, certs: Certs, tmp_path: Path
+) -> None:
+    chain = [certs.cert.private_key_pem, *certs.cert.cert_chain_pems, certs.ca.cert_pem]
+    server = server_context_from_pems(tmp_path, *chain)
+    error = certificate_error(runtime, server, ssl.create_default_context())
+    assert "chains up to a self-signed root" in str(error)
+    assert error.verify_code == 19
+
+
+def test_a_rarer_verify_failure_quotes_openssl(runtime: asyncop.Runtime, certs: Certs) -> None:
+    client = certs.client_context()
+    client.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF  # and no revocation list is loaded
+    error = certificate_error(runtime, certs.server_context(), client)
+    message = str(error)
+    assert "verify code 3: unable to get certificate CRL" in message
+    assert "not trusted" not in message
+    assert error.verify_code == 3
 
 
 def test_alpn_picks_the_protocol_both_sides_speak(runtime: asyncop.Runtime, certs: Certs) -> None:

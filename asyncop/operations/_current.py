@@ -29,7 +29,15 @@ __all__ = ["ThreadState", "current_operation", "state_of", "thread_state"]
 class ThreadState:
     """One thread's view of what it is running."""
 
-    __slots__ = ("__weakref__", "blocked", "keep_next_push", "op", "task", "worker")
+    __slots__ = (
+        "__weakref__",
+        "blocked",
+        "keep_next_push",
+        "op",
+        "parked_on",
+        "task",
+        "worker",
+    )
 
     def __init__(self) -> None:
         # The sync callback or sync scope the thread is running, if any.
@@ -45,6 +53,21 @@ class ThreadState:
         self.worker: Any = None
         # True while the thread waits inside one of asyncop's blocking calls.
         self.blocked = False
+        # The lock it is parked on in that call, until it wakes: the lock is
+        # released by whoever wakes it, so a thread whose lock is still held
+        # is still asleep (see waits_in_asyncop()).
+        self.parked_on: Any = None
+
+    def waits_in_asyncop(self) -> bool:
+        """Whether the thread sleeps in one of asyncop's blocking calls right now.
+
+        Unlike ``blocked``, this turns False as soon as a waker releases the
+        thread, before the thread itself gets to run again: another thread
+        may rely on it to tell that nothing more will come from this one
+        until something inside asyncop wakes it.
+        """
+        lock = self.parked_on
+        return lock is not None and lock.locked()
 
     def running(self) -> AsyncOperation | None:
         """The operation whose code this thread runs: see current_operation()."""

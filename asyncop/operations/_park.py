@@ -40,7 +40,7 @@ import _thread
 from typing import TYPE_CHECKING
 
 from ..platform import acquire_for
-from ._current import thread_state
+from ._current import ThreadState, thread_state
 from ._errors import Cancelled, cancelled_for
 
 if TYPE_CHECKING:
@@ -78,20 +78,40 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
     # callback waiting for another callback must not hold the pool.
     state = thread_state()
     if state.blocked:
-        return _park(lock, timeout, op)
+        return _park(lock, timeout, op, None)
     state.blocked = True
+    # Asleep from here, as far as a worker deciding whether anything still
+    # runs can tell: set before on_blocked(), whose parked worker looks.
+    state.parked_on = lock
     worker = state.worker
     if worker is not None:
         worker.on_blocked()  # the runtime may hand the freed slot on at once
     try:
-        return _park(lock, timeout, op)
+        return _park(lock, timeout, op, state)
     finally:
         state.blocked = False
+        state.parked_on = None
 
 
-def _park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
-    if op is None:
+def _sleep(lock: _thread.LockType, timeout: float | None, state: ThreadState | None) -> bool:
+    """Wait for ``lock``; then the thread no longer counts as asleep."""
+    try:
         return acquire_for(lock, timeout)
+    finally:
+        # At once, before the clean-up that may wait for the runtime lock:
+        # a worker parking meanwhile must not take this thread for asleep.
+        if state is not None:
+            state.parked_on = None
+
+
+def _park(
+    lock: _thread.LockType,
+    timeout: float | None,
+    op: AsyncOperation | None,
+    state: ThreadState | None,
+) -> bool:
+    if op is None:
+        return _sleep(lock, timeout, state)
     token = op.token
     runtime_lock = token._lock
     # Registered inside the try: on the main thread a Ctrl-C can land as the
@@ -101,13 +121,15 @@ def _park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | No
         # Ctrl-C landing as acquire() returns would leave the runtime lock held.
         with runtime_lock:
             if token._cancelled:
+                if state is not None:
+                    state.parked_on = None  # it goes on without sleeping
                 return True
             waiters = token._waiters
             if waiters is None:
                 token._waiters = [lock]
             else:
                 waiters.append(lock)
-        return acquire_for(lock, timeout)
+        return _sleep(lock, timeout, state)
     finally:
         with runtime_lock:
             waiters = token._waiters

@@ -88,7 +88,9 @@ from ._waker import resolve as resolve
 from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
+    from ._dns import check_port as check_port
     from ._dns import getaddrinfo as getaddrinfo
+    from ._memory_streams import memory_stream_pair as memory_stream_pair
     from ._process import PipeStream as PipeStream
     from ._process import Process as Process
     from ._process import open_process as open_process
@@ -116,7 +118,9 @@ if TYPE_CHECKING:
 # The names loaded on first use -> their module. The same names, imported
 # above for the type checkers (a test keeps the two lists equal).
 _LAZY = {
+    "check_port": "_dns",
     "getaddrinfo": "_dns",
+    "memory_stream_pair": "_memory_streams",
     "PipeStream": "_process",
     "Process": "_process",
     "open_process": "_process",
@@ -207,6 +211,7 @@ __all__ = [
     "async_submit",
     "async_worker_limit",
     "cancel",
+    "check_port",
     "checkpoint",
     "current_default_limiter",
     "current_runtime",
@@ -216,6 +221,7 @@ __all__ = [
     "fail_after",
     "fail_at",
     "getaddrinfo",
+    "memory_stream_pair",
     "move_on_after",
     "move_on_at",
     "notify_closing",

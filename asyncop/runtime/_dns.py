@@ -18,6 +18,11 @@ interrupted. Three choices follow from that:
   never touches the network.
 
 Either way the call is a cancellation point on entry, like every awaitable.
+
+**Ports are checked here**, for every caller (TCP, UDP, the servers): the C
+resolver takes a port past 65535 modulo 65536 (70000 becomes 4464) without
+a word, so ``check_port`` refuses one before anything is resolved, opened
+or sent.
 """
 
 from __future__ import annotations
@@ -30,13 +35,41 @@ from ._blocking import spawn_blocking
 from ._stream_api import PASS
 from ._sync import Semaphore
 
-__all__ = ["MAX_RESOLVER_THREADS", "getaddrinfo"]
+__all__ = ["MAX_RESOLVER_THREADS", "check_port", "getaddrinfo"]
 
 MAX_RESOLVER_THREADS = 20
 _slots = Semaphore(MAX_RESOLVER_THREADS)
 
 # (family, type, proto, canonname, sockaddr)
 AddrInfo = tuple[Any, ...]
+
+
+def check_port(port: object, what: str, arg: str = "port") -> int:
+    """Refuse a port that is not an int in 0..65535, naming ``what`` took it as ``arg``."""
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(
+            f"{what} needs an int port as '{arg}', got {type(port).__name__}; pass e.g. 8080"
+        )
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{what} got {arg} {port}, outside 0..65535; pass a port in that range")
+    return port
+
+
+def _check_service(port: object) -> None:
+    """Refuse a port ``getaddrinfo`` cannot take, or a number out of range."""
+    if port is None:
+        return
+    if isinstance(port, str | bytes):
+        text = port.decode("ascii", "replace") if isinstance(port, bytes) else port
+        if text.isascii() and text.isdigit():  # a number, not a service name such as "https"
+            check_port(int(text), "getaddrinfo()")
+        return
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise TypeError(
+            f"getaddrinfo() needs an int port, a service name or None, got {type_name(port)}; "
+            "pass e.g. 443 or 'https'"
+        )
+    check_port(port, "getaddrinfo()")
 
 
 def _numeric(
@@ -73,6 +106,8 @@ async def getaddrinfo(
 
     Raises:
         socket.gaierror: the name does not resolve.
+        TypeError: an argument has the wrong type.
+        ValueError: ``port`` is a number outside 0..65535.
         Cancelled: the task was cancelled.
     """
     for label, value in (("family", family), ("type", type), ("proto", proto), ("flags", flags)):
@@ -86,6 +121,7 @@ async def getaddrinfo(
             f"getaddrinfo() needs a str, bytes or None host, got {type_name(host)}; "
             "pass a name or an address such as '127.0.0.1'"
         )
+    _check_service(port)
     await PASS
     infos = _numeric(host, port, family, type, proto, flags)
     if infos is not None:

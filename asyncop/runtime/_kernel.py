@@ -118,7 +118,7 @@ class RuntimeState(enum.Enum):
 
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _RT_RUNNING, _RT_STOPPED = RuntimeState.RUNNING, RuntimeState.STOPPED
-_POLLING = WorkerState.POLLING
+_POLLING, _PARKED = WorkerState.POLLING, WorkerState.PARKED
 
 
 class Kernel:
@@ -170,6 +170,9 @@ class Kernel:
         # how many times workers have polled it (the monitor compares).
         self._poller: Worker | None = None
         self._polls = 0
+        # The worker started past max_threads to step tasks while every
+        # other worker runs a callback, if any (see _give_steps_a_thread_locked).
+        self._stepper: Worker | None = None
         self._workers: list[Worker] = []
         self._worker_seq = 0
         self._active = 0  # workers not parked
@@ -480,8 +483,12 @@ class Kernel:
             self._wake_one_locked()
         elif self._dynamic and self._unstuck_locked() < self._target:
             self._grow_locked(extra=False)
-        # Else every worker is busy: one takes it when its item ends, and
-        # the monitor hands it on should none end soon.
+        elif ready is not self._sync_ready:
+            # Every worker is busy. Those inside callbacks that wait for
+            # asyncop may wait for this very task: give it a thread now.
+            self._give_steps_a_thread_locked(waiting_only=True)
+        # Else one takes it when its item ends, and the monitor hands it on
+        # should none end soon.
 
     def _on_own_worker(self, state: Any) -> bool:
         """Whether the calling thread is a worker of this runtime that will
@@ -605,15 +612,15 @@ class Kernel:
             else:
                 self._monitor.deadline_pending()
 
-    def _start_worker_locked(self, *, extra: bool) -> Worker:
+    def _start_worker_locked(self, *, extra: bool, steps_only: bool = False) -> Worker:
         """Start a worker thread.
 
         Raises:
             RuntimeError: the OS refused the thread; the pool is unchanged.
         """
         self._worker_seq += 1
-        worker = Worker(self, self._worker_seq, extra=extra)
-        kind = "extra" if extra else "worker"
+        worker = Worker(self, self._worker_seq, extra=extra, steps_only=steps_only)
+        kind = "stepper" if steps_only else "extra" if extra else "worker"
         # Start first, then count it: a refused thread leaves no worker
         # behind that the pool would wait for. The new thread cannot look
         # at the pool before this returns: it parks under the lock we hold.
@@ -642,7 +649,87 @@ class Kernel:
         return True
 
     def _unstuck_locked(self) -> int:
-        return sum(1 for worker in self._workers if not worker.replaced)
+        """The workers that take callbacks and are not held by one long item."""
+        return sum(1 for worker in self._workers if not worker.replaced and not worker.steps_only)
+
+    def _every_worker_in_callbacks_locked(self) -> bool:
+        """Whether every worker but the stepper runs a sync callback (or waits in one)."""
+        return all(worker.in_sync or worker.steps_only for worker in self._workers)
+
+    def _give_steps_a_thread_locked(self, *, waiting_only: bool) -> bool:
+        """Give queued tasks a thread when every worker runs a callback.
+
+        Coroutine steps never wait for a callback to end: a callback may be
+        waiting, inside asyncop, for the very task that waits for a thread.
+        Below ``max_threads`` this starts an extra worker; at the cap it
+        starts the *stepper*, one thread past the cap that steps tasks and
+        never takes a callback, so that the cap holds callbacks only. With
+        ``waiting_only``, it acts only when every callback waits inside
+        asyncop (one that runs will end by itself: the monitor covers it).
+
+        Returns:
+            Whether it woke or started a thread.
+        """
+        if not (self._ready or self._woken) or self._stopping:
+            return False
+        if not self._parallel and self._lane.locked():
+            return False  # its holder steps them
+        for worker in self._workers:
+            if worker.steps_only:
+                continue
+            if not worker.in_sync:
+                return False  # it comes back to the queue (or was just woken for it)
+            if waiting_only and worker.holds_sync_slot():
+                return False
+        stepper = self._stepper
+        if stepper is not None:
+            if stepper.state is not _PARKED:
+                return False  # it comes back to the queue
+            self._unpark_locked(stepper)
+            stepper.event.set()
+            return True
+        if len(self._workers) < self._max_threads:
+            return self._grow_locked(extra=True)
+        try:
+            self._stepper = self._start_worker_locked(extra=True, steps_only=True)
+        except RuntimeError:
+            _log_exception("asyncop: runtime %r could not start a thread to step tasks", self)
+            return False
+        self._monitor.wake()
+        return True
+
+    def _jump_if_every_thread_sleeps_locked(self) -> None:
+        """Jump a virtual clock to the next deadline if nothing else can run.
+
+        For a callback about to sleep inside asyncop while no worker is
+        parked (a parking worker makes the same test itself): when every
+        worker sleeps in a callback, only a timer can move the work on.
+        """
+        deadline = self._timers.next_deadline()
+        if (
+            deadline is not None
+            and not (self._ready or self._woken)
+            # (Callbacks queued at max_threads wait for these very threads.)
+            and not (self._sync_ready and len(self._workers) < self._max_threads)
+            and self._outside_work == 0
+            and not self._io_waiting()
+            and self._effectively_active_locked() == 0
+        ):
+            self._clock._jump_to(deadline)
+
+    def _effectively_active_locked(self) -> int:
+        """The workers not parked, less those whose callback sleeps inside asyncop.
+
+        Such a callback waits for something a task or another thread does:
+        when every other worker is parked, nothing will wake it but a timer
+        (for wait_all_blocked() and the virtual clock's jump).
+        """
+        active = self._active
+        for worker in self._workers:
+            ts = worker.thread_state
+            if worker.in_sync and ts is not None and ts.waits_in_asyncop():
+                active -= 1
+        return active
 
     def _wake_one_locked(self) -> Worker:
         """Pop a parked worker and wake it: the most recently parked one.

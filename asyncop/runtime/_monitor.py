@@ -11,7 +11,8 @@ While any worker is busy, the monitor looks at them every ``tick`` seconds
 3. **hands work on** from a worker held by one item for ``blocked_after``
    seconds, when that work could run elsewhere: it wakes a parked worker,
    or starts an *extra* one, up to the runtime's ``max_threads`` (at the
-   cap the work waits, and one WARNING says so). In the default mode the
+   cap callbacks wait, and one WARNING says so; tasks get the *stepper*,
+   a thread past the cap that never takes a callback). In the default mode the
    coroutine queue behind a long step waits for it, as in asyncio and trio:
    no other worker may step tasks while the lane is held. A step that keeps
    its thread computing (it used at least ``COMPUTING`` of a CPU since the
@@ -243,6 +244,10 @@ class Monitor:
             if not grow:
                 return
             if len(rt._workers) >= rt._max_threads:
+                # The cap holds callbacks only: tasks still get a thread.
+                rt._give_steps_a_thread_locked(waiting_only=False)
+                if not rt._sync_ready:
+                    return
                 if not self._cap_warned:
                     self._cap_warned = True
                     logger.warning(

@@ -38,7 +38,7 @@ from ._clock import VirtualClock
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
-from ._scope import Scope
+from ._scope import Scope, abandon_open_blocks
 from ._task import describe_wait
 from ._worker import (
     WorkerState,
@@ -70,6 +70,10 @@ _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
 def _shutdown_all_at_exit() -> None:
+    # The script may end inside a scope's block that the main thread entered
+    # and never left (rt.scope().__enter__()): that block ends here, so that
+    # shutdown() does not refuse to wait for it, and its tree is cancelled.
+    abandon_open_blocks(thread_state(), "the interpreter is exiting")
     # One grace period for every runtime together: exit must stay prompt
     # however many runtimes were left running.
     end = time.monotonic() + EXIT_GRACE
@@ -153,10 +157,12 @@ class Runtime(Kernel):
             free-threaded CPython). By default no two steps of the runtime
             overlap: the code of a task between two awaits is atomic with
             respect to every other task, as in asyncio and trio.
-        max_threads: the most worker threads the runtime runs, regular and
-            replacement ones (started while workers are held by long work);
-            defaults to ``workers + 8``. At the cap, work waits and one
-            WARNING says so.
+        max_threads: the most worker threads that run sync callbacks,
+            regular and replacement ones (started while workers are held by
+            long work); defaults to ``workers + 8``. At the cap, callbacks
+            wait and one WARNING says so. Tasks never wait for a callback:
+            while every worker runs one, a single thread past the cap steps
+            the tasks, and leaves once a worker is free again.
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
@@ -431,12 +437,18 @@ class Runtime(Kernel):
 
     def _threads_line_locked(self) -> str:
         """The thread counts ``dump()`` shows first."""
-        extra = sum(1 for worker in self._workers if worker.extra)
+        extra = sum(1 for worker in self._workers if worker.extra and not worker.steps_only)
         parked = len(self._idle)
-        regular = len(self._workers) - extra
+        stepper = self._stepper
+        regular = len(self._workers) - extra - (stepper is not None)
+        steps = (
+            ""
+            if stepper is None
+            else " + 1 stepping tasks past the cap while every worker runs a callback"
+        )
         return (
-            f"threads: {regular} workers + {extra} extra of max_threads={self._max_threads} "
-            f"({parked} parked), {self._blocking.thread_count()} blocking-call threads"
+            f"threads: {regular} workers + {extra} extra of max_threads={self._max_threads}"
+            f"{steps} ({parked} parked), {self._blocking.thread_count()} blocking-call threads"
         )
 
     def _describe_locked(self, op: AsyncOperation) -> str:

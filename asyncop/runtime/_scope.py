@@ -41,6 +41,16 @@ The scope keeps no reference to it, and the exit's frames drop theirs: the
 traceback holds the user's frame, which holds the scope, so any reference
 back would make a cycle only the collector could free.
 
+A Ctrl-C may land anywhere in a sync scope's entry or exit, even as the
+exit is called, before its first line runs: CPython runs a signal handler
+as any Python function starts. The entry ends the block of the operation it
+made before the KeyboardInterrupt propagates; the exit does the same from
+inside its guarded loop, and for the first line, which no ``try`` can
+guard, through what ``with`` holds for the length of the block (see
+``_ExitAttribute``). Either way the thread is left outside the block and
+the scope ends. Async scopes need none of this: a signal handler runs on
+the main thread only, and no worker thread is the main one.
+
 A sync exit inside an operation is a cancellation point through the tree:
 that operation's cancel reaches the scope and its children, and rule 3
 raises once they have ended. It waits in slices (``acquire_for``), so the
@@ -52,6 +62,8 @@ from __future__ import annotations
 
 import _thread
 import enum
+import functools
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, final
 
@@ -84,10 +96,10 @@ _new_object = object.__new__
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..operations import After
+    from ..operations import After, ThreadState
     from ._kernel import Kernel
 
-__all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
+__all__ = ["Scope", "ScopeDone", "ScopeState", "abandon_open_blocks", "scope"]
 
 
 class ScopeState(enum.Enum):
@@ -118,6 +130,7 @@ class Scope:
         "_shield",
         "_supervise",
         "_timeout",
+        "_watch",
     )
 
     def __init__(
@@ -144,6 +157,9 @@ class Scope:
         self._op: AsyncOperation | None = None
         self._saved: AsyncOperation | None = None
         self._parent: AsyncOperation | None = None
+        # The weak reference that watches the with-statement's exit (see
+        # _ExitAttribute); None once the exit has ended the block.
+        self._watch: weakref.ref[Any] | None = None
 
     @property
     def state(self) -> ScopeState:
@@ -260,14 +276,19 @@ class Scope:
             raise
         return op
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    if TYPE_CHECKING:
+
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> bool: ...
+
+    def _leave(self, exc: BaseException | None) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
+        What ``with`` calls on leaving (``Scope.__exit__``; see ``_ExitAttribute``).
         A cancellation point when the thread runs an operation: a cancel of
         that operation cancels the children, and once they have ended the
         exit raises ``Cancelled``. On the main thread it notices a Ctrl-C
@@ -280,12 +301,15 @@ class Scope:
         op = self._op
         if op is None:
             raise RuntimeError("scope exited without being entered; use it in a with statement")
-        thread_state().op = self._saved
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         waited = False
         while True:
+            # Everything, the first line included, inside the try: a Ctrl-C
+            # lands after any call, and the block must end wherever it does.
             try:
-                self._end_block(op, exc)
+                _leave_thread(self, op)
+                self._end_block(op, exc if interrupt is None else interrupt)
+                self._watch = None  # the block has ended: nothing to watch for
                 if interrupt is not None and not waited:
                     waited = True
                     interrupt_tree(op)
@@ -300,9 +324,9 @@ class Scope:
                     interrupt = caught
                     give_up(op.runtime, op)
                     break
-                interrupt_tree(op)
+                # A first Ctrl-C, wherever it landed: the next round ends
+                # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
-                waited = True
         verdict = self._verdict(op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
@@ -311,7 +335,24 @@ class Scope:
         finally:
             # The frame stays in the raised exception's traceback: drop what
             # it holds that could lead back to the exception.
-            del exc, tb, interrupt, verdict
+            del exc, interrupt, verdict
+
+    def _exit_freed(self, ref: weakref.ref[Any]) -> None:
+        """The with-statement's exit was freed before it ended the block.
+
+        A Ctrl-C landed as the exit was called, before its first line: the
+        block is ended cancelled and the thread leaves it, without waiting
+        for the children (the KeyboardInterrupt is on its way up already).
+        """
+        if ref is not self._watch:
+            return
+        self._watch = None
+        op = self._op
+        if op is None:
+            return  # the statement ended before the block was entered
+        _leave_thread(self, op)
+        if op._outcome is _NO_OUTCOME:
+            abandon_scope(op, "a KeyboardInterrupt landed as the block was left")
 
     # -- async block ---------------------------------------------------------
 
@@ -471,6 +512,51 @@ class Scope:
 _INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
+def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
+    """The calling thread no longer runs ``op``'s block; idempotent."""
+    state = thread_state()
+    if state.op is op:
+        state.op = scope._saved
+
+
+def _exit_unbound(
+    scope: Scope,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> bool:
+    """``Scope.__exit__(scope, ...)`` called through the class (``contextlib.ExitStack``)."""
+    return scope._leave(exc)
+
+
+class _ExitAttribute:
+    """``Scope.__exit__``: the exit, watched until it has ended the block.
+
+    A signal handler (a Ctrl-C) runs at the entry of any Python function,
+    so a KeyboardInterrupt may land as the exit is called, before any line
+    of it runs, and no ``try`` inside it can catch that one. ``with`` looks
+    ``__exit__`` up before it calls ``__enter__`` and holds what it got on
+    the frame's stack until the statement ends, however it ends: here that
+    is a ``partial`` (calling it runs no Python code where a signal could
+    land) under a weak reference whose callback ends the block should the
+    partial be freed before the exit has (``Scope._left_unseen``). An exit
+    that ends the block drops the weak reference, and with it the callback.
+    """
+
+    def __get__(self, scope: Scope | None, owner: type | None = None) -> Any:
+        if scope is None:
+            return _exit_unbound
+        leave = functools.partial(_exit_unbound, scope)
+        if scope._op is None and scope._watch is None:
+            # (Only the with-statement's own lookup, before the entry.)
+            scope._watch = weakref.ref(leave, scope._exit_freed)
+        return leave
+
+
+if not TYPE_CHECKING:
+    Scope.__exit__ = _ExitAttribute()
+
+
 def _throw(error: BaseException) -> NoReturn:
     """Raise ``error`` with no reference cycle and no misleading context.
 
@@ -524,6 +610,26 @@ def abandon_scope(op: AsyncOperation, reason: str) -> None:
         if op._outcome is Outcome.NONE:
             op._end_work_locked(Outcome.CANCELLED, None, None, after)
     run_after(after)
+
+
+def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]:
+    """End the blocks of the sync scopes a thread is inside, innermost first.
+
+    For interpreter exit: the main thread may have entered a scope
+    (``rt.scope().__enter__()``) and never left it. Each block is ended
+    cancelled, as if the thread had left it, so that shutdown can cancel
+    the tree and wait for it. Returns the scope operations ended.
+    """
+    ended: list[AsyncOperation] = []
+    op = state.op
+    state.op = None
+    # A sync scope entered inside another one is its child: the parents
+    # up to the first operation that is no open scope are this thread's.
+    while op is not None and op._kind is _SCOPE and op._outcome is _NO_OUTCOME:
+        abandon_scope(op, reason)
+        ended.append(op)
+        op = op.parent
+    return ended
 
 
 def _new_scope(
@@ -649,5 +755,5 @@ def scope(
     made._timeout = made._deadline = None
     made._shield = shield
     made._supervise = supervise
-    made._op = made._saved = made._parent = None
+    made._op = made._saved = made._parent = made._watch = None
     return made

@@ -13,12 +13,22 @@ usually passes once some connections close.
 ``task_status.started(listeners)`` is called once the listeners accept, so
 ``await scope.start(serve_tcp, handler, 0)`` gives the caller the listeners
 (and their ports) of a server that is ready.
+
+Every argument is checked before a listener is opened or a connection
+accepted: an ``ssl_context`` that cannot serve (not an ``ssl.SSLContext``,
+or a client-side one) would otherwise fail each connection in turn, logged
+as if the handler had failed. With TLS, each connection's handshake has
+``handshake_timeout`` seconds (``HANDSHAKE_TIMEOUT`` by default): a client
+that connects and says nothing is dropped then, instead of holding its
+socket (and a file descriptor) until the server stops.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +40,14 @@ from ._stream_api import PASS
 from ._streams import SocketStream
 from ._tcp import SocketListener, open_tcp_listeners
 from ._tls import TLSStream
+from ._tls_checks import check_handshake_timeout, check_ssl_context
 
 if TYPE_CHECKING:
     import ssl
 
 __all__ = [
     "ACCEPT_BACKOFF",
+    "HANDSHAKE_TIMEOUT",
     "Handler",
     "check_handler",
     "serve_listeners",
@@ -47,13 +59,16 @@ logger = logging.getLogger("asyncop.net")
 ACCEPT_BACKOFF = 0.1
 # accept() failing for lack of resources: back off and retry.
 _CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
+# Seconds a client has to finish its TLS handshake: ample for a slow
+# network, and short enough that stalled clients cannot pile up.
+HANDSHAKE_TIMEOUT = 10.0
 
 
 # -- serving ---------------------------------------------------------------------
 
 Handler = Callable[[Any], Awaitable[object]]
+# Wraps an accepted stream in server-side TLS; None: plain TCP.
+_Wrap = Callable[[SocketStream], TLSStream] | None
 
 
 def check_handler(handler: object, what: str) -> None:
@@ -63,6 +78,44 @@ def check_handler(handler: object, what: str) -> None:
             f"{what} needs a callable handler, got {type(handler).__name__}; "
             "pass an 'async def handler(stream)'"
         )
+
+
+def _checked_tls(ssl_context: object, handshake_timeout: object, what: str) -> _Wrap:
+    """Check the TLS arguments of a server; the wrap for its connections."""
+    limit = check_handshake_timeout(handshake_timeout, f"{what[:-2]}(handshake_timeout=...)")
+    if ssl_context is None:
+        return None
+    context = check_ssl_context(ssl_context, server_side=True, what=what)
+    # The limit is checked again by wrap(): math.inf stands for None.
+    return functools.partial(
+        TLSStream.wrap,
+        ssl_context=context,
+        server_side=True,
+        handshake_timeout=math.inf if limit is None else limit,
+    )
+
+
+def _checked_listeners(listeners: object) -> list[SocketListener]:
+    """The listeners as a list; refuses one listener alone, or what cannot accept."""
+    if isinstance(listeners, SocketListener):
+        raise TypeError(
+            "serve_listeners() needs a list of listeners, got one SocketListener; "
+            "pass [listener] instead"
+        )
+    try:
+        items: list[SocketListener] = list(listeners)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(
+            f"serve_listeners() needs a list of listeners, got {type(listeners).__name__}; "
+            "pass what open_tcp_listeners() returns"
+        ) from None
+    for item in items:
+        if not callable(getattr(item, "accept", None)):
+            raise TypeError(
+                f"serve_listeners() needs listeners with accept(), got {type(item).__name__}; "
+                "pass what open_tcp_listeners() returns"
+            )
+    return items
 
 
 async def _close_quietly(stream: Any) -> None:
@@ -75,16 +128,23 @@ async def _close_quietly(stream: Any) -> None:
 async def _handle(
     handler: Handler,
     stream: SocketStream,
-    ssl_context: ssl.SSLContext | None,
+    wrap: _Wrap,
     open_streams: set[SocketStream],
 ) -> None:
     peer = _peer_name(stream)
     conversation: Any = stream
     try:
-        if ssl_context is not None:
-            conversation = TLSStream.wrap(stream, ssl_context=ssl_context, server_side=True)
+        if wrap is not None:
+            conversation = wrap(stream)
             try:
                 await conversation.do_handshake()
+            except TimeoutError:
+                logger.warning(
+                    "asyncop.net: closed the connection from %s: its TLS handshake did not "
+                    "finish within handshake_timeout",
+                    peer,
+                )
+                return
             except Exception as exc:
                 logger.warning("asyncop.net: TLS handshake with %s failed: %s", peer, exc)
                 return
@@ -115,7 +175,7 @@ async def _accept_loop(
     listener: SocketListener,
     handler: Handler,
     server: AsyncOperation,
-    ssl_context: ssl.SSLContext | None,
+    wrap: _Wrap,
     open_streams: set[SocketStream],
 ) -> None:
     while True:
@@ -139,7 +199,7 @@ async def _accept_loop(
             _handle,
             handler,
             stream,
-            ssl_context,
+            wrap,
             open_streams,
             name=f"connection from {_peer_name(stream)}",
         )
@@ -150,6 +210,7 @@ async def serve_listeners(
     listeners: Sequence[SocketListener],
     *,
     ssl_context: ssl.SSLContext | None = None,
+    handshake_timeout: float | None = HANDSHAKE_TIMEOUT,
     task_status: TaskStatus[list[SocketListener]] = TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections on ``listeners`` and run ``handler(stream)`` for each.
@@ -159,21 +220,31 @@ async def serve_listeners(
     logged on the ``asyncop.net`` logger and ends only its own connection.
     Cancelling the server cancels every connection. Closing every listener
     stops accepting; the call then returns once the connections have ended.
-    The listeners are closed when it returns.
+    The listeners are closed when it returns. Every argument is checked
+    before anything is accepted; a refused call leaves the listeners open.
 
     Args:
         handler: ``async def handler(stream)``.
         listeners: what to accept on.
         ssl_context: wrap each connection in server-side TLS; a failed
             handshake is logged and the handler is not called.
+        handshake_timeout: with ``ssl_context``, the seconds each client
+            has to finish its TLS handshake; a client that takes longer is
+            logged and disconnected. ``math.inf`` (or None) for no limit.
         task_status: ``task_status.started(listeners)`` is called once
             the server accepts.
 
     Raises:
+        TypeError: ``handler`` is not callable, ``ssl_context`` is not an
+            ``ssl.SSLContext``, or ``listeners`` is not a list of listeners.
+        ValueError: ``ssl_context`` is a client-side context
+            (``PROTOCOL_TLS_CLIENT``), or ``handshake_timeout`` is not
+            positive.
         Cancelled: the server was cancelled (the usual way to stop it).
     """
     check_handler(handler, "serve_listeners()")
-    listeners = list(listeners)
+    wrap = _checked_tls(ssl_context, handshake_timeout, "serve_listeners()")
+    listeners = _checked_listeners(listeners)
     open_streams: set[SocketStream] = set()
     try:
         async with scope(name="server") as server:
@@ -183,7 +254,7 @@ async def serve_listeners(
                     listener,
                     handler,
                     server,
-                    ssl_context,
+                    wrap,
                     open_streams,
                     name=f"accept on {listener!r}",
                 )
@@ -206,13 +277,15 @@ async def serve_tcp(
     *,
     host: str | bytes | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    handshake_timeout: float | None = HANDSHAKE_TIMEOUT,
     backlog: int | None = None,
     task_status: TaskStatus[list[SocketListener]] = TASK_STATUS_IGNORED,
 ) -> None:
     """Serve TCP connections on ``port``: ``handler(stream)`` runs for each.
 
     Opens the listeners with ``open_tcp_listeners`` and serves them with
-    ``serve_listeners`` (see there). Runs until cancelled.
+    ``serve_listeners`` (see there). Runs until cancelled. Every argument
+    is checked before a listener is opened.
 
     Args:
         handler: ``async def handler(stream)``; the stream is a
@@ -221,14 +294,26 @@ async def serve_tcp(
             given to ``task_status.started``).
         host: the address to listen on; None for every interface.
         ssl_context: serve TLS with this (server-side) context.
+        handshake_timeout: with ``ssl_context``, the seconds each client
+            has to finish its TLS handshake before it is disconnected;
+            ``math.inf`` (or None) for no limit.
         backlog: the accept queue length.
         task_status: ``task_status.started(listeners)`` is called once
             the server accepts.
 
     Raises:
         OSError: the port is in use.
+        TypeError, ValueError: a bad argument, as for ``serve_listeners``
+            and ``open_tcp_listeners``.
         Cancelled: the server was cancelled.
     """
     check_handler(handler, "serve_tcp()")
+    _checked_tls(ssl_context, handshake_timeout, "serve_tcp()")
     listeners = await open_tcp_listeners(port, host=host, backlog=backlog)
-    await serve_listeners(handler, listeners, ssl_context=ssl_context, task_status=task_status)
+    await serve_listeners(
+        handler,
+        listeners,
+        ssl_context=ssl_context,
+        handshake_timeout=handshake_timeout,
+        task_status=task_status,
+    )

@@ -17,6 +17,13 @@ attempt (each closes its half-open socket on the way out) and the staggering
 loop. A cancel of the caller reaches all of them the same way. When every
 attempt fails, one ``OSError`` lists each address and why it failed.
 
+Arguments first, sockets after. Every argument (the port, through
+``_dns.check_port``; the ``ssl_context`` and ``server_hostname``, through
+``_tls_checks``) is checked before a socket exists. Once one is connected,
+every error on the way to the caller (wrapping it, the TLS handshake, a
+cancel) closes it before it propagates: a caller that gets an exception
+holds no connection.
+
 The servers built on these listeners (``serve_listeners``, ``serve_tcp``)
 are in ``_serve``.
 """
@@ -40,13 +47,14 @@ from ._stream_api import PASS, AsyncResource, ConflictGuard, closed_error
 from ._streams import SocketStream, close_socket, wait_ready
 from ._sync import Event
 from ._tls import TLSStream
+from ._tls_checks import check_ssl_context
 
 if TYPE_CHECKING:
     import ssl
 
 __all__ = [
     "SocketListener",
-    "check_port",
+    "check_backlog",
     "connect_socket",
     "open_tcp_listeners",
     "open_tcp_stream",
@@ -69,14 +77,6 @@ _IGNORED_ACCEPT_ERRNOS = frozenset(
     if hasattr(errno, name)
 )
 _IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN})
-
-
-def check_port(port: object, what: str) -> int:
-    if isinstance(port, bool) or not isinstance(port, int):
-        raise TypeError(f"{what} needs an int port, got {type(port).__name__}; pass e.g. 8080")
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{what} got port {port}, outside 0..65535; pass a port in that range")
-    return port
 
 
 # -- connecting ------------------------------------------------------------------
@@ -250,6 +250,9 @@ async def open_tcp_stream(
             the message lists each address and its error.
         ssl.SSLError: the TLS handshake failed, e.g. the certificate is not
             trusted or does not match ``server_hostname``.
+        TypeError, ValueError: a bad argument, refused before connecting
+            (``ssl_context`` not an ``ssl.SSLContext``, or a server-side
+            one; a port outside 0..65535...).
         Cancelled: the task was cancelled.
     """
     if not isinstance(host, str | bytes):
@@ -257,11 +260,18 @@ async def open_tcp_stream(
             f"open_tcp_stream() needs a str host, got {type(host).__name__}; "
             "pass a name or an address such as '127.0.0.1'"
         )
-    check_port(port, "open_tcp_stream()")
+    _dns.check_port(port, "open_tcp_stream()")
     if server_hostname is not None and ssl_context is None:
         raise ValueError(
             "open_tcp_stream(server_hostname=...) only applies to TLS; pass ssl_context too"
         )
+    if ssl_context is not None:
+        check_ssl_context(ssl_context, server_side=False, what="open_tcp_stream()")
+        if server_hostname is not None and not isinstance(server_hostname, str):
+            raise TypeError(
+                "open_tcp_stream() needs a str as 'server_hostname', got "
+                f"{type(server_hostname).__name__}; pass the name the certificate is for"
+            )
     delay = check_timeout(happy_eyeballs_delay, "open_tcp_stream(happy_eyeballs_delay=...)")
     # getaddrinfo raises rather than answer nothing.
     targets = _interleave(await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM))
@@ -272,17 +282,18 @@ async def open_tcp_stream(
             raise _all_failed(host, port, [(targets[0][4], exc)]) from None
     else:
         sock = await _happy_eyeballs(targets, delay, host, port)
-    stream = SocketStream(sock)
-    if ssl_context is None:
-        return stream
-    name = server_hostname
-    if name is None:
-        name = host.decode() if isinstance(host, bytes) else host
-    tls = TLSStream.wrap(stream, ssl_context=ssl_context, server_hostname=name)
+    # From here on the socket is ours to close on any error, a cancel included.
     try:
+        stream = SocketStream(sock)
+        if ssl_context is None:
+            return stream
+        name = server_hostname
+        if name is None:
+            name = host.decode() if isinstance(host, bytes) else host
+        tls = TLSStream.wrap(stream, ssl_context=ssl_context, server_hostname=name)
         await tls.do_handshake()
     except BaseException:
-        stream.close()
+        close_socket(sock)
         raise
     return tls
 
@@ -375,6 +386,22 @@ class SocketListener(AsyncResource):
         return f"<SocketListener {self._socket.getsockname()!r}>"
 
 
+def check_backlog(backlog: object, what: str) -> int:
+    """The accept queue length for ``listen()``: the OS maximum for None.
+
+    Raises:
+        ValueError: ``backlog`` is not an int of 0 or more.
+    """
+    if backlog is None:
+        backlog = socket.SOMAXCONN
+    elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
+        raise ValueError(
+            f"{what}(backlog={backlog!r}) needs an int of 0 or more; pass None for the OS maximum"
+        )
+    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
+    return min(backlog, 0xFFFF)
+
+
 async def open_tcp_listeners(
     port: int, *, host: str | bytes | None = None, backlog: int | None = None
 ) -> list[SocketListener]:
@@ -396,16 +423,8 @@ async def open_tcp_listeners(
         OSError: the address is in use, or cannot be resolved.
         Cancelled: the task was cancelled; nothing is left open.
     """
-    check_port(port, "open_tcp_listeners()")
-    if backlog is None:
-        backlog = socket.SOMAXCONN
-    elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
-        raise ValueError(
-            f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more; "
-            "pass None for the OS maximum"
-        )
-    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
-    backlog = min(backlog, 0xFFFF)
+    _dns.check_port(port, "open_tcp_listeners()")
+    backlog = check_backlog(backlog, "open_tcp_listeners")
     infos = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     listeners: list[SocketListener] = []
     seen: set[tuple[int, Any]] = set()
@@ -448,10 +467,11 @@ async def open_tcp_listeners(
                     ) from None
                 sock.listen(backlog)
                 chosen = sock.getsockname()[1]
+                listener = SocketListener(sock)
             except BaseException:
                 sock.close()
                 raise
-            listeners.append(SocketListener(sock))
+            listeners.append(listener)
         if not listeners:
             raise OSError(
                 f"open_tcp_listeners() found no address to listen on for host {host!r} "

@@ -28,6 +28,18 @@ retries OpenSSL, which may now have what it wanted.
 
 The handshake runs once, explicitly (``do_handshake``) or on first use, under
 ``_handshake_lock``; a second task waits for the first one's handshake.
+With a ``handshake_timeout``, each task's wait for it runs in a scope with
+that timeout: a peer that connects and then says nothing (or trickles) cannot
+hold the stream past it; the cancel breaks the stream, as any cancel in the
+middle of a handshake does, and the caller gets ``TimeoutError``. The
+servers set one by default, since there a stalled client would otherwise
+hold its socket until the server stops.
+
+A failed certificate check raises ``ssl.SSLCertVerificationError`` with
+OpenSSL's ``verify_code`` and ``verify_message`` kept, and a message that
+says what the code means for the user (expired, not valid yet, issued by
+an unknown authority, self-signed, for another name), or quotes OpenSSL's
+text for the rarer codes (``_tls_checks.py``).
 
 **States.** ``_state`` is one of ``_State``:
 
@@ -55,6 +67,7 @@ close_notify but does not wait for the peer's reply.
 from __future__ import annotations
 
 import enum
+import math
 import ssl
 import threading
 from collections.abc import Callable
@@ -62,6 +75,7 @@ from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled, ClosedResourceError
 from ._receive_buffer import _BufferedReceiver
+from ._scope import scope
 from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
     PASS,
@@ -72,6 +86,7 @@ from ._stream_api import (
     eof_sent_error,
 )
 from ._sync import Lock
+from ._tls_checks import certificate_message, check_handshake_timeout, check_ssl_context
 
 __all__ = ["TLSStream"]
 
@@ -113,6 +128,7 @@ class TLSStream(_BufferedReceiver, Stream):
         "_eof",
         "_eof_sent",
         "_handshake_lock",
+        "_handshake_timeout",
         "_handshook",
         "_incoming",
         "_outgoing",
@@ -134,6 +150,7 @@ class TLSStream(_BufferedReceiver, Stream):
         incoming: ssl.MemoryBIO,
         outgoing: ssl.MemoryBIO,
         server_hostname: str | None,
+        handshake_timeout: float | None = None,
     ) -> None:
         self._transport = transport
         self._ssl = ssl_object
@@ -145,6 +162,7 @@ class TLSStream(_BufferedReceiver, Stream):
         self._incoming = incoming
         self._outgoing = outgoing
         self._server_hostname = server_hostname
+        self._handshake_timeout = handshake_timeout  # seconds; None: no limit
         self._state = _State.OPEN
         self._handshook = False
         self._eof = False
@@ -167,6 +185,7 @@ class TLSStream(_BufferedReceiver, Stream):
         ssl_context: ssl.SSLContext,
         server_side: bool = False,
         server_hostname: str | None = None,
+        handshake_timeout: float | None = math.inf,
     ) -> TLSStream:
         """Start a TLS session over ``stream``; the handshake happens on first use.
 
@@ -183,18 +202,21 @@ class TLSStream(_BufferedReceiver, Stream):
             server_hostname: (client) the name the certificate must match,
                 also sent as SNI; required when the context checks
                 hostnames.
+            handshake_timeout: seconds the handshake may take, from the
+                moment it starts; past them it raises ``TimeoutError`` and
+                the stream is broken. ``math.inf`` (or None) for no limit.
 
         Raises:
-            TypeError: ``ssl_context`` is not an ``ssl.SSLContext``, or
-                ``stream`` is not a stream.
-            ValueError: a client context that checks hostnames got no
-                ``server_hostname``.
+            TypeError: ``ssl_context`` is not an ``ssl.SSLContext``,
+                ``stream`` is not a stream, or ``handshake_timeout`` not a
+                number.
+            ValueError: the context is made for the other side (a
+                ``PROTOCOL_TLS_CLIENT`` one on a server, say), a client
+                context that checks hostnames got no ``server_hostname``,
+                or ``handshake_timeout`` is not positive.
         """
-        if not isinstance(ssl_context, ssl.SSLContext):
-            raise TypeError(
-                f"TLSStream.wrap() needs an ssl.SSLContext, got {type(ssl_context).__name__}; "
-                "pass e.g. ssl.create_default_context()"
-            )
+        check_ssl_context(ssl_context, server_side=server_side, what="TLSStream.wrap()")
+        limit = check_handshake_timeout(handshake_timeout, "TLSStream.wrap(handshake_timeout=...)")
         for method in ("receive_some", "send_all", "aclose"):
             if not callable(getattr(stream, method, None)):
                 raise TypeError(
@@ -216,7 +238,7 @@ class TLSStream(_BufferedReceiver, Stream):
         ssl_object = ssl_context.wrap_bio(
             incoming, outgoing, server_side=server_side, server_hostname=server_hostname
         )
-        return cls(stream, ssl_object, incoming, outgoing, server_hostname)
+        return cls(stream, ssl_object, incoming, outgoing, server_hostname, limit)
 
     # -- the state -------------------------------------------------------------
 
@@ -335,23 +357,11 @@ class TLSStream(_BufferedReceiver, Stream):
 
     def _explain(self, exc: ssl.SSLError) -> BaseException:
         """The error to raise for an OpenSSL failure, with a message that says what to do."""
-        peer = self._server_hostname
         if isinstance(exc, ssl.SSLCertVerificationError):
             code = getattr(exc, "verify_code", None)
             detail = getattr(exc, "verify_message", None) or str(exc)
-            if code == 62 or "hostname mismatch" in detail.lower():  # X509_V_ERR_HOSTNAME_MISMATCH
-                message = (
-                    f"TLS certificate check failed: the certificate the server presented is "
-                    f"not valid for {peer!r} ({detail}); connect with a name the certificate "
-                    "covers, or pass that name as server_hostname"
-                )
-            else:
-                whose = "the peer's certificate" if peer is None else f"the certificate of {peer!r}"
-                message = (
-                    f"TLS certificate check failed: {whose} is not trusted "
-                    f"({detail}); load the certificate of the authority that issued it "
-                    "into the ssl_context (ssl_context.load_verify_locations(...))"
-                )
+            holder = "client" if self.server_side else "server"
+            message = certificate_message(code, detail, self._server_hostname, holder)
             clearer = ssl.SSLCertVerificationError(exc.errno, message)
             clearer.verify_code = code if code is not None else 0
             clearer.verify_message = detail
@@ -383,6 +393,8 @@ class TLSStream(_BufferedReceiver, Stream):
                 from the peer...).
             BrokenResourceError: the connection failed during the handshake.
             ClosedResourceError: the stream was closed.
+            TimeoutError: the handshake took longer than the
+                ``handshake_timeout`` given to ``wrap`` (the stream is broken).
             Cancelled: the task was cancelled.
         """
         self._check_usable()
@@ -392,6 +404,28 @@ class TLSStream(_BufferedReceiver, Stream):
     async def _ensure_handshake(self) -> None:
         if self._handshook:
             return
+        limit = self._handshake_timeout
+        if limit is None:
+            await self._handshake()
+            return
+        failure: BaseException | None = None
+        try:
+            async with scope(timeout=limit, name="TLS handshake"):
+                await self._handshake()
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"the TLS handshake did not finish within handshake_timeout={limit:g} s; "
+                "close the stream (it is broken) and reconnect"
+            ) from exc
+        except BaseExceptionGroup as group:
+            # The scope groups what its block raised; the caller wants the
+            # handshake's own error, as without a timeout. (Raised below,
+            # outside this handler, so the group is not its context.)
+            failure = group.exceptions[0] if len(group.exceptions) == 1 else group
+        if failure is not None:
+            raise failure
+
+    async def _handshake(self) -> None:
         async with self._handshake_lock:
             if self._handshook:
                 return

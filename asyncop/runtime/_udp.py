@@ -12,7 +12,8 @@ with ``SocketStream`` is the rest of the discipline, for the same reasons:
 
 ``sendto(data, host, port)`` takes a host name as well as an address, like
 anyio's: a name is resolved with ``getaddrinfo`` (in a thread), an address
-in place, in the socket's own family.
+in place, in the socket's own family. Ports are checked as TCP's are
+(``_dns.check_port``): 70000 is refused, not sent to port 4464.
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ class UDPSocket(AsyncResource):
             socket.gaierror: ``host`` does not resolve in this socket's family.
             OSError: the datagram is too large (``EMSGSIZE``), or the
                 network refused it.
+            TypeError, ValueError: ``port`` is not an int in 0..65535.
             Cancelled: the task was cancelled.
         """
+        _dns.check_port(port, "UDPSocket.sendto()")
         with self._send_guard:
             self._check_open()
             sock = self._socket
@@ -169,13 +172,10 @@ async def open_udp_socket(
 
     Raises:
         OSError: the address cannot be bound or resolved.
+        TypeError, ValueError: ``local_port`` is not an int in 0..65535.
         Cancelled: the task was cancelled.
     """
-    if isinstance(local_port, bool) or not isinstance(local_port, int):
-        raise TypeError(
-            f"open_udp_socket() needs an int local_port, got {type(local_port).__name__}; "
-            "pass 0 for any free port"
-        )
+    _dns.check_port(local_port, "open_udp_socket()", "local_port")
     if local_host is None and family == socket.AF_UNSPEC:
         family = socket.AF_INET
     infos = await _dns.getaddrinfo(
@@ -185,7 +185,7 @@ async def open_udp_socket(
     sock = socket.socket(chosen_family, kind, proto)
     try:
         sock.bind(address)
+        return UDPSocket(sock)
     except BaseException:
         sock.close()
         raise
-    return UDPSocket(sock)

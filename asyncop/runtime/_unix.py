@@ -30,7 +30,7 @@ from ._socket_file import forget_socket_file, remember_socket_file
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._stream_api import PASS
 from ._streams import SocketStream
-from ._tcp import SocketListener
+from ._tcp import SocketListener, check_backlog
 
 __all__ = ["open_unix_listener", "open_unix_stream", "serve_unix"]
 
@@ -71,10 +71,10 @@ async def open_unix_stream(path: str | bytes | os.PathLike[str]) -> SocketStream
             break
         if code:
             raise OSError(code, f"cannot connect to Unix socket {name!r}: {os.strerror(code)}")
+        return SocketStream(sock)
     except BaseException:
         sock.close()
         raise
-    return SocketStream(sock)
 
 
 async def open_unix_listener(
@@ -88,10 +88,11 @@ async def open_unix_listener(
     Raises:
         FileExistsError: ``path`` exists and is not a socket.
         OSError: the path cannot be bound.
+        ValueError: ``backlog`` is not an int of 0 or more (refused before
+            anything at ``path`` is touched).
     """
     name = _check_path(path, "open_unix_listener()")
-    if backlog is None:
-        backlog = socket.SOMAXCONN
+    backlog = check_backlog(backlog, "open_unix_listener")  # before the stale file goes
     await PASS
     try:
         if stat.S_ISSOCK(os.stat(name).st_mode):
@@ -107,11 +108,11 @@ async def open_unix_listener(
         sock.bind(name)
         remember_socket_file(sock, name)
         sock.listen(backlog)
+        return SocketListener(sock)
     except BaseException:
         forget_socket_file(sock)
         sock.close()
         raise
-    return SocketListener(sock)
 
 
 async def serve_unix(

@@ -50,6 +50,17 @@ of that size; one that waits inside asyncop's own blocking calls (a
 channel, a lock, an operation's end) gives its slot up while it waits, so a
 callback waiting for another callback cannot deadlock the pool.
 
+The stepper
+-----------
+A callback that waits inside asyncop gives its slot up, so another callback
+may start, on another thread; every thread up to ``max_threads`` may end up
+holding a callback that waits for a task. Tasks must still be stepped: when
+every worker runs a callback and tasks are queued, the runtime starts an
+extra worker, and at the cap the *stepper*, one thread past the cap that
+steps tasks and fires timers but never takes a callback. It parks off the
+idle stack (a push for a callback never wakes it) and retires once a worker
+outside callbacks can step tasks again. The cap thus holds callbacks only.
+
 Parking
 -------
 Parking is a wait on the worker's own auto-reset :class:`WakeEvent`; the
@@ -69,7 +80,8 @@ runtime whose workers are all held by long work.
 
 Who writes what: ``item``, ``item_seq``, ``stepping``, ``in_sync`` and
 ``replaced`` are written by the worker itself and read by the monitor;
-``cpu_clock`` and ``state`` are set once when the thread starts;
+``cpu_clock``, ``thread_state`` and ``steps_only`` are set once when the
+thread starts;
 everything else is written under the runtime lock.
 """
 
@@ -159,13 +171,19 @@ class Worker:
         "runtime",
         "state",
         "stepping",
+        "steps_only",
         "thread_state",
     )
 
-    def __init__(self, runtime: Kernel, index: int, *, extra: bool) -> None:
+    def __init__(
+        self, runtime: Kernel, index: int, *, extra: bool, steps_only: bool = False
+    ) -> None:
         self.runtime = runtime
         self.index = index
         self.extra = extra
+        # The runtime's stepper: it steps tasks and never takes a callback
+        # (see "The stepper" in the module docstring).
+        self.steps_only = steps_only
         self.event = WakeEvent()
         self.handle: ThreadHandle | None = None
         self.state = WorkerState.BUSY
@@ -207,7 +225,20 @@ class Worker:
         (a callback it may be waiting for) should not wait for the monitor.
         """
         rt = self.runtime
-        if not (rt._sync_ready or rt._ready or rt._woken) or not self.in_sync:
+        if not self.in_sync:
+            return
+        if rt._autojump:
+            # One thread fewer can move the work on: should nothing else
+            # run, the virtual clock jumps (a parked worker re-parks and
+            # looks; with none parked, this thread looks itself).
+            with rt._lock:
+                if rt._stopping:
+                    pass
+                elif rt._idle:
+                    rt._wake_one_locked()
+                else:
+                    rt._jump_if_every_thread_sleeps_locked()
+        if not (rt._sync_ready or rt._ready or rt._woken):
             return
         with rt._lock:
             if not rt._work_for_worker_locked() or rt._stopping:
@@ -216,9 +247,12 @@ class Worker:
                 rt._wake_one_locked()
             elif rt._grow_locked(extra=True):
                 self.replaced = True
+            else:
+                # At max_threads: the tasks still get a thread.
+                rt._give_steps_a_thread_locked(waiting_only=False)
 
     def __repr__(self) -> str:
-        kind = "extra" if self.extra else "base"
+        kind = "stepper" if self.steps_only else "extra" if self.extra else "base"
         busy = "busy" if self.item_seq & 1 else "idle"
         return f"<Worker {self.index} {kind} {busy} {self.state.value}>"
 
@@ -247,6 +281,7 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
     sync_ready = rt._sync_ready
     parallel = rt._parallel
     lane = rt._lane
+    takes_callbacks = not worker.steps_only
     state = thread_state()
     state.worker = worker
     worker.thread_state = state
@@ -266,7 +301,7 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
                         if not parallel:
                             lane.release()
                 # 2. Run one sync callback.
-                if sync_ready:
+                if sync_ready and takes_callbacks:
                     _run_sync(rt, worker, state)
                 # 3. Fire due timers (without reading the clock when none is set).
                 next_deadline = rt._next_deadline
@@ -464,6 +499,8 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
         rt._active -= 1
     if rt._poller is worker:
         rt._poller = None
+    if rt._stepper is worker:
+        rt._stepper = None
     worker.state = WorkerState.RETIRED
     if rt._next_deadline < _INF and not rt._stopping and rt._idle:
         # This worker may be the one that was to fire the next timer: hand
@@ -473,6 +510,8 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
 
 def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     """Park until woken or the next deadline; False when the worker must exit."""
+    if worker.steps_only:
+        return _park_stepper(rt, worker)
     lock = rt._lock
     lock.acquire()  # (worker thread only, see step): a worker parks after every burst
     try:
@@ -525,6 +564,33 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
             ):
                 retire_locked(rt, worker)
                 return False
+    return True
+
+
+def _park_stepper(rt: Kernel, worker: Worker) -> bool:
+    """The stepper's park: off the idle stack, until tasks need it again.
+
+    It retires once a worker outside callbacks can step tasks again; until
+    then it parks on its own event, which ``_give_steps_a_thread_locked``
+    sets, and fires the timers and jumps a virtual clock as any worker does.
+    """
+    with rt._lock:
+        if (rt._ready or rt._woken) and (rt._parallel or not rt._lane.locked()):
+            return True
+        if rt._stopping or not rt._every_worker_in_callbacks_locked():
+            retire_locked(rt, worker)
+            return False
+        timeout, go_on = park_timeout_locked(rt, worker)
+        if go_on:
+            return True
+        if timeout is _RETIRE or timeout is None:
+            timeout = EXTRA_IDLE
+        worker.state = _PARKED
+        rt._active -= 1
+    worker.event.wait(timeout)
+    with rt._lock:
+        if worker.state is _PARKED:
+            rt._unpark_locked(worker)
     return True
 
 
@@ -583,7 +649,10 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     """
     deadline = rt._timers.next_deadline()
     rt._next_deadline = _INF if deadline is None else deadline
-    if rt._active == 1 and rt._idle_watchers and rt._outside_work == 0:
+    active = rt._active
+    if active > 1 and (rt._idle_watchers or rt._autojump):
+        active = rt._effectively_active_locked()
+    if active == 1 and rt._idle_watchers and rt._outside_work == 0:
         # This worker is the last one busy and is about to park: every
         # task is blocked. Wake the wait_all_blocked() waiters.
         watchers = rt._idle_watchers
@@ -594,7 +663,7 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     # Retire only after the check above, and not when a clock jump is
     # due: the last busy worker must still wake wait_all_blocked() and
     # jump the clock, even when it is an extra one on its way out.
-    jump_due = rt._autojump and rt._active == 1 and deadline is not None
+    jump_due = rt._autojump and active == 1 and deadline is not None
     if worker.extra and not jump_due and rt._unstuck_locked() > rt._target:
         return _RETIRE, False
     timeout: float | None
@@ -602,7 +671,7 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
         if deadline is not None and deadline <= rt._now():
             return None, True
         timeout = None
-        if rt._autojump and deadline is not None and rt._active == 1 and rt._outside_work == 0:
+        if rt._autojump and deadline is not None and active == 1 and rt._outside_work == 0:
             # Every other worker is parked and nothing outside the workers
             # can make progress: jump to the next deadline. An I/O wait
             # can (its peer is outside): it holds the clock, for no longer

@@ -7,8 +7,8 @@
   at once, and one waiting inside asyncop gives its slot up.
 - A step that runs over 100 ms without awaiting logs one WARNING.
 - Timers fire on time whatever the workers do.
-- ``max_threads`` caps the worker threads; at the cap, work waits and one
-  WARNING says so.
+- ``max_threads`` caps the threads that run callbacks; at the cap,
+  callbacks wait and one WARNING says so, while tasks are still stepped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.testing import VirtualClock
+from asyncop.testing import VirtualClock, wait_all_blocked
 from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode, runtime_threads
 
@@ -557,7 +557,7 @@ def test_threads_stay_bounded_under_blocking_callbacks() -> None:
     assert rt.workers == 2
 
 
-def test_at_max_threads_work_waits_and_one_warning_says_so(
+def test_at_max_threads_callbacks_wait_and_one_warning_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     release = threading.Event()
@@ -567,8 +567,12 @@ def test_at_max_threads_work_waits_and_one_warning_says_so(
         started.wait(10)
         release.wait(10)
 
-    async def quick() -> str:
+    def quick() -> str:
         return "ran"
+
+    async def task() -> str:
+        await asyncop.sleep(0.01)
+        return "stepped"
 
     with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(
         2, max_threads=2
@@ -577,10 +581,12 @@ def test_at_max_threads_work_waits_and_one_warning_says_so(
             blockers = [rt.spawn(held) for _ in range(2)]
             started.wait(10)
             waiting = [rt.spawn(quick) for _ in range(3)]
-            time.sleep(0.4)
-            # Every worker is held, and the cap forbids a third thread.
+            # Tasks do not wait for the callbacks: one thread past the cap
+            # steps them.
+            assert rt.spawn(task).wait(10).value == "stepped"
+            time.sleep(0.2)
+            # Every worker is held, and the cap forbids a third callback thread.
             assert not any(op.done for op in waiting)
-            assert worker_count(rt) == 2
             assert "threads: 2 workers + 0 extra of max_threads=2" in rt.dump()
         finally:
             release.set()
@@ -588,6 +594,119 @@ def test_at_max_threads_work_waits_and_one_warning_says_so(
             assert op.wait(10).state is OperationState.COMPLETED
     capped = [r for r in caplog.records if "max_threads=2" in r.getMessage()]
     assert len(capped) == 1
+
+
+# Callbacks that wait inside asyncop for a task: each gives its sync slot up,
+# so more callbacks start, until every thread up to the cap holds one. The
+# task that would release them must still be stepped.
+_WAITS = ["token", "event", "channel"]
+
+
+def _waiting_callbacks(kind: str, count: int) -> tuple[Any, Any]:
+    """``count`` callbacks waiting in one of asyncop's calls, and their release."""
+    event = asyncop.Event()
+    channel: asyncop.Channel[int] = asyncop.Channel()
+
+    def wait_for_cancel() -> bool:
+        return asyncop.current_operation(require=True).token.wait()
+
+    def wait_for_event() -> bool:
+        return event.wait()
+
+    def wait_for_item() -> int:
+        return channel.recv()
+
+    async def release(scope: asyncop.AsyncOperation[Any]) -> None:
+        if kind == "token":
+            scope.cancel("released")
+        elif kind == "event":
+            event.set()
+        else:
+            for i in range(count):
+                await channel.send_async(i)
+
+    fn = {"token": wait_for_cancel, "event": wait_for_event, "channel": wait_for_item}[kind]
+    return fn, release
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("virtual", [False, True], ids=["real-clock", "virtual-clock"])
+@pytest.mark.parametrize("parallel", [False, True], ids=["default", "parallel"])
+@pytest.mark.parametrize("kind", _WAITS)
+def test_callbacks_waiting_for_a_task_never_starve_it_of_a_thread(
+    kind: str, parallel: bool, virtual: bool
+) -> None:
+    count = 30  # three times the default cap of workers + 8
+    fn, release = _waiting_callbacks(kind, count)
+
+    async def main() -> list[object]:
+        async with asyncop.scope() as s:
+            ops = [s.spawn(fn) for _ in range(count)]
+            await asyncop.sleep(0.3)
+            await release(s)
+        return [op.done for op in ops]
+
+    clock = VirtualClock(autojump=True) if virtual else None
+    with asyncop.Runtime(2, parallel=parallel, clock=clock) as rt:
+        assert rt.run(main) == [True] * count
+        assert rt.registrations() == 0
+    assert runtime_threads(rt) == []
+
+
+@pytest.mark.timeout(30)
+def test_the_thread_past_the_cap_leaves_once_a_worker_is_free() -> None:
+    fn, release = _waiting_callbacks("event", 12)
+
+    async def main() -> str:
+        async with asyncop.scope() as s:
+            for _ in range(12):
+                s.spawn(fn)
+            await asyncop.sleep(0.1)
+            # Ten callbacks hold every thread the cap allows: this task runs
+            # on the one thread past it.
+            assert "1 stepping tasks past the cap" in asyncop.current_runtime().dump()
+            await release(s)
+        return "done"
+
+    with asyncop.Runtime(2) as rt:
+        assert rt.run(main) == "done"
+        end = time.monotonic() + 10
+        while "past the cap" in rt.dump() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert "past the cap" not in rt.dump()
+        assert worker_count(rt) <= 10
+
+
+@pytest.mark.timeout(30)
+def test_a_virtual_clock_jumps_while_callbacks_wait_inside_asyncop() -> None:
+    # A callback asleep in Event.wait() can only be woken by a task, which
+    # waits for a timer: the clock must jump, as when every task waits.
+    fn, release = _waiting_callbacks("event", 3)
+
+    async def main() -> float:
+        async with asyncop.scope() as s:
+            for _ in range(3):
+                s.spawn(fn)
+            await asyncop.sleep(3600)
+            await release(s)
+        return asyncop.current_time()
+
+    with asyncop.Runtime(2, clock=VirtualClock(autojump=True)) as rt:
+        assert rt.run(main) == pytest.approx(3600)
+
+
+@pytest.mark.timeout(30)
+def test_wait_all_blocked_counts_a_callback_asleep_inside_asyncop_as_blocked() -> None:
+    fn, release = _waiting_callbacks("channel", 1)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(fn)
+            await wait_all_blocked()
+            await release(s)
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
 
 
 def test_dump_shows_the_thread_counts(runtime: asyncop.Runtime) -> None:

@@ -4,8 +4,10 @@
   clear RuntimeError; the inner scope is closed, the task still ends, and
   the runtime shuts down.
 - A Ctrl-C landing anywhere in ``Scope.__enter__`` leaves no RUNNING scope
-  behind; one landing inside ``s.cancel()`` does not keep the block from
-  exiting; a second Ctrl-C at a sync scope's exit stops the wait.
+  behind; one landing anywhere in the exit, its very first line included,
+  ends the block and leaves the thread outside it; one landing inside
+  ``s.cancel()`` does not keep the block from exiting; a second Ctrl-C at a
+  sync scope's exit stops the wait.
 
 The interrupts are injected with a profile hook that raises
 KeyboardInterrupt at the n-th event inside the code under test, for every n
@@ -15,6 +17,8 @@ until the code runs through without reaching n.
 from __future__ import annotations
 
 import _thread
+import random
+import signal
 import sys
 import threading
 import time
@@ -26,7 +30,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.runtime._scope import Scope
+from asyncop.runtime._scope import Scope, _exit_unbound
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -200,6 +204,118 @@ def test_ctrl_c_anywhere_in_root_scope_entry_leaves_no_orphan(runtime: asyncop.R
             break
     else:
         raise AssertionError("the entry never ran through")
+
+
+def _assert_left(runtime: asyncop.Runtime, scope: asyncop.AsyncOperation, where: str) -> None:
+    """The thread is out of ``scope``'s block, and the scope ends."""
+    assert asyncop.current_operation() is not scope, f"{where}: the thread is still inside"
+    result = scope.wait(10)
+    assert result.state in (OperationState.COMPLETED, OperationState.CANCELLED), where
+    assert "RUNNING" not in runtime.dump() or where.startswith("op"), f"{where}: {runtime.dump()}"
+
+
+def test_ctrl_c_anywhere_in_a_root_scope_exit_ends_the_block(runtime: asyncop.Runtime) -> None:
+    # The exit's very first line included: a signal handler runs as any
+    # Python function starts, before a try inside it could catch anything.
+    for nth in range(1, 400):
+        fired: list[bool] = []
+        scope: asyncop.AsyncOperation | None = None
+        try:
+            with runtime.scope(name="left root") as scope:
+                scope.spawn(wait_on_token)
+                scope.cancel()
+                sys.setprofile(interrupt_inside(_exit_unbound.__code__, nth, fired))
+        except KeyboardInterrupt:
+            assert fired, f"nth={nth}: an interrupt nobody injected"
+        finally:
+            sys.setprofile(None)
+        assert scope is not None
+        _assert_left(runtime, scope, f"nth={nth}")
+        if not fired:
+            break
+    else:
+        raise AssertionError("the exit never ran through")
+    # The runtime is still usable, and the thread is inside no block.
+    with runtime.scope() as s:
+        s.spawn(wait_on_token)
+        s.cancel()
+    assert asyncop.current_operation() is None
+
+
+def test_ctrl_c_anywhere_in_a_scope_exit_inside_an_operation_ends_the_block(
+    runtime: asyncop.Runtime,
+) -> None:
+    for nth in range(1, 400):
+        fired: list[bool] = []
+
+        def callback(nth: int = nth, fired: list[bool] = fired) -> str:
+            me = asyncop.current_operation()
+            scope: asyncop.AsyncOperation | None = None
+            try:
+                with runtime.scope() as scope:
+                    scope.spawn(wait_on_token)
+                    scope.cancel()
+                    sys.setprofile(interrupt_inside(_exit_unbound.__code__, nth, fired))
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.setprofile(None)
+            assert asyncop.current_operation() is me, "the thread is still inside the block"
+            assert scope is not None
+            scope.wait(10)
+            assert scope.done
+            return "interrupted" if fired else "left"
+
+        result = runtime.spawn(callback).wait(10)
+        assert result.state is OperationState.COMPLETED, f"nth={nth}: {result} {runtime.dump()}"
+        if result.value == "left":
+            break
+    else:
+        raise AssertionError("the exit never ran through")
+
+
+@pytest.mark.timeout(60)
+# A signal may also land in a finalizer the interpreter runs meanwhile (a
+# WeakSet's, as a thread ends), where Python can only print it.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <function WeakSet:pytest.PytestUnraisableExceptionWarning"
+)
+def test_ctrl_c_at_random_instants_around_a_scope_never_leaves_it_open(
+    runtime: asyncop.Runtime,
+) -> None:
+    # A real signal, at random instants: the handler raises KeyboardInterrupt
+    # wherever CPython runs it, in the entry, the block or the exit.
+    assert threading.current_thread() is threading.main_thread()
+    rng = random.Random(23)
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        for trial in range(400):
+            scope: asyncop.AsyncOperation | None = None
+            try:
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(0, 0.0003))
+                with runtime.scope() as scope:
+                    scope.spawn(wait_on_token)
+                    scope.cancel()
+            except KeyboardInterrupt:
+                pass
+            while True:  # the timer may fire here too
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    break
+                except KeyboardInterrupt:
+                    pass
+            assert asyncop.current_operation() is None, f"trial {trial}: still inside"
+            if scope is not None:
+                scope.wait(10)
+                assert scope.done, f"trial {trial}: {runtime.dump()}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert runtime.shutdown(timeout=10)
 
 
 def test_ctrl_c_inside_scope_cancel_still_lets_the_block_exit(runtime: asyncop.Runtime) -> None:

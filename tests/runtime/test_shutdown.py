@@ -205,6 +205,51 @@ def test_interpreter_exit_with_several_stuck_runtimes_shares_one_grace_period() 
     assert took < 4.0, took
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("nested", [False, True], ids=["one-scope", "nested-scopes"])
+def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(nested: bool) -> None:
+    # The script ends while the main thread is still inside the block of a
+    # scope it entered and never left: exit cancels that tree and shuts down.
+    script = textwrap.dedent(
+        f"""
+        import time
+        import asyncop
+
+        rt = asyncop.Runtime(2)
+
+        def poll(name):
+            token = asyncop.current_operation(require=True).token
+            while not token.cancelled:
+                time.sleep(0.005)
+            print(name, "saw the cancel", flush=True)
+
+        def wait(name):
+            asyncop.current_operation(require=True).token.wait()
+            print(name, "saw the cancel", flush=True)
+
+        outer = rt.scope(name="outer").__enter__()
+        outer.spawn(poll, "outer poll")
+        outer.spawn(wait, "outer wait")
+        if {nested}:
+            inner = rt.scope(name="inner").__enter__()
+            inner.spawn(poll, "inner poll")
+        time.sleep(0.05)
+        print("exiting", flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "exiting"
+    expected = {"outer poll saw the cancel", "outer wait saw the cancel"}
+    if nested:
+        expected.add("inner poll saw the cancel")
+    assert set(lines[1:]) == expected
+    assert done.stderr == ""
+
+
 # -- never half-built -----------------------------------------------------------
 
 

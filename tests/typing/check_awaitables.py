@@ -14,7 +14,7 @@ import asyncop
 import asyncop.lowlevel
 import asyncop.testing
 from asyncop import AsyncOperation, LockGuard, TaskStatus
-from asyncop.net import SocketStream, TLSStream, open_tcp_stream
+from asyncop.net import SocketStream, Stream, TLSStream, open_tcp_stream
 from asyncop.process import Process, open_process, run_process
 
 
@@ -127,6 +127,17 @@ async def streams(context: ssl.SSLContext, maybe: ssl.SSLContext | None) -> None
     secure = await open_tcp_stream("example.com", 443, ssl_context=context)
     assert_type(secure, TLSStream)
     assert_type(await open_tcp_stream("h", 1, ssl_context=maybe), SocketStream | TLSStream)
+
+
+async def memory_streams() -> None:
+    a, b = asyncop.testing.memory_stream_pair()
+    assert_type(a, Stream)
+    assert_type(await a.receive_some(), bytes)
+    assert_type(await b.receive_until(b"\n", 100), bytes)
+    assert_type(await b.send_all(b"x"), None)
+    async with a:
+        async for chunk in a:
+            assert_type(chunk, bytes)
 
 
 async def processes() -> None:
