@@ -48,6 +48,7 @@ from .runtime import Scope as Scope
 from .runtime import ScopeState as ScopeState
 from .runtime import Semaphore as Semaphore
 from .runtime import TaskStatus as TaskStatus
+from .runtime import TimeoutScope as TimeoutScope
 from .runtime import WakerStatus as WakerStatus
 from .runtime import async_await as async_await
 from .runtime import async_cancel as async_cancel
@@ -61,6 +62,10 @@ from .runtime import current_default_limiter as current_default_limiter
 from .runtime import current_runtime as current_runtime
 from .runtime import current_time as current_time
 from .runtime import default_runtime as default_runtime
+from .runtime import fail_after as fail_after
+from .runtime import fail_at as fail_at
+from .runtime import move_on_after as move_on_after
+from .runtime import move_on_at as move_on_at
 from .runtime import notify_closing as notify_closing
 from .runtime import race as race
 from .runtime import readable as readable
@@ -68,6 +73,7 @@ from .runtime import remote_token as remote_token
 from .runtime import scope as scope
 from .runtime import select as select
 from .runtime import sleep as sleep
+from .runtime import sleep_forever as sleep_forever
 from .runtime import sleep_until as sleep_until
 from .runtime import spawn_blocking as spawn_blocking
 from .runtime import timeout as timeout
@@ -101,6 +107,7 @@ __all__ = [
     "Semaphore",
     "TASK_STATUS_IGNORED",
     "TaskStatus",
+    "TimeoutScope",
     "WakerStatus",
     "WouldBlock",
     "__version__",
@@ -117,6 +124,10 @@ __all__ = [
     "current_runtime",
     "current_time",
     "default_runtime",
+    "fail_after",
+    "fail_at",
+    "move_on_after",
+    "move_on_at",
     "notify_closing",
     "race",
     "readable",
@@ -124,6 +135,7 @@ __all__ = [
     "scope",
     "select",
     "sleep",
+    "sleep_forever",
     "sleep_until",
     "spawn_blocking",
     "timeout",

@@ -1,8 +1,9 @@
 """Test support: the virtual clock, quiescence, checkpoint checks, in-memory streams.
 
 - ``VirtualClock(autojump=True)`` makes a runtime's time jump to the next
-  deadline whenever all of its workers are idle; ``advance(seconds)`` moves
-  it by hand, from any thread.
+  deadline whenever all of its workers are idle and no I/O is awaited (with
+  ``io_grace=S``, also over I/O waits that stayed quiet for ``S`` seconds of
+  real time); ``advance(seconds)`` moves it by hand, from any thread.
 - ``await wait_all_blocked()`` returns once every other task of the runtime
   is parked.
 - ``with assert_checkpoints():`` fails if the block passed no cancellation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Iterator
@@ -50,3 +51,24 @@ def vruntime() -> Iterator[asyncop.Runtime]:
     finally:
         assert rt.shutdown(timeout=10), "runtime did not shut down in 10 s"
         assert runtime_threads(rt) == []
+
+
+class Marker:
+    """An object that lives in a test's frame: freed only with the frame.
+
+    A weak reference to one tells whether the frame (and the exceptions
+    and tracebacks that hold it) were freed by reference counting alone.
+    """
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """Run the test with the cyclic collector off, so a cycle stays alive."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

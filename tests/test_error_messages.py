@@ -2262,6 +2262,68 @@ CASES += [
     Case("run-coroutine-object", t_run_a_coroutine_object, TypeError, "main()"),
 ]
 
+
+def t_clock_io_grace_type(c: Ctx) -> BaseException:
+    return caught(VirtualClock, io_grace="0.1")
+
+
+def t_clock_io_grace_value(c: Ctx) -> BaseException:
+    return caught(VirtualClock, io_grace=0)
+
+
+def t_clock_io_grace_without_autojump(c: Ctx) -> BaseException:
+    return caught(VirtualClock, autojump=False, io_grace=0.1)
+
+
+def t_move_on_sync_with_in_coroutine(c: Ctx) -> BaseException:
+    async def main() -> None:
+        with asyncop.move_on_after(5):
+            pass  # pragma: no cover
+
+    return failure_of(c.vrt, main)
+
+
+def t_fail_after_entered_twice(c: Ctx) -> BaseException:
+    async def main() -> None:
+        cs = asyncop.fail_after(5)
+        async with cs:
+            pass
+        async with cs:
+            pass  # pragma: no cover
+
+    return failure_of(c.vrt, main)
+
+
+def t_move_on_cancel_before_entry(c: Ctx) -> BaseException:
+    async def main() -> None:
+        asyncop.move_on_after(5).cancel()
+
+    return failure_of(c.vrt, main)
+
+
+def t_fail_after_expired(c: Ctx) -> BaseException:
+    async def main() -> None:
+        async with asyncop.fail_after(1):
+            await asyncop.sleep_forever()
+
+    return failure_of(c.vrt, main)
+
+
+CASES += [
+    Case("clock-io-grace-type", t_clock_io_grace_type, TypeError, "VirtualClock(io_grace=...)"),
+    Case("clock-io-grace-value", t_clock_io_grace_value, ValueError, "VirtualClock(io_grace=...)"),
+    Case(
+        "clock-io-grace-no-autojump",
+        t_clock_io_grace_without_autojump,
+        ValueError,
+        "VirtualClock(io_grace=...)",
+    ),
+    Case("move-on-sync-with", t_move_on_sync_with_in_coroutine, RuntimeError, "move_on_after(5)"),
+    Case("fail-after-twice", t_fail_after_entered_twice, RuntimeError, "fail_after(5)"),
+    Case("move-on-cancel-early", t_move_on_cancel_before_entry, RuntimeError, "move_on_after(5)"),
+    Case("fail-after-expired", t_fail_after_expired, TimeoutError, "'fail_after(1)'", "outcome"),
+]
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 import asyncop
+import asyncop.net
 from asyncop import Cancelled, ClosedResourceError, OperationState
 from asyncop.net import accept_async, connect_async, recv_async, send_all_async
+from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -522,3 +524,43 @@ def test_send_all_async_names_data_that_is_not_bytes(runtime: asyncop.Runtime, d
     finally:
         a.close()
         b.close()
+
+
+# ----------------------------------------------------------------------
+# A virtual clock over network waits: io_grace
+# ----------------------------------------------------------------------
+
+
+async def _ask_a_server_that_never_answers(port: int) -> tuple[bool, float]:
+    stream = await asyncop.net.open_tcp_stream(HOST, port)
+    try:
+        await stream.send_all(b"ping")
+        async with asyncop.move_on_after(30) as cs:
+            await stream.receive_some()
+        return cs.cancelled_caught, asyncop.current_time()
+    finally:
+        await stream.aclose()
+
+
+def test_io_grace_lets_a_network_timeout_fire_under_autojump(listener: socket.socket) -> None:
+    # The listener never accepts: the connection sits in its backlog, and
+    # the client's read never becomes ready.
+    clock = VirtualClock(autojump=True, io_grace=0.05)
+    with asyncop.Runtime(2, clock=clock) as rt:
+        started = time.monotonic()
+        op = rt.spawn(_ask_a_server_that_never_answers, port_of(listener))
+        assert op.wait(10).value == (True, 30)
+        assert time.monotonic() - started < 10  # not 30 s: the clock jumped
+        assert rt.registrations() == 0
+
+
+def test_without_io_grace_the_clock_waits_for_the_network(listener: socket.socket) -> None:
+    clock = VirtualClock(autojump=True)
+    with asyncop.Runtime(2, clock=clock) as rt:
+        op = rt.spawn(_ask_a_server_that_never_answers, port_of(listener))
+        wait_until(lambda: rt.registrations() > 0, "the client waits on its socket")
+        with pytest.raises(TimeoutError):
+            op.wait(0.3)  # real seconds: the clock must not jump over the read
+        assert rt.now() == 0
+        op.cancel("done looking")
+        assert op.wait(5).state is OperationState.CANCELLED

@@ -53,7 +53,12 @@ TOP_LEVEL = {
     "current_default_limiter",
     "Condition",
     "current_runtime",
+    "move_on_after",
+    "fail_after",
+    "sleep_forever",
 }
+# Beyond the contract: the _at spellings of trio and anyio, and the type they return.
+TOP_LEVEL |= {"move_on_at", "fail_at", "TimeoutScope"}
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
@@ -106,6 +111,7 @@ def test_signals_module_exports_its_contract_names() -> None:
 
 def test_testing_module_exports_the_virtual_clock() -> None:
     assert asyncop.testing.VirtualClock(autojump=False).now() == 0.0
+    assert asyncop.testing.VirtualClock(autojump=True, io_grace=0.5).io_grace == 0.5
 
 
 def test_public_names_show_their_public_module() -> None:
@@ -123,6 +129,8 @@ def test_public_names_show_their_public_module() -> None:
 
 def test_repr_of_a_public_class_names_the_public_module() -> None:
     assert repr(asyncop.Lock) == "<class 'asyncop.Lock'>"
+    assert repr(asyncop.TimeoutScope) == "<class 'asyncop.TimeoutScope'>"
+    assert asyncop.move_on_after.__module__ == "asyncop"
     assert asyncop.testing.VirtualClock.__module__ == "asyncop.testing"
 
 

@@ -27,6 +27,7 @@ from ._awaitables import race as race
 from ._awaitables import readable as readable
 from ._awaitables import select as select
 from ._awaitables import sleep as sleep
+from ._awaitables import sleep_forever as sleep_forever
 from ._awaitables import sleep_until as sleep_until
 from ._awaitables import timeout as timeout
 from ._awaitables import writable as writable
@@ -70,6 +71,11 @@ from ._sync import Event as Event
 from ._sync import Lock as Lock
 from ._sync import LockGuard as LockGuard
 from ._sync import Semaphore as Semaphore
+from ._timeout_scope import TimeoutScope as TimeoutScope
+from ._timeout_scope import fail_after as fail_after
+from ._timeout_scope import fail_at as fail_at
+from ._timeout_scope import move_on_after as move_on_after
+from ._timeout_scope import move_on_at as move_on_at
 from ._waker import Subscription as Subscription
 from ._waker import WaitEvent as WaitEvent
 from ._waker import Waker as Waker
@@ -191,6 +197,7 @@ __all__ = [
     "TASK_STATUS_IGNORED",
     "TLSStream",
     "TaskStatus",
+    "TimeoutScope",
     "UDPSocket",
     "VirtualClock",
     "WaitEvent",
@@ -211,8 +218,12 @@ __all__ = [
     "current_time",
     "decode_outcome",
     "default_runtime",
+    "fail_after",
+    "fail_at",
     "getaddrinfo",
     "memory_stream_pair",
+    "move_on_after",
+    "move_on_at",
     "notify_closing",
     "open_process",
     "open_signal_receiver",
@@ -235,6 +246,7 @@ __all__ = [
     "serve_tcp",
     "serve_unix",
     "sleep",
+    "sleep_forever",
     "sleep_until",
     "spawn_blocking",
     "timeout",

@@ -8,7 +8,8 @@ says otherwise.
 - ``checkpoint()``: go to the back of the ready queue. ``sleep(0)`` (or
   less) is one too.
 - ``sleep(seconds)``, ``sleep_until(deadline)``: a timer in the heap; an
-  infinite (or decades-long) one arms no timer and waits for a cancel.
+  infinite (or decades-long) one arms no timer and waits for a cancel, as
+  ``sleep_forever()`` does.
 - ``await op``: the operation ends (``OpWait``).
 - ``timeout(seconds, op)``, ``race(*ops)``, ``select(*events)``.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Any, final, overload
+from typing import Any, NoReturn, final, overload
 
 from ..operations import (
     A,
@@ -61,6 +62,7 @@ __all__ = [
     "readable",
     "select",
     "sleep",
+    "sleep_forever",
     "sleep_until",
     "timeout",
     "writable",
@@ -256,6 +258,36 @@ def sleep_until(deadline: float) -> WaitEvent[None]:
     except OverflowError:  # an int beyond float range: never, or long past
         value = _INF if deadline > 0 else -_INF
     return SleepUntil(value)
+
+
+@final
+class SleepForever(WaitEvent[NoReturn]):
+    """Wait until cancelled: nothing is armed, and only a cancel ends the wait."""
+
+    __slots__ = ()
+
+    arms_locked = True
+
+    def _arm(self, sub: Subscription) -> None:
+        pass
+
+    def _arm_locked(self, sub: Subscription) -> None:
+        pass
+
+    def _describe(self) -> str:
+        return "sleep_forever()"
+
+
+def sleep_forever() -> WaitEvent[NoReturn]:
+    """Suspend the task until it is cancelled; it never returns.
+
+    The same wait as ``sleep(math.inf)``, spelled as trio and anyio spell
+    it. In ``select``, it is a branch that never wins.
+
+    Raises:
+        Cancelled: the task is cancelled, before or during the wait.
+    """
+    return SleepForever()
 
 
 def current_time() -> float:

@@ -7,6 +7,14 @@ runtime itself, which jumps it to the next timer deadline whenever every
 worker is idle and nothing else (an I/O wait, a blocking call in another
 thread) could make progress. Tests that sleep for an hour then finish in
 microseconds, and deterministically.
+
+An I/O wait holds the clock because its readiness comes from outside, in
+real time: a peer that answers in 5 ms must not see the client's 30 s
+timeout fire first. A test whose peer never answers would then hang, so
+``io_grace=S`` lets the clock jump over I/O waits too, once the runtime has
+been idle for ``S`` seconds of real time with nothing woken (no readiness,
+no timer, no push). The runtime keeps that count (``_worker.py``, where a
+worker decides how long to park); the clock only carries the setting.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from ..platform import check_timeout
 
 __all__ = ["Clock", "MonotonicClock", "VirtualClock", "clock_reader"]
 
@@ -70,20 +80,33 @@ class VirtualClock:
         autojump: when True, a runtime using this clock jumps it to the next
             timer deadline as soon as all of its workers are idle and no I/O
             wait or blocking call is in flight.
+        io_grace: with ``autojump``, also jump while tasks wait on I/O, once
+            nothing has woken any task for this many seconds of real time:
+            for tests whose peer may never answer. None (the default): an
+            I/O wait always holds the clock.
         start: the initial reading, in seconds: a finite number.
 
     Raises:
-        TypeError: ``start`` is not a number.
-        ValueError: ``start`` is NaN or infinite.
+        TypeError: ``start`` or ``io_grace`` is not a number.
+        ValueError: ``start`` is NaN or infinite; ``io_grace`` is not a
+            positive finite number, or is given without ``autojump``.
     """
 
     virtual = True
 
-    def __init__(self, autojump: bool = True, *, start: float = 0.0) -> None:
+    def __init__(
+        self, autojump: bool = True, io_grace: float | None = None, *, start: float = 0.0
+    ) -> None:
         self.autojump = bool(autojump)
+        self._io_grace = _io_grace(io_grace, self.autojump)
         self._now = _finite(start, "VirtualClock(start=...)")
         self._lock = threading.Lock()
         self._listeners: list[_ClockListener] = []
+
+    @property
+    def io_grace(self) -> float | None:
+        """Real seconds of quiet after which an autojump passes over I/O waits; None: never."""
+        return self._io_grace
 
     def now(self) -> float:
         """Return the virtual time in seconds."""
@@ -127,7 +150,26 @@ class VirtualClock:
                 self._listeners.remove(listener)
 
     def __repr__(self) -> str:
-        return f"VirtualClock(autojump={self.autojump}, now={self._now!r})"
+        grace = "" if self._io_grace is None else f", io_grace={self._io_grace!r}"
+        return f"VirtualClock(autojump={self.autojump}{grace}, now={self._now!r})"
+
+
+def _io_grace(value: object, autojump: bool) -> float | None:
+    """``VirtualClock(io_grace=...)`` checked: None, or a positive finite float."""
+    if value is None:
+        return None
+    grace = check_timeout(value, "VirtualClock(io_grace=...)")  # (a non-number, NaN)
+    if grace is None or grace <= 0.0:  # (None here: an infinity, or decades)
+        raise ValueError(
+            f"VirtualClock(io_grace=...) got {value!r}; pass a positive finite number of "
+            "seconds of real time, or None to never jump over an I/O wait"
+        )
+    if not autojump:
+        raise ValueError(
+            "VirtualClock(io_grace=...) only applies to a clock that jumps by itself; "
+            "pass autojump=True with it, or drop io_grace"
+        )
+    return grace
 
 
 def clock_reader(clock: Any) -> Callable[[], float]:

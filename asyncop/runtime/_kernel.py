@@ -147,6 +147,14 @@ class Kernel:
         self._now: Callable[[], float] = clock_reader(self._clock)
         self._virtual = bool(getattr(self._clock, "virtual", False))
         self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
+        # With it, an autojump also passes over I/O waits once nothing has
+        # woken a task for that long in real time (see _worker.py): the
+        # _queue_seq last seen idle, and since when (time.monotonic()).
+        self._io_grace: float | None = (
+            getattr(self._clock, "io_grace", None) if self._autojump else None
+        )
+        self._quiet_seq = -1
+        self._quiet_since = 0.0
         self._target = workers
         self._dynamic = os.environ.get("ASYNCOP_DYNAMIC_WORKERS", "") == "1"
         # Ready coroutine tasks, stepped by whoever holds the lane (by any

@@ -29,7 +29,9 @@ decides what the ``with`` statement raises, in this order:
    the code after the block must not run. What caused the cancel decides,
    not the value ``shield`` has now.
 4. The scope's own deadline, if it cancelled something, raises a bare
-   ``TimeoutError`` from the ``Cancelled`` that ended the block.
+   ``TimeoutError`` from the ``Cancelled`` that ended the block. It is the
+   only bare ``TimeoutError`` an exit raises: ``move_on_after``
+   (``_timeout_scope.py``) tells its expiry by that, and swallows it.
 5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
    stops here.
 

@@ -643,7 +643,9 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
 
     ``go_on`` is True when it must not park but loop again (a timer is
     due, the clock jumped, wait_all_blocked() was woken); ``timeout`` is
-    ``RETIRE`` when the worker must leave the pool.
+    ``RETIRE`` when the worker must leave the pool. On an autojumping
+    virtual clock held only by I/O waits, it is what is left of the
+    clock's ``io_grace``, in real seconds (see ``_io_grace_left_locked``).
     """
     deadline = rt._timers.next_deadline()
     rt._next_deadline = _INF if deadline is None else deadline
@@ -668,18 +670,16 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     if rt._virtual:
         if deadline is not None and deadline <= rt._now():
             return None, True
-        if (
-            rt._autojump
-            and deadline is not None
-            and active == 1
-            and rt._outside_work == 0
-            and not rt._io_waiting()
-        ):
-            # Every other worker is parked and nothing outside the
-            # workers can make progress: jump to the next deadline.
-            rt._clock._jump_to(deadline)
-            return None, True
         timeout = None
+        if rt._autojump and deadline is not None and active == 1 and rt._outside_work == 0:
+            # Every other worker is parked and nothing outside the workers
+            # can make progress: jump to the next deadline. An I/O wait
+            # can (its peer is outside): it holds the clock, for no longer
+            # than the clock's io_grace if it has one.
+            timeout = _io_grace_left_locked(rt) if rt._io_waiting() else 0.0
+            if timeout is not None and timeout <= 0.0:
+                rt._clock._jump_to(deadline)
+                return None, True
     elif deadline is None:
         timeout = None
     else:
@@ -694,6 +694,27 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
         limit = EXTRA_IDLE if worker.extra else rt.idle_retire
         timeout = limit if timeout is None else min(timeout, limit)
     return timeout, False
+
+
+def _io_grace_left_locked(rt: Kernel) -> float | None:
+    """Real seconds before an autojump may pass over the I/O waits; None: never.
+
+    The ``io_grace`` of the clock counts from when the runtime was first
+    found idle with I/O waits pending, and starts again whenever a task
+    was queued since (a readiness, a timer, a push from a thread all queue
+    one): ``_queue_seq`` moves on with each. Quiet for the whole grace, the
+    peer is taken not to answer; the worker parks for what is left of it,
+    then looks again.
+    """
+    grace = rt._io_grace
+    if grace is None:
+        return None
+    now = monotonic()
+    if rt._quiet_seq != rt._queue_seq:
+        rt._quiet_seq = rt._queue_seq
+        rt._quiet_since = now
+    return rt._quiet_since + grace - now
+
 
 def may_retire_locked(rt: Kernel, worker: Worker) -> bool:
     if worker.extra:

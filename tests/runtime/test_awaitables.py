@@ -275,6 +275,55 @@ def test_cancel_wakes_a_sleeping_task_at_once(vruntime: asyncop.Runtime) -> None
     assert log == [("cancelled at", pytest.approx(3))]
 
 
+def test_sleep_forever_waits_until_cancelled(vruntime: asyncop.Runtime) -> None:
+    log: list[Any] = []
+
+    async def sleeper() -> None:
+        try:
+            await asyncop.sleep_forever()
+        except Cancelled:
+            log.append(("cancelled at", asyncop.current_time()))
+            raise
+        log.append("returned")  # pragma: no cover - it never returns
+
+    async def main() -> None:
+        op = me().spawn(sleeper)
+        await wait_all_blocked()
+        assert "sleep_forever()" in vruntime.dump()
+        assert vruntime.registrations() == 0  # no timer: nothing can end it but a cancel
+        await asyncop.sleep(3)
+        op.cancel()
+        await asyncop.race(op)
+        assert op.state is OperationState.CANCELLED
+
+    vruntime.run(main)
+    assert log == [("cancelled at", 3)]
+
+
+def test_sleep_forever_in_a_cancelled_task_raises_at_once(vruntime: asyncop.Runtime) -> None:
+    async def main() -> None:
+        me().cancel()
+        with pytest.raises(Cancelled):
+            await asyncop.sleep_forever()
+
+    op = vruntime.spawn(main)
+    assert op.wait(5).state is OperationState.CANCELLED
+    assert vruntime.now() == 0
+
+
+def test_sleep_forever_never_wins_a_select(vruntime: asyncop.Runtime) -> None:
+    async def main() -> list[tuple[int, Any]]:
+        inbox: asyncop.Channel[str] = asyncop.Channel(1)
+        inbox.try_send("mail")
+        got = [await asyncop.select(asyncop.sleep_forever(), inbox.recv_async())]
+        got.append(await asyncop.select(asyncop.sleep_forever(), asyncop.sleep(2)))
+        return got
+
+    assert vruntime.run(main) == [(1, "mail"), (1, None)]
+    assert vruntime.now() == 2
+    assert vruntime.registrations() == 0
+
+
 def test_current_time_in_a_task_equals_runtime_now(vruntime: asyncop.Runtime) -> None:
     async def main() -> tuple[float, float]:
         await asyncop.sleep(7.25)

@@ -80,6 +80,38 @@ def test_autojump_flag_is_kept() -> None:
     assert VirtualClock(autojump=False).autojump is False
 
 
+def test_io_grace_is_kept_and_shown() -> None:
+    assert VirtualClock().io_grace is None
+    assert VirtualClock(True, 2).io_grace == 2.0
+    clock = VirtualClock(autojump=True, io_grace=0.05)
+    assert clock.io_grace == 0.05
+    assert "io_grace=0.05" in repr(clock)
+    assert "io_grace" not in repr(VirtualClock())
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (10**400, ValueError),
+        ("1", TypeError),
+        (True, TypeError),
+    ],
+    ids=["zero", "negative", "nan", "inf", "huge-int", "str", "bool"],
+)
+def test_bad_io_grace_raises(bad: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=r"VirtualClock\(io_grace=\.\.\.\)"):
+        VirtualClock(autojump=True, io_grace=bad)  # type: ignore[arg-type]
+
+
+def test_io_grace_without_autojump_raises() -> None:
+    with pytest.raises(ValueError, match="autojump=True"):
+        VirtualClock(autojump=False, io_grace=0.1)
+
+
 def test_advance_from_another_thread() -> None:
     clock = VirtualClock(autojump=False)
     thread = threading.Thread(target=clock.advance, args=(7.0,), daemon=True)

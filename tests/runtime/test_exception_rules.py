@@ -11,11 +11,9 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +21,7 @@ import pytest
 import asyncop
 from asyncop import CancellationError, Cancelled, OperationState
 from tests._freethreading import may_not_free_by_refcounting
+from tests.conftest import Marker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -590,22 +589,6 @@ def test_cancelled_still_reaches_a_task_waiting_in_its_own_awaitable(
 # ----------------------------------------------------------------------
 # No reference cycles
 # ----------------------------------------------------------------------
-
-
-class Marker:
-    """Lives in the frame that catches the group: freed only with the frame."""
-
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @may_not_free_by_refcounting

@@ -42,6 +42,7 @@ MAKERS: dict[str, Callable[[asyncop.Runtime], Any]] = {
     "sleep": lambda rt: asyncop.sleep(1),
     "sleep-zero": lambda rt: asyncop.sleep(0),
     "sleep-inf": lambda rt: asyncop.sleep(float("inf")),
+    "sleep_forever": lambda rt: asyncop.sleep_forever(),
     "sleep_until": lambda rt: asyncop.sleep_until(5),
     "send_async": lambda rt: asyncop.Channel(1).send_async("item"),
     "recv_async": lambda rt: asyncop.Channel(1).recv_async(),

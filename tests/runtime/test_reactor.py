@@ -727,6 +727,76 @@ def test_autojump_holds_the_clock_while_an_io_wait_is_pending(
     assert log[1][1] >= start + 3600
 
 
+async def _read_bytes_until_quiet(sock: socket.socket, log: list[tuple[bytes, float]]) -> bool:
+    """Log each byte with the time it came, until ``move_on_after(30)`` gives up."""
+    async with asyncop.move_on_after(30) as cs:
+        while True:
+            await asyncop.readable(sock)
+            try:
+                data = sock.recv(16)
+            except BlockingIOError:
+                continue  # a spurious wake-up
+            log.extend((bytes([byte]), asyncop.current_time()) for byte in data)
+    return cs.cancelled_caught
+
+
+def test_io_grace_jumps_over_an_io_wait_that_stays_quiet(
+    make_runtime: MakeRuntime, pairs: Any
+) -> None:
+    rt = make_runtime(clock=VirtualClock(autojump=True, io_grace=0.05))
+    a, _b = pairs()
+    log: list[tuple[bytes, float]] = []
+    started = time.monotonic()
+    assert rt.run(_read_bytes_until_quiet, a, log) is True
+    assert time.monotonic() - started < 10  # generous: the grace is 0.05 s
+    assert log == []
+    assert rt.now() == 30
+    assert rt.registrations() == 0
+
+
+def test_io_grace_counts_from_the_last_readiness(make_runtime: MakeRuntime, pairs: Any) -> None:
+    """A peer that keeps talking holds the clock; once it falls silent, the clock jumps.
+
+    The bytes come 0.05 s apart for 1 s of real time, twice the grace: a
+    grace counted from the first idle moment would jump while the peer still
+    talks, and the later bytes would come at virtual 30, not 0.
+    """
+    rt = make_runtime(clock=VirtualClock(autojump=True, io_grace=0.5))
+    a, b = pairs()
+    log: list[tuple[bytes, float]] = []
+    stop = threading.Event()
+
+    def talk() -> None:
+        for _ in range(20):
+            if stop.wait(0.05):
+                return
+            b.send(b"x")
+
+    talker = threading.Thread(target=talk)
+    talker.start()
+    try:
+        assert rt.run(_read_bytes_until_quiet, a, log) is True
+    finally:
+        stop.set()
+        talker.join(5)
+    assert log == [(b"x", 0.0)] * 20
+    assert rt.now() == 30
+
+
+def test_without_io_grace_a_quiet_io_wait_holds_the_clock(
+    make_runtime: MakeRuntime, pairs: Any
+) -> None:
+    rt = make_runtime(clock=VirtualClock(autojump=True))
+    a, _b = pairs()
+    log: list[tuple[bytes, float]] = []
+    op = rt.spawn(_read_bytes_until_quiet, a, log)
+    with pytest.raises(TimeoutError):
+        op.wait(0.3)  # real seconds: the clock must not jump over the wait
+    assert rt.now() == 0
+    op.cancel()
+    assert op.wait(5).state is OperationState.CANCELLED
+
+
 # ----------------------------------------------------------------------
 # A socket closed under a parked task, without notify_closing()
 # ----------------------------------------------------------------------

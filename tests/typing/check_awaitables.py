@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import ssl
 import subprocess
-from typing import Any, assert_type
+from typing import Any, NoReturn, assert_type
 
 import asyncop
+import asyncop.lowlevel
 import asyncop.testing
 from asyncop import AsyncOperation, LockGuard, TaskStatus
 from asyncop.net import SocketStream, Stream, TLSStream, open_tcp_stream
@@ -160,3 +161,37 @@ async def runtime_and_scope() -> None:
     rt = asyncop.current_runtime()
     assert_type(rt, asyncop.Runtime)
     assert_type(await rt.spawn(text), str)
+
+
+async def deadlines() -> None:
+    async with asyncop.move_on_after(5) as cs:
+        assert_type(cs, asyncop.TimeoutScope)
+        cs.deadline += 1
+        assert_type(cs.deadline, float)
+    assert_type(cs.cancelled_caught, bool)
+    async with asyncop.fail_after(None, shield=True) as failing:
+        failing.cancel("enough")
+    async with asyncop.move_on_at(asyncop.current_time() + 5), asyncop.fail_at(10.0):
+        pass
+
+
+def sync_deadlines() -> bool:
+    with asyncop.move_on_after(1.5) as cs:
+        pass
+    return cs.cancelled_caught
+
+
+async def never_returns() -> None:
+    assert_type(asyncop.sleep_forever(), asyncop.lowlevel.WaitEvent[NoReturn])
+    _index, value = await asyncop.select(asyncop.sleep_forever(), asyncop.sleep(1))
+    assert_type(value, None)
+
+
+async def waits_until_cancelled() -> None:
+    assert_type(await asyncop.sleep_forever(), NoReturn)
+
+
+def grace_clock() -> asyncop.testing.VirtualClock:
+    clock = asyncop.testing.VirtualClock(autojump=True, io_grace=0.05)
+    assert_type(clock.io_grace, float | None)
+    return clock
