@@ -2237,6 +2237,25 @@ CASES += [
     Case("run-coroutine-object", t_run_a_coroutine_object, TypeError, "main()"),
 ]
 
+
+
+def t_notify_type(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.notify, 1.5)
+
+
+def t_notify_negative(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.notify, -1)
+
+
+CASES += [
+    Case("condition-notify-type", t_notify_type, TypeError, "float"),
+    Case("condition-notify-negative", t_notify_negative, ValueError, "notify(-1)"),
+]
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 
@@ -2362,7 +2381,7 @@ def test_every_raise_site_is_covered(ctx: Ctx) -> None:
     ]
     if uncovered and skipped:
         pytest.skip(f"cases {skipped} cannot run on this machine; uncovered: {uncovered}")
-    assert uncovered == [], "raise sites no case triggers (add a case to CASES)"
+    assert uncovered == [], f"raise sites no case triggers (add a case to CASES): {uncovered}"
 
 
 # ----------------------------------------------------------------------

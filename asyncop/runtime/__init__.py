@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from ._serve import serve_tcp as serve_tcp
     from ._signals import SignalReceiver as SignalReceiver
     from ._signals import open_signal_receiver as open_signal_receiver
+    from ._stream_api import MAX_READ as MAX_READ
     from ._stream_api import DelimiterNotFound as DelimiterNotFound
     from ._stream_api import IncompleteRead as IncompleteRead
     from ._stream_api import ReceiveStream as ReceiveStream
@@ -119,6 +120,7 @@ _LAZY = {
     "serve_tcp": "_serve",
     "SignalReceiver": "_signals",
     "open_signal_receiver": "_signals",
+    "MAX_READ": "_stream_api",
     "DelimiterNotFound": "_stream_api",
     "IncompleteRead": "_stream_api",
     "ReceiveStream": "_stream_api",
@@ -166,6 +168,7 @@ __all__ = [
     "JobState",
     "Lock",
     "LockGuard",
+    "MAX_READ",
     "MonotonicClock",
     "PipeStream",
     "Process",

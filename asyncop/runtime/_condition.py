@@ -246,9 +246,26 @@ class Condition:
     def notify(self, n: int = 1) -> None:
         """Wake the ``n`` oldest waiters (fewer if fewer wait). Not a cancellation point.
 
+        ``n`` is an int, as for ``threading.Condition.notify``: 0 wakes
+        nobody, and ``notify_all()`` wakes every waiter. It is checked before
+        anything else, so a bad one fails at the call rather than later.
+
         Raises:
+            TypeError: ``n`` is not an int (a float, a str, None or a bool).
+            ValueError: ``n`` is negative (``threading.Condition`` refuses
+                it too).
             RuntimeError: the caller does not hold the lock.
         """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(
+                f"Condition.notify(n) needs an int number of waiters, got {type(n).__name__}; "
+                "pass an int such as notify(2), or call notify_all()"
+            )
+        if n < 0:
+            raise ValueError(
+                f"Condition.notify({n}) needs a number of waiters of 0 or more; pass 0 or more, "
+                "or call notify_all() to wake every waiter"
+            )
         self._check_held("notify()")
         self._notify(n)
 

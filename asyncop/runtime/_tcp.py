@@ -79,6 +79,23 @@ def check_port(port: object, what: str) -> int:
     return port
 
 
+def check_backlog(backlog: object, call: str) -> int:
+    """The accept queue length to pass to ``listen()``: ``SOMAXCONN`` for None."""
+    if backlog is None:
+        return socket.SOMAXCONN
+    if isinstance(backlog, bool) or not isinstance(backlog, int):
+        raise TypeError(
+            f"{call}(backlog=...) needs an int, got {type(backlog).__name__}; "
+            "pass a queue length, or None for the OS maximum"
+        )
+    if backlog < 0:
+        raise ValueError(
+            f"{call}(backlog={backlog}) needs an int of 0 or more; pass None for the OS maximum"
+        )
+    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
+    return min(backlog, 0xFFFF)
+
+
 # -- connecting ------------------------------------------------------------------
 
 
@@ -394,18 +411,11 @@ async def open_tcp_listeners(
 
     Raises:
         OSError: the address is in use, or cannot be resolved.
+        TypeError, ValueError: ``port`` or ``backlog`` is not an int in range.
         Cancelled: the task was cancelled; nothing is left open.
     """
     check_port(port, "open_tcp_listeners()")
-    if backlog is None:
-        backlog = socket.SOMAXCONN
-    elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
-        raise ValueError(
-            f"open_tcp_listeners(backlog={backlog!r}) needs an int of 0 or more; "
-            "pass None for the OS maximum"
-        )
-    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
-    backlog = min(backlog, 0xFFFF)
+    backlog = check_backlog(backlog, "open_tcp_listeners")
     infos = await _dns.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     listeners: list[SocketListener] = []
     seen: set[tuple[int, Any]] = set()

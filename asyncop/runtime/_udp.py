@@ -25,6 +25,7 @@ from . import _dns
 from ._awaitables import readable, writable
 from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
+    MAX_READ,
     PASS,
     AsyncResource,
     ConflictGuard,
@@ -32,6 +33,7 @@ from ._stream_api import (
     closed_error,
 )
 from ._streams import close_socket, wait_ready
+from ._tcp import check_port
 
 __all__ = ["UDPSocket", "open_udp_socket"]
 
@@ -89,8 +91,11 @@ class UDPSocket(AsyncResource):
             socket.gaierror: ``host`` does not resolve in this socket's family.
             OSError: the datagram is too large (``EMSGSIZE``), or the
                 network refused it.
+            TypeError, ValueError: ``port`` is not an int in 0..65535
+                (raised before anything is sent).
             Cancelled: the task was cancelled.
         """
+        check_port(port, "UDPSocket.sendto()")
         with self._send_guard:
             self._check_open()
             sock = self._socket
@@ -116,16 +121,18 @@ class UDPSocket(AsyncResource):
         Raises:
             ClosedResourceError: the socket was closed (also while waiting).
             BusyResourceError: another task is receiving on this socket.
+            TypeError, ValueError: ``max_bytes`` is not a positive int.
             Cancelled: the task was cancelled.
         """
-        check_max_bytes(max_bytes, "recvfrom(max_bytes=...)")
+        # (A datagram never holds more than MAX_READ: the cap cuts nothing.)
+        size = min(check_max_bytes(max_bytes, "recvfrom(max_bytes=...)"), MAX_READ)
         with self._receive_guard:
             self._check_open()
             await PASS
             sock = self._socket
             while True:
                 try:
-                    return sock.recvfrom(max_bytes)
+                    return sock.recvfrom(size)
                 except BlockingIOError:
                     pass
                 await wait_ready(readable(sock), self._is_closed, "UDP socket")
@@ -169,13 +176,10 @@ async def open_udp_socket(
 
     Raises:
         OSError: the address cannot be bound or resolved.
+        TypeError, ValueError: ``local_port`` is not an int in 0..65535.
         Cancelled: the task was cancelled.
     """
-    if isinstance(local_port, bool) or not isinstance(local_port, int):
-        raise TypeError(
-            f"open_udp_socket() needs an int local_port, got {type(local_port).__name__}; "
-            "pass 0 for any free port"
-        )
+    check_port(local_port, "open_udp_socket(local_port=...)")
     if local_host is None and family == socket.AF_UNSPEC:
         family = socket.AF_INET
     infos = await _dns.getaddrinfo(

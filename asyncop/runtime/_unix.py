@@ -30,7 +30,7 @@ from ._socket_file import forget_socket_file, remember_socket_file
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._stream_api import PASS
 from ._streams import SocketStream
-from ._tcp import SocketListener
+from ._tcp import SocketListener, check_backlog
 
 __all__ = ["open_unix_listener", "open_unix_stream", "serve_unix"]
 
@@ -85,13 +85,17 @@ async def open_unix_listener(
     A stale socket file at ``path`` is replaced; the listener removes its
     file when it closes.
 
+    Args:
+        path: where the socket file goes.
+        backlog: the accept queue length; None for the OS maximum.
+
     Raises:
         FileExistsError: ``path`` exists and is not a socket.
         OSError: the path cannot be bound.
+        TypeError, ValueError: ``backlog`` is not an int of 0 or more.
     """
     name = _check_path(path, "open_unix_listener()")
-    if backlog is None:
-        backlog = socket.SOMAXCONN
+    backlog = check_backlog(backlog, "open_unix_listener")
     await PASS
     try:
         if stat.S_ISSOCK(os.stat(name).st_mode):
