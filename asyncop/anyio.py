@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - tested in a venv without the ex
     ) from exc
 
 from .operations import AsyncOperation, R, Ts, V
-from .runtime import Runtime, default_runtime
+from .runtime import Runtime, default_runtime, let_go
 
 __all__ = ["spawn", "wait"]
 
@@ -91,6 +91,7 @@ async def wait(op: AsyncOperation[V]) -> V:
         TypeError: ``op`` is not an operation.
     """
     if not isinstance(op, AsyncOperation):
+        let_go((op,))  # refused: it must not warn "never awaited" besides
         raise TypeError(
             f"asyncop.anyio.wait() needs an AsyncOperation, got {type(op).__name__}; "
             "pass what runtime.spawn() returned"

@@ -2251,7 +2251,12 @@ def t_notify_negative(c: Ctx) -> BaseException:
         return caught(cond.notify, -1)
 
 
+def t_spawn_an_awaitable(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, asyncop.sleep(7))
+
+
 CASES += [
+    Case("spawn-an-awaitable", t_spawn_an_awaitable, TypeError, "sleep(7)"),
     Case("condition-notify-type", t_notify_type, TypeError, "float"),
     Case("condition-notify-negative", t_notify_negative, ValueError, "notify(-1)"),
 ]

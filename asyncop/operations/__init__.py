@@ -44,6 +44,7 @@ from ._executor import spawn_remote as spawn_remote
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
+from ._guard import describe_fn as describe_fn
 from ._guard import log_user_failure as log_user_failure
 from ._guard import safe_repr as safe_repr
 from ._guard import safe_str as safe_str
@@ -53,6 +54,7 @@ from ._hooks import install_start as install_start
 from ._hooks import run_after as run_after
 from ._node import AsyncOperation as AsyncOperation
 from ._node import _user_frame as _user_frame
+from ._node import made_by_user as made_by_user
 from ._park import cancelled_error as cancelled_error
 from ._park import park as park
 from ._state import AsyncResult as AsyncResult

@@ -102,13 +102,20 @@ _CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.RE
 
 
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
-    """Find the first frame outside asyncop: where the user made the operation.
+    """Find where the user made the operation: the first frame outside asyncop.
 
     ``depth`` is where the caller expects the user's frame to be (counted
     from this function), so the usual case costs one look; the walk goes on
     outward from there if that frame is still asyncop's. Returns the frame's
     code and instruction offset: the line number is worked out from them
     only when somebody reads it (it is not free, and rarely read).
+
+    asyncop's own code also makes operations (a server's accept loops and
+    connections, a scope inside a library coroutine), on a worker thread
+    whose stack holds no user frame: below asyncop there is only the
+    thread's start in ``threading``. Those get the place of the operation
+    whose code made them, which got its own the same way: the user's line
+    that started it all (the ``serve_tcp`` call, say).
     """
     frame = _getframe(depth)
     while frame is not None:
@@ -121,7 +128,23 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
         if not known[1]:
             return code, frame.f_lasti
         frame = frame.f_back  # type: ignore[assignment]
+    state = thread_state()
+    task = state.task
+    maker = state.op if task is None else task.current
+    if maker is not None:
+        return maker._code, maker._lasti
     return None, 0
+
+
+def made_by_user(module: object) -> bool:
+    """Whether code of ``module`` (a ``__name__``) can be where a user made something.
+
+    Not asyncop's own modules, nor ``threading``, whose frames start every
+    thread: a worker's stack has them below asyncop's and nothing else.
+    """
+    if not isinstance(module, str):
+        return True
+    return not (module == "asyncop" or module.startswith("asyncop.") or module == "threading")
 
 
 # id(code) -> (code, whether it is asyncop's), for _user_frame.
@@ -133,7 +156,7 @@ _getframe = sys._getframe
 
 def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
     module = frame.f_globals.get("__name__", "")
-    own = module == "asyncop" or (isinstance(module, str) and module.startswith("asyncop."))
+    own = not made_by_user(module)
     if len(_OWN_CODE) >= _OWN_CODE_MAX:
         _OWN_CODE.clear()
     known = _OWN_CODE[id(frame.f_code)] = (frame.f_code, own)

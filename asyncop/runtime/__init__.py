@@ -75,6 +75,7 @@ from ._waker import WaitEvent as WaitEvent
 from ._waker import Waker as Waker
 from ._waker import WakerStatus as WakerStatus
 from ._waker import cancel as cancel
+from ._waker import let_go as let_go
 from ._waker import resolve as resolve
 
 # The waker callback that ends a wait with TimeoutError (asyncop.lowlevel's
@@ -210,6 +211,7 @@ __all__ = [
     "decode_outcome",
     "default_runtime",
     "getaddrinfo",
+    "let_go",
     "notify_closing",
     "open_process",
     "open_signal_receiver",

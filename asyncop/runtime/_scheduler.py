@@ -40,6 +40,7 @@ from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
 from ._scope import Scope
 from ._task import describe_wait
+from ._waker import let_go
 from ._worker import (
     WorkerState,
     join_by,
@@ -367,6 +368,7 @@ class Runtime(Kernel):
             CancellationError: the operation was cancelled.
         """
         if thread_state().task is not None:
+            let_go((fn,))  # refused: it must not warn "never awaited" besides
             raise RuntimeError(
                 f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
                 "write 'await runtime.spawn(fn)' instead"
