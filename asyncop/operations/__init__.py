@@ -30,6 +30,7 @@ from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation
 from ._current import state_of as state_of
 from ._current import thread_state as thread_state
+from ._errors import SPAWN_KEYWORDS as SPAWN_KEYWORDS
 from ._errors import BrokenResourceError as BrokenResourceError
 from ._errors import BusyResourceError as BusyResourceError
 from ._errors import CancellationError as CancellationError
@@ -38,7 +39,9 @@ from ._errors import ClosedResourceError as ClosedResourceError
 from ._errors import EndOfChannel as EndOfChannel
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import WouldBlock as WouldBlock
+from ._errors import blocking_in_task_error as blocking_in_task_error
 from ._errors import cancelled_for as cancelled_for
+from ._errors import keywords_refused as keywords_refused
 from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._foreign import awaited_outside_error as awaited_outside_error

@@ -51,14 +51,14 @@ import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING, Any, Generic, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 
 import attrs
 
 from ..platform import check_deadline, check_timeout
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
-from ._errors import CancellationError, InvalidStateError
+from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
 from ._executor import spawn_remote
 from ._finalize import (
     end_work,
@@ -547,6 +547,7 @@ class AsyncOperation(Generic[T]):
         supervise: bool = False,
         executor: object = None,
         abandon: bool = False,
+        **keywords: Any,
     ) -> AsyncOperation[Any]:
         """Make a child that runs ``fn(*args)`` and submit it.
 
@@ -555,7 +556,8 @@ class AsyncOperation(Generic[T]):
 
         Args:
             fn: the work.
-            *args: its positional arguments.
+            *args: its positional arguments; bind keyword arguments with
+                ``functools.partial(fn, key=value)``.
             name: shown in ``dump()`` and error messages; defaults to the
                 function's name.
             supervise: keep this child's failure on the child instead of
@@ -570,10 +572,13 @@ class AsyncOperation(Generic[T]):
             child is born CANCELLED and never runs.
 
         Raises:
-            TypeError: ``fn`` is not callable, or (with an executor) ``fn``
-                or an argument cannot be pickled.
+            TypeError: ``fn`` is not callable, a keyword argument is meant
+                for ``fn``, or (with an executor) ``fn`` or an argument
+                cannot be pickled.
             RuntimeError: this operation has ended (a scope that exited).
         """
+        if keywords and callable(fn):  # (else refused below, for what fn is)
+            raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
         if executor is not None or abandon:
             return spawn_remote(
                 self.runtime, self, fn, args, name=name, supervise=supervise,
@@ -581,7 +586,9 @@ class AsyncOperation(Generic[T]):
             )
         return self.runtime._spawn(fn, args, self, name, supervise)
 
-    def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    def start(
+        self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
+    ) -> Any:
         """Spawn ``fn(*args, task_status=...)`` as a child and wait until it is ready.
 
         In a coroutine write ``value = await op.start(fn, *args)``; from a
@@ -602,8 +609,11 @@ class AsyncOperation(Generic[T]):
             BaseException: what ``fn`` raised before calling ``started()``.
             RuntimeError: ``fn`` ended without calling ``started()``, or this
                 operation has ended (a scope that exited).
-            TypeError: ``fn`` is not callable.
+            TypeError: ``fn`` is not callable, or a keyword argument is meant
+                for ``fn`` (bind it with ``functools.partial``).
         """
+        if keywords and callable(fn):  # (else refused below, for what fn is)
+            raise keywords_refused("start", fn, keywords, ("name",))
         # The runtime sits above the operations package: it installed its
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)

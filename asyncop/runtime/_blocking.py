@@ -20,9 +20,9 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
-from typing import Any, final
+from typing import Any, Never, final
 
-from ..operations import R, Ts, safe_repr
+from ..operations import R, Ts, keywords_refused, safe_repr
 from ..platform import ThreadHandle, WakeEvent, join_by, start_thread
 from ._kinds import code_of_call, describe_fn
 from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
@@ -285,6 +285,7 @@ def spawn_blocking(
     *args: *Ts,
     abandon: bool = False,
     limiter: CapacityLimiter | None = None,
+    **keywords: Never,
 ) -> WaitEvent[R]:
     """Run ``fn(*args)`` in another OS thread and wait for its result.
 
@@ -301,8 +302,17 @@ def spawn_blocking(
     Returns:
         When awaited, ``fn``'s return value.
 
+    Keyword arguments for ``fn`` go through ``functools.partial(fn,
+    key=value)``: the call's own keywords are ``abandon`` and ``limiter``.
+
     Raises:
+        TypeError: ``fn`` is not callable or is an async function,
+            ``limiter`` is not a ``CapacityLimiter``, or a keyword argument is
+            meant for ``fn`` (raised by the call itself).
         BaseException: what ``fn`` raised.
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
+    if keywords:
+        let_go((fn,))  # refused: it must not warn "never awaited" besides
+        raise keywords_refused("spawn_blocking", fn, keywords, ("abandon", "limiter"))
     return Blocking(fn, args, bool(abandon), limiter)

@@ -281,6 +281,12 @@ REFUSED_IN_A_TASK: dict[str, Callable[[], Any]] = {
     ),
     "timeout-a-coroutine": lambda: asyncop.timeout(1, _coroutine()),  # type: ignore[arg-type]
     "spawn-an-event": lambda: _task_op().spawn(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "spawn-an-event-with-a-keyword": lambda: _task_op().spawn(
+        asyncop.sleep(1), x=1  # type: ignore[call-overload]
+    ),
+    "spawn_blocking-an-event-with-a-keyword": lambda: asyncop.spawn_blocking(
+        asyncop.sleep(1), x=1  # type: ignore[arg-type]
+    ),
     "start-an-event": lambda: _task_op().start(asyncop.sleep(1)),
     "start-a-coroutine": lambda: _task_op().start(_coroutine()),
     "spawn_blocking-an-event": lambda: asyncop.spawn_blocking(asyncop.sleep(1)),  # type: ignore[arg-type]
