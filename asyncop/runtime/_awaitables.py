@@ -18,7 +18,9 @@ the threads that run it, in ``_blocking.py``.
 Every factory checks its arguments when called, before anything is made,
 and every event made warns if it is collected without being awaited (see
 ``_waker.py``). Events an awaitable makes for itself (the parts of a
-``timeout`` or ``race``) are marked used when made.
+``timeout`` or ``race``) are marked used when made; a factory that refuses
+one argument lets go of all of them (``let_go``). A sleep keeps the length
+asked for, which ``dump()`` shows, even one that arms no timer.
 """
 
 from __future__ import annotations
@@ -152,11 +154,10 @@ def checkpoint() -> WaitEvent[None]:
 class SleepUntil(WaitEvent):
     """Wait until the runtime clock reads ``deadline`` (or later).
 
-    ``deadline`` is what the user asked for, as ``dump()`` shows it: a
-    length with ``relative``, else a time on the clock. A deadline of
-    ``inf``, or decades away (``check_timeout``'s "no limit"), is never
-    reached: no timer is armed, and only a cancel (or another event of a
-    ``select``) ends the wait.
+    ``deadline`` is what was asked for, as ``dump()`` shows it: a length
+    with ``relative``, else a time on the clock. One of ``inf``, or decades
+    away (``check_timeout``'s "no limit"), is never reached: no timer is
+    armed, and only a cancel (or another event of a ``select``) ends it.
     """
 
     __slots__ = ("deadline", "relative")
@@ -212,10 +213,9 @@ _NO_LIMIT = 1e9
 def _seconds(value: object, what: str) -> float:
     """``value`` as a float number of seconds for a sleep: 0.0 for none.
 
-    A length of ``_NO_LIMIT`` or more stays what the user wrote (``dump()``
-    shows it), ``inf`` past float range: the sleep arms no timer for it.
-    Raises TypeError for a non-number (``None`` included: a sleep needs a
-    length) and ValueError for NaN, before anything is made.
+    A length of ``_NO_LIMIT`` or more stays as written (``inf`` past float
+    range). Raises TypeError for a non-number (``None`` included: a sleep
+    needs a length) and ValueError for NaN, before anything is made.
     """
     if type(value) is float or type(value) is int:
         # The usual case, without the ABC check below (sleep is a hot path).

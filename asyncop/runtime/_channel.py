@@ -15,6 +15,9 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
 - The blocking ``send``/``recv`` of a thread follow ``_sync.py``'s waiter
   protocol: inside an operation they end at its cancel (keeping an item
   already handed over), and a Ctrl-C puts a received item back in front.
+  Inside a coroutine they (and a plain ``for`` loop) are refused, naming
+  what was called, ``Channel.send()`` or the end's ``ChannelSender.send()``,
+  and its async form.
 - ``close()``: later sends raise ``ClosedResourceError``; receives drain the
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued

@@ -1,4 +1,11 @@
-"""What kind of operation a function makes: the checks ``spawn`` and ``create`` run first."""
+"""What kind of operation a function makes: the checks ``spawn`` and ``create`` run first.
+
+An ``async def`` function makes a coroutine task, and so does what calls
+one: a ``functools.partial`` of it, a method, an object whose ``__call__``
+is one (``code_of_call``). Anything else callable runs on a worker thread.
+A refused object (a coroutine, an asyncop awaitable) is let go of, so it
+does not warn "never awaited" besides the ``TypeError``.
+"""
 
 from __future__ import annotations
 
