@@ -37,8 +37,8 @@ except ImportError as exc:  # pragma: no cover - tested in a venv without the ex
         name=exc.name,
     ) from exc
 
-from .operations import AsyncOperation, R, Ts, V
-from .runtime import Runtime, default_runtime
+from .operations import AsyncOperation, R, Ts, V, keywords_refused
+from .runtime import Runtime, default_runtime, let_go
 
 __all__ = ["spawn", "wait"]
 
@@ -91,6 +91,7 @@ async def wait(op: AsyncOperation[V]) -> V:
         TypeError: ``op`` is not an operation.
     """
     if not isinstance(op, AsyncOperation):
+        let_go((op,))  # refused: it must not warn "never awaited" besides
         raise TypeError(
             f"asyncop.anyio.wait() needs an AsyncOperation, got {type(op).__name__}; "
             "pass what runtime.spawn() returned"
@@ -128,7 +129,9 @@ async def spawn(
 async def spawn(fn: Callable[[*Ts], R], *args: *Ts, runtime: Runtime | None = None) -> R: ...
 
 
-async def spawn(fn: Callable[[*Ts], Any], *args: *Ts, runtime: Runtime | None = None) -> Any:
+async def spawn(
+    fn: Callable[[*Ts], Any], *args: *Ts, runtime: Runtime | None = None, **keywords: Any
+) -> Any:
     """Run ``fn(*args)`` on an asyncop runtime and wait for its value from anyio code.
 
     ``fn`` may be a plain function (run on a worker thread) or an ``async
@@ -139,7 +142,14 @@ async def spawn(fn: Callable[[*Ts], Any], *args: *Ts, runtime: Runtime | None = 
         fn: the work.
         *args: its arguments.
         runtime: where to run it; the default runtime when None.
+
+    Raises:
+        TypeError: a keyword argument is meant for ``fn``: bind it with
+            ``functools.partial(fn, key=value)``.
     """
+    if keywords:
+        let_go((fn,))  # refused: it must not warn "never awaited" besides
+        raise keywords_refused("spawn", fn, keywords, ("runtime",))
     target = runtime if runtime is not None else default_runtime()
     op = target.spawn(fn, *args)
     return await wait(op)

@@ -32,6 +32,7 @@ from typing import Any
 
 from ._exports import publish as _publish
 from .operations import Cancelled, ClosedResourceError
+from .runtime import MAX_READ, readable, spawn_blocking, writable
 from .runtime import DelimiterNotFound as DelimiterNotFound
 from .runtime import IncompleteRead as IncompleteRead
 from .runtime import ReceiveStream as ReceiveStream
@@ -48,7 +49,6 @@ from .runtime import open_tcp_stream as open_tcp_stream
 from .runtime import open_udp_socket as open_udp_socket
 from .runtime import open_unix_listener as open_unix_listener
 from .runtime import open_unix_stream as open_unix_stream
-from .runtime import readable, spawn_blocking, writable
 from .runtime import serve_listeners as serve_listeners
 from .runtime import serve_tcp as serve_tcp
 from .runtime import serve_unix as serve_unix
@@ -185,7 +185,7 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
 
 
 async def recv_async(sock: socket.socket, n: int) -> bytes:
-    """Receive up to ``n`` bytes; ``b""`` means the peer closed its side.
+    """Receive up to ``n`` bytes (16 MiB at most); ``b""`` means the peer closed its side.
 
     Raises:
         ClosedResourceError: the socket is closed.
@@ -204,7 +204,7 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
         raise ValueError(f"recv_async() got n={n}; pass 1 or more bytes to receive")
     while True:
         try:
-            return sock.recv(n)
+            return sock.recv(min(n, MAX_READ))  # (at most: a huge n allocates nothing huge)
         except BlockingIOError:
             await readable(sock)
             _check_open(sock, "recv_async()")

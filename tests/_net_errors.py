@@ -263,6 +263,16 @@ def t_listeners_backlog(c: Any) -> BaseException:
     return _run(c, functools.partial(net.open_tcp_listeners, 0, host="127.0.0.1", backlog=-1))
 
 
+def t_listeners_backlog_type(c: Any) -> BaseException:
+    return _run(c, functools.partial(net.open_tcp_listeners, 0, host="127.0.0.1", backlog=1.5))
+
+
+def t_unix_backlog_type(c: Any) -> BaseException:
+    with tempfile.TemporaryDirectory() as folder:
+        listen = functools.partial(net.open_unix_listener, backlog="8")
+        return _run(c, listen, os.path.join(folder, "server.sock"))
+
+
 def t_listeners_no_address(c: Any) -> BaseException:
     async def nothing(*args: Any, **kwargs: Any) -> list[Any]:
         return []
@@ -470,6 +480,18 @@ def t_udp_port_type(c: Any) -> BaseException:
     return _run(c, net.open_udp_socket, "127.0.0.1", "53")
 
 
+def t_udp_port_range(c: Any) -> BaseException:
+    return _run(c, net.open_udp_socket, "127.0.0.1", -1)
+
+
+def t_udp_sendto_port_range(c: Any) -> BaseException:
+    async def main() -> None:
+        async with await net.open_udp_socket("127.0.0.1") as sock:
+            await sock.sendto(b"ping", "127.0.0.1", 70000)
+
+    return _run(c, main)
+
+
 def t_udp_socket_type(c: Any) -> BaseException:
     with socket.socket() as tcp:
         return _raises(net.UDPSocket, tcp)
@@ -611,6 +633,8 @@ NET_CASES = [
     ),
     ("listener-closed", t_listener_closed, ClosedResourceError, "listener", "misuse", True),
     ("listeners-backlog", t_listeners_backlog, ValueError, "-1", "misuse", True),
+    ("listeners-backlog-type", t_listeners_backlog_type, TypeError, "float", "misuse", True),
+    ("unix-backlog-type", t_unix_backlog_type, TypeError, "open_unix_listener", "misuse", True),
     ("listeners-no-address", t_listeners_no_address, OSError, "127.0.0.1", "outcome", False),
     ("listeners-busy", t_listeners_busy, OSError, "127.0.0.1", "outcome", True),
     ("tls-wrap-context-type", t_wrap_context_type, TypeError, "str", "misuse", True),
@@ -681,6 +705,8 @@ NET_CASES = [
     ("unix-refused", t_unix_refused, ConnectionRefusedError, "stale.sock", "outcome", True),
     ("unix-not-a-socket", t_unix_not_a_socket, FileExistsError, "notes.txt", "misuse", True),
     ("udp-port-type", t_udp_port_type, TypeError, "local_port", "misuse", True),
+    ("udp-port-range", t_udp_port_range, ValueError, "local_port", "misuse", True),
+    ("udp-sendto-port-range", t_udp_sendto_port_range, ValueError, "70000", "misuse", True),
     ("udp-socket-type", t_udp_socket_type, TypeError, "UDPSocket", "misuse", True),
     ("udp-closed", t_udp_closed, ClosedResourceError, "UDP socket", "misuse", True),
     ("getaddrinfo-port-type", t_getaddrinfo_port_type, TypeError, "float", "misuse", True),

@@ -2324,6 +2324,38 @@ CASES += [
     Case("fail-after-expired", t_fail_after_expired, TimeoutError, "'fail_after(1)'", "outcome"),
 ]
 
+
+def fetch_page(page: int, *, verbose: bool = False) -> str:
+    return f"page {page}"
+
+
+def t_spawn_keyword_argument(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, fetch_page, 1, verbose=True)
+
+
+def t_spawn_an_awaitable(c: Ctx) -> BaseException:
+    return caught(c.rt.spawn, asyncop.sleep(7))
+
+
+def t_notify_type(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.notify, 1.5)
+
+
+def t_notify_negative(c: Ctx) -> BaseException:
+    cond = asyncop.Condition()
+    with cond:
+        return caught(cond.notify, -1)
+
+
+CASES += [
+    Case("spawn-keyword-argument", t_spawn_keyword_argument, TypeError, "functools.partial"),
+    Case("spawn-an-awaitable", t_spawn_an_awaitable, TypeError, "sleep(7)"),
+    Case("condition-notify-type", t_notify_type, TypeError, "float"),
+    Case("condition-notify-negative", t_notify_negative, ValueError, "notify(-1)"),
+]
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 
@@ -2449,7 +2481,7 @@ def test_every_raise_site_is_covered(ctx: Ctx) -> None:
     ]
     if uncovered and skipped:
         pytest.skip(f"cases {skipped} cannot run on this machine; uncovered: {uncovered}")
-    assert uncovered == [], "raise sites no case triggers (add a case to CASES)"
+    assert uncovered == [], f"raise sites no case triggers (add a case to CASES): {uncovered}"
 
 
 # ----------------------------------------------------------------------
@@ -2499,3 +2531,136 @@ def test_the_rules_accept_a_good_message_and_refuse_bad_ones() -> None:
     assert not suggests_what_to_do("Channel(-1) needs a capacity of 0 or more; 0 makes one")
     assert not is_one_sentence("bad state. Try again")
     assert not is_one_sentence("")
+
+
+# ----------------------------------------------------------------------
+# A blocking call in a coroutine names what was called, and its async form
+# ----------------------------------------------------------------------
+
+
+def _hold(manager: Any) -> None:
+    with manager:
+        pass
+
+
+def _me() -> asyncop.AsyncOperation:
+    return current_operation(require=True)
+
+
+# (the call, the name its refusal must give, the async form it must suggest)
+BLOCKING_IN_A_TASK: dict[str, tuple[Callable[[], object], str, str]] = {
+    "Channel.send": (
+        lambda: Channel[int](1).send(1), "Channel.send()", "await channel.send_async(item)"
+    ),
+    "Channel.recv": (
+        lambda: Channel[int](1).recv(), "Channel.recv()", "await channel.recv_async()"
+    ),
+    "ChannelSender.send": (
+        lambda: Channel[int](1).sender().send(1),
+        "ChannelSender.send()",
+        "await sender.send_async(item)",
+    ),
+    "ChannelReceiver.recv": (
+        lambda: Channel[int](1).receiver().recv(),
+        "ChannelReceiver.recv()",
+        "await receiver.recv_async()",
+    ),
+    "for-over-Channel": (
+        lambda: list(Channel[int](1)), "'for' loop over Channel", "async for item in channel"
+    ),
+    "for-over-ChannelReceiver": (
+        lambda: list(Channel[int](1).receiver()),
+        "'for' loop over ChannelReceiver",
+        "async for item in receiver",
+    ),
+    "Lock.acquire": (lambda: Lock().acquire(), "Lock.acquire()", "await lock.lock_async()"),
+    "with-Lock": (lambda: _hold(Lock()), "Lock.acquire()", "async with lock"),
+    "Semaphore.acquire": (
+        lambda: Semaphore(1).acquire(), "Semaphore.acquire()", "await sem.acquire_async()"
+    ),
+    "with-Semaphore": (lambda: _hold(Semaphore(1)), "Semaphore.acquire()", "async with sem"),
+    "Event.wait": (lambda: Event().wait(), "Event.wait()", "await event.wait_async()"),
+    "Condition.wait": (
+        lambda: asyncop.Condition().wait(), "Condition.wait()", "await cond.wait_async()"
+    ),
+    "Condition.acquire": (
+        lambda: asyncop.Condition().acquire(), "Condition.acquire()", "async with cond"
+    ),
+    "with-Condition": (lambda: _hold(asyncop.Condition()), "'with cond:'", "async with cond"),
+    "CapacityLimiter.acquire": (
+        lambda: asyncop.CapacityLimiter(1).acquire(),
+        "CapacityLimiter.acquire()",
+        "await limiter.acquire_async()",
+    ),
+    "with-CapacityLimiter": (
+        lambda: _hold(asyncop.CapacityLimiter(1)), "CapacityLimiter.acquire()", "async with limiter"
+    ),
+    "CapacityLimiter.acquire_on_behalf_of": (
+        lambda: asyncop.CapacityLimiter(1).acquire_on_behalf_of("job"),
+        "CapacityLimiter.acquire_on_behalf_of()",
+        "await limiter.acquire_on_behalf_of_async(borrower)",
+    ),
+    "op.wait": (lambda: _me().wait(), "wait() on operation", "await op"),
+    "token.wait": (lambda: _me().token.wait(), "CancelToken.wait()", "await asyncop.sleep()"),
+    "Runtime.run": (lambda: _me().runtime.run(noop), ".run()", "await runtime.spawn(fn)"),
+    "with-scope": (lambda: _hold(_me().runtime.scope()), "with scope()", "async with"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(BLOCKING_IN_A_TASK))
+def test_a_blocking_call_in_a_coroutine_names_what_was_called_and_its_async_form(
+    ctx: Ctx, call: str
+) -> None:
+    blocking, name, instead = BLOCKING_IN_A_TASK[call]
+
+    async def main() -> BaseException:
+        return caught(blocking)
+
+    exc = ctx.vrt.run(main)
+    assert isinstance(exc, RuntimeError), repr(exc)
+    message = str(exc)
+    assert name in message, message
+    assert instead in message, message
+    assert suggests_what_to_do(message) and is_one_sentence(message), message
+
+
+# ----------------------------------------------------------------------
+# Keyword arguments for the function go through functools.partial
+# ----------------------------------------------------------------------
+
+
+def _anyio_spawn(rt: asyncop.Runtime) -> object:
+    pytest.importorskip("anyio")
+    import asyncop.anyio
+
+    coroutine = asyncop.anyio.spawn(fetch_page, 1, verbose=True, runtime=rt)  # type: ignore[call-overload]
+    return asyncio.run(coroutine)
+
+
+# Every call that runs fn(*args), given a keyword meant for fn.
+KEYWORD_CALLS: dict[str, Callable[[asyncop.Runtime], object]] = {
+    "Runtime.spawn": lambda rt: rt.spawn(fetch_page, 1, verbose=True),  # type: ignore[call-overload]
+    "Runtime.run": lambda rt: rt.run(fetch_page, 1, verbose=True),  # type: ignore[call-overload]
+    "AsyncOperation.spawn": lambda rt: rt.create(noop_callback).spawn(
+        fetch_page, 1, verbose=True  # type: ignore[call-overload]
+    ),
+    "AsyncOperation.start": lambda rt: rt.create(noop_callback).start(
+        fetch_page, 1, verbose=True  # type: ignore[arg-type]
+    ),
+    "Scope.start": lambda rt: rt.scope().start(fetch_page, 1, verbose=True),  # type: ignore[arg-type]
+    "spawn_blocking": lambda rt: asyncop.spawn_blocking(fetch_page, 1, verbose=True),  # type: ignore[arg-type]
+    "anyio.spawn": _anyio_spawn,
+}
+
+
+@pytest.mark.parametrize("call", sorted(KEYWORD_CALLS))
+def test_a_keyword_argument_for_the_function_points_to_functools_partial(
+    ctx: Ctx, call: str
+) -> None:
+    exc = caught(KEYWORD_CALLS[call], ctx.rt)
+    assert isinstance(exc, TypeError), repr(exc)
+    message = str(exc)
+    for part in ("verbose=", "fetch_page", "functools.partial(fetch_page, verbose=..."):
+        assert part in message, message
+    assert suggests_what_to_do(message) and is_one_sentence(message), message
+    assert "fetch_page" not in ctx.rt.dump()  # refused before anything was made

@@ -7,6 +7,7 @@ import random
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -161,6 +162,17 @@ def test_recv_async_returns_empty_bytes_when_the_peer_closes(
     wait_until(lambda: runtime.registrations() == 1, "recv_async is parked")
     b.close()
     assert op.wait(5).value == b""
+
+
+@pytest.mark.parametrize("n", [10**12, sys.maxsize, 2**70], ids=["1e12", "maxsize", "2**70"])
+def test_recv_async_with_a_huge_count_returns_what_there_is(
+    runtime: asyncop.Runtime, closing: Any, n: int
+) -> None:
+    # "Up to n": a huge n is no reason to allocate n bytes (MemoryError) or
+    # to overflow a C size.
+    a, b = blocking_pair(closing)
+    b.sendall(b"hello")
+    assert runtime.spawn(recv_async, a, n).wait(5).value == b"hello"
 
 
 @pytest.mark.timeout(60)

@@ -263,6 +263,21 @@ def test_recvfrom_cuts_to_max_bytes_and_async_for_yields_datagrams(
     finish(runtime)
 
 
+def test_recvfrom_with_a_huge_max_bytes_returns_the_datagram(runtime: asyncop.Runtime) -> None:
+    async def main() -> list[bytes]:
+        async with await open_udp_socket("127.0.0.1") as a, await open_udp_socket() as b:
+            port = b.local_address[1]
+            got = []
+            for max_bytes in (10**12, sys.maxsize, 2**70):
+                await a.sendto(b"datagram", "127.0.0.1", port)
+                data, _ = await b.recvfrom(max_bytes)
+                got.append(data)
+            return got
+
+    assert runtime.run(main) == [b"datagram"] * 3
+    finish(runtime)
+
+
 def test_a_cancelled_recvfrom_takes_no_datagram_and_a_second_receiver_is_refused(
     runtime: asyncop.Runtime,
 ) -> None:

@@ -32,6 +32,7 @@ from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation
 from ._current import state_of as state_of
 from ._current import thread_state as thread_state
+from ._errors import SPAWN_KEYWORDS as SPAWN_KEYWORDS
 from ._errors import BrokenResourceError as BrokenResourceError
 from ._errors import BusyResourceError as BusyResourceError
 from ._errors import CancellationError as CancellationError
@@ -40,12 +41,15 @@ from ._errors import ClosedResourceError as ClosedResourceError
 from ._errors import EndOfChannel as EndOfChannel
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import WouldBlock as WouldBlock
+from ._errors import blocking_in_task_error as blocking_in_task_error
 from ._errors import cancelled_for as cancelled_for
+from ._errors import keywords_refused as keywords_refused
 from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
+from ._guard import describe_fn as describe_fn
 from ._guard import log_user_failure as log_user_failure
 from ._guard import safe_repr as safe_repr
 from ._guard import safe_str as safe_str
@@ -55,6 +59,7 @@ from ._hooks import install_start as install_start
 from ._hooks import run_after as run_after
 from ._node import AsyncOperation as AsyncOperation
 from ._node import _user_frame as _user_frame
+from ._node import made_by_user as made_by_user
 from ._park import cancelled_error as cancelled_error
 from ._park import park as park
 from ._state import AsyncResult as AsyncResult

@@ -8,6 +8,10 @@ into cancelled work and is meant to unwind it. Everything else derives from
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from ._guard import describe_fn
+
 __all__ = [
     "BrokenResourceError",
     "BusyResourceError",
@@ -16,7 +20,10 @@ __all__ = [
     "ClosedResourceError",
     "EndOfChannel",
     "InvalidStateError",
+    "SPAWN_KEYWORDS",
     "WouldBlock",
+    "blocking_in_task_error",
+    "keywords_refused",
 ]
 
 
@@ -78,6 +85,54 @@ def cancelled_for(name: str | None, reason: object) -> Cancelled:
     exc.operation_name = name
     exc.reason = reason
     return exc
+
+
+def blocking_in_task_error(call: str, instead: str) -> RuntimeError:
+    """The refusal of a thread's blocking call made inside a coroutine task.
+
+    The call would block the worker stepping the task, and with it every
+    task of the runtime (their steps never overlap).
+
+    Args:
+        call: what the user called, on which object: ``"Lock.acquire() on 'db'"``.
+        instead: the async form to write, quoted: ``"'await lock.lock_async()'"``.
+    """
+    return RuntimeError(f"{call} would block a worker inside a coroutine; write {instead} instead")
+
+
+# The keywords of spawn() itself (AsyncOperation.spawn and Runtime.spawn).
+SPAWN_KEYWORDS = ("name", "supervise", "executor", "abandon")
+
+
+def keywords_refused(
+    call: str, fn: object, keywords: Iterable[str], own: tuple[str, ...]
+) -> TypeError:
+    """The TypeError for keyword arguments that ``call`` would have to pass on to ``fn``.
+
+    As trio's ``start_soon``, asyncop's spawning calls pass positional
+    arguments only: their own keywords (``name=``...) would clash with the
+    function's. ``functools.partial`` binds the function's keywords.
+
+    Args:
+        call: the call as the user wrote it, without parentheses (``"spawn"``).
+        fn: the function it was given.
+        keywords: the keywords that are not its own.
+        own: its own keywords, which it does take.
+    """
+    name = describe_fn(fn)
+    given = [f"{keyword}=" for keyword in keywords]
+    first = given[0] if given else "key="
+    takes = (
+        "its own keywords are " + ", ".join(f"{keyword}=" for keyword in own)
+        if own
+        else "it takes none of its own"
+    )
+    plural = "s" if len(given) > 1 else ""
+    return TypeError(
+        f"{call}() got keyword argument{plural} {', '.join(given)} and passes only positional "
+        f"arguments on to {name} ({takes}); bind keywords with functools.partial instead, "
+        f"as in {call}(functools.partial({name}, {first}...))"
+    )
 
 
 class CancellationError(Exception):

@@ -7,7 +7,8 @@ text of ``dump()`` or of an error message includes user objects (a cancel
 reason, a yielded value). Each of those places goes through this module:
 
 - :func:`safe_repr` and :func:`safe_str` describe any object, even one whose
-  ``__repr__``, ``__str__`` or ``__getattr__`` raises.
+  ``__repr__``, ``__str__`` or ``__getattr__`` raises; :func:`describe_fn`
+  names the function an operation runs, as ``dump()`` shows it.
 - :func:`run_isolated` runs a list of actions so that one that raises (even
   ``SystemExit`` or ``KeyboardInterrupt``) cannot stop the ones behind it:
   the wakeups they carry must all be delivered. Failures are logged on the
@@ -18,11 +19,12 @@ reason, a yielded value). Each of those places goes through this module:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
 
-__all__ = ["log_user_failure", "run_isolated", "safe_repr", "safe_str"]
+__all__ = ["describe_fn", "log_user_failure", "run_isolated", "safe_repr", "safe_str"]
 
 logger = logging.getLogger("asyncop")
 
@@ -57,6 +59,27 @@ def safe_str(obj: object, limit: int = 200) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
+
+
+def describe_fn(fn: object) -> str:
+    """A function's name for ``dump()`` and messages, as trio names a task; never raises.
+
+    Its qualified name (``fetch``, ``Client.get``, ``main.<locals>.<lambda>``);
+    for a ``functools.partial``, the name of the function it wraps; for an
+    object with ``__call__``, its class's. Never a repr with an address.
+    """
+    try:
+        while isinstance(fn, functools.partial):  # (a partial's func exists before it)
+            fn = fn.func
+        for attribute in ("__qualname__", "__name__"):
+            name = getattr(fn, attribute, None)
+            if isinstance(name, str) and name:
+                return name
+        if callable(fn):
+            return type(fn).__qualname__
+    except Exception:  # a __getattr__ that raises
+        pass
+    return safe_repr(fn)
 
 
 def log_user_failure(what: str, exc: BaseException) -> None:

@@ -55,14 +55,14 @@ import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING, Any, Generic, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 
 import attrs
 
 from ..platform import check_deadline, check_timeout
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
-from ._errors import CancellationError, InvalidStateError
+from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
 from ._executor import spawn_remote
 from ._finalize import (
     end_work,
@@ -106,13 +106,20 @@ _CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.RE
 
 
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
-    """Find the first frame outside asyncop: where the user made the operation.
+    """Find where the user made the operation: the first frame outside asyncop.
 
     ``depth`` is where the caller expects the user's frame to be (counted
     from this function), so the usual case costs one look; the walk goes on
     outward from there if that frame is still asyncop's. Returns the frame's
     code and instruction offset: the line number is worked out from them
     only when somebody reads it (it is not free, and rarely read).
+
+    asyncop's own code also makes operations (a server's accept loops and
+    connections, a scope inside a library coroutine), on a worker thread
+    whose stack holds no user frame: below asyncop there is only the
+    thread's start in ``threading``. Those get the place of the operation
+    whose code made them, which got its own the same way: the user's line
+    that started it all (the ``serve_tcp`` call, say).
     """
     frame = _getframe(depth)
     while frame is not None:
@@ -125,7 +132,23 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
         if not known[1]:
             return code, frame.f_lasti
         frame = frame.f_back  # type: ignore[assignment]
+    state = thread_state()
+    task = state.task
+    maker = state.op if task is None else task.current
+    if maker is not None:
+        return maker._code, maker._lasti
     return None, 0
+
+
+def made_by_user(module: object) -> bool:
+    """Whether code of ``module`` (a ``__name__``) can be where a user made something.
+
+    Not asyncop's own modules, nor ``threading``, whose frames start every
+    thread: a worker's stack has them below asyncop's and nothing else.
+    """
+    if not isinstance(module, str):
+        return True
+    return not (module == "asyncop" or module.startswith("asyncop.") or module == "threading")
 
 
 # id(code) -> (code, whether it is asyncop's), for _user_frame.
@@ -137,7 +160,7 @@ _getframe = sys._getframe
 
 def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
     module = frame.f_globals.get("__name__", "")
-    own = module == "asyncop" or (isinstance(module, str) and module.startswith("asyncop."))
+    own = not made_by_user(module)
     if len(_OWN_CODE) >= _OWN_CODE_MAX:
         _OWN_CODE.clear()
     known = _OWN_CODE[id(frame.f_code)] = (frame.f_code, own)
@@ -525,6 +548,7 @@ class AsyncOperation(Generic[T]):
         supervise: bool = False,
         executor: object = None,
         abandon: bool = False,
+        **keywords: Any,
     ) -> AsyncOperation[Any]:
         """Make a child that runs ``fn(*args)`` and submit it.
 
@@ -533,7 +557,8 @@ class AsyncOperation(Generic[T]):
 
         Args:
             fn: the work.
-            *args: its positional arguments.
+            *args: its positional arguments; bind keyword arguments with
+                ``functools.partial(fn, key=value)``.
             name: shown in ``dump()`` and error messages; defaults to the
                 function's name.
             supervise: keep this child's failure on the child instead of
@@ -548,10 +573,13 @@ class AsyncOperation(Generic[T]):
             child is born CANCELLED and never runs.
 
         Raises:
-            TypeError: ``fn`` is not callable, or (with an executor) ``fn``
-                or an argument cannot be pickled.
+            TypeError: ``fn`` is not callable, a keyword argument is meant
+                for ``fn``, or (with an executor) ``fn`` or an argument
+                cannot be pickled.
             RuntimeError: this operation has ended (a scope that exited).
         """
+        if keywords and callable(fn):  # (else refused below, for what fn is)
+            raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
         if executor is not None or abandon:
             return spawn_remote(
                 self.runtime, self, fn, args, name=name, supervise=supervise,
@@ -559,7 +587,9 @@ class AsyncOperation(Generic[T]):
             )
         return self.runtime._spawn(fn, args, self, name, supervise)
 
-    def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    def start(
+        self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
+    ) -> Any:
         """Spawn ``fn(*args, task_status=...)`` as a child and wait until it is ready.
 
         In a coroutine write ``value = await op.start(fn, *args)``; from a
@@ -580,8 +610,11 @@ class AsyncOperation(Generic[T]):
             BaseException: what ``fn`` raised before calling ``started()``.
             RuntimeError: ``fn`` ended without calling ``started()``, or this
                 operation has ended (a scope that exited).
-            TypeError: ``fn`` is not callable.
+            TypeError: ``fn`` is not callable, or a keyword argument is meant
+                for ``fn`` (bind it with ``functools.partial``).
         """
+        if keywords and callable(fn):  # (else refused below, for what fn is)
+            raise keywords_refused("start", fn, keywords, ("name",))
         # The runtime sits above the operations package: it installed its
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)

@@ -81,6 +81,7 @@ from ._waker import WaitEvent as WaitEvent
 from ._waker import Waker as Waker
 from ._waker import WakerStatus as WakerStatus
 from ._waker import cancel as cancel
+from ._waker import let_go as let_go
 from ._waker import resolve as resolve
 
 # The waker callback that ends a wait with TimeoutError (asyncop.lowlevel's
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
     from ._serve import serve_tcp as serve_tcp
     from ._signals import SignalReceiver as SignalReceiver
     from ._signals import open_signal_receiver as open_signal_receiver
+    from ._stream_api import MAX_READ as MAX_READ
     from ._stream_api import DelimiterNotFound as DelimiterNotFound
     from ._stream_api import IncompleteRead as IncompleteRead
     from ._stream_api import ReceiveStream as ReceiveStream
@@ -129,6 +131,7 @@ _LAZY = {
     "serve_tcp": "_serve",
     "SignalReceiver": "_signals",
     "open_signal_receiver": "_signals",
+    "MAX_READ": "_stream_api",
     "DelimiterNotFound": "_stream_api",
     "IncompleteRead": "_stream_api",
     "ReceiveStream": "_stream_api",
@@ -176,6 +179,7 @@ __all__ = [
     "JobState",
     "Lock",
     "LockGuard",
+    "MAX_READ",
     "MonotonicClock",
     "PipeStream",
     "Process",
@@ -221,6 +225,7 @@ __all__ = [
     "fail_after",
     "fail_at",
     "getaddrinfo",
+    "let_go",
     "memory_stream_pair",
     "move_on_after",
     "move_on_at",

@@ -19,7 +19,9 @@ the threads that run it, in ``_blocking.py``.
 Every factory checks its arguments when called, before anything is made,
 and every event made warns if it is collected without being awaited (see
 ``_waker.py``). Events an awaitable makes for itself (the parts of a
-``timeout`` or ``race``) are marked used when made.
+``timeout`` or ``race``) are marked used when made; a factory that refuses
+one argument lets go of all of them (``let_go``). A sleep keeps the length
+asked for, which ``dump()`` shows, even one that arms no timer.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from collections.abc import Callable, Generator
+from types import CoroutineType
 from typing import Any, NoReturn, final, overload
 
 from ..operations import (
@@ -47,7 +50,15 @@ from ..platform import check_timeout
 from ._introspect import runtime_of_caller
 from ._reactor import READ, WRITE, IoWait, fileno_of
 from ._timers import TimerState
-from ._waker import Subscription, WaitEvent, Waker, WakerStatus, describe_event, is_event
+from ._waker import (
+    Subscription,
+    WaitEvent,
+    Waker,
+    WakerStatus,
+    describe_event,
+    is_event,
+    let_go,
+)
 
 __all__ = [
     "CHECKPOINT",
@@ -142,9 +153,10 @@ def checkpoint() -> WaitEvent[None]:
 class SleepUntil(WaitEvent):
     """Wait until the runtime clock reads ``deadline`` (or later).
 
-    A deadline of ``inf`` (or, relative, ``None`` from ``check_timeout``)
-    is never reached: no timer is armed, and only a cancel (or another
-    event of a ``select``) ends the wait.
+    ``deadline`` is what was asked for, as ``dump()`` shows it: a length
+    with ``relative``, else a time on the clock. One of ``inf``, or decades
+    away (``check_timeout``'s "no limit"), is never reached: no timer is
+    armed, and only a cancel (or another event of a ``select``) ends it.
     """
 
     __slots__ = ("deadline", "relative")
@@ -161,8 +173,11 @@ class SleepUntil(WaitEvent):
 
     def _arm_locked(self, sub: Subscription) -> None:
         deadline = self.deadline
-        if deadline == _INF:
-            return  # never due: nothing to arm, and nothing for a timer heap to hold
+        if self.relative:
+            if deadline >= _NO_LIMIT:
+                return  # never due (inf, or decades): nothing for a timer heap to hold
+        elif deadline == _INF:
+            return
         runtime = sub.waker.runtime
         now = runtime._now()
         if self.relative:
@@ -195,17 +210,18 @@ _NO_LIMIT = 1e9
 
 
 def _seconds(value: object, what: str) -> float:
-    """``value`` as a number of seconds for a sleep: ``inf`` for no limit.
+    """``value`` as a float number of seconds for a sleep: 0.0 for none.
 
-    Raises TypeError for a non-number (``None`` included: a sleep needs a
-    length) and ValueError for NaN, before anything is made.
+    A length of ``_NO_LIMIT`` or more stays as written (``inf`` past float
+    range). Raises TypeError for a non-number (``None`` included: a sleep
+    needs a length) and ValueError for NaN, before anything is made.
     """
     if type(value) is float or type(value) is int:
         # The usual case, without the ABC check below (sleep is a hot path).
         # The same meanings as check_timeout's; NaN fails both tests.
         number: float = value
         if number > 0.0:
-            return float(number) if number < _NO_LIMIT else _INF
+            return float(number) if number < _NO_LIMIT else _far(number)
         if number <= 0.0:
             return 0.0
     if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -216,7 +232,15 @@ def _seconds(value: object, what: str) -> float:
     if value != value:
         raise ValueError(f"{what} got NaN; pass a number of seconds, or math.inf")
     seconds = check_timeout(value, what)
-    return _INF if seconds is None else seconds
+    return _far(value) if seconds is None else seconds
+
+
+def _far(value: float | numbers.Real) -> float:
+    """A length of "no limit" as a float (``inf`` for an int beyond float range)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return _INF
 
 
 def sleep(seconds: float) -> WaitEvent[None]:
@@ -356,12 +380,7 @@ class OpWait(WaitEvent):
     __slots__ = ("as_op", "op")
 
     def __init__(self, op: AsyncOperation, *, as_op: bool = False) -> None:
-        if not isinstance(op, AsyncOperation):
-            self._awaited = True  # refused: nothing to warn about when it is collected
-            raise TypeError(
-                f"expected an AsyncOperation, got {type(op).__name__}; pass an operation "
-                "made by spawn() or create()"
-            )
+        # (Made only by asyncop, for an operation its caller has checked.)
         self.op = op
         self.as_op = as_op
 
@@ -420,8 +439,9 @@ class Select(WaitEvent):
                 event._awaited = True  # the select stands for it now
             elif not is_event(event):
                 self._awaited = True
+                let_go(events)  # the refused call stands for all of them
                 raise TypeError(
-                    f"select() can only wait on asyncop awaitables, got {safe_repr(event)}; "
+                    f"select() can only wait on asyncop awaitables, got {_refused(event)}; "
                     "pass events such as asyncop.sleep(1), an operation, or "
                     "channel.recv_async()"
                 )
@@ -582,6 +602,13 @@ def race(*ops: AsyncOperation[Any]) -> WaitEvent[AsyncOperation[Any]]:
     """
     if not ops:
         raise ValueError("race() got no operation; pass at least one operation to race")
+    for op in ops:
+        if not isinstance(op, AsyncOperation):
+            let_go(ops)  # the refused call stands for all of them
+            raise TypeError(
+                f"race() races operations, got {_refused(op)}; pass operations made by "
+                "spawn(), or wait for the first of several events with select()"
+            )
     waits = []
     for op in ops:
         wait = OpWait(op, as_op=True)
@@ -644,12 +671,25 @@ def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]:
         TimeoutError: ``op`` had not ended in time.
         BaseException: the operation's error.
     """
-    if not isinstance(op, AsyncOperation):
-        raise TypeError(
-            f"timeout() needs an operation as 'op', got {type(op).__name__}; "
-            "pass the result of spawn() or create()"
-        )
-    return _Timeout(_seconds(seconds, "timeout()"), op)
+    try:
+        if not isinstance(op, AsyncOperation):
+            raise TypeError(
+                f"timeout() needs an operation as 'op', got {_refused(op)}; "
+                "pass the result of spawn() or create()"
+            )
+        return _Timeout(_seconds(seconds, "timeout()"), op)
+    except BaseException:
+        let_go((seconds, op))  # (the arguments may be swapped: either can be an event)
+        raise
+
+
+def _refused(value: object) -> str:
+    """What a refused argument is, for a message: an awaitable by what it stands for."""
+    if isinstance(value, WaitEvent):
+        return f"asyncop awaitable {describe_event(value)}"
+    if isinstance(value, CoroutineType):
+        return f"coroutine {value.__qualname__}() (spawn its function to get an operation)"
+    return f"{type(value).__name__} {safe_repr(value)}"
 
 
 # -- readiness ------------------------------------------------------------------

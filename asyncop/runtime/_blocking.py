@@ -20,12 +20,13 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
-from typing import Any, final
+from typing import Any, Never, final
 
-from ..operations import R, Ts, safe_repr
+from ..operations import R, Ts, keywords_refused, safe_repr
 from ..platform import ThreadHandle, WakeEvent, join_by, start_thread
+from ._kinds import code_of_call, describe_fn
 from ._limiter import CapacityLimiter, arm_token, default_limiter, disarm_token
-from ._waker import Subscription, WaitEvent
+from ._waker import Subscription, WaitEvent, let_go
 
 __all__ = ["Blocking", "BlockingPool", "spawn_blocking"]
 
@@ -188,14 +189,16 @@ class Blocking(WaitEvent):
     ) -> None:
         self._awaited = True  # until it is checked: a refused one has nothing to warn about
         if not callable(fn):
+            let_go((fn,))  # refused: it must not warn "never awaited" besides
             raise TypeError(
                 f"spawn_blocking() needs a callable, got {type(fn).__name__}; pass a function"
             )
-        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        body = code_of_call(fn)
+        if inspect.iscoroutinefunction(body) or inspect.isasyncgenfunction(body):
             raise TypeError(
                 f"spawn_blocking() runs plain functions in a thread, and "
-                f"{_name_of(fn)!r} is an async function, whose body would never run "
-                "there; await it directly, or spawn it with asyncop.spawn()"
+                f"{describe_fn(fn)!r} is an async function, whose body would never run "
+                "there; await it directly, or spawn it as a task with current_operation().spawn()"
             )
         if limiter is not None and not isinstance(limiter, CapacityLimiter):
             raise TypeError(
@@ -242,7 +245,7 @@ class Blocking(WaitEvent):
             sub.fire(*result)
 
         def label() -> str:
-            return f"spawn_blocking({_name_of(fn)}) for task {waker.task.name!r}"
+            return f"spawn_blocking({describe_fn(fn)}) for task {waker.task.name!r}"
 
         def start() -> None:
             self.waiting_token = False
@@ -258,12 +261,7 @@ class Blocking(WaitEvent):
         disarm_token(limiter, self, sub)
 
     def _describe(self) -> str:
-        return f"spawn_blocking({_name_of(self.fn)})"
-
-
-def _name_of(fn: object) -> str:
-    name = getattr(fn, "__qualname__", None)
-    return name if isinstance(name, str) else safe_repr(fn)
+        return f"spawn_blocking({describe_fn(self.fn)})"
 
 
 # What a function run by spawn_blocking may not return: work that never ran.
@@ -276,7 +274,7 @@ def _returned_unrun(fn: object, value: object) -> TypeError:
     elif isinstance(value, WaitEvent):
         value._awaited = True  # refused here: no second warning when collected
     return TypeError(
-        f"spawn_blocking() ran {_name_of(fn)!r}, which returned {safe_repr(value)}: work "
+        f"spawn_blocking() ran {describe_fn(fn)!r}, which returned {safe_repr(value)}: work "
         "that never runs in a thread; await it in the task instead, or pass a function "
         "that does the work itself"
     )
@@ -287,6 +285,7 @@ def spawn_blocking(
     *args: *Ts,
     abandon: bool = False,
     limiter: CapacityLimiter | None = None,
+    **keywords: Never,
 ) -> WaitEvent[R]:
     """Run ``fn(*args)`` in another OS thread and wait for its result.
 
@@ -303,8 +302,17 @@ def spawn_blocking(
     Returns:
         When awaited, ``fn``'s return value.
 
+    Keyword arguments for ``fn`` go through ``functools.partial(fn,
+    key=value)``: the call's own keywords are ``abandon`` and ``limiter``.
+
     Raises:
+        TypeError: ``fn`` is not callable or is an async function,
+            ``limiter`` is not a ``CapacityLimiter``, or a keyword argument is
+            meant for ``fn`` (raised by the call itself).
         BaseException: what ``fn`` raised.
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
+    if keywords:
+        let_go((fn,))  # refused: it must not warn "never awaited" besides
+        raise keywords_refused("spawn_blocking", fn, keywords, ("abandon", "limiter"))
     return Blocking(fn, args, bool(abandon), limiter)

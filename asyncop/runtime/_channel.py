@@ -15,6 +15,9 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
 - The blocking ``send``/``recv`` of a thread follow ``_sync.py``'s waiter
   protocol: inside an operation they end at its cancel (keeping an item
   already handed over), and a Ctrl-C puts a received item back in front.
+  Inside a coroutine they (and a plain ``for`` loop) are refused, naming
+  what was called, ``Channel.send()`` or the end's ``ChannelSender.send()``,
+  and its async form.
 - ``close()``: later sends raise ``ClosedResourceError``; receives drain the
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued
@@ -39,6 +42,7 @@ from ..operations import (
     EndOfChannel,
     ThreadState,
     WouldBlock,
+    blocking_in_task_error,
     thread_state,
 )
 from ..platform import check_timeout
@@ -50,6 +54,7 @@ from ._channel_ends import (
     broken_error,
     new_receiver,
     new_sender,
+    refuse_for_in_task,
 )
 from ._channel_ends import _End as End
 from ._sync import ThreadWaiter, _remove_waiter
@@ -156,6 +161,13 @@ class _Recv(WaitEvent):
         return "channel receive"
 
 
+def _names(end: End[Any] | None) -> tuple[str, str]:
+    """What the user called, and what its code likely calls it: ``("ChannelSender", "sender")``."""
+    if end is None:
+        return "Channel", "channel"
+    return type(end).__name__, end._kind
+
+
 class Channel(Receiving[T]):
     """A FIFO channel for coroutines and threads; see the module docstring.
 
@@ -253,13 +265,12 @@ class Channel(Receiving[T]):
 
     # -- threads -------------------------------------------------------------------
 
-    def _blocking_caller(self, what: str, instead: str) -> ThreadState:
+    def _blocking_caller(self, end: End[T] | None, method: str, instead: str) -> ThreadState:
+        """The calling thread's state; refuses a coroutine, naming what it called."""
         state = thread_state()
         if state.task is not None:
-            raise RuntimeError(
-                f"Channel.{what}() would block a worker inside a coroutine; write "
-                f"'await channel.{instead}()' instead"
-            )
+            owner, handle = _names(end)
+            raise blocking_in_task_error(f"{owner}.{method}()", f"'await {handle}.{instead}'")
         return state
 
     def send(self, item: T, timeout: float | None = None) -> None:
@@ -289,8 +300,10 @@ class Channel(Receiving[T]):
         self._send(item, timeout, None)
 
     def _send(self, item: T, timeout: float | None, end: End[T] | None) -> None:
-        state = self._blocking_caller("send", "send_async")
-        limit = None if timeout is None else check_timeout(timeout, "Channel.send(timeout=...)")
+        state = self._blocking_caller(end, "send", "send_async(item)")
+        limit = None
+        if timeout is not None:
+            limit = check_timeout(timeout, f"{_names(end)[0]}.send(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
         waiter: ThreadWaiter | None = None
         try:
@@ -344,8 +357,10 @@ class Channel(Receiving[T]):
         return self._recv(timeout, None)
 
     def _recv(self, timeout: float | None, end: End[T] | None) -> T:
-        state = self._blocking_caller("recv", "recv_async")
-        limit = None if timeout is None else check_timeout(timeout, "Channel.recv(timeout=...)")
+        state = self._blocking_caller(end, "recv", "recv_async()")
+        limit = None
+        if timeout is not None:
+            limit = check_timeout(timeout, f"{_names(end)[0]}.recv(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
         item: Any = _NOTHING
         waiter: ThreadWaiter | None = None
@@ -463,7 +478,12 @@ class Channel(Receiving[T]):
     # -- iteration -----------------------------------------------------------------
 
     def __iter__(self) -> Iterator[T]:
-        """Receive in a thread until the channel is closed and drained."""
+        """Receive in a thread until the channel is closed and drained.
+
+        Raises:
+            RuntimeError: the loop is inside a coroutine (use ``async for``).
+        """
+        refuse_for_in_task(self, "channel")
         return Receiving.__iter__(self)
 
     def __repr__(self) -> str:

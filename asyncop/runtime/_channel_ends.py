@@ -37,7 +37,13 @@ from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, final
 
-from ..operations import BrokenResourceError, ClosedResourceError, EndOfChannel
+from ..operations import (
+    BrokenResourceError,
+    ClosedResourceError,
+    EndOfChannel,
+    blocking_in_task_error,
+    thread_state,
+)
 from ._awaitables import checkpoint
 from ._sync import _remove_waiter
 
@@ -52,6 +58,7 @@ __all__ = [
     "Receiving",
     "new_receiver",
     "new_sender",
+    "refuse_for_in_task",
 ]
 
 T = TypeVar("T")
@@ -347,7 +354,11 @@ class ChannelReceiver(_End[T], Receiving[T]):
 
         Each item is received through this end: closing it ends the loop
         with ``ClosedResourceError``.
+
+        Raises:
+            RuntimeError: the loop is inside a coroutine (use ``async for``).
         """
+        refuse_for_in_task(self, "receiver")
         self._check_open()
         return Receiving.__iter__(self)
 
@@ -359,6 +370,14 @@ class ChannelReceiver(_End[T], Receiving[T]):
         """
         self._check_open()
         return self
+
+
+def refuse_for_in_task(source: object, handle: str) -> None:
+    """Refuse a plain ``for`` over ``source`` inside a coroutine: each step would block."""
+    if thread_state().task is not None:
+        raise blocking_in_task_error(
+            f"a 'for' loop over {type(source).__name__}", f"'async for item in {handle}'"
+        )
 
 
 def new_sender(channel: Channel[T]) -> ChannelSender[T]:

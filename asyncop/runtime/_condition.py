@@ -28,13 +28,19 @@ from collections import deque
 from types import TracebackType
 from typing import final
 
-from ..operations import Cancelled, thread_state
+from ..operations import Cancelled, blocking_in_task_error, thread_state
 from ..platform import check_timeout
 from ._scope import scope
 from ._sync import Event, Lock, LockGuard, _owner_key
 from ._waker import WaitEvent
 
 __all__ = ["Condition"]
+
+
+def _refuse_in_task(call: str) -> None:
+    # Refused here, not by the Lock: the message names what the user wrote.
+    if thread_state().task is not None:
+        raise blocking_in_task_error(call, "'async with cond:' or 'await cond.acquire_async()'")
 
 
 @final
@@ -80,7 +86,13 @@ class Condition:
         return self._lock.lock_async()
 
     def acquire(self, timeout: float | None = None) -> bool:
-        """Acquire the lock in a thread (``Lock.acquire``); False on timeout."""
+        """Acquire the lock in a thread (``Lock.acquire``); False on timeout.
+
+        Raises:
+            RuntimeError: the call is made inside a coroutine (use
+                ``acquire_async`` or ``async with``).
+        """
+        _refuse_in_task("Condition.acquire()")
         return self._lock.acquire(timeout)
 
     def release(self) -> None:
@@ -88,6 +100,7 @@ class Condition:
         self._lock.release()
 
     def __enter__(self) -> Condition:
+        _refuse_in_task("'with cond:'")
         self._lock.acquire()
         return self
 
@@ -216,10 +229,7 @@ class Condition:
         """
         seconds = check_timeout(timeout, "Condition.wait(timeout=...)")
         if thread_state().task is not None:
-            raise RuntimeError(
-                f"Condition.wait() on {self!r} would block a worker inside a coroutine; "
-                "write 'await cond.wait_async()' instead"
-            )
+            raise blocking_in_task_error("Condition.wait()", "'await cond.wait_async()'")
         self._check_held("wait()")
         waiter = self._enqueue()
         self._lock.release()
@@ -246,9 +256,26 @@ class Condition:
     def notify(self, n: int = 1) -> None:
         """Wake the ``n`` oldest waiters (fewer if fewer wait). Not a cancellation point.
 
+        ``n`` is an int, as for ``threading.Condition.notify``: 0 wakes
+        nobody, and ``notify_all()`` wakes every waiter. It is checked before
+        anything else, so a bad one fails at the call rather than later.
+
         Raises:
+            TypeError: ``n`` is not an int (a float, a str, None or a bool).
+            ValueError: ``n`` is negative (``threading.Condition`` refuses
+                it too).
             RuntimeError: the caller does not hold the lock.
         """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(
+                f"Condition.notify(n) needs an int number of waiters, got {type(n).__name__}; "
+                "pass an int such as notify(2), or call notify_all()"
+            )
+        if n < 0:
+            raise ValueError(
+                f"Condition.notify({n}) needs a number of waiters of 0 or more; pass 0 or more, "
+                "or call notify_all() to wake every waiter"
+            )
         self._check_held("notify()")
         self._notify(n)
 

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import thread_state
+from ..operations import blocking_in_task_error, thread_state
 from ..platform import check_timeout
 from ._introspect import runtime_of_caller
 from ._sync import Semaphore
@@ -239,12 +239,17 @@ class CapacityLimiter:
                 the call is made inside a coroutine (use the async form).
             TypeError, ValueError: ``timeout`` is not a number of seconds.
         """
-        seconds = check_timeout(timeout, "CapacityLimiter.acquire(timeout=...)")
+        return self._acquire(
+            borrower,
+            timeout,
+            "acquire_on_behalf_of",
+            "'await limiter.acquire_on_behalf_of_async(borrower)'",
+        )
+
+    def _acquire(self, borrower: object, timeout: float | None, method: str, instead: str) -> bool:
+        seconds = check_timeout(timeout, f"CapacityLimiter.{method}(timeout=...)")
         if thread_state().task is not None:
-            raise RuntimeError(
-                f"a blocking acquire of {self!r} would block a worker inside a coroutine; "
-                "write 'await limiter.acquire_async()' or 'async with limiter' instead"
-            )
+            raise blocking_in_task_error(f"CapacityLimiter.{method}() on {self!r}", instead)
         self._claim(borrower)
         got = False
         try:
@@ -258,8 +263,19 @@ class CapacityLimiter:
 
         Returns:
             True once the token is lent; False if the timeout passed first.
+
+        Raises:
+            RuntimeError: the thread already holds or waits for a token, or
+                the call is made inside a coroutine (use ``acquire_async``
+                or ``async with``).
+            TypeError, ValueError: ``timeout`` is not a number of seconds.
         """
-        return self.acquire_on_behalf_of(_current_borrower(), timeout)
+        return self._acquire(
+            _current_borrower(),
+            timeout,
+            "acquire",
+            "'await limiter.acquire_async()' or 'async with limiter'",
+        )
 
     # -- releasing -----------------------------------------------------------
 

@@ -52,6 +52,7 @@ from ..operations import thread_state
 from ._awaitables import checkpoint
 from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
+    MAX_READ,
     PASS,
     ConflictGuard,
     DelimiterNotFound,
@@ -148,9 +149,10 @@ class _BufferedReceiver(ReceiveStream):
     async def receive_some(self, max_bytes: int | None = DEFAULT_RECEIVE_SIZE) -> bytes:
         """Receive at most ``max_bytes`` bytes, waiting until some arrive.
 
-        ``max_bytes=None``, as trio spells it, means the default size. A
-        cancellation point, checked before any byte is taken: a cancelled
-        receive loses nothing.
+        ``max_bytes=None``, as trio spells it, means the default size; one
+        call returns at most ``MAX_READ`` (16 MiB) whatever ``max_bytes``
+        allows. A cancellation point, checked before any byte is taken: a
+        cancelled receive loses nothing.
 
         Returns:
             The bytes; ``b""`` once the peer has closed its side (and every
@@ -165,8 +167,8 @@ class _BufferedReceiver(ReceiveStream):
         """
         if max_bytes is None:
             max_bytes = DEFAULT_RECEIVE_SIZE
-        elif type(max_bytes) is not int or max_bytes < 1:
-            max_bytes = check_max_bytes(max_bytes, "receive_some(max_bytes=...)")
+        elif type(max_bytes) is not int or max_bytes < 1 or max_bytes > MAX_READ:
+            max_bytes = min(check_max_bytes(max_bytes, "receive_some(max_bytes=...)"), MAX_READ)
         guard = self._receive_guard.lock  # (a with block, inline: see ConflictGuard)
         if not guard.acquire(False):
             raise self._receive_guard.busy()
@@ -210,7 +212,7 @@ class _BufferedReceiver(ReceiveStream):
             if wait is not None:
                 await wait
             while len(buffer) < n:
-                size = max(n - len(buffer), DEFAULT_RECEIVE_SIZE)
+                size = min(max(n - len(buffer), DEFAULT_RECEIVE_SIZE), MAX_READ)
                 chunk = self._receive_now(size)
                 if chunk is None:
                     chunk = await self._receive_later(size)

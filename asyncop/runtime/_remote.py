@@ -56,10 +56,11 @@ from ..operations import (
     _user_frame,
     only_cancelled,
     run_after,
+    safe_repr,
 )
 from ._kernel import RuntimeState
-from ._kinds import describe_fn
-from ._waker import WakerStatus
+from ._kinds import code_of_call, describe_fn
+from ._waker import WakerStatus, let_go
 
 if TYPE_CHECKING:
     from ..operations import After, RuntimeHooks
@@ -343,10 +344,12 @@ class RemoteExecutor:
         else:
             label = name
             if not callable(fn):
+                let_go((fn,))  # refused: it must not warn "never awaited" besides
                 raise TypeError(
-                    f"cannot run {fn!r} on {self!r}: it is not callable; pass a plain function"
+                    f"cannot run {safe_repr(fn)} on {self!r}: it is not callable; "
+                    "pass a plain function"
                 )
-            coroutine = inspect.iscoroutinefunction(fn)
+            coroutine = inspect.iscoroutinefunction(code_of_call(fn))
         if type(label) is not str and not isinstance(label, str):
             label = describe_fn(fn)
         if coroutine:

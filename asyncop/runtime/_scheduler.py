@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, overload
 
 from ..operations import (
+    SPAWN_KEYWORDS,
     AsyncOperation,
     C,
     OperationState,
@@ -28,6 +29,7 @@ from ..operations import (
     Outcome,
     R,
     Ts,
+    keywords_refused,
     safe_str,
     spawn_remote,
     thread_state,
@@ -40,6 +42,7 @@ from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
 from ._scope import Scope, abandon_open_blocks
 from ._task import describe_wait
+from ._waker import let_go
 from ._worker import (
     WorkerState,
     join_by,
@@ -327,6 +330,7 @@ class Runtime(Kernel):
         supervise: bool = False,
         executor: object = None,
         abandon: bool = False,
+        **keywords: Any,
     ) -> AsyncOperation[Any]:
         """Make and submit a top-level operation that runs ``fn(*args)``.
 
@@ -334,13 +338,17 @@ class Runtime(Kernel):
         runs as a coroutine task. Inside an operation's code, spawn children
         with ``op.spawn`` (or ``current_operation().spawn``) instead, so that
         they belong to the tree. With ``executor`` (and ``abandon``), ``fn``
-        runs there; see ``AsyncOperation.spawn``.
+        runs there; see ``AsyncOperation.spawn``. Keyword arguments for
+        ``fn`` go through ``functools.partial(fn, key=value)``.
 
         Raises:
-            TypeError: ``fn`` is not callable, or (with an executor) ``fn``
-                or an argument cannot be pickled.
+            TypeError: ``fn`` is not callable, a keyword argument is meant
+                for ``fn``, or (with an executor) ``fn`` or an argument
+                cannot be pickled.
             RuntimeError: the runtime is shut down.
         """
+        if keywords and callable(fn):  # (else refused below, for what fn is)
+            raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
         if isinstance(executor, RemoteExecutor):  # (spawn_remote's common case, one call less)
             return executor._spawn_into(
                 self, None, fn, args, name=name, supervise=supervise, abandon=abandon
@@ -360,19 +368,25 @@ class Runtime(Kernel):
     @overload
     def run(self, fn: Callable[[*Ts], R], *args: *Ts) -> R: ...
 
-    def run(self, fn: Callable[[*Ts], Any], *args: *Ts) -> Any:
+    def run(self, fn: Callable[[*Ts], Any], *args: *Ts, **keywords: Any) -> Any:
         """Run ``fn(*args)`` as a root operation, wait, and return its value.
 
         Like ``trio.run``: the call blocks until the operation and all its
         children have ended. A KeyboardInterrupt while waiting cancels the
         tree, waits for it to end, and is re-raised; a second one gets out
-        at once, giving up on the runtime (see ``shutdown``).
+        at once, giving up on the runtime (see ``shutdown``). Keyword
+        arguments for ``fn`` go through ``functools.partial(fn, key=value)``.
 
         Raises:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
+            TypeError: ``fn`` is not callable, or a keyword argument is
+                meant for ``fn``.
         """
+        if keywords and callable(fn):  # (else refused by spawn(), for what fn is)
+            raise keywords_refused("run", fn, keywords, ())
         if thread_state().task is not None:
+            let_go((fn,))  # refused: it must not warn "never awaited" besides
             raise RuntimeError(
                 f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
                 "write 'await runtime.spawn(fn)' instead"

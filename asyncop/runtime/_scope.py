@@ -65,7 +65,7 @@ import enum
 import functools
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, Never, NoReturn, final
 
 from ..operations import (
     AsyncOperation,
@@ -77,6 +77,7 @@ from ..operations import (
     _thread_local,
     _user_frame,
     cancelled_for,
+    keywords_refused,
     only_cancelled,
     park,
     run_after,
@@ -240,12 +241,18 @@ class Scope:
             op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
             op._end_work(Outcome.ERROR, None, exc)
 
-    def start(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
+    def start(
+        self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
+    ) -> Any:
         """Start ``fn`` in the scope and wait until it is ready: see ``AsyncOperation.start``.
 
         Raises:
             RuntimeError: the scope has not been entered yet.
+            TypeError: a keyword argument is meant for ``fn`` (bind it with
+                ``functools.partial``).
         """
+        if keywords and callable(fn):  # (else refused by op.start(), for what fn is)
+            raise keywords_refused("start", fn, keywords, ("name",))
         op = self._op
         if op is None:
             raise RuntimeError(

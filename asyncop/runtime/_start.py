@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 from ..operations import AsyncOperation, OperationState, thread_state
 from ._interrupt import wait_after_interrupt
+from ._kinds import describe_fn
 from ._scope_task import ScopeDone
 from ._sync import Event
+from ._waker import let_go
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -182,13 +184,8 @@ class _Status(TaskStatus[Any]):
 def _launch(
     target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
 ) -> _Status:
-    if not callable(fn):
-        raise TypeError(
-            f"start() needs a function, got {type(fn).__name__}; pass a function that "
-            "takes a task_status keyword"
-        )
     if name is None:
-        name = getattr(fn, "__qualname__", None) or repr(fn)
+        name = describe_fn(fn)
     status = _Status()
     call = functools.partial(fn, task_status=status)
     # Spawned under the runtime lock (it is re-entrant), which the child's
@@ -257,6 +254,14 @@ def start(
     name: str | None,
 ) -> Coroutine[Any, Any, Any] | Any:
     """``target.start(fn, *args)``: see ``AsyncOperation.start``."""
+    # Checked before anything is made: a coroutine's start() refuses at
+    # the call, not at the await.
+    if not callable(fn):
+        let_go((fn,))  # refused: it must not warn "never awaited" besides
+        raise TypeError(
+            f"start() needs a function, got {type(fn).__name__}; pass a function that "
+            "takes a task_status keyword"
+        )
     if thread_state().task is not None:
         return _start_async(target, fn, args, name)
     return _start_blocking(target, fn, args, name)

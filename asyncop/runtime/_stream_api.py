@@ -33,6 +33,7 @@ __all__ = [
     "ConflictGuard",
     "DelimiterNotFound",
     "IncompleteRead",
+    "MAX_READ",
     "ReceiveStream",
     "SendStream",
     "Stream",
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 DEFAULT_RECEIVE_SIZE = 65536
+# The most bytes one read asks a transport for, whatever the caller allows:
+# the read allocates that much first, so a huge max_bytes would fail with
+# MemoryError or OverflowError instead of reading what there is. Far above
+# what a socket or pipe buffer holds.
+MAX_READ = 1 << 24
 
 
 @final
@@ -143,6 +149,7 @@ def eof_sent_error(what: str) -> ClosedResourceError:
 
 
 def check_max_bytes(value: object, what: str) -> int:
+    """Refuse a byte count that is not a positive int; returns it as it is."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
             f"{what} needs an int number of bytes, got {type(value).__name__}; pass e.g. 65536"

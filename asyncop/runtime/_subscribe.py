@@ -15,7 +15,17 @@ from typing import Any
 from ..operations import AsyncOperation
 from ..platform import check_timeout
 from ._awaitables import SleepUntil
-from ._waker import Subscription, WaitEvent, WakeCallback, Waker, cancel, is_event, resolve, timeout
+from ._waker import (
+    Subscription,
+    WaitEvent,
+    WakeCallback,
+    Waker,
+    cancel,
+    is_event,
+    let_go,
+    resolve,
+    timeout,
+)
 
 __all__ = ["resume_when", "waker_new"]
 
@@ -57,6 +67,7 @@ def resume_when(
         event._awaited = True
     waker = _waker_of(task, "resume_when()")
     if not is_event(event):
+        let_go((event,))  # a coroutine, say: refused, it must not warn besides
         raise TypeError(
             f"resume_when() needs an asyncop event as 'event', got {type(event).__name__}; "
             "pass an awaitable such as asyncop.sleep(1) or an operation"
@@ -95,13 +106,17 @@ def waker_new(
             number, or ``cancellation`` is not an event.
         ValueError: ``timeout`` is NaN.
     """
-    waker = _waker_of(task, "waker_new()")
-    seconds = check_timeout(timeout, "waker_new(timeout=...)")
-    if cancellation is not None and not is_event(cancellation):
-        raise TypeError(
-            "waker_new() needs an asyncop event as 'cancellation', got "
-            f"{type(cancellation).__name__}; pass an awaitable such as event.wait_async()"
-        )
+    try:
+        waker = _waker_of(task, "waker_new()")
+        seconds = check_timeout(timeout, "waker_new(timeout=...)")
+        if cancellation is not None and not is_event(cancellation):
+            raise TypeError(
+                "waker_new() needs an asyncop event as 'cancellation', got "
+                f"{type(cancellation).__name__}; pass an awaitable such as event.wait_async()"
+            )
+    except BaseException:
+        let_go((cancellation,))  # refused: it must not warn "never awaited" besides
+        raise
     waker._disarm_all()
     waker._reset()
     if seconds is not None:

@@ -32,7 +32,13 @@ from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import BrokenResourceError, cancelled_error, park, thread_state
+from ..operations import (
+    BrokenResourceError,
+    blocking_in_task_error,
+    cancelled_error,
+    park,
+    thread_state,
+)
 from ..platform import check_timeout
 from ._task import TaskState
 from ._waker import Subscription, WaitEvent
@@ -283,9 +289,8 @@ class Lock:
         """
         state = thread_state()
         if state.task is not None:
-            raise RuntimeError(
-                f"Lock.acquire() on {self.name!r} would block a worker inside a coroutine; "
-                "write 'await lock.lock_async()' or 'async with lock' instead"
+            raise blocking_in_task_error(
+                f"Lock.acquire() on {self.name!r}", "'await lock.lock_async()' or 'async with lock'"
             )
         limit = None if timeout is None else check_timeout(timeout, "Lock.acquire(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
@@ -469,10 +474,7 @@ class Event:
         """
         state = thread_state()
         if state.task is not None:
-            raise RuntimeError(
-                "Event.wait() would block a worker inside a coroutine; "
-                "write 'await event.wait_async()' instead"
-            )
+            raise blocking_in_task_error("Event.wait()", "'await event.wait_async()'")
         limit = None if timeout is None else check_timeout(timeout, "Event.wait(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
         if self._set:
@@ -599,9 +601,8 @@ class Semaphore:
         """
         state = thread_state()
         if state.task is not None:
-            raise RuntimeError(
-                "Semaphore.acquire() would block a worker inside a coroutine; "
-                "write 'await sem.acquire_async()' or 'async with sem' instead"
+            raise blocking_in_task_error(
+                "Semaphore.acquire()", "'await sem.acquire_async()' or 'async with sem'"
             )
         limit = (
             None if timeout is None else check_timeout(timeout, "Semaphore.acquire(timeout=...)")

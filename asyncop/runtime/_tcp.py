@@ -79,6 +79,23 @@ _IGNORED_ACCEPT_ERRNOS = frozenset(
 _IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN})
 
 
+def check_backlog(backlog: object, call: str) -> int:
+    """The accept queue length to pass to ``listen()``: ``SOMAXCONN`` for None."""
+    if backlog is None:
+        return socket.SOMAXCONN
+    if isinstance(backlog, bool) or not isinstance(backlog, int):
+        raise TypeError(
+            f"{call}(backlog=...) needs an int, got {type(backlog).__name__}; "
+            "pass a queue length, or None for the OS maximum"
+        )
+    if backlog < 0:
+        raise ValueError(
+            f"{call}(backlog={backlog}) needs an int of 0 or more; pass None for the OS maximum"
+        )
+    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
+    return min(backlog, 0xFFFF)
+
+
 # -- connecting ------------------------------------------------------------------
 
 
@@ -386,22 +403,6 @@ class SocketListener(AsyncResource):
         return f"<SocketListener {self._socket.getsockname()!r}>"
 
 
-def check_backlog(backlog: object, what: str) -> int:
-    """The accept queue length for ``listen()``: the OS maximum for None.
-
-    Raises:
-        ValueError: ``backlog`` is not an int of 0 or more.
-    """
-    if backlog is None:
-        backlog = socket.SOMAXCONN
-    elif isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 0:
-        raise ValueError(
-            f"{what}(backlog={backlog!r}) needs an int of 0 or more; pass None for the OS maximum"
-        )
-    # As trio does: the kernel caps it anyway, and listen() overflows past an int.
-    return min(backlog, 0xFFFF)
-
-
 async def open_tcp_listeners(
     port: int, *, host: str | bytes | None = None, backlog: int | None = None
 ) -> list[SocketListener]:
@@ -421,6 +422,7 @@ async def open_tcp_listeners(
 
     Raises:
         OSError: the address is in use, or cannot be resolved.
+        TypeError, ValueError: ``port`` or ``backlog`` is not an int in range.
         Cancelled: the task was cancelled; nothing is left open.
     """
     _dns.check_port(port, "open_tcp_listeners()")

@@ -26,6 +26,7 @@ from . import _dns
 from ._awaitables import readable, writable
 from ._stream_api import (
     DEFAULT_RECEIVE_SIZE,
+    MAX_READ,
     PASS,
     AsyncResource,
     ConflictGuard,
@@ -90,7 +91,8 @@ class UDPSocket(AsyncResource):
             socket.gaierror: ``host`` does not resolve in this socket's family.
             OSError: the datagram is too large (``EMSGSIZE``), or the
                 network refused it.
-            TypeError, ValueError: ``port`` is not an int in 0..65535.
+            TypeError, ValueError: ``port`` is not an int in 0..65535
+                (raised before anything is sent).
             Cancelled: the task was cancelled.
         """
         _dns.check_port(port, "UDPSocket.sendto()")
@@ -119,16 +121,18 @@ class UDPSocket(AsyncResource):
         Raises:
             ClosedResourceError: the socket was closed (also while waiting).
             BusyResourceError: another task is receiving on this socket.
+            TypeError, ValueError: ``max_bytes`` is not a positive int.
             Cancelled: the task was cancelled.
         """
-        check_max_bytes(max_bytes, "recvfrom(max_bytes=...)")
+        # (A datagram never holds more than MAX_READ: the cap cuts nothing.)
+        size = min(check_max_bytes(max_bytes, "recvfrom(max_bytes=...)"), MAX_READ)
         with self._receive_guard:
             self._check_open()
             await PASS
             sock = self._socket
             while True:
                 try:
-                    return sock.recvfrom(max_bytes)
+                    return sock.recvfrom(size)
                 except BlockingIOError:
                     pass
                 await wait_ready(readable(sock), self._is_closed, "UDP socket")

@@ -85,11 +85,15 @@ async def open_unix_listener(
     A stale socket file at ``path`` is replaced; the listener removes its
     file when it closes.
 
+    Args:
+        path: where the socket file goes.
+        backlog: the accept queue length; None for the OS maximum.
+
     Raises:
         FileExistsError: ``path`` exists and is not a socket.
         OSError: the path cannot be bound.
-        ValueError: ``backlog`` is not an int of 0 or more (refused before
-            anything at ``path`` is touched).
+        TypeError, ValueError: ``backlog`` is not an int of 0 or more (refused
+            before anything at ``path`` is touched).
     """
     name = _check_path(path, "open_unix_listener()")
     backlog = check_backlog(backlog, "open_unix_listener")  # before the stale file goes

@@ -56,22 +56,31 @@ creation, which costs nothing; ``__del__`` warns about an event collected
 without it, as Python warns about a coroutine never awaited. The location
 is the innermost frame outside asyncop when the event is collected: for a
 forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
-that made it, without paying for a frame lookup on every event made.
+that made it, without paying for a frame lookup on every event made. One
+collected by asyncop's own code (a task's locals, freed as its coroutine
+ends) names the operation running there, and where that was made.
+
+A call that refuses its arguments lets go of every awaitable it was handed
+(``let_go``), whichever argument it refused: the caller did not forget
+them, and the exception already says what was wrong.
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import sys
 import warnings
-from collections.abc import Callable, Generator
-from types import FrameType
+from collections.abc import Callable, Generator, Iterable
+from types import CoroutineType, FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
 
 from ..operations import (
     Cancelled,
     T,
+    current_operation,
     log_user_failure,
+    made_by_user,
     safe_repr,
     suspend,
 )
@@ -89,6 +98,7 @@ __all__ = [
     "cancel",
     "describe_event",
     "is_event",
+    "let_go",
     "resolve",
     "timeout",
 ]
@@ -433,6 +443,28 @@ def is_event(obj: object) -> bool:
 # -- events that were never awaited ---------------------------------------------
 
 
+def let_go(handed: Iterable[object]) -> None:
+    """Dispose of what a refused call was handed, so that none of it warns when collected.
+
+    The caller did hand these over: a "never awaited" warning would blame
+    it for a forgotten ``await`` on top of the exception that says what was
+    wrong. An asyncop awaitable is marked used; a coroutine not started yet
+    is closed, which is all Python would do with it besides warning. Never
+    raises.
+    """
+    for obj in handed:
+        try:
+            if isinstance(obj, WaitEvent):
+                obj._awaited = True
+            elif (
+                isinstance(obj, CoroutineType)
+                and inspect.getcoroutinestate(obj) == inspect.CORO_CREATED
+            ):
+                obj.close()
+        except Exception:  # pragma: no cover - a user's subclass with odd slots
+            pass
+
+
 def describe_event(event: Any) -> str:
     """What ``event`` is, for messages and ``dump()``; never raises."""
     try:
@@ -453,8 +485,7 @@ def _user_frame() -> FrameType | None:
     """The innermost frame outside asyncop (and outside this finalizer)."""
     frame = sys._getframe(2)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (isinstance(module, str) and (module == "asyncop" or module.startswith("asyncop."))):
+        if made_by_user(frame.f_globals.get("__name__", "")):
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None
@@ -464,19 +495,26 @@ def _warn_never_awaited(event: Any) -> None:
     try:
         what = describe_event(event)
         frame = _user_frame()
+        op = None if frame is not None else current_operation()
     except BaseException:  # pragma: no cover - interpreter shutdown
         return
-    if frame is None:
-        filename, lineno, module, registry = "sys", 1, "sys", None
-    else:
+    where = ""
+    if frame is not None:
         filename = frame.f_code.co_filename
         lineno = frame.f_lineno or 0
         module = frame.f_globals.get("__name__", "?")
         registry = frame.f_globals.setdefault("__warningregistry__", {})
+    elif op is not None:
+        # Collected by asyncop's own code, past the user's frames: when a
+        # task's coroutine ended, say. The task is the best clue left.
+        filename, lineno, module, registry = op.filename, op.lineno, "asyncop", None
+        where = f"in operation {op.name!r}, made "
+    else:
+        filename, lineno, module, registry = "sys", 1, "sys", None
     # A warning turned into an error (-W error) escapes to sys.unraisablehook,
     # as it does for a coroutine that was never awaited.
     warnings.warn_explicit(
-        f"asyncop awaitable {what} was never awaited (at {filename}:{lineno}); write "
+        f"asyncop awaitable {what} was never awaited ({where}at {filename}:{lineno}); write "
         "'await' before it: until it is awaited, it does nothing",
         RuntimeWarning,
         filename,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import gc
 import logging
 import sys
@@ -728,6 +729,105 @@ def test_name_can_be_given(runtime: asyncop.Runtime) -> None:
     op = runtime.spawn(fetch_header, name="header")
     assert op.name == "header"
     op.wait(5)
+
+
+class Client:
+    def get(self, page: int) -> str:
+        return f"page {page}"
+
+    async def get_async(self, page: int) -> str:
+        return f"page {page}"
+
+
+class Fetcher:
+    """A callable object: named after its class, as trio names a task."""
+
+    def __call__(self, page: int) -> str:
+        return f"page {page}"
+
+
+class AsyncFetcher:
+    """An object whose ``__call__`` is an ``async def``: it runs as a task."""
+
+    async def __call__(self, page: int) -> str:
+        await asyncio_free_checkpoint()
+        return f"page {page}"
+
+
+async def asyncio_free_checkpoint() -> None:
+    await asyncop.checkpoint()
+
+
+def fetch_page(page: int, *, verbose: bool = False) -> str:
+    return f"page {page}"
+
+
+# fn -> the name dump() shows for it: no repr with an address, whatever fn is.
+NAMED: dict[str, tuple[Any, str]] = {
+    "partial": (functools.partial(fetch_page, verbose=True), "fetch_page"),
+    "partial-of-partial": (
+        functools.partial(functools.partial(fetch_page), verbose=True),
+        "fetch_page",
+    ),
+    "bound-method": (Client().get, "Client.get"),
+    "async-bound-method": (Client().get_async, "Client.get_async"),
+    "partial-of-a-method": (functools.partial(Client().get), "Client.get"),
+    "lambda": (lambda page: f"page {page}", "<lambda>"),
+    "callable-object": (Fetcher(), "Fetcher"),
+    "async-callable-object": (AsyncFetcher(), "AsyncFetcher"),
+    "partial-of-an-async-callable-object": (functools.partial(AsyncFetcher()), "AsyncFetcher"),
+    "builtin": (str, "str"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NAMED))
+def test_the_default_name_is_readable_whatever_the_callable(
+    runtime: asyncop.Runtime, kind: str
+) -> None:
+    fn, name = NAMED[kind]
+    holder = runtime.create(lambda op, ctx: None, name="holder")
+    op = runtime.create(fn, parent=holder)  # made, never run: dump() shows it for sure
+    text = runtime.dump()
+    holder.cancel()
+    assert op.name.endswith(name)
+    assert "0x" not in op.name
+    assert f" {op.name} [CREATED]" in text
+    assert runtime.run(fn, 7) in ("page 7", "7")  # an async __call__ runs as a task
+
+
+def test_operations_asyncop_makes_are_placed_at_the_line_that_caused_them(
+    runtime: asyncop.Runtime,
+) -> None:
+    from asyncop import net
+
+    async def handler(stream: Any) -> None:
+        await stream.receive_some()  # held open until the client leaves
+
+    def subtree(op: AsyncOperation) -> list[AsyncOperation]:
+        found = [op]
+        for child in op.children():
+            found += subtree(child)
+        return found
+
+    async def main() -> tuple[int, list[tuple[str, str, int]]]:
+        async with asyncop.scope() as s:
+            serve = functools.partial(net.serve_tcp, host="127.0.0.1")
+            line = this_line() + 1
+            listeners = await s.start(serve, handler, 0)
+            [server] = s.children()
+            port = listeners[0].socket.getsockname()[1]
+            async with await net.open_tcp_stream("127.0.0.1", port):
+                while not any(op.name.startswith("connection") for op in subtree(server)):
+                    await asyncop.sleep(0.01)
+                made = [(op.name, op.filename, op.lineno) for op in subtree(server)]
+            s.cancel()
+        return line, made
+
+    line, made = runtime.run(main)
+    # The server, its scope, its accept loop and the connection: all asyncop's
+    # own code, all placed at the user's start() call (never at threading.py).
+    assert len(made) >= 4, made
+    assert [(filename, lineno) for _, filename, lineno in made] == [(__file__, line)] * len(made)
 
 
 # ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from typing import Any
@@ -156,6 +157,38 @@ async def test_notify_n_wakes_the_oldest_n_and_notify_all_the_rest(
         async with cond:
             cond.notify_all()
     assert woken == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("n", [1.5, 2.0, math.inf, math.nan, "2", None, True, False], ids=repr)
+def test_notify_refuses_a_count_that_is_not_an_int_at_the_call(n: Any) -> None:
+    # As threading.Condition: an int (a bool is no count); checked before
+    # anything else, the lock included, and nobody is woken.
+    cond = Condition()
+    waiter = cond._enqueue()
+    with pytest.raises(TypeError, match=r"Condition\.notify\(n\) needs an int"):
+        cond.notify(n)
+    with cond, pytest.raises(TypeError, match=type(n).__name__):
+        cond.notify(n)
+    assert not waiter.is_set()
+
+
+@pytest.mark.parametrize("n", [-1, -(2**70)])
+def test_notify_refuses_a_negative_count_as_threading_does(n: int) -> None:
+    cond = Condition()
+    waiter = cond._enqueue()
+    with cond, pytest.raises(ValueError, match=rf"notify\({n}\)"):
+        cond.notify(n)
+    assert not waiter.is_set()
+
+
+def test_notify_zero_wakes_nobody_and_a_huge_count_wakes_every_waiter() -> None:
+    cond = Condition()
+    waiters = [cond._enqueue() for _ in range(3)]
+    with cond:
+        cond.notify(0)
+        assert not any(waiter.is_set() for waiter in waiters)
+        cond.notify(2**70)
+    assert all(waiter.is_set() for waiter in waiters)
 
 
 def test_a_task_notifies_a_waiting_thread(runtime: asyncop.Runtime) -> None:

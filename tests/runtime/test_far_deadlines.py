@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asyncop
-from asyncop.testing import VirtualClock
+from asyncop.testing import VirtualClock, wait_all_blocked
 from tests.conftest import runtime_threads
 
 pytestmark = pytest.mark.timeout(30)
 
-FAR_VALUES = [math.inf, 1e10, 1e12, 1e300]
+FAR_VALUES = [math.inf, 1e9, 1e10, 1e12, 1e300]
 
 
 async def _sleep(value: float) -> None:
@@ -123,6 +123,44 @@ def test_a_wait_without_end_keeps_the_workers_alive(kind: str, value: float) -> 
     assert time.monotonic() - start < 5
     assert forever.state is asyncop.OperationState.CANCELLED
     assert runtime_threads(rt) == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "shown"),
+    [
+        (1e9, "sleep(1e+09)"),
+        (2e10, "sleep(2e+10)"),
+        (10**12, "sleep(1e+12)"),
+        (math.inf, "sleep(inf)"),
+        (10**400, "sleep(inf)"),  # past float range: no length a float can show
+    ],
+    ids=repr,
+)
+def test_dump_shows_the_far_sleep_asked_for_which_arms_no_timer(
+    vruntime: asyncop.Runtime, asked: float, shown: str
+) -> None:
+    async def sleeps() -> None:
+        await asyncop.sleep(asked)
+
+    async def waits_with_timeout() -> None:
+        async with asyncop.scope() as s:
+            await asyncop.timeout(asked, s.spawn(sleeps, name="slept"))
+
+    async def main() -> tuple[str, int]:
+        async with asyncop.scope() as s:
+            s.spawn(sleeps, name="sleeper")
+            s.spawn(waits_with_timeout, name="timed")
+            await wait_all_blocked()
+            text, timers = vruntime.dump(), vruntime.registrations()
+            s.cancel()
+        return text, timers
+
+    text, timers = vruntime.run(main)
+    sleeper = next(line for line in text.splitlines() if "sleeper [" in line)
+    assert f"waiting on {shown} at " in sleeper
+    timed = next(line for line in text.splitlines() if "timed [" in line)
+    assert f"timeout({shown[len('sleep(') : -1]}, 'slept')" in timed
+    assert timers == 0  # "no limit": nothing in the timer heap
 
 
 def test_a_far_deadline_set_on_a_sync_operation_never_fires() -> None:

@@ -2,13 +2,15 @@
 
 As with a coroutine, the awaitable did nothing: a ``send_async(x)`` that is
 never awaited has not sent ``x``. Awaited ones, and those handed to
-``select``, ``race``, ``resume_when`` or refused by a spawn, stay silent.
+``select``, ``race``, ``resume_when`` or to any call that refused them (or
+another of its arguments), stay silent.
 """
 
 from __future__ import annotations
 
 import gc
 import socket
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -241,3 +243,132 @@ def test_refused_awaitables_do_not_warn_again(vrt: asyncop.Runtime) -> None:
         asyncop.race(_noop_op(vrt))
         gc.collect()
     assert len(_never_awaited(caught)) == 1
+
+
+# -- a refused call lets go of what it was handed ---------------------------------
+
+
+async def _coroutine() -> None:
+    pass
+
+
+async def _needs_task() -> None:
+    await asyncop.sleep(1)
+
+
+def _task_op() -> asyncop.AsyncOperation:
+    me = asyncop.current_operation()
+    assert me is not None
+    return me
+
+
+# Each call is refused for one argument (first, last or between valid ones,
+# or the call itself), and was handed asyncop awaitables or coroutines
+# besides: none of them may warn "never awaited".
+REFUSED_IN_A_TASK: dict[str, Callable[[], Any]] = {
+    "select-a-coroutine-between": lambda: asyncop.select(
+        asyncop.sleep(1), _coroutine(), asyncop.Event().wait_async()
+    ),
+    "select-an-int-first": lambda: asyncop.select(
+        3, asyncop.sleep(1), asyncop.Channel(1).recv_async()
+    ),
+    "race-an-event-after-an-op": lambda: asyncop.race(
+        _task_op().spawn(_needs_task), asyncop.sleep(1)
+    ),
+    "race-a-coroutine": lambda: asyncop.race(_coroutine()),  # type: ignore[arg-type]
+    "timeout-an-event": lambda: asyncop.timeout(1, asyncop.sleep(2)),  # type: ignore[arg-type]
+    "timeout-arguments-swapped": lambda: asyncop.timeout(
+        asyncop.sleep(2), _task_op().spawn(_needs_task)  # type: ignore[arg-type]
+    ),
+    "timeout-a-coroutine": lambda: asyncop.timeout(1, _coroutine()),  # type: ignore[arg-type]
+    "spawn-an-event": lambda: _task_op().spawn(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "spawn-an-event-with-a-keyword": lambda: _task_op().spawn(
+        asyncop.sleep(1), x=1  # type: ignore[call-overload]
+    ),
+    "spawn_blocking-an-event-with-a-keyword": lambda: asyncop.spawn_blocking(
+        asyncop.sleep(1), x=1  # type: ignore[arg-type]
+    ),
+    "start-an-event": lambda: _task_op().start(asyncop.sleep(1)),
+    "start-a-coroutine": lambda: _task_op().start(_coroutine()),
+    "spawn_blocking-an-event": lambda: asyncop.spawn_blocking(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "spawn_blocking-a-coroutine": lambda: asyncop.spawn_blocking(_coroutine()),  # type: ignore[arg-type]
+    "run-inside-a-task": lambda: _task_op().runtime.run(_needs_task),
+    "run-an-event-inside-a-task": lambda: _task_op().runtime.run(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "resume_when-a-coroutine": lambda: lowlevel.resume_when(_task_op(), _coroutine()),
+    "waker_new-a-bad-timeout": lambda: lowlevel.waker_new(
+        _task_op(), "1", asyncop.sleep(1)  # type: ignore[arg-type]
+    ),
+    "waker_new-a-coroutine": lambda: lowlevel.waker_new(_task_op(), None, _coroutine()),
+}
+
+REFUSED_IN_A_THREAD: dict[str, Callable[[asyncop.Runtime], Any]] = {
+    "run-an-event": lambda rt: rt.run(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "spawn-an-event": lambda rt: rt.spawn(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "create-an-event": lambda rt: rt.create(asyncop.sleep(1)),  # type: ignore[arg-type]
+    "start-an-event": lambda rt: _noop_op(rt).start(asyncop.sleep(1)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED_IN_A_TASK))
+def test_a_refused_call_in_a_task_lets_go_of_every_awaitable_it_was_handed(
+    vrt: asyncop.Runtime, kind: str
+) -> None:
+    async def main() -> BaseException:
+        try:
+            REFUSED_IN_A_TASK[kind]()
+        except (TypeError, ValueError, RuntimeError) as exc:
+            return exc
+        raise AssertionError(f"{kind} was not refused at the call")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        error = vrt.run(main)
+        del error
+        gc.collect()
+    assert _never_awaited(caught) == []
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED_IN_A_THREAD))
+def test_a_refused_call_in_a_thread_lets_go_of_the_awaitable_it_was_handed(
+    vrt: asyncop.Runtime, kind: str
+) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError):
+            REFUSED_IN_A_THREAD[kind](vrt)
+        gc.collect()
+    assert _never_awaited(caught) == []
+
+
+def test_a_refused_anyio_wait_lets_go_of_the_awaitable_it_was_handed() -> None:
+    pytest.importorskip("anyio")
+    import asyncio
+
+    import asyncop.anyio
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError):
+            asyncio.run(asyncop.anyio.wait(asyncop.sleep(1)))  # type: ignore[arg-type]
+        gc.collect()
+    assert _never_awaited(caught) == []
+
+
+def test_an_awaitable_collected_as_its_task_ends_names_the_task_not_a_thread(
+    vrt: asyncop.Runtime,
+) -> None:
+    async def keeps_one_unawaited() -> None:
+        pending = asyncop.sleep(1)  # collected when the coroutine ends, past the user's frames
+        assert pending is not None
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        op = vrt.spawn(keeps_one_unawaited)
+        line = sys._getframe().f_lineno - 1
+        op.wait(10)
+        gc.collect()
+    messages = _never_awaited(caught)
+    assert len(messages) == 1, messages
+    assert "threading.py" not in messages[0]
+    assert "in operation 'test_an_awaitable_collected_as_its_task_ends" in messages[0]
+    assert f"{__file__}:{line}" in messages[0]

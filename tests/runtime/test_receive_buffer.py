@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -57,6 +58,29 @@ def run_reader(
     rt.run(main)
     finish(rt)
     return log
+
+
+@pytest.mark.parametrize(
+    "max_bytes",
+    [10**12, sys.maxsize, sys.maxsize + 1, 2**70],
+    ids=["1e12", "maxsize", "maxsize+1", "2**70"],
+)
+def test_a_huge_max_bytes_receives_what_there_is(
+    one_worker: asyncop.Runtime, pair: tuple[socket.socket, socket.socket], max_bytes: int
+) -> None:
+    # "At most max_bytes": a huge one is no reason to allocate that much
+    # (MemoryError) or to overflow a C size; receive_until takes it as a frame limit.
+    a, b = pair
+
+    async def main() -> tuple[bytes, bytes]:
+        async with SocketStream(a) as stream:
+            b.sendall(b"some")
+            some = await stream.receive_some(max_bytes)
+            b.sendall(b"frame\nrest")
+            return some, await stream.receive_until(b"\n", max_bytes)
+
+    assert one_worker.run(main) == (b"some", b"frame")
+    finish(one_worker)
 
 
 def test_a_receive_after_a_read_that_drained_the_socket_lets_ready_tasks_run_first(

@@ -43,6 +43,9 @@ async def in_a_task(op: AsyncOperation[str], ch: asyncop.Channel[int]) -> None:
     item: str = await ch.recv_async()  # expect: assignment reportAssignmentType
     await ch.send_async("text")  # expect: arg-type reportArgumentType
     await asyncop.spawn_blocking(compute, "x", 1)  # expect: arg-type reportArgumentType
+    # Keywords for the function go through functools.partial, not the call.
+    await asyncop.spawn_blocking(compute, 1, b="x")  # expect: arg-type reportArgumentType
+    await op.start(compute, 1, b="x")  # expect: arg-type reportArgumentType
     await asyncop.timeout(1, fetch)  # expect: arg-type reportArgumentType
     await asyncop.race(op, 3)  # expect: call-overload reportCallIssue
     await asyncop.select(op, 3)  # expect: call-overload reportCallIssue
