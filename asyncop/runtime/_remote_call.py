@@ -5,19 +5,39 @@ Crossing the wire
 The call is pickled in the spawning thread, so that an unpicklable
 function or argument is a ``TypeError`` from ``spawn()`` itself, naming it
 (:func:`pack_call`), before anything is sent. The worker sends back the
-pickled outcome (:func:`run_call`): a value, an exception with its
-formatted traceback, or a note that the job was cancelled or dropped. A
-result that cannot be pickled comes back as that fact, and becomes a
-``TypeError`` on the local side (``asyncop.runtime._remote.decode_outcome``).
+outcome as a message (:func:`run_call`): a value, an exception with its
+formatted traceback, or a note that the job was cancelled or dropped.
+
+Every message is a tuple of strings, bytes and None, which always
+unpickles; the user's value or exception inside it is pickled on its own,
+next to a description of it::
+
+    ("pickled", type_name, pickle.dumps(value))
+    ("error", repr(exc), pickle.dumps(exc) or None, traceback_text, why_not)
+    ("bad-call", ...)        # as "error": the worker could not rebuild the call
+    ("unpicklable", type_name, why_not)
+    ("cancelled",)  ("dropped",)
+
+So whatever fails on either side (a result or an exception that does not
+pickle in the worker, one whose class the client cannot import or whose
+``__init__`` or ``__setstate__`` refuses what pickle hands it, a call the
+worker cannot rebuild) fails the operation with an error that says what
+could not cross and why (``asyncop.runtime._remote.decode_outcome``). It
+never escapes into the engine's callback, where it would be logged and
+leave the operation running forever.
 
 Remote side
 -----------
 Inside the job, ``remote_token()`` returns the job's :class:`RemoteToken`.
 One watcher thread per worker process polls the tokens of the jobs running
-there (each kind says how to poll and how often), sets their flags, and
-cancels the roots of every asyncop ``Runtime`` in that process that the job
-started: a root whose context carries the job's token. So a cancel on the
-client reaches the whole remote subtree.
+there (each kind says how to poll and how often); an engine may also push
+a cancel to the worker (:func:`cancel_remote`). Either sets the token's
+flag and cancels the roots of every asyncop ``Runtime`` in that process that
+the job started: a root whose context carries the job's token. Such a root
+is cancelled as a child is by its parent, from outside (not when it is
+shielded), so the remote subtree unwinds by the local rules: a sync
+``with rt.scope()`` of the job raises ``Cancelled`` at its exit, as it does
+inside a cancelled operation, and the job ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -30,19 +50,25 @@ import time
 import traceback
 from collections.abc import Callable
 from types import FunctionType
-from typing import Any, Literal, final, overload
+from typing import TYPE_CHECKING, Any, Literal, final, overload
 
-from ..operations import CancellationError, Cancelled
+from ..operations import CancellationError, Cancelled, run_after
 from ..platform import check_timeout
 from ._kinds import describe_fn
-from ._scheduler import live_runtimes
+
+if TYPE_CHECKING:
+    from ..operations import After
 
 __all__ = [
     "PICKLED_FUNCTIONS_MAX",
     "RemoteToken",
+    "cancel_remote",
+    "describe_error",
+    "describe_exception",
     "pack_call",
     "remote_token",
     "run_call",
+    "type_name",
 ]
 
 # How often the watcher wakes to poll (no token is polled more often than
@@ -63,8 +89,10 @@ class RemoteToken:
     """Inside remote work: follows the cancel of the local operation.
 
     Get it with ``asyncop.remote_token()``. ``cancelled`` turns true within
-    50 ms of the local cancel for a ``ProcessExecutor`` job and 100 ms for a
-    ``DaskExecutor`` job.
+    a few ms of the local cancel for a ``ProcessExecutor`` job; for a
+    ``DaskExecutor`` job the cancel is pushed to the worker, typically
+    within 5 to 30 ms and 100 ms unless the machine is overloaded (see
+    ``asyncop.dask`` for what it depends on).
     """
 
     __slots__ = ("_cancelled", "_direct", "_event", "_next_poll", "_period", "_poll", "_where")
@@ -119,13 +147,16 @@ class RemoteToken:
             return True
         return event.wait(limit)
 
-    def _set(self) -> None:
-        """Mark the token cancelled and wake its waiters (the watcher's job)."""
+    def _set(self) -> bool:
+        """Mark the token cancelled and wake its waiters; False if it was already."""
         with _token_lock:
+            if self._cancelled:
+                return False
             self._cancelled = True
             event = self._event
         if event is not None:
             event.set()
+        return True
 
     def __repr__(self) -> str:
         state = "cancelled" if self._cancelled else "live"
@@ -246,8 +277,7 @@ class _Watcher:
                 except Exception:  # the engine went away; the job ends anyway
                     hit = False
                 if hit:
-                    token._set()
-                    _cancel_remote_roots(token)
+                    cancel_remote(token)
 
 
 _watcher = _Watcher()
@@ -259,8 +289,28 @@ def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
     return ctx is not None and ctx.get(_current) is token
 
 
+def cancel_remote(token: RemoteToken) -> None:
+    """The local operation was cancelled: set ``token``, cancel what the job started here.
+
+    Called by the watcher, or by an engine that pushes the cancel to the
+    worker; the second call for a token does nothing.
+    """
+    if token._set():
+        _cancel_remote_roots(token)
+
+
 def _cancel_remote_roots(token: RemoteToken) -> None:
-    """Cancel the roots of this process's runtimes that the job started."""
+    """Cancel the roots of this process's runtimes that the job started.
+
+    From outside, as the cancel walk enters a child from its parent: the
+    job's local operation stands above these roots. A shielded root is
+    left alone, as a shielded child is.
+    """
+    # Imported here: the scheduler imports the local side (_remote.py),
+    # which imports this module.
+    from ._scheduler import live_runtimes
+
+    reason = f"{token._where} was cancelled by its local operation"
     for runtime in live_runtimes():
         with runtime._lock:
             roots = list(runtime._roots)
@@ -270,8 +320,16 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 # A scope's block has no context of its own: it is the job's
                 # if the children it spawned carry the job's.
                 mine = any(_carries(child._ctx, token) for child in root.children())
-            if mine:
-                root.cancel(f"{token._where} was cancelled by its local operation")
+            if not mine:
+                continue
+            after: After = []
+            with runtime._lock:
+                if not root._shield:
+                    # Read by a sync scope's exit: raise Cancelled, as a
+                    # scope inside a cancelled operation does (_scope.py).
+                    root._outside_cancel = True
+                    root._cancel_locked(reason, after)
+            run_after(after)
 
 
 # In the worker: the plain functions unpickled from ProcessExecutor._new_job's bytes,
@@ -312,17 +370,19 @@ def run_call(
     *,
     plain: bool = False,
 ) -> Any:
-    """In the worker: run the pickled call under ``token``; pickle the outcome.
+    """In the worker: run the pickled call under ``token``; return the outcome's message.
 
     ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``
     (the pickled args, or the args themselves), the pickled ``fn`` alone
-    (see ``ProcessExecutor._new_job``). With ``plain`` (for an
-    engine that pickles what the job returns), a value of a type that always
-    pickles is not pickled here: the engine's pickling carries it. It comes
-    back as itself (None, a bool, a number or a str), or as the message
-    ``("value", value)`` for bytes, which the pickled messages are; the
-    local side takes it without unpickling. Never raises: every outcome,
-    including a result that cannot be pickled, is a message for the local side.
+    (see ``ProcessExecutor._new_job``). The message is pickled bytes (see
+    the module docstring). With ``plain`` (for an engine that pickles what
+    the job returns), a value of a type that always pickles is not pickled
+    here: the engine's pickling carries it. It comes back as itself (None,
+    a bool, a number or a str), or as the message ``("value", value)`` for
+    bytes, which the pickled messages are; a pickled value comes back as
+    its message tuple, not pickled again. The local side takes those
+    without unpickling a message. Never raises: every outcome, including a
+    result that cannot be pickled, is a message for the local side.
     """
     try:
         if args_payload is None:
@@ -337,7 +397,7 @@ def run_call(
                     _functions[payload] = fn
             args = pickle.loads(args_payload) if type(args_payload) is bytes else args_payload
     except BaseException as exc:
-        return _pack_error(exc, "unpickling the call in the worker")
+        return _pack_error(exc, _traceback_text(), "bad-call")
     reset = _current.set(token)
     # _watcher.register(token), its common case written out (two calls less
     # per job): the insertion, then the look at the thread that register()
@@ -352,11 +412,11 @@ def run_call(
     except (Cancelled, CancellationError) as exc:
         # Cancelled escaped the job, or a runtime inside it, whose roots the
         # token cancelled, reported them as results it cannot give.
-        if token._cancelled or token._poll():
-            return pickle.dumps(("cancelled",))
-        return _pack_error(exc, traceback.format_exc())
+        if _cancel_seen(token):
+            return _CANCELLED_MESSAGE
+        return _pack_error(exc, _traceback_text())
     except BaseException as exc:
-        return _pack_error(exc, traceback.format_exc())
+        return _pack_error(exc, _traceback_text())
     finally:
         tokens.pop(token, None)  # (_watcher.unregister(token))
         _current.reset(reset)
@@ -366,18 +426,84 @@ def run_call(
             return value
         if kind is bytes:
             return ("value", value)
+    return _pack_value(value, plain)
+
+
+_CANCELLED_MESSAGE = pickle.dumps(("cancelled",))
+
+
+def _cancel_seen(token: RemoteToken) -> bool:
+    """Whether the job's local operation was cancelled, as far as the worker can tell."""
+    if token._cancelled:
+        return True
     try:
-        return pickle.dumps(("value", value))
+        return bool(token._poll())
+    except Exception:  # the engine went away: go by what the token saw
+        return False
+
+
+def _pack_value(value: Any, plain: bool) -> Any:
+    """The message for a value: pickled on its own, its type's name beside it."""
+    try:
+        data = pickle.dumps(value)
     except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        return pickle.dumps(("unpicklable", type(value).__qualname__, why))
+        return pickle.dumps(("unpicklable", type_name(value), describe_error(exc)))
+    message = ("pickled", type_name(value), data)
+    return message if plain else pickle.dumps(message)
 
 
-def _pack_error(exc: BaseException, text: str) -> bytes:
+def _pack_error(exc: BaseException, text: str, kind: str = "error") -> bytes:
+    """The message for an exception: pickled on its own, its repr beside it.
+
+    ``kind`` is ``"bad-call"`` when the worker could not rebuild the call.
+    """
+    label = describe_exception(exc)
     try:
-        return pickle.dumps(("error", exc, text))
+        return pickle.dumps((kind, label, pickle.dumps(exc), text, None))
+    except Exception as failure:
+        return pickle.dumps((kind, label, None, text, describe_error(failure)))
+
+
+def _traceback_text() -> str:
+    """The traceback of the exception being handled, as text; never raises."""
+    try:
+        return traceback.format_exc()
+    except Exception as exc:  # a broken __str__ or __repr__ somewhere in the chain
+        return f"(the traceback could not be formatted: {describe_error(exc)})"
+
+
+def type_name(value: object) -> str:
+    """``module.QualName`` of the value's type; a builtin's name alone."""
+    cls = type(value)
+    module = getattr(cls, "__module__", None)
+    name = getattr(cls, "__qualname__", cls.__name__)
+    return name if module in (None, "builtins") else f"{module}.{name}"
+
+
+# How much of a repr() a message quotes.
+_REPR_MAX = 200
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``repr(exc)``, shortened; never raises, whatever the exception's ``__repr__`` does."""
+    try:
+        text = repr(exc)
     except Exception:
-        return pickle.dumps(("error-text", repr(exc), text))
+        text = f"{type_name(exc)} (whose repr() failed)"
+    if len(text) > _REPR_MAX:
+        text = text[: _REPR_MAX - 3] + "..."
+    return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: message"`` for an error met on the way; never raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "(its str() failed)"
+    if len(message) > _REPR_MAX:
+        message = message[: _REPR_MAX - 3] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def pack_call(
