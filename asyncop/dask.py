@@ -70,11 +70,12 @@ from .runtime import (
     RemoteExecutor,
     RemoteJob,
     RemoteToken,
+    cancel_remote,
     decode_outcome,
+    describe_error,
     pack_call,
     run_call,
 )
-from .runtime._remote_call import cancel_remote, describe_error
 
 __all__ = ["DaskExecutor"]
 

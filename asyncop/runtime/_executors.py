@@ -57,8 +57,8 @@ from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_timeout, cpu_count
-from ._remote import JobState, RemoteExecutor, RemoteJob, decode_outcome
-from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, pack_call, run_call
+from ._remote import JobState, RemoteExecutor, RemoteJob
+from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, decode_outcome, pack_call, run_call
 
 __all__ = ["ProcessExecutor"]
 

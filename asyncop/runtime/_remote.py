@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import pickle
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -49,7 +48,6 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
     AsyncOperation,
-    Cancelled,
     OperationState,
     OpKind,
     Outcome,
@@ -59,7 +57,6 @@ from ..operations import (
 )
 from ._kernel import RuntimeState
 from ._kinds import describe_fn
-from ._remote_call import describe_error
 from ._waker import WakerStatus
 
 if TYPE_CHECKING:
@@ -70,7 +67,6 @@ __all__ = [
     "RemoteExecutor",
     "RemoteJob",
     "RemoteTraceback",
-    "decode_outcome",
 ]
 
 
@@ -88,101 +84,6 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return f'\n"""\n{self.text.rstrip()}\n"""'
-
-
-def decode_outcome(
-    data: bytes | tuple[Any, ...], job: RemoteJob
-) -> tuple[Any, BaseException | None]:
-    """Turn a worker's message (see ``run_call``) into the local operation's value or error.
-
-    Never raises: it runs in the engine's callback, where an exception
-    would be logged and lost, and the operation left running. A value or
-    an exception that cannot be rebuilt here (its class cannot be
-    imported, its ``__init__`` or ``__setstate__`` refuses what pickle
-    hands it) becomes an error that says what could not and why, with the
-    unpickling error as its ``__cause__``.
-    """
-    message: tuple[Any, ...]
-    try:
-        message = pickle.loads(data) if isinstance(data, bytes) else data
-        kind = message[0]
-    except BaseException as exc:
-        return None, _not_rebuilt(job, f"the outcome of {job.name!r}", exc)
-    if kind == "value":
-        return message[1], None
-    if kind == "pickled":
-        try:
-            return pickle.loads(message[2]), None
-        except BaseException as exc:
-            return None, _not_rebuilt(job, f"the result of {job.name!r} (a {message[1]})", exc)
-    if kind in ("cancelled", "dropped"):
-        return None, Cancelled(f"{job.where()} was cancelled")
-    if kind == "unpicklable":
-        return None, TypeError(
-            f"the result of {job.name!r} (a {message[1]}) cannot be pickled to come back "
-            f"from {job.where()} ({message[2]}); return plain data (numbers, strings, "
-            "lists, dicts, dataclasses)"
-        )
-    try:
-        return None, _remote_error(job, *message)
-    except BaseException as exc:  # (an "exception" that unpickles as something else)
-        return None, _not_rebuilt(job, f"the error of {job.name!r}", exc)
-
-
-def _not_rebuilt(job: RemoteJob, what: str, exc: BaseException) -> TypeError:
-    """The failure of an outcome that came back but cannot be unpickled here."""
-    error = TypeError(
-        f"{what} came back from {job.where()} but cannot be rebuilt here "
-        f"({describe_error(exc)}); return plain data, or objects whose classes "
-        "this process imports"
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _remote_error(
-    job: RemoteJob, kind: str, label: str, data: bytes | None, text: str, why: str | None
-) -> BaseException:
-    """The error of a job that raised ``label`` (or whose call the worker could not rebuild)."""
-    where = job.where()
-    error: BaseException | None = None
-    failure: BaseException | None = None
-    if data is not None:
-        try:
-            error = pickle.loads(data)
-        except BaseException as exc:
-            failure = exc
-            why = describe_error(exc)
-    if error is not None:
-        error.__cause__ = RemoteTraceback(text)
-        error.add_note(f"raised in {where}")
-        if kind != "bad-call":
-            return error
-    if kind == "bad-call":
-        wrapped: BaseException = TypeError(
-            f"the call {job.name}(...) cannot be rebuilt in {where} ({label}); define its "
-            "function and the classes of its arguments in modules the workers import"
-        )
-    elif failure is None:
-        wrapped = RuntimeError(
-            f"{job.name!r} raised {label} in {where}, which cannot be pickled to come "
-            f"back ({why}); raise exceptions that pickle"
-        )
-    else:
-        wrapped = RuntimeError(
-            f"{job.name!r} raised {label} in {where}, which cannot be rebuilt here "
-            f"({why}); raise exceptions whose class this process imports and whose "
-            "__init__ takes the args it passes to Exception.__init__"
-        )
-    if error is not None:
-        wrapped.__cause__ = error
-    elif failure is not None:
-        wrapped.__cause__ = failure
-        wrapped.add_note(f"raised in {where}, with this traceback there:\n{text.rstrip()}")
-    else:
-        wrapped.__cause__ = RemoteTraceback(text)
-        wrapped.add_note(f"raised in {where}")
-    return wrapped
 
 
 class JobState(enum.Enum):

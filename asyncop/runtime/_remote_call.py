@@ -22,9 +22,9 @@ So whatever fails on either side (a result or an exception that does not
 pickle in the worker, one whose class the client cannot import or whose
 ``__init__`` or ``__setstate__`` refuses what pickle hands it, a call the
 worker cannot rebuild) fails the operation with an error that says what
-could not cross and why (``asyncop.runtime._remote.decode_outcome``). It
-never escapes into the engine's callback, where it would be logged and
-leave the operation running forever.
+could not cross and why (:func:`decode_outcome`). It never escapes into
+the engine's callback, where it would be logged and leave the operation
+running for ever.
 
 Remote side
 -----------
@@ -55,14 +55,18 @@ from typing import TYPE_CHECKING, Any, Literal, final, overload
 from ..operations import CancellationError, Cancelled, run_after
 from ..platform import check_timeout
 from ._kinds import describe_fn
+from ._remote import RemoteTraceback
+from ._scheduler import live_runtimes
 
 if TYPE_CHECKING:
     from ..operations import After
+    from ._remote import RemoteJob
 
 __all__ = [
     "PICKLED_FUNCTIONS_MAX",
     "RemoteToken",
     "cancel_remote",
+    "decode_outcome",
     "describe_error",
     "describe_exception",
     "pack_call",
@@ -91,7 +95,7 @@ class RemoteToken:
     Get it with ``asyncop.remote_token()``. ``cancelled`` turns true within
     a few ms of the local cancel for a ``ProcessExecutor`` job; for a
     ``DaskExecutor`` job the cancel is pushed to the worker, typically
-    within 5 to 30 ms and 100 ms unless the machine is overloaded (see
+    within 5 to 40 ms and 100 ms unless the machine is overloaded (see
     ``asyncop.dask`` for what it depends on).
     """
 
@@ -306,10 +310,6 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
     job's local operation stands above these roots. A shielded root is
     left alone, as a shielded child is.
     """
-    # Imported here: the scheduler imports the local side (_remote.py),
-    # which imports this module.
-    from ._scheduler import live_runtimes
-
     reason = f"{token._where} was cancelled by its local operation"
     for runtime in live_runtimes():
         with runtime._lock:
@@ -504,6 +504,107 @@ def describe_error(exc: BaseException) -> str:
     if len(message) > _REPR_MAX:
         message = message[: _REPR_MAX - 3] + "..."
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+# -- back in the client ---------------------------------------------------------------
+
+
+def decode_outcome(
+    data: bytes | tuple[Any, ...], job: RemoteJob
+) -> tuple[Any, BaseException | None]:
+    """Turn a worker's message (see ``run_call``) into the local operation's value or error.
+
+    Never raises: it runs in the engine's callback, where an exception
+    would be logged and lost, and the operation left running. A value or
+    an exception that cannot be rebuilt here (its class cannot be
+    imported, its ``__init__`` or ``__setstate__`` refuses what pickle
+    hands it) becomes an error that says what could not and why, with the
+    unpickling error as its ``__cause__``.
+    """
+    message: tuple[Any, ...]
+    try:
+        message = pickle.loads(data) if isinstance(data, bytes) else data
+        kind = message[0]
+    except BaseException as exc:
+        return None, _not_rebuilt(job, f"the outcome of {job.name!r}", exc)
+    if kind == "value":
+        return message[1], None
+    if kind == "pickled":
+        try:
+            return pickle.loads(message[2]), None
+        except BaseException as exc:
+            return None, _not_rebuilt(job, f"the result of {job.name!r} (a {message[1]})", exc)
+    if kind in ("cancelled", "dropped"):
+        return None, Cancelled(f"{job.where()} was cancelled")
+    if kind == "unpicklable":
+        return None, TypeError(
+            f"the result of {job.name!r} (a {message[1]}) cannot be pickled to come back "
+            f"from {job.where()} ({message[2]}); return plain data (numbers, strings, "
+            "lists, dicts, dataclasses)"
+        )
+    try:
+        return None, _remote_error(job, *message)
+    except BaseException as exc:  # (an "exception" that unpickles as something else)
+        return None, _not_rebuilt(job, f"the error of {job.name!r}", exc)
+
+
+def _not_rebuilt(job: RemoteJob, what: str, exc: BaseException) -> TypeError:
+    """The failure of an outcome that came back but cannot be unpickled here."""
+    error = TypeError(
+        f"{what} came back from {job.where()} but cannot be rebuilt here "
+        f"({describe_error(exc)}); return plain data, or objects whose classes "
+        "this process imports"
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _remote_error(
+    job: RemoteJob, kind: str, label: str, data: bytes | None, text: str, why: str | None
+) -> BaseException:
+    """The error of a job that raised ``label`` (or whose call the worker could not rebuild)."""
+    where = job.where()
+    error: BaseException | None = None
+    failure: BaseException | None = None
+    if data is not None:
+        try:
+            error = pickle.loads(data)
+        except BaseException as exc:
+            failure = exc
+            why = describe_error(exc)
+    if error is not None:
+        error.__cause__ = RemoteTraceback(text)
+        error.add_note(f"raised in {where}")
+        if kind != "bad-call":
+            return error
+    if kind == "bad-call":
+        wrapped: BaseException = TypeError(
+            f"the call {job.name}(...) cannot be rebuilt in {where} ({label}); define its "
+            "function and the classes of its arguments in modules the workers import"
+        )
+    elif failure is None:
+        wrapped = RuntimeError(
+            f"{job.name!r} raised {label} in {where}, which cannot be pickled to come "
+            f"back ({why}); raise exceptions that pickle"
+        )
+    else:
+        wrapped = RuntimeError(
+            f"{job.name!r} raised {label} in {where}, which cannot be rebuilt here "
+            f"({why}); raise exceptions whose class this process imports and whose "
+            "__init__ takes the args it passes to Exception.__init__"
+        )
+    if error is not None:
+        wrapped.__cause__ = error
+    elif failure is not None:
+        wrapped.__cause__ = failure
+        wrapped.add_note(f"raised in {where}, with this traceback there:\n{text.rstrip()}")
+    else:
+        wrapped.__cause__ = RemoteTraceback(text)
+        wrapped.add_note(f"raised in {where}")
+    return wrapped
+
+
+# -- pickling the call, in the spawning thread ---------------------------------------
 
 
 def pack_call(
