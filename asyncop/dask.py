@@ -16,10 +16,12 @@ Cancel
   (``asyncop.remote_token()`` inside the task). The client asks the
   scheduler where the task runs and pushes the cancel to that worker
   (``Client.run``), which sets the token at once: two round trips through
-  the scheduler, then the worker's event loop. Each job also has a
-  ``distributed.Event``, set first and polled by the worker every
-  ``POLL`` seconds, for a task that starts elsewhere while the cancel is on
-  its way.
+  the scheduler, then the worker's event loop, typically 3 to 40 ms. That
+  loop needs the GIL: a job computing in pure Python delays it by up to
+  ``sys.getswitchinterval()`` each time, which can add tens of ms. Each
+  job also has a ``distributed.Event``, set first and polled by the worker
+  every ``POLL`` seconds, for a task that starts elsewhere while the cancel
+  is on its way.
 - Dask cannot interrupt a running task. By default the operation waits for
   it (no orphans): it ends CANCELLED if the task stopped through its token,
   or with the task's value if it finished anyway. With

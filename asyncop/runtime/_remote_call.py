@@ -31,9 +31,10 @@ Remote side
 Inside the job, ``remote_token()`` returns the job's :class:`RemoteToken`.
 One watcher thread per worker process polls the tokens of the jobs running
 there (each kind says how to poll and how often); an engine may also push
-a cancel to the worker (:func:`cancel_remote`). Either sets the token's
-flag and cancels the roots of every asyncop ``Runtime`` in that process that
-the job started: a root whose context carries the job's token. Such a root
+a cancel to the worker, which sets the token's flag at once
+(:func:`cancel_remote`). For a cancelled token, the watcher then cancels
+the roots of every asyncop ``Runtime`` in that process that the job
+started: a root whose context carries the job's token. Such a root
 is cancelled as a child is by its parent, from outside (not when it is
 shielded), so the remote subtree unwinds by the local rules: a sync
 ``with rt.scope()`` of the job raises ``Cancelled`` at its exit, as it does
@@ -95,11 +96,19 @@ class RemoteToken:
     Get it with ``asyncop.remote_token()``. ``cancelled`` turns true within
     a few ms of the local cancel for a ``ProcessExecutor`` job; for a
     ``DaskExecutor`` job the cancel is pushed to the worker, typically
-    within 5 to 40 ms and 100 ms unless the machine is overloaded (see
-    ``asyncop.dask`` for what it depends on).
+    within 3 to 40 ms (see ``asyncop.dask`` for what it depends on).
     """
 
-    __slots__ = ("_cancelled", "_direct", "_event", "_next_poll", "_period", "_poll", "_where")
+    __slots__ = (
+        "_cancelled",
+        "_direct",
+        "_event",
+        "_next_poll",
+        "_period",
+        "_poll",
+        "_swept",
+        "_where",
+    )
 
     def __init__(
         self, poll: Callable[[], bool], period: float, where: str, *, direct: bool = False
@@ -114,6 +123,9 @@ class RemoteToken:
         self._cancelled = False
         self._event: threading.Event | None = None
         self._next_poll = time.monotonic() + period
+        # Whether the watcher has cancelled the roots the job started (its
+        # thread alone writes it).
+        self._swept = False
 
     @property
     def cancelled(self) -> bool:
@@ -151,16 +163,13 @@ class RemoteToken:
             return True
         return event.wait(limit)
 
-    def _set(self) -> bool:
-        """Mark the token cancelled and wake its waiters; False if it was already."""
+    def _set(self) -> None:
+        """Mark the token cancelled and wake its waiters."""
         with _token_lock:
-            if self._cancelled:
-                return False
             self._cancelled = True
             event = self._event
         if event is not None:
             event.set()
-        return True
 
     def __repr__(self) -> str:
         state = "cancelled" if self._cancelled else "live"
@@ -196,9 +205,11 @@ def remote_token() -> RemoteToken:
 class _Watcher:
     """Polls the tokens of the jobs running in this process; one per process.
 
+    Also cancels the roots the jobs started, once their tokens are
+    cancelled (by its poll or by a push, see :func:`cancel_remote`).
     Registering a token wakes nobody while the thread is polling: it finds
-    the token at its next tick (a token's first poll is one period after it
-    is made anyway, and a tick is as long as the longest period). Only after
+    the token at its next tick, at most ``TICK`` away (a token's first poll
+    is due one period after it is made anyway). Only after
     ``LINGER`` seconds without a token does the thread park, and only then
     does a new token wake it. A stream of short jobs thus costs no thread
     switch per job, and an idle process no CPU.
@@ -273,15 +284,23 @@ class _Watcher:
                 continue
             idle_since = None
             for token in tokens:
-                if token._cancelled or token._next_poll > now:
-                    continue
-                token._next_poll = now + token._period
-                try:
-                    hit = token._poll()
-                except Exception:  # the engine went away; the job ends anyway
-                    hit = False
-                if hit:
-                    cancel_remote(token)
+                if not token._cancelled:
+                    if token._next_poll > now:
+                        continue
+                    token._next_poll = now + token._period
+                    try:
+                        hit = token._poll()
+                    except Exception:  # the engine went away; the job ends anyway
+                        hit = False
+                    if not hit:
+                        continue
+                    token._set()
+                if not token._swept:
+                    # Here, for a token the engine set too (cancel_remote):
+                    # the cancel runs the on_cancel callbacks of the job's
+                    # operations, which must not hold up the engine's thread.
+                    token._swept = True
+                    _cancel_remote_roots(token)
 
 
 _watcher = _Watcher()
@@ -294,13 +313,14 @@ def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
 
 
 def cancel_remote(token: RemoteToken) -> None:
-    """The local operation was cancelled: set ``token``, cancel what the job started here.
+    """The local operation was cancelled: set ``token`` now; the watcher does the rest.
 
-    Called by the watcher, or by an engine that pushes the cancel to the
-    worker; the second call for a token does nothing.
+    For an engine that pushes the cancel to the worker, from any thread: it
+    only sets the flag and wakes the token's waiters. The watcher cancels
+    the roots the job started here at its next tick (``TICK``), as it does
+    for a token it found by polling. A second call does nothing.
     """
-    if token._set():
-        _cancel_remote_roots(token)
+    token._set()
 
 
 def _cancel_remote_roots(token: RemoteToken) -> None:
