@@ -6,12 +6,14 @@ under a minute.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +21,14 @@ import asyncop
 from asyncop import OperationState
 from asyncop.runtime._remote import RemoteTraceback
 from tests.runtime import _remote_jobs as jobs
+from tests.runtime._remote_checks import (
+    CANNOT_CROSS_IDS,
+    assert_fails_saying,
+    cancel_once_started,
+)
 
 distributed = pytest.importorskip("distributed")
+import asyncop.dask as asyncop_dask  # noqa: E402
 from asyncop.dask import DaskExecutor  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -89,6 +97,17 @@ def test_failure_keeps_the_remote_traceback_and_joins_the_group(
     assert sibling.state is OperationState.CANCELLED
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", jobs.CANNOT_CROSS, ids=CANNOT_CROSS_IDS)
+def test_an_outcome_that_cannot_cross_fails_the_operation_saying_why(
+    runtime: asyncop.Runtime, executor: DaskExecutor, case: tuple[Any, ...]
+) -> None:
+    # Rebuilt on the client's event loop: an error there would be logged by
+    # the loop and leave the operation running for ever.
+    error = assert_fails_saying(runtime, executor, *case)
+    assert "Dask task" in str(error)
+
+
 def test_unpicklable_argument_raises_before_sending(
     runtime: asyncop.Runtime, executor: DaskExecutor
 ) -> None:
@@ -134,6 +153,31 @@ def test_running_task_sees_its_token_within_a_poll(
     assert float(seen.read_text()) - cancelled_at < 1.0
 
 
+@pytest.mark.timeout(30)
+def test_cancel_is_pushed_to_the_worker_running_the_task(
+    runtime: asyncop.Runtime, executor: DaskExecutor, client: distributed.Client, tmp_path: Path
+) -> None:
+    # With the fallback poll of the token turned off in the workers, only
+    # the push from the client can deliver the cancel.
+    client.run(_set_worker_poll, 3600.0)
+    try:
+        seen = tmp_path / "seen"
+        op = runtime.spawn(jobs.poll_token, 20, str(seen), executor=executor)
+        wait_for(lambda: Path(str(seen) + ".started").exists())
+        cancelled_at = time.time()
+        op.cancel()
+        assert op.wait(15).state is OperationState.CANCELLED
+        assert float(seen.read_text()) - cancelled_at < 5.0
+    finally:
+        client.run(_set_worker_poll, asyncop_dask.POLL)
+
+
+def _set_worker_poll(period: float) -> None:
+    import asyncop.dask
+
+    asyncop.dask.POLL = period
+
+
 def test_ignored_token_waits_for_the_task_by_default(
     runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
 ) -> None:
@@ -170,6 +214,22 @@ def test_deadlines_on_the_node_and_on_a_scope_above(
     with pytest.raises(TimeoutError), runtime.scope(timeout=0.3) as root:
         child = root.spawn(jobs.poll_token, 30, executor=executor)
     assert child.state is OperationState.CANCELLED
+
+
+def test_sync_scope_of_a_remote_runtime_unwinds_as_a_local_one(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    result = cancel_once_started(runtime, executor, jobs.remote_scope, str(tmp_path / "scope"))
+    assert result.state is OperationState.CANCELLED
+
+
+def test_remote_cancel_does_not_enter_a_shielded_scope_of_the_job(
+    runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "shielded")
+    result = cancel_once_started(runtime, executor, jobs.remote_shielded_scope, path)
+    assert result.state is OperationState.CANCELLED
+    assert Path(path).read_text() == "leaf finished"
 
 
 def test_cancel_reaches_a_runtime_inside_the_task(
@@ -209,6 +269,68 @@ def test_executor_shutdown_cancels_and_refuses_new_work(
     assert op.wait(10).state is OperationState.CANCELLED
     with pytest.raises(RuntimeError, match="shut down"):
         runtime.spawn(jobs.square, 1, executor=ex)
+
+
+@pytest.fixture
+def own_client(client: distributed.Client) -> Iterator[distributed.Client]:
+    """A second client of the module's cluster, which a test may close."""
+    with distributed.Client(client.scheduler.address) as second:
+        yield second
+
+
+def test_jobs_lost_to_a_closed_client_fail_unless_cancelled(
+    runtime: asyncop.Runtime, own_client: distributed.Client, tmp_path: Path
+) -> None:
+    ex = DaskExecutor(own_client)
+    cancelled = runtime.spawn(jobs.ignore_token, 20, str(tmp_path / "pid"), executor=ex)
+    wait_for((tmp_path / "pid").exists)
+    cancelled.cancel()
+    with pytest.raises(ExceptionGroup) as info, runtime.scope() as root:
+        lost = root.spawn(jobs.poll_token, 30, str(tmp_path / "lost"), executor=ex)
+        wait_for(lambda: (tmp_path / "lost.started").exists())
+        own_client.close()
+    # Lost work is a failure, not a cancel: the scope says so.
+    (error,) = info.value.exceptions
+    assert isinstance(error, asyncop.BrokenResourceError)
+    assert re.fullmatch(
+        r"Dask lost 'poll_token' before it finished \(its client was closed\).*", str(error)
+    )
+    assert lost.state is OperationState.FAILED
+    # A job whose operation was cancelled ends CANCELLED all the same.
+    assert cancelled.wait(10).state is OperationState.CANCELLED
+    assert ex._jobs == set()
+
+
+def test_jobs_lost_to_a_restart_fail(
+    runtime: asyncop.Runtime, executor: DaskExecutor, client: distributed.Client, tmp_path: Path
+) -> None:
+    op = runtime.spawn(jobs.poll_token, 30, str(tmp_path / "lost"), executor=executor)
+    wait_for(lambda: (tmp_path / "lost.started").exists())
+    client.restart()
+    result = op.wait(20)
+    assert result.state is OperationState.FAILED
+    assert isinstance(result.error, asyncop.BrokenResourceError)
+    assert "Dask lost 'poll_token' before it finished (the cluster was restarted)" in str(
+        result.error
+    )
+
+
+def test_spawn_after_the_client_closed_raises_runtime_error(
+    runtime: asyncop.Runtime, own_client: distributed.Client
+) -> None:
+    ex = DaskExecutor(own_client)
+    address = own_client.scheduler.address
+    assert repr(ex) == f"<DaskExecutor open scheduler={address}>"
+    own_client.close()
+    assert repr(ex) == f"<DaskExecutor client closed scheduler={address}>"
+    with pytest.raises(RuntimeError, match=r"cannot run 'square': its client is closed"):
+        runtime.spawn(jobs.square, 1, executor=ex)
+    ex.shutdown()
+    assert repr(ex) == f"<DaskExecutor shut down scheduler={address}>"
+    with pytest.raises(RuntimeError, match=r"is shut down and takes no new jobs"):
+        runtime.spawn(jobs.square, 1, executor=ex)
+    half_made = DaskExecutor.__new__(DaskExecutor)
+    assert repr(half_made).startswith("<DaskExecutor")
 
 
 def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:

@@ -1493,6 +1493,18 @@ def t_remote_error_unpicklable(c: Ctx) -> BaseException:
     return _in_process(c, remote_jobs.raise_unpicklable)
 
 
+def t_remote_result_not_rebuilt(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.return_load_refused)
+
+
+def t_remote_error_not_rebuilt(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.raise_pair_error)
+
+
+def t_remote_call_not_rebuilt(c: Ctx) -> BaseException:
+    return _in_process(c, remote_jobs.echo, remote_jobs.LoadRefused())
+
+
 def t_remote_not_callable(c: Ctx) -> BaseException:
     with asyncop.ProcessExecutor(1) as ex:
         return caught(c.rt.spawn, 42, executor=ex)
@@ -1591,6 +1603,21 @@ def t_dask_client_closed(c: Ctx) -> BaseException:
 
     ex = DaskExecutor(_fake_client("closed", False))
     return caught(c.rt.spawn, remote_jobs.square, 1, executor=ex)
+
+
+def t_dask_shut_down(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor
+
+    ex = DaskExecutor(_fake_client("running", False))
+    ex.shutdown()
+    return caught(c.rt.spawn, remote_jobs.square, 1, executor=ex)
+
+
+def t_dask_lost(c: Ctx) -> BaseException:
+    from asyncop.dask import DaskExecutor, _DaskJob
+
+    job = _DaskJob(DaskExecutor(_fake_client("closed", False)), b"", "lost_task", False)
+    return job._lost(RuntimeError("the connection closed"))
 
 
 def t_dask_broken(c: Ctx) -> BaseException:
@@ -1839,6 +1866,21 @@ CASES = [
         "UnpicklableError",
         "outcome",
     ),
+    Case(
+        "remote-result-not-rebuilt",
+        t_remote_result_not_rebuilt,
+        TypeError,
+        "'return_load_refused'",
+        "outcome",
+    ),
+    Case(
+        "remote-error-not-rebuilt",
+        t_remote_error_not_rebuilt,
+        RuntimeError,
+        "'raise_pair_error'",
+        "outcome",
+    ),
+    Case("remote-call-not-rebuilt", t_remote_call_not_rebuilt, TypeError, "echo"),
     Case("remote-not-callable", t_remote_not_callable, TypeError, "42"),
     Case("remote-async-function", t_remote_async_function, TypeError, "async_job"),
     Case("remote-function-unpicklable", t_remote_function_unpicklable, TypeError, "local_job"),
@@ -1854,6 +1896,8 @@ CASES = [
     Case("dask-client-type", t_dask_client_type, TypeError, "str"),
     Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
     Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
+    Case("dask-shut-down", t_dask_shut_down, RuntimeError, "'square'"),
+    Case("dask-lost", t_dask_lost, BrokenResourceError, "'lost_task'", "outcome", False),
     Case("dask-broken", t_dask_broken, BrokenResourceError, "'lost_task'", "outcome", False),
     Case(
         "runtime-no-such-name",

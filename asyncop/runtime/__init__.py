@@ -53,8 +53,10 @@ from ._limiter import current_default_limiter as current_default_limiter
 from ._remote import JobState as JobState
 from ._remote import RemoteExecutor as RemoteExecutor
 from ._remote import RemoteJob as RemoteJob
-from ._remote import decode_outcome as decode_outcome
 from ._remote_call import RemoteToken as RemoteToken
+from ._remote_call import cancel_remote as cancel_remote
+from ._remote_call import decode_outcome as decode_outcome
+from ._remote_call import describe_error as describe_error
 from ._remote_call import pack_call as pack_call
 from ._remote_call import remote_token as remote_token
 from ._remote_call import run_call as run_call
@@ -216,6 +218,7 @@ __all__ = [
     "async_worker_limit",
     "cancel",
     "check_port",
+    "cancel_remote",
     "checkpoint",
     "current_default_limiter",
     "current_runtime",
@@ -224,6 +227,7 @@ __all__ = [
     "default_runtime",
     "fail_after",
     "fail_at",
+    "describe_error",
     "getaddrinfo",
     "let_go",
     "memory_stream_pair",

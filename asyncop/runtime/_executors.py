@@ -57,8 +57,8 @@ from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_kill_grace, cpu_count
-from ._remote import JobState, RemoteExecutor, RemoteJob, decode_outcome
-from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, pack_call, run_call
+from ._remote import JobState, RemoteExecutor, RemoteJob
+from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, decode_outcome, pack_call, run_call
 
 __all__ = ["ProcessExecutor"]
 
@@ -312,8 +312,12 @@ class _ProcessJob(RemoteJob):
             elif kind is tuple and data[0] == "value":  # a bytes value
                 self.finish(data[1], None)
             else:
-                # A failure, or a cancel: the operation's, or a shutdown's
-                # that marked the job before it got to the operation.
+                # A pickled value, a failure, or a cancel: the operation's,
+                # or a shutdown's that marked the job before it got to the
+                # operation. Never raises: a value or an error that cannot
+                # be rebuilt here fails the operation, rather than escaping
+                # into pebble, which would log it and leave the operation
+                # running for ever.
                 value, error = decode_outcome(data, self)
                 self.finish(value, error, self.executor._stop_reason)
         finally:
@@ -623,6 +627,7 @@ class ProcessExecutor(RemoteExecutor):
         self.shutdown()
 
     def __repr__(self) -> str:
-        state = "shut down" if self._closed else "open"
-        return f"<ProcessExecutor {state} max_workers={self.max_workers}>"
+        # Safe in every state, also half made (a refused argument).
+        state = "shut down" if getattr(self, "_closed", True) else "open"
+        return f"<ProcessExecutor {state} max_workers={getattr(self, 'max_workers', None)}>"
 

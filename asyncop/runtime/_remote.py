@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import pickle
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -49,7 +48,6 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
     AsyncOperation,
-    Cancelled,
     OperationState,
     OpKind,
     Outcome,
@@ -70,7 +68,6 @@ __all__ = [
     "RemoteExecutor",
     "RemoteJob",
     "RemoteTraceback",
-    "decode_outcome",
 ]
 
 
@@ -88,34 +85,6 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return f'\n"""\n{self.text.rstrip()}\n"""'
-
-
-def decode_outcome(
-    data: bytes | tuple[Any, ...], job: RemoteJob
-) -> tuple[Any, BaseException | None]:
-    """Turn a worker's message (see ``run_call``) into the local operation's value or error."""
-    message = pickle.loads(data) if isinstance(data, bytes) else data
-    kind = message[0]
-    if kind == "value":
-        return message[1], None
-    if kind in ("cancelled", "dropped"):
-        return None, Cancelled(f"{job.where()} was cancelled")
-    if kind == "unpicklable":
-        return None, TypeError(
-            f"the result of {job.name!r} (a {message[1]}) cannot be pickled to come back "
-            f"from {job.where()}: {message[2]}; return plain data (numbers, strings, "
-            "lists, dicts, dataclasses)"
-        )
-    if kind == "error":
-        error: BaseException = message[1]
-    else:
-        error = RuntimeError(
-            f"{job.name!r} raised {message[1]} in {job.where()}, which cannot be pickled "
-            "to come back; raise exceptions that pickle"
-        )
-    error.__cause__ = RemoteTraceback(message[2])
-    error.add_note(f"raised in {job.where()}")
-    return None, error
 
 
 class JobState(enum.Enum):

@@ -5,19 +5,40 @@ Crossing the wire
 The call is pickled in the spawning thread, so that an unpicklable
 function or argument is a ``TypeError`` from ``spawn()`` itself, naming it
 (:func:`pack_call`), before anything is sent. The worker sends back the
-pickled outcome (:func:`run_call`): a value, an exception with its
-formatted traceback, or a note that the job was cancelled or dropped. A
-result that cannot be pickled comes back as that fact, and becomes a
-``TypeError`` on the local side (``asyncop.runtime._remote.decode_outcome``).
+outcome as a message (:func:`run_call`): a value, an exception with its
+formatted traceback, or a note that the job was cancelled or dropped.
+
+Every message is a tuple of strings, bytes and None, which always
+unpickles; the user's value or exception inside it is pickled on its own,
+next to a description of it::
+
+    ("pickled", type_name, pickle.dumps(value))
+    ("error", repr(exc), pickle.dumps(exc) or None, traceback_text, why_not)
+    ("bad-call", ...)        # as "error": the worker could not rebuild the call
+    ("unpicklable", type_name, why_not)
+    ("cancelled",)  ("dropped",)
+
+So whatever fails on either side (a result or an exception that does not
+pickle in the worker, one whose class the client cannot import or whose
+``__init__`` or ``__setstate__`` refuses what pickle hands it, a call the
+worker cannot rebuild) fails the operation with an error that says what
+could not cross and why (:func:`decode_outcome`). It never escapes into
+the engine's callback, where it would be logged and leave the operation
+running for ever.
 
 Remote side
 -----------
 Inside the job, ``remote_token()`` returns the job's :class:`RemoteToken`.
 One watcher thread per worker process polls the tokens of the jobs running
-there (each kind says how to poll and how often), sets their flags, and
-cancels the roots of every asyncop ``Runtime`` in that process that the job
-started: a root whose context carries the job's token. So a cancel on the
-client reaches the whole remote subtree.
+there (each kind says how to poll and how often); an engine may also push
+a cancel to the worker, which sets the token's flag at once
+(:func:`cancel_remote`). For a cancelled token, the watcher then cancels
+the roots of every asyncop ``Runtime`` in that process that the job
+started: a root whose context carries the job's token. Such a root
+is cancelled as a child is by its parent, from outside (not when it is
+shielded), so the remote subtree unwinds by the local rules: a sync
+``with rt.scope()`` of the job raises ``Cancelled`` at its exit, as it does
+inside a cancelled operation, and the job ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -30,19 +51,29 @@ import time
 import traceback
 from collections.abc import Callable
 from types import FunctionType
-from typing import Any, Literal, final, overload
+from typing import TYPE_CHECKING, Any, Literal, final, overload
 
-from ..operations import CancellationError, Cancelled
+from ..operations import CancellationError, Cancelled, run_after
 from ..platform import check_timeout
 from ._kinds import describe_fn
+from ._remote import RemoteTraceback
 from ._scheduler import live_runtimes
+
+if TYPE_CHECKING:
+    from ..operations import After
+    from ._remote import RemoteJob
 
 __all__ = [
     "PICKLED_FUNCTIONS_MAX",
     "RemoteToken",
+    "cancel_remote",
+    "decode_outcome",
+    "describe_error",
+    "describe_exception",
     "pack_call",
     "remote_token",
     "run_call",
+    "type_name",
 ]
 
 # How often the watcher wakes to poll (no token is polled more often than
@@ -63,11 +94,21 @@ class RemoteToken:
     """Inside remote work: follows the cancel of the local operation.
 
     Get it with ``asyncop.remote_token()``. ``cancelled`` turns true within
-    50 ms of the local cancel for a ``ProcessExecutor`` job and 100 ms for a
-    ``DaskExecutor`` job.
+    a few ms of the local cancel for a ``ProcessExecutor`` job; for a
+    ``DaskExecutor`` job the cancel is pushed to the worker, typically
+    within 3 to 40 ms (see ``asyncop.dask`` for what it depends on).
     """
 
-    __slots__ = ("_cancelled", "_direct", "_event", "_next_poll", "_period", "_poll", "_where")
+    __slots__ = (
+        "_cancelled",
+        "_direct",
+        "_event",
+        "_next_poll",
+        "_period",
+        "_poll",
+        "_swept",
+        "_where",
+    )
 
     def __init__(
         self, poll: Callable[[], bool], period: float, where: str, *, direct: bool = False
@@ -82,6 +123,9 @@ class RemoteToken:
         self._cancelled = False
         self._event: threading.Event | None = None
         self._next_poll = time.monotonic() + period
+        # Whether the watcher has cancelled the roots the job started (its
+        # thread alone writes it).
+        self._swept = False
 
     @property
     def cancelled(self) -> bool:
@@ -120,7 +164,7 @@ class RemoteToken:
         return event.wait(limit)
 
     def _set(self) -> None:
-        """Mark the token cancelled and wake its waiters (the watcher's job)."""
+        """Mark the token cancelled and wake its waiters."""
         with _token_lock:
             self._cancelled = True
             event = self._event
@@ -161,9 +205,11 @@ def remote_token() -> RemoteToken:
 class _Watcher:
     """Polls the tokens of the jobs running in this process; one per process.
 
+    Also cancels the roots the jobs started, once their tokens are
+    cancelled (by its poll or by a push, see :func:`cancel_remote`).
     Registering a token wakes nobody while the thread is polling: it finds
-    the token at its next tick (a token's first poll is one period after it
-    is made anyway, and a tick is as long as the longest period). Only after
+    the token at its next tick, at most ``TICK`` away (a token's first poll
+    is due one period after it is made anyway). Only after
     ``LINGER`` seconds without a token does the thread park, and only then
     does a new token wake it. A stream of short jobs thus costs no thread
     switch per job, and an idle process no CPU.
@@ -238,15 +284,22 @@ class _Watcher:
                 continue
             idle_since = None
             for token in tokens:
-                if token._cancelled or token._next_poll > now:
-                    continue
-                token._next_poll = now + token._period
-                try:
-                    hit = token._poll()
-                except Exception:  # the engine went away; the job ends anyway
-                    hit = False
-                if hit:
+                if not token._cancelled:
+                    if token._next_poll > now:
+                        continue
+                    token._next_poll = now + token._period
+                    try:
+                        hit = token._poll()
+                    except Exception:  # the engine went away; the job ends anyway
+                        hit = False
+                    if not hit:
+                        continue
                     token._set()
+                if not token._swept:
+                    # Here, for a token the engine set too (cancel_remote):
+                    # the cancel runs the on_cancel callbacks of the job's
+                    # operations, which must not hold up the engine's thread.
+                    token._swept = True
                     _cancel_remote_roots(token)
 
 
@@ -259,8 +312,25 @@ def _carries(ctx: contextvars.Context | None, token: RemoteToken) -> bool:
     return ctx is not None and ctx.get(_current) is token
 
 
+def cancel_remote(token: RemoteToken) -> None:
+    """The local operation was cancelled: set ``token`` now; the watcher does the rest.
+
+    For an engine that pushes the cancel to the worker, from any thread: it
+    only sets the flag and wakes the token's waiters. The watcher cancels
+    the roots the job started here at its next tick (``TICK``), as it does
+    for a token it found by polling. A second call does nothing.
+    """
+    token._set()
+
+
 def _cancel_remote_roots(token: RemoteToken) -> None:
-    """Cancel the roots of this process's runtimes that the job started."""
+    """Cancel the roots of this process's runtimes that the job started.
+
+    From outside, as the cancel walk enters a child from its parent: the
+    job's local operation stands above these roots. A shielded root is
+    left alone, as a shielded child is.
+    """
+    reason = f"{token._where} was cancelled by its local operation"
     for runtime in live_runtimes():
         with runtime._lock:
             roots = list(runtime._roots)
@@ -270,8 +340,16 @@ def _cancel_remote_roots(token: RemoteToken) -> None:
                 # A scope's block has no context of its own: it is the job's
                 # if the children it spawned carry the job's.
                 mine = any(_carries(child._ctx, token) for child in root.children())
-            if mine:
-                root.cancel(f"{token._where} was cancelled by its local operation")
+            if not mine:
+                continue
+            after: After = []
+            with runtime._lock:
+                if not root._shield:
+                    # Read by a sync scope's exit: raise Cancelled, as a
+                    # scope inside a cancelled operation does (_scope.py).
+                    root._outside_cancel = True
+                    root._cancel_locked(reason, after)
+            run_after(after)
 
 
 # In the worker: the plain functions unpickled from ProcessExecutor._new_job's bytes,
@@ -312,17 +390,19 @@ def run_call(
     *,
     plain: bool = False,
 ) -> Any:
-    """In the worker: run the pickled call under ``token``; pickle the outcome.
+    """In the worker: run the pickled call under ``token``; return the outcome's message.
 
     ``payload`` is the pickled ``(fn, args)``; or, with ``args_payload``
     (the pickled args, or the args themselves), the pickled ``fn`` alone
-    (see ``ProcessExecutor._new_job``). With ``plain`` (for an
-    engine that pickles what the job returns), a value of a type that always
-    pickles is not pickled here: the engine's pickling carries it. It comes
-    back as itself (None, a bool, a number or a str), or as the message
-    ``("value", value)`` for bytes, which the pickled messages are; the
-    local side takes it without unpickling. Never raises: every outcome,
-    including a result that cannot be pickled, is a message for the local side.
+    (see ``ProcessExecutor._new_job``). The message is pickled bytes (see
+    the module docstring). With ``plain`` (for an engine that pickles what
+    the job returns), a value of a type that always pickles is not pickled
+    here: the engine's pickling carries it. It comes back as itself (None,
+    a bool, a number or a str), or as the message ``("value", value)`` for
+    bytes, which the pickled messages are; a pickled value comes back as
+    its message tuple, not pickled again. The local side takes those
+    without unpickling a message. Never raises: every outcome, including a
+    result that cannot be pickled, is a message for the local side.
     """
     try:
         if args_payload is None:
@@ -337,7 +417,7 @@ def run_call(
                     _functions[payload] = fn
             args = pickle.loads(args_payload) if type(args_payload) is bytes else args_payload
     except BaseException as exc:
-        return _pack_error(exc, "unpickling the call in the worker")
+        return _pack_error(exc, _traceback_text(), "bad-call")
     reset = _current.set(token)
     # _watcher.register(token), its common case written out (two calls less
     # per job): the insertion, then the look at the thread that register()
@@ -352,11 +432,11 @@ def run_call(
     except (Cancelled, CancellationError) as exc:
         # Cancelled escaped the job, or a runtime inside it, whose roots the
         # token cancelled, reported them as results it cannot give.
-        if token._cancelled or token._poll():
-            return pickle.dumps(("cancelled",))
-        return _pack_error(exc, traceback.format_exc())
+        if _cancel_seen(token):
+            return _CANCELLED_MESSAGE
+        return _pack_error(exc, _traceback_text())
     except BaseException as exc:
-        return _pack_error(exc, traceback.format_exc())
+        return _pack_error(exc, _traceback_text())
     finally:
         tokens.pop(token, None)  # (_watcher.unregister(token))
         _current.reset(reset)
@@ -366,18 +446,185 @@ def run_call(
             return value
         if kind is bytes:
             return ("value", value)
+    return _pack_value(value, plain)
+
+
+_CANCELLED_MESSAGE = pickle.dumps(("cancelled",))
+
+
+def _cancel_seen(token: RemoteToken) -> bool:
+    """Whether the job's local operation was cancelled, as far as the worker can tell."""
+    if token._cancelled:
+        return True
     try:
-        return pickle.dumps(("value", value))
+        return bool(token._poll())
+    except Exception:  # the engine went away: go by what the token saw
+        return False
+
+
+def _pack_value(value: Any, plain: bool) -> Any:
+    """The message for a value: pickled on its own, its type's name beside it."""
+    try:
+        data = pickle.dumps(value)
     except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        return pickle.dumps(("unpicklable", type(value).__qualname__, why))
+        return pickle.dumps(("unpicklable", type_name(value), describe_error(exc)))
+    message = ("pickled", type_name(value), data)
+    return message if plain else pickle.dumps(message)
 
 
-def _pack_error(exc: BaseException, text: str) -> bytes:
+def _pack_error(exc: BaseException, text: str, kind: str = "error") -> bytes:
+    """The message for an exception: pickled on its own, its repr beside it.
+
+    ``kind`` is ``"bad-call"`` when the worker could not rebuild the call.
+    """
+    label = describe_exception(exc)
     try:
-        return pickle.dumps(("error", exc, text))
+        return pickle.dumps((kind, label, pickle.dumps(exc), text, None))
+    except Exception as failure:
+        return pickle.dumps((kind, label, None, text, describe_error(failure)))
+
+
+def _traceback_text() -> str:
+    """The traceback of the exception being handled, as text; never raises."""
+    try:
+        return traceback.format_exc()
+    except Exception as exc:  # a broken __str__ or __repr__ somewhere in the chain
+        return f"(the traceback could not be formatted: {describe_error(exc)})"
+
+
+def type_name(value: object) -> str:
+    """``module.QualName`` of the value's type; a builtin's name alone."""
+    cls = type(value)
+    module = getattr(cls, "__module__", None)
+    name = getattr(cls, "__qualname__", cls.__name__)
+    return name if module in (None, "builtins") else f"{module}.{name}"
+
+
+# How much of a repr() a message quotes.
+_REPR_MAX = 200
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``repr(exc)``, shortened; never raises, whatever the exception's ``__repr__`` does."""
+    try:
+        text = repr(exc)
     except Exception:
-        return pickle.dumps(("error-text", repr(exc), text))
+        text = f"{type_name(exc)} (whose repr() failed)"
+    if len(text) > _REPR_MAX:
+        text = text[: _REPR_MAX - 3] + "..."
+    return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: message"`` for an error met on the way; never raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "(its str() failed)"
+    if len(message) > _REPR_MAX:
+        message = message[: _REPR_MAX - 3] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+# -- back in the client ---------------------------------------------------------------
+
+
+def decode_outcome(
+    data: bytes | tuple[Any, ...], job: RemoteJob
+) -> tuple[Any, BaseException | None]:
+    """Turn a worker's message (see ``run_call``) into the local operation's value or error.
+
+    Never raises: it runs in the engine's callback, where an exception
+    would be logged and lost, and the operation left running. A value or
+    an exception that cannot be rebuilt here (its class cannot be
+    imported, its ``__init__`` or ``__setstate__`` refuses what pickle
+    hands it) becomes an error that says what could not and why, with the
+    unpickling error as its ``__cause__``.
+    """
+    message: tuple[Any, ...]
+    try:
+        message = pickle.loads(data) if isinstance(data, bytes) else data
+        kind = message[0]
+    except BaseException as exc:
+        return None, _not_rebuilt(job, f"the outcome of {job.name!r}", exc)
+    if kind == "value":
+        return message[1], None
+    if kind == "pickled":
+        try:
+            return pickle.loads(message[2]), None
+        except BaseException as exc:
+            return None, _not_rebuilt(job, f"the result of {job.name!r} (a {message[1]})", exc)
+    if kind in ("cancelled", "dropped"):
+        return None, Cancelled(f"{job.where()} was cancelled")
+    if kind == "unpicklable":
+        return None, TypeError(
+            f"the result of {job.name!r} (a {message[1]}) cannot be pickled to come back "
+            f"from {job.where()} ({message[2]}); return plain data (numbers, strings, "
+            "lists, dicts, dataclasses)"
+        )
+    try:
+        return None, _remote_error(job, *message)
+    except BaseException as exc:  # (an "exception" that unpickles as something else)
+        return None, _not_rebuilt(job, f"the error of {job.name!r}", exc)
+
+
+def _not_rebuilt(job: RemoteJob, what: str, exc: BaseException) -> TypeError:
+    """The failure of an outcome that came back but cannot be unpickled here."""
+    error = TypeError(
+        f"{what} came back from {job.where()} but cannot be rebuilt here "
+        f"({describe_error(exc)}); return plain data, or objects whose classes "
+        "this process imports"
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _remote_error(
+    job: RemoteJob, kind: str, label: str, data: bytes | None, text: str, why: str | None
+) -> BaseException:
+    """The error of a job that raised ``label`` (or whose call the worker could not rebuild)."""
+    where = job.where()
+    error: BaseException | None = None
+    failure: BaseException | None = None
+    if data is not None:
+        try:
+            error = pickle.loads(data)
+        except BaseException as exc:
+            failure = exc
+            why = describe_error(exc)
+    if error is not None:
+        error.__cause__ = RemoteTraceback(text)
+        error.add_note(f"raised in {where}")
+        if kind != "bad-call":
+            return error
+    if kind == "bad-call":
+        wrapped: BaseException = TypeError(
+            f"the call {job.name}(...) cannot be rebuilt in {where} ({label}); define its "
+            "function and the classes of its arguments in modules the workers import"
+        )
+    elif failure is None:
+        wrapped = RuntimeError(
+            f"{job.name!r} raised {label} in {where}, which cannot be pickled to come "
+            f"back ({why}); raise exceptions that pickle"
+        )
+    else:
+        wrapped = RuntimeError(
+            f"{job.name!r} raised {label} in {where}, which cannot be rebuilt here "
+            f"({why}); raise exceptions whose class this process imports and whose "
+            "__init__ takes the args it passes to Exception.__init__"
+        )
+    if error is not None:
+        wrapped.__cause__ = error
+    elif failure is not None:
+        wrapped.__cause__ = failure
+        wrapped.add_note(f"raised in {where}, with this traceback there:\n{text.rstrip()}")
+    else:
+        wrapped.__cause__ = RemoteTraceback(text)
+        wrapped.add_note(f"raised in {where}")
+    return wrapped
+
+
+# -- pickling the call, in the spawning thread ---------------------------------------
 
 
 def pack_call(

@@ -25,9 +25,10 @@ decides what the ``with`` statement raises, in this order:
 2. Failures (the block's exception and the failing children's) are raised as
    one ``ExceptionGroup``, even when there is only one.
 3. A cancel that reached the scope from outside (the cancel walk marks the
-   nodes it enters from above, ``_outside_cancel``) raises ``Cancelled``:
-   the code after the block must not run. What caused the cancel decides,
-   not the value ``shield`` has now.
+   nodes it enters from above, ``_outside_cancel``; so does the cancel of a
+   remote job's local operation for the roots the job started in its
+   worker) raises ``Cancelled``: the code after the block must not run.
+   What caused the cancel decides, not the value ``shield`` has now.
 4. The scope's own deadline, if it cancelled something, raises a bare
    ``TimeoutError`` from the ``Cancelled`` that ended the block. It is the
    only bare ``TimeoutError`` an exit raises: ``move_on_after``
@@ -496,13 +497,15 @@ class Scope:
             return interrupt
         if error is not None:
             return error
-        parent = self._parent
-        if op._outside_cancel and parent is not None:
+        if op._outside_cancel:
             # Cancelled from outside the scope: leave as a cancelled
-            # operation does, so the code after the block never runs.
+            # operation does, so the code after the block never runs. (A
+            # root scope is cancelled from outside only in remote work, by
+            # the job's local operation: see _remote_call.py.)
             if exc is not None and only_cancelled(exc):
                 return False
-            return cancelled_for(parent.name, parent.cancel_reason)
+            outside = self._parent or op
+            return cancelled_for(outside.name, outside.cancel_reason)
         if op.expired and op._interrupted:
             timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
             if isinstance(exc, Cancelled):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import asyncop
@@ -139,3 +141,143 @@ def spin_token(seconds: float, path: str) -> str:
     while time.monotonic() < end:
         token.check()
     return "finished"
+
+
+# -- outcomes that cannot cross -------------------------------------------------
+
+
+class PairError(Exception):
+    """Pickles, but cannot be rebuilt: pickle calls ``__init__`` with ``args`` alone."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+def raise_pair_error() -> None:
+    raise PairError(7, "two arguments")
+
+
+def _refuse_to_load() -> None:
+    raise ValueError("refuses to be unpickled")
+
+
+class LoadRefused:
+    """Pickles anywhere; unpickling it raises."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_refuse_to_load, ())
+
+
+def return_load_refused() -> LoadRefused:
+    return LoadRefused()
+
+
+def _worker_only() -> types.ModuleType:
+    """A module that exists only in the process that calls this (a worker)."""
+    module = sys.modules.get("asyncop_worker_only")
+    if module is None:
+        module = types.ModuleType("asyncop_worker_only")
+        exec("class Thing:\n    pass\n\nclass ThingError(Exception):\n    pass\n", module.__dict__)
+        sys.modules[module.__name__] = module
+    return module
+
+
+def return_worker_only() -> object:
+    return _worker_only().Thing()  # type: ignore[no-any-return]
+
+
+def raise_worker_only() -> None:
+    raise _worker_only().ThingError("only the worker knows this class")
+
+
+# (function, args, the error the operation fails with, what its message must
+# say, the type of its __cause__): each outcome fails its operation, on
+# every executor, instead of leaving it running.
+CANNOT_CROSS: list[tuple[object, tuple[object, ...], type[BaseException], str, type | None]] = [
+    (
+        raise_pair_error,
+        (),
+        RuntimeError,
+        r"'raise_pair_error' raised PairError\('7: two arguments'\) in .*, which cannot be "
+        r"rebuilt here \(TypeError: .*missing 1 required positional argument: 'detail'\)",
+        TypeError,
+    ),
+    (
+        raise_worker_only,
+        (),
+        RuntimeError,
+        r"'raise_worker_only' raised ThingError\(.*\) in .*, which cannot be rebuilt here "
+        r"\(ModuleNotFoundError: No module named 'asyncop_worker_only'\)",
+        ModuleNotFoundError,
+    ),
+    (
+        return_load_refused,
+        (),
+        TypeError,
+        r"the result of 'return_load_refused' \(a tests\.runtime\._remote_jobs\.LoadRefused\) "
+        r"came back from .* but cannot be rebuilt here \(ValueError: refuses to be unpickled\)",
+        ValueError,
+    ),
+    (
+        return_worker_only,
+        (),
+        TypeError,
+        r"the result of 'return_worker_only' \(a asyncop_worker_only\.Thing\) came back "
+        r"from .* but cannot be rebuilt here \(ModuleNotFoundError: No module named "
+        r"'asyncop_worker_only'\)",
+        ModuleNotFoundError,
+    ),
+    (
+        make_generator,
+        (),
+        TypeError,
+        r"the result of 'make_generator' \(a generator\) cannot be pickled to come back "
+        r"from .* \(TypeError: cannot pickle 'generator' object\)",
+        None,
+    ),
+    (
+        raise_unpicklable,
+        (),
+        RuntimeError,
+        r"'raise_unpicklable' raised UnpicklableError\('holds a lock'\) in .*, which cannot "
+        r"be pickled to come back \(TypeError: cannot pickle '_thread.lock' object\)",
+        None,
+    ),
+    (
+        echo,
+        (LoadRefused(),),
+        TypeError,
+        r"the call echo\(\.\.\.\) cannot be rebuilt in .* \(ValueError\('refuses to be "
+        r"unpickled'\)\)",
+        ValueError,
+    ),
+]
+
+
+def remote_scope(path: str) -> str:
+    """Block in a sync scope of the job's own runtime; build a value after it."""
+
+    async def sleeper() -> None:
+        await asyncop.sleep(30)
+
+    with asyncop.Runtime(1) as runtime:
+        with runtime.scope() as scope:
+            scope.spawn(sleeper)
+            _write(path + ".started", str(os.getpid()))
+        return "built after the interrupted scope"
+
+
+def remote_shielded_scope(path: str) -> str:
+    """A shielded scope of the job's own runtime: the remote cancel must not enter it."""
+
+    async def leaf() -> None:
+        await asyncop.sleep(0.5)
+        _write(path, "leaf finished")
+
+    with asyncop.Runtime(1) as runtime, runtime.scope(shield=True) as scope:
+        scope.spawn(leaf)
+        _write(path + ".started", str(os.getpid()))
+    asyncop.remote_token().check()
+    return "not cancelled"

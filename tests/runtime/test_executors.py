@@ -17,6 +17,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,11 @@ from asyncop import OperationState
 from asyncop.runtime._remote import RemoteTraceback
 from asyncop.testing import wait_all_blocked
 from tests.runtime import _remote_jobs as jobs
+from tests.runtime._remote_checks import (
+    CANNOT_CROSS_IDS,
+    assert_fails_saying,
+    cancel_once_started,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -191,6 +197,20 @@ def test_unpicklable_result_is_a_type_error_naming_it(
     error = runtime.spawn(jobs.make_generator, executor=executor).wait(30).error
     assert isinstance(error, TypeError)
     assert "result of 'make_generator' (a generator) cannot be pickled" in str(error)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", jobs.CANNOT_CROSS, ids=CANNOT_CROSS_IDS)
+def test_an_outcome_that_cannot_cross_fails_the_operation_saying_why(
+    runtime: asyncop.Runtime, executor: asyncop.ProcessExecutor, case: tuple[Any, ...]
+) -> None:
+    # A value or an exception that does not pickle in the worker, or cannot
+    # be rebuilt in the client, or a call the worker cannot rebuild: the
+    # operation ends FAILED, never left running by an error in pebble's
+    # callback.
+    assert_fails_saying(runtime, executor, *case)
+    # The executor is whole: the next job runs.
+    assert runtime.spawn(jobs.square, 3, executor=executor).wait(30).value == 9
 
 
 # -- cancellation ------------------------------------------------------------------------
@@ -462,6 +482,41 @@ def test_cancel_reaches_a_runtime_inside_the_remote_job(
     assert lines.count("leaf ended") == 3 and lines[-1] == "root ended"
 
 
+def test_sync_scope_of_a_remote_runtime_unwinds_as_a_local_one(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # The job's scope is a root of the job's runtime: the remote cancel
+    # reaches it from outside, as a parent's cancel reaches a local scope,
+    # so its exit raises Cancelled and the code after it never runs.
+    path = str(tmp_path / "scope")
+    with asyncop.ProcessExecutor(1, kill_grace=60) as ex:
+        result = cancel_once_started(runtime, ex, jobs.remote_scope, path)
+    assert result.state is OperationState.CANCELLED, result
+
+    # The same code on a local operation, in its runtime, ends the same way.
+    async def sleeper() -> None:
+        await asyncop.sleep(30)
+
+    def local_scope(path: str) -> str:
+        with runtime.scope() as scope:
+            scope.spawn(sleeper)
+            Path(path + ".started").write_text("started")
+        return "built after the interrupted scope"
+
+    result = cancel_once_started(runtime, None, local_scope, path + "-local")
+    assert result.state is OperationState.CANCELLED
+
+
+def test_remote_cancel_does_not_enter_a_shielded_scope_of_the_job(
+    runtime: asyncop.Runtime, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "shielded")
+    with asyncop.ProcessExecutor(1, kill_grace=60) as ex:
+        result = cancel_once_started(runtime, ex, jobs.remote_shielded_scope, path)
+    assert result.state is OperationState.CANCELLED
+    assert Path(path).read_text() == "leaf finished"
+
+
 # -- dump and misuse ----------------------------------------------------------------------
 
 
@@ -502,6 +557,15 @@ def test_misuse_raises_at_once(runtime: asyncop.Runtime) -> None:
     ex.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         runtime.spawn(jobs.square, 1, executor=ex)
+
+
+def test_repr_is_safe_in_every_state() -> None:
+    half_made = asyncop.ProcessExecutor.__new__(asyncop.ProcessExecutor)
+    assert repr(half_made).startswith("<ProcessExecutor")
+    ex = asyncop.ProcessExecutor(1)
+    assert repr(ex) == "<ProcessExecutor open max_workers=1>"
+    ex.shutdown()
+    assert repr(ex) == "<ProcessExecutor shut down max_workers=1>"
 
 
 def test_spawn_on_a_shut_down_runtime_raises_and_sends_nothing(
