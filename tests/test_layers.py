@@ -326,8 +326,11 @@ def test_each_package_is_used_through_its_face() -> None:
 BELOW_KERNEL = tuple(
     f"asyncop.runtime.{name}"
     for name in (
+        "_abandon",
         "_awaitables",
+        "_compose",
         "_io_wait",
+        "_items",
         "_limiter",
         "_monitor",
         "_reactor",

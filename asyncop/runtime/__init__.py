@@ -23,13 +23,10 @@ from ..operations import install_start
 from ._awaitables import checkpoint as checkpoint
 from ._awaitables import current_time as current_time
 from ._awaitables import notify_closing as notify_closing
-from ._awaitables import race as race
 from ._awaitables import readable as readable
-from ._awaitables import select as select
 from ._awaitables import sleep as sleep
 from ._awaitables import sleep_forever as sleep_forever
 from ._awaitables import sleep_until as sleep_until
-from ._awaitables import timeout as timeout
 from ._awaitables import writable as writable
 from ._blocking import spawn_blocking as spawn_blocking
 from ._channel import Channel as Channel
@@ -37,6 +34,9 @@ from ._channel_ends import ChannelReceiver as ChannelReceiver
 from ._channel_ends import ChannelSender as ChannelSender
 from ._clock import MonotonicClock as MonotonicClock
 from ._clock import VirtualClock as VirtualClock
+from ._compose import race as race
+from ._compose import select as select
+from ._compose import timeout as timeout
 from ._condition import Condition as Condition
 from ._executors import ProcessExecutor as ProcessExecutor
 from ._helpers import async_await as async_await

@@ -35,6 +35,8 @@ runtime through these calls alone:
 ``_grow_locked(extra=...)``    start a worker, up to ``max_threads``
 =============================  ===============================================
 
+(the calls about the worker threads are the kernel's part in ``_pool.py``)
+
 and the node hooks the operations layer calls (``operations/_hooks.py``):
 ``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``
 and ``_arm_deadline_locked``. ``Runtime`` (``_scheduler.py``) builds on the
@@ -68,22 +70,18 @@ from ..operations import (
     run_after,
     thread_state,
 )
-from ..platform import RecursiveLock, start_thread
+from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader
+from ._items import _log_exception
 from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
+from ._pool import WorkerPool
 from ._reactor import Reactor
 from ._spawn import spawn_child
 from ._task import TaskState, on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
-from ._worker import (
-    IDLE_RETIRE,
-    Worker,
-    WorkerState,
-    _log_exception,
-    worker_main,
-)
+from ._worker import IDLE_RETIRE, Worker, WorkerState
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -121,7 +119,7 @@ _RT_RUNNING, _RT_STOPPED = RuntimeState.RUNNING, RuntimeState.STOPPED
 _POLLING, _PARKED = WorkerState.POLLING, WorkerState.PARKED
 
 
-class Kernel:
+class Kernel(WorkerPool):
     """The runtime's shared state and the calls the modules below it use.
 
     Built by ``Runtime.__init__`` with checked arguments; starts no thread.
@@ -611,172 +609,3 @@ class Kernel:
                 self._wake_one_locked()
             else:
                 self._monitor.deadline_pending()
-
-    def _start_worker_locked(self, *, extra: bool, steps_only: bool = False) -> Worker:
-        """Start a worker thread.
-
-        Raises:
-            RuntimeError: the OS refused the thread; the pool is unchanged.
-        """
-        self._worker_seq += 1
-        worker = Worker(self, self._worker_seq, extra=extra, steps_only=steps_only)
-        kind = "stepper" if steps_only else "extra" if extra else "worker"
-        # Start first, then count it: a refused thread leaves no worker
-        # behind that the pool would wait for. The new thread cannot look
-        # at the pool before this returns: it parks under the lock we hold.
-        worker.handle = start_thread(
-            lambda w: worker_main(self, w), worker, name=f"{self.name}-{kind}-{worker.index}"
-        )
-        self._workers.append(worker)
-        self._active += 1
-        return worker
-
-    def _grow_locked(self, *, extra: bool) -> bool:
-        """Start a worker for work that waits; False if refused or at ``max_threads``.
-
-        The work stays queued either way: the monitor tries again on its
-        next round while it waits, so a refusal is logged, never raised into
-        the push or the timer that asked.
-        """
-        if len(self._workers) >= self._max_threads:
-            return False
-        try:
-            self._start_worker_locked(extra=extra)
-        except RuntimeError:
-            _log_exception("asyncop: runtime %r could not start another worker thread", self)
-            return False
-        self._monitor.wake()
-        return True
-
-    def _unstuck_locked(self) -> int:
-        """The workers that take callbacks and are not held by one long item."""
-        return sum(1 for worker in self._workers if not worker.replaced and not worker.steps_only)
-
-    def _every_worker_in_callbacks_locked(self) -> bool:
-        """Whether every worker but the stepper runs a sync callback (or waits in one)."""
-        return all(worker.in_sync or worker.steps_only for worker in self._workers)
-
-    def _give_steps_a_thread_locked(self, *, waiting_only: bool) -> bool:
-        """Give queued tasks a thread when every worker runs a callback.
-
-        Coroutine steps never wait for a callback to end: a callback may be
-        waiting, inside asyncop, for the very task that waits for a thread.
-        Below ``max_threads`` this starts an extra worker; at the cap it
-        starts the *stepper*, one thread past the cap that steps tasks and
-        never takes a callback, so that the cap holds callbacks only. With
-        ``waiting_only``, it acts only when every callback waits inside
-        asyncop (one that runs will end by itself: the monitor covers it).
-
-        Returns:
-            Whether it woke or started a thread.
-        """
-        if not (self._ready or self._woken) or self._stopping:
-            return False
-        if not self._parallel and self._lane.locked():
-            return False  # its holder steps them
-        for worker in self._workers:
-            if worker.steps_only:
-                continue
-            if not worker.in_sync:
-                return False  # it comes back to the queue (or was just woken for it)
-            if waiting_only and worker.holds_sync_slot():
-                return False
-        stepper = self._stepper
-        if stepper is not None:
-            if stepper.state is not _PARKED:
-                return False  # it comes back to the queue
-            self._unpark_locked(stepper)
-            stepper.event.set()
-            return True
-        if len(self._workers) < self._max_threads:
-            return self._grow_locked(extra=True)
-        try:
-            self._stepper = self._start_worker_locked(extra=True, steps_only=True)
-        except RuntimeError:
-            _log_exception("asyncop: runtime %r could not start a thread to step tasks", self)
-            return False
-        self._monitor.wake()
-        return True
-
-    def _jump_if_every_thread_sleeps_locked(self) -> None:
-        """Jump a virtual clock to the next deadline if nothing else can run.
-
-        For a callback about to sleep inside asyncop while no worker is
-        parked (a parking worker makes the same test itself): when every
-        worker sleeps in a callback, only a timer can move the work on.
-        """
-        deadline = self._timers.next_deadline()
-        if (
-            deadline is not None
-            and not (self._ready or self._woken)
-            # (Callbacks queued at max_threads wait for these very threads.)
-            and not (self._sync_ready and len(self._workers) < self._max_threads)
-            and self._outside_work == 0
-            and not self._io_waiting()
-            and self._effectively_active_locked() == 0
-        ):
-            self._clock._jump_to(deadline)
-
-    def _effectively_active_locked(self) -> int:
-        """The workers not parked, less those whose callback sleeps inside asyncop.
-
-        Such a callback waits for something a task or another thread does:
-        when every other worker is parked, nothing will wake it but a timer
-        (for wait_all_blocked() and the virtual clock's jump).
-        """
-        active = self._active
-        for worker in self._workers:
-            ts = worker.thread_state
-            if worker.in_sync and ts is not None and ts.waits_in_asyncop():
-                active -= 1
-        return active
-
-    def _wake_one_locked(self) -> Worker:
-        """Pop a parked worker and wake it: the most recently parked one.
-
-        The poller (parked in the multiplexer) stays there while another
-        worker is parked: it keeps socket readiness on the coroutine side.
-        """
-        idle = self._idle
-        worker = idle.pop()
-        if worker is self._poller and idle:
-            other = idle.pop()
-            idle.append(worker)
-            worker = other
-        polling = worker.state is _POLLING
-        self._unpark_locked(worker)
-        if polling:
-            reactor = self._reactor
-            assert reactor is not None
-            reactor.wake_poller()
-        else:
-            worker.event.set()
-        return worker
-
-    def _unpark_locked(self, worker: Worker) -> None:
-        """``worker`` (already off the idle stack) is busy again."""
-        worker.state = _BUSY
-        self._active += 1
-        if self._monitor._asleep:
-            self._monitor.wake()
-
-    def _sync_slot_free_locked(self) -> bool:
-        """Whether fewer than ``workers`` sync callbacks hold a slot."""
-        busy = 0
-        for worker in self._workers:
-            if worker.in_sync and worker.holds_sync_slot():
-                busy += 1
-        return busy < self._target
-
-    def _work_for_worker_locked(self) -> bool:
-        """Whether a worker about to park has work it may take instead."""
-        return bool(
-            ((self._ready or self._woken) and (self._parallel or not self._lane.locked()))
-            or (self._sync_ready and self._sync_slot_free_locked())
-        )
-
-    def _work_waits_locked(self, timers: bool = True) -> bool:
-        """Whether work or (with ``timers``) a due timer waits for a worker."""
-        if self._work_for_worker_locked():
-            return True
-        return timers and self._next_deadline <= self._now()

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..operations import safe_str
 from ..platform import ThreadHandle, WakeEvent, start_thread
-from ._worker import BLOCKED_AFTER, COMPUTING, Worker, _log_exception, monotonic
+from ._items import _log_exception
+from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 
 if TYPE_CHECKING:
     from ._kernel import Kernel

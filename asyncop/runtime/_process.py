@@ -97,8 +97,9 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final, final
 
 from ..operations import Cancelled, warn_user
-from ._awaitables import checkpoint, readable, select, sleep
+from ._awaitables import checkpoint, readable, sleep
 from ._blocking import spawn_blocking
+from ._compose import select
 from ._scope import scope
 from ._streams import close_fd
 from ._sync import Event, Lock

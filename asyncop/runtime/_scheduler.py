@@ -36,11 +36,12 @@ from ..operations import (
     walk,
 )
 from ..platform import check_timeout, cpu_count
+from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
-from ._scope import Scope, abandon_open_blocks
+from ._scope import Scope
 from ._task import describe_wait
 from ._waker import let_go
 from ._worker import (

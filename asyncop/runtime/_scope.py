@@ -48,7 +48,7 @@ as any Python function starts. The entry ends the block of the operation it
 made before the KeyboardInterrupt propagates; the exit does the same from
 inside its guarded loop, and for the first line, which no ``try`` can
 guard, through what ``with`` holds for the length of the block (see
-``_ExitAttribute``). Either way the thread is left outside the block and
+``ExitAttribute`` in ``_abandon.py``). Either way the thread is left outside the block and
 the scope ends. Async scopes need none of this: a signal handler runs on
 the main thread only, and no worker thread is the main one.
 
@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import _thread
 import enum
-import functools
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Never, NoReturn, final
@@ -85,6 +84,7 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_deadline, check_timeout
+from ._abandon import ExitAttribute, abandon_scope, unwind_to
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._scope_task import ScopeDone, open_in_task
 
@@ -98,10 +98,10 @@ _new_object = object.__new__
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..operations import After, ThreadState
+    from ..operations import After
     from ._kernel import Kernel
 
-__all__ = ["Scope", "ScopeDone", "ScopeState", "abandon_open_blocks", "scope"]
+__all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
 
 
 class ScopeState(enum.Enum):
@@ -160,7 +160,7 @@ class Scope:
         self._saved: AsyncOperation | None = None
         self._parent: AsyncOperation | None = None
         # The weak reference that watches the with-statement's exit (see
-        # _ExitAttribute); None once the exit has ended the block.
+        # ExitAttribute in _abandon.py); None once the exit has ended the block.
         self._watch: weakref.ref[Any] | None = None
 
     @property
@@ -296,9 +296,10 @@ class Scope:
     def _leave(self, exc: BaseException | None) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
-        What ``with`` calls on leaving (``Scope.__exit__``; see ``_ExitAttribute``).
-        A cancellation point when the thread runs an operation: a cancel of
-        that operation cancels the children, and once they have ended the
+        What ``with`` calls on leaving (``Scope.__exit__``: see
+        ``ExitAttribute`` in ``_abandon.py``). A cancellation point when the
+        thread runs an operation: a cancel of that operation cancels the
+        children, and once they have ended the
         exit raises ``Cancelled``. On the main thread it notices a Ctrl-C
         while it waits; a first one (or one raised by the block) cancels
         the tree and waits for it, a second one stops waiting at once, shuts
@@ -436,7 +437,7 @@ class Scope:
                 "async generator"
             )
         if task.current is not op:
-            misuse = _unwind_to(task, op)
+            misuse = unwind_to(task, op)
         else:
             task.current = task.outer.pop()
         if exc is None and misuse is None:
@@ -529,42 +530,8 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
         state.op = scope._saved
 
 
-def _exit_unbound(
-    scope: Scope,
-    exc_type: type[BaseException] | None,
-    exc: BaseException | None,
-    tb: TracebackType | None,
-) -> bool:
-    """``Scope.__exit__(scope, ...)`` called through the class (``contextlib.ExitStack``)."""
-    return scope._leave(exc)
-
-
-class _ExitAttribute:
-    """``Scope.__exit__``: the exit, watched until it has ended the block.
-
-    A signal handler (a Ctrl-C) runs at the entry of any Python function,
-    so a KeyboardInterrupt may land as the exit is called, before any line
-    of it runs, and no ``try`` inside it can catch that one. ``with`` looks
-    ``__exit__`` up before it calls ``__enter__`` and holds what it got on
-    the frame's stack until the statement ends, however it ends: here that
-    is a ``partial`` (calling it runs no Python code where a signal could
-    land) under a weak reference whose callback ends the block should the
-    partial be freed before the exit has (``Scope._left_unseen``). An exit
-    that ends the block drops the weak reference, and with it the callback.
-    """
-
-    def __get__(self, scope: Scope | None, owner: type | None = None) -> Any:
-        if scope is None:
-            return _exit_unbound
-        leave = functools.partial(_exit_unbound, scope)
-        if scope._op is None and scope._watch is None:
-            # (Only the with-statement's own lookup, before the entry.)
-            scope._watch = weakref.ref(leave, scope._exit_freed)
-        return leave
-
-
 if not TYPE_CHECKING:
-    Scope.__exit__ = _ExitAttribute()
+    Scope.__exit__ = ExitAttribute()
 
 
 def _throw(error: BaseException) -> NoReturn:
@@ -610,36 +577,6 @@ def _wait_final(op: AsyncOperation) -> None:
     except BaseException:
         op._remove_waiter(waiter)
         raise
-
-
-def abandon_scope(op: AsyncOperation, reason: str) -> None:
-    """End the block of a scope nobody will exit, so it can become final."""
-    after: After = []
-    with op.runtime._lock:
-        op._cancel_locked(reason, after, again=True)
-        if op._outcome is Outcome.NONE:
-            op._end_work_locked(Outcome.CANCELLED, None, None, after)
-    run_after(after)
-
-
-def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]:
-    """End the blocks of the sync scopes a thread is inside, innermost first.
-
-    For interpreter exit: the main thread may have entered a scope
-    (``rt.scope().__enter__()``) and never left it. Each block is ended
-    cancelled, as if the thread had left it, so that shutdown can cancel
-    the tree and wait for it. Returns the scope operations ended.
-    """
-    ended: list[AsyncOperation] = []
-    op = state.op
-    state.op = None
-    # A sync scope entered inside another one is its child: the parents
-    # up to the first operation that is no open scope are this thread's.
-    while op is not None and op._kind is _SCOPE and op._outcome is _NO_OUTCOME:
-        abandon_scope(op, reason)
-        ended.append(op)
-        op = op.parent
-    return ended
 
 
 def _new_scope(
@@ -702,29 +639,6 @@ def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
             return None
         tb = tb.tb_next
     return None
-
-
-def _unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
-    """Close the scopes opened inside ``op`` that are still open; make the error.
-
-    An async generator that holds a scope open across a ``yield`` lets its
-    caller exit an enclosing scope first. The inner scopes are closed
-    (cancelled, their blocks ended) so that every operation can still end.
-    """
-    stack: list[AsyncOperation] = [*(task.outer or ()), task.current]
-    # Still in the stack: a scope closed earlier has its block ended.
-    index = stack.index(op)
-    inner = stack[index + 1 :]
-    for scope_op in reversed(inner):
-        abandon_scope(scope_op, f"scope {op.name!r} was exited before this scope")
-    task.current = stack[index - 1]
-    del task.outer[index - 1 :]
-    names = ", ".join(repr(node.name) for node in inner)
-    return RuntimeError(
-        f"scope {op.name!r} was exited while scope {names} inside it was still open "
-        "(an async generator holding a scope across a yield?); the inner scope was "
-        "cancelled and closed; close scopes in the reverse order of opening them"
-    )
 
 
 def scope(

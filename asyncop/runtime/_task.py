@@ -65,8 +65,8 @@ from ..operations import (
     foreign_yield_error,
     only_cancelled,
 )
+from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
-from ._scope import abandon_scope
 from ._scope_task import ScopeDone
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 

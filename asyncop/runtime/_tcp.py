@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, final, overload
 from ..operations import AsyncOperation
 from ..platform import check_timeout
 from . import _dns
-from ._awaitables import readable, select, sleep, writable
+from ._awaitables import readable, sleep, writable
+from ._compose import select
 from ._scope import scope
 from ._socket_file import forget_socket_file
 from ._stream_api import PASS, AsyncResource, ConflictGuard, closed_error

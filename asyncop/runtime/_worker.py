@@ -19,7 +19,7 @@ worker takes from ``_woken`` first: work under way finishes before new work
 starts, so a sleep comes due on time even while thousands of tasks are being
 spawned, where a single queue would make it wait for every one of their
 first steps. The worker takes from ``_ready`` when ``_woken`` is empty, and
-also once ``OVERTAKE`` woken tasks that were queued *after* the head of
+also once ``OVERTAKE`` (``_items.py``) woken tasks queued *after* the head of
 ``_ready`` ran before it: a task in ``_ready`` never waits behind more than
 that many later tasks for each one ahead of it, so a loop of tasks waking
 each other cannot starve it. Every queued task carries ``queued_at``, a
@@ -88,17 +88,13 @@ everything else is written under the runtime lock.
 from __future__ import annotations
 
 import enum
-import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import Cancelled, OpKind, Outcome, ThreadState, thread_state
+from ..operations import ThreadState, thread_state
 from ..platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
-from ._task import step, strip_own_frame
-from ._waker import WaitEvent, describe_event
+from ._items import _log_exception, run_sync, step_batch
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -115,7 +111,6 @@ __all__ = [
     "worker_main",
 ]
 
-logger = logging.getLogger("asyncop")
 
 # A worker busy with one item for this long, while work it could hand on
 # waits, is replaced (see _monitor.py).
@@ -126,18 +121,9 @@ COMPUTING = 0.5
 IDLE_RETIRE = 2.0
 # An extra worker re-checks this often whether the pool still needs it.
 EXTRA_IDLE = 0.5
-# Coroutine steps a worker runs before it looks at the timers again.
-BATCH = 64
-# Woken tasks queued after the head of the ready queue that may run before
-# it (see "Which task runs next"). tokio caps its LIFO slot,
-# which lets a just-woken task jump its queue, at three in a row likewise.
-OVERTAKE = 4
 # How long a worker pauses after an error escaped its loop.
 _RECOVER_PAUSE = 0.01
 _INF = float("inf")
-_CORO = OpKind.CORO
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 
 
 class WorkerState(enum.Enum):
@@ -261,19 +247,6 @@ class Worker:
 monotonic = time.monotonic
 
 
-def _log_exception(message: str, *args: object) -> None:
-    """Log the exception being handled; never raise, whatever it or the args are.
-
-    The args (an operation, a timer) are formatted by the logging module,
-    which reports a ``__repr__`` that raises instead of raising itself. The
-    kernel and the monitor log their own failures with it too.
-    """
-    try:
-        logger.error(message, *args, exc_info=True)
-    except BaseException:  # pragma: no cover - a broken handler or stream
-        pass
-
-
 def worker_main(rt: Kernel, worker: Worker) -> None:
     """The body of a worker thread; returns when the worker retires."""
     ready = rt._ready
@@ -296,13 +269,13 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
                 # 1. Step ready tasks, holding the lane.
                 if (woken or ready) and (parallel or lane.acquire(False)):
                     try:
-                        _step_batch(rt, worker, state, ready)
+                        step_batch(rt, worker, state, ready)
                     finally:
                         if not parallel:
                             lane.release()
                 # 2. Run one sync callback.
                 if sync_ready and takes_callbacks:
-                    _run_sync(rt, worker, state)
+                    run_sync(rt, worker, state)
                 # 3. Fire due timers (without reading the clock when none is set).
                 next_deadline = rt._next_deadline
                 if next_deadline < _INF and next_deadline <= rt._now():
@@ -323,139 +296,6 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
         with rt._lock:
             if worker in rt._workers:  # left without retire_locked (a bug)
                 retire_locked(rt, worker)
-
-
-def _step_batch(
-    rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
-) -> None:
-    worker.stepping = True
-    woken = rt._woken
-    # (Kept in a local for the batch: in parallel mode each worker's count
-    # is its own guess, which is all the bound needs there.)
-    overtaken = rt._overtaken
-    for _ in range(BATCH):
-        # Woken tasks first, within OVERTAKE (see "Which task runs next" in
-        # the module docstring). An IndexError means another worker took the item
-        # (parallel mode): nothing was popped, the batch ends.
-        try:
-            if woken:
-                if not ready:
-                    op = woken.popleft()
-                elif overtaken < OVERTAKE:
-                    head = ready[0]._task
-                    op = woken.popleft()
-                    task = op._task
-                    if head is None or (task is not None and task.queued_at > head.queued_at):
-                        overtaken += 1
-                else:
-                    op = ready.popleft()
-                    overtaken = 0
-            elif ready:
-                op = ready.popleft()
-                overtaken = 0
-            else:
-                break
-        except IndexError:
-            break
-        # Odd while busy: the monitor times an item by seeing the same odd
-        # number on its looks (no clock read here).
-        worker.item = op
-        worker.item_seq += 1
-        try:
-            step(rt, op, state)
-        except BaseException:  # pragma: no cover - a bug in asyncop
-            _log_exception("asyncop: worker failed stepping %r", op)
-        # Do not keep the last item alive from this frame (an unobserved
-        # failure is reported when it is collected); the worker's own
-        # reference goes with the next item, or at the end of the batch.
-        op = None  # type: ignore[assignment]
-        worker.item_seq += 1
-        worker.replaced = False
-    rt._overtaken = overtaken
-    worker.item = None
-    worker.stepping = False
-
-
-def _run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
-    """Run one ready sync callback, if a sync slot is free."""
-    lock = rt._lock
-    lock.acquire()  # (worker thread only: it never runs signal handlers)
-    try:
-        if not rt._sync_ready or not rt._sync_slot_free_locked():
-            return
-        op = rt._sync_ready.popleft()
-        if not op._transition_to_running():
-            return  # cancelled while queued: already finalized, never runs
-        worker.in_sync = True
-    finally:
-        lock.release()
-    worker.item = op
-    worker.item_seq += 1
-    try:
-        if rt._next_deadline < _INF:
-            # This worker may be the one to fire the next timer (it was
-            # woken to park on it), and the callback may hold it past the
-            # deadline: the monitor fires it then.
-            rt._monitor.deadline_pending()
-        _call_sync(rt, op, state)
-    except BaseException:  # pragma: no cover - a bug in asyncop
-        _log_exception("asyncop: worker failed running %r", op)
-    finally:
-        worker.in_sync = False
-        worker.item = None
-        worker.item_seq += 1
-        worker.replaced = False
-    # A slot is free again: a callback that waits for one runs next, here.
-
-
-def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
-    fn = op._fn
-    args = op._args
-    ctx = op._ctx
-    assert fn is not None and ctx is not None
-    state.op = op
-    try:
-        value = ctx.run(fn, *args)
-        if value is not None and isinstance(value, _NOT_A_RESULT):
-            raise _unrun_result_refused(op.name, value) from None
-    except Cancelled:
-        outcome, value, error = _CANCELLED_OUTCOME, None, None
-    except BaseException as exc:
-        outcome, value, error = _ERROR, None, strip_own_frame(exc)
-    else:
-        outcome, error = _VALUE, None
-    finally:
-        state.op = None
-    # Its waiters are woken before this worker looks for more work or
-    # parks: a thread woken now has the OS's wake-up latency to cover, and
-    # this worker's own bookkeeping then overlaps it instead of coming first.
-    op._end_work_on_worker(outcome, value, error)
-
-
-# What a plain function may not return: work that would never run.
-_NOT_A_RESULT = (CoroutineType, AsyncGeneratorType, WaitEvent)
-
-
-def _unrun_result_refused(name: str, value: object) -> TypeError:
-    """Refuse an operation's result that is work which would never run."""
-    if isinstance(value, WaitEvent):
-        value._awaited = True  # refused here: no second warning when collected
-        what = f"an asyncop awaitable ({describe_event(value)})"
-        fix = (
-            "spawn an async def function that awaits it, "
-            "e.g. 'async def nap(): await asyncop.sleep(10)'"
-        )
-    else:
-        if isinstance(value, CoroutineType):
-            value.close()
-            what = "a coroutine"
-        else:
-            what = "an async generator"
-        fix = "pass the async def function itself, as in spawn(fn, arg), not a lambda or wrapper"
-    return TypeError(
-        f"operation {name!r} ran a plain function that returned {what}, which would never "
-        f"run; {fix}"
-    )
 
 
 def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:

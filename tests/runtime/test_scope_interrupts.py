@@ -30,7 +30,8 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.runtime._scope import Scope, _exit_unbound
+from asyncop.runtime._abandon import _exit_unbound
+from asyncop.runtime._scope import Scope
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.runtime import _kernel, _scheduler
+from asyncop.runtime import _pool, _scheduler
 from tests.conftest import runtime_threads
 
 pytestmark = pytest.mark.timeout(40)
@@ -271,7 +271,7 @@ def test_a_thread_refused_midway_stops_the_threads_already_started(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ASYNCOP_DYNAMIC_WORKERS", raising=False)
-    real_start = _kernel.start_thread
+    real_start = _pool.start_thread
     calls = 0
 
     def failing_start(*args: Any, **kwargs: Any) -> Any:
@@ -281,7 +281,7 @@ def test_a_thread_refused_midway_stops_the_threads_already_started(
             raise RuntimeError("can't start new thread")
         return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(_kernel, "start_thread", failing_start)
+    monkeypatch.setattr(_pool, "start_thread", failing_start)
     before = {t.ident for t in threading.enumerate()}
     with pytest.raises(RuntimeError, match="can't start new thread"):
         asyncop.Runtime(8, name="half-built")
@@ -313,14 +313,14 @@ def test_a_refused_extra_worker_is_logged_and_the_work_still_runs(
         release.wait(30)
 
     with asyncop.Runtime(1, name="refusing") as rt:
-        real_start = _kernel.start_thread
+        real_start = _pool.start_thread
 
         def refuse(*args: Any, name: str, **kwargs: Any) -> Any:
             if "-extra-" in name:
                 raise RuntimeError("can't start new thread")
             return real_start(*args, name=name, **kwargs)
 
-        monkeypatch.setattr(_kernel, "start_thread", refuse)
+        monkeypatch.setattr(_pool, "start_thread", refuse)
         try:
             rt.spawn(stuck)
             assert started.wait(10)
@@ -329,6 +329,6 @@ def test_a_refused_extra_worker_is_logged_and_the_work_still_runs(
             assert not queued.done
             assert "could not start another worker" in caplog.text
         finally:
-            monkeypatch.setattr(_kernel, "start_thread", real_start)
+            monkeypatch.setattr(_pool, "start_thread", real_start)
             release.set()
         assert queued.wait(10).value == "ran"

@@ -1,0 +1,190 @@
+"""What a worker runs between two looks at its queues: steps and callbacks.
+
+- :func:`step_batch` steps up to ``BATCH`` ready coroutine tasks while the
+  worker holds the lane: woken tasks first, a new or yielding one after at
+  most ``OVERTAKE`` woken ones queued behind it (see "Which task runs next"
+  in ``_worker.py``).
+- :func:`run_sync` runs one ready sync callback, if a sync slot is free,
+  and ends its operation with what it returned or raised.
+
+Both mark the worker busy with the item (``item``, ``item_seq`` odd) for the
+monitor, which times items by that number. Neither raises: an error in
+asyncop itself is logged (:func:`_log_exception`) and the worker goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from types import AsyncGeneratorType, CoroutineType
+from typing import TYPE_CHECKING, Any
+
+from ..operations import Cancelled, Outcome, ThreadState
+from ._task import step, strip_own_frame
+from ._waker import WaitEvent, describe_event
+
+if TYPE_CHECKING:
+    from ..operations import AsyncOperation
+    from ._kernel import Kernel
+    from ._worker import Worker
+
+__all__ = ["BATCH", "OVERTAKE", "run_sync", "step_batch"]
+
+logger = logging.getLogger("asyncop")
+
+# Coroutine steps a worker runs before it looks at the timers again.
+BATCH = 64
+# Woken tasks queued after the head of the ready queue that may run before
+# it (see "Which task runs next" in _worker.py). tokio caps its LIFO slot,
+# which lets a just-woken task jump its queue, at three in a row likewise.
+OVERTAKE = 4
+_INF = float("inf")
+# (An enum member read through its class costs a lookup: hot paths use these.)
+_VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
+
+
+def _log_exception(message: str, *args: object) -> None:
+    """Log the exception being handled; never raise, whatever it or the args are.
+
+    The args (an operation, a timer) are formatted by the logging module,
+    which reports a ``__repr__`` that raises instead of raising itself. The
+    kernel and the monitor log their own failures with it too.
+    """
+    try:
+        logger.error(message, *args, exc_info=True)
+    except BaseException:  # pragma: no cover - a broken handler or stream
+        pass
+
+
+
+def step_batch(
+    rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
+) -> None:
+    worker.stepping = True
+    woken = rt._woken
+    # (Kept in a local for the batch: in parallel mode each worker's count
+    # is its own guess, which is all the bound needs there.)
+    overtaken = rt._overtaken
+    for _ in range(BATCH):
+        # Woken tasks first, within OVERTAKE (see "Which task runs next" in
+        # the module docstring). An IndexError means another worker took the item
+        # (parallel mode): nothing was popped, the batch ends.
+        try:
+            if woken:
+                if not ready:
+                    op = woken.popleft()
+                elif overtaken < OVERTAKE:
+                    head = ready[0]._task
+                    op = woken.popleft()
+                    task = op._task
+                    if head is None or (task is not None and task.queued_at > head.queued_at):
+                        overtaken += 1
+                else:
+                    op = ready.popleft()
+                    overtaken = 0
+            elif ready:
+                op = ready.popleft()
+                overtaken = 0
+            else:
+                break
+        except IndexError:
+            break
+        # Odd while busy: the monitor times an item by seeing the same odd
+        # number on its looks (no clock read here).
+        worker.item = op
+        worker.item_seq += 1
+        try:
+            step(rt, op, state)
+        except BaseException:  # pragma: no cover - a bug in asyncop
+            _log_exception("asyncop: worker failed stepping %r", op)
+        # Do not keep the last item alive from this frame (an unobserved
+        # failure is reported when it is collected); the worker's own
+        # reference goes with the next item, or at the end of the batch.
+        op = None  # type: ignore[assignment]
+        worker.item_seq += 1
+        worker.replaced = False
+    rt._overtaken = overtaken
+    worker.item = None
+    worker.stepping = False
+
+
+def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
+    """Run one ready sync callback, if a sync slot is free."""
+    lock = rt._lock
+    lock.acquire()  # (worker thread only: it never runs signal handlers)
+    try:
+        if not rt._sync_ready or not rt._sync_slot_free_locked():
+            return
+        op = rt._sync_ready.popleft()
+        if not op._transition_to_running():
+            return  # cancelled while queued: already finalized, never runs
+        worker.in_sync = True
+    finally:
+        lock.release()
+    worker.item = op
+    worker.item_seq += 1
+    try:
+        if rt._next_deadline < _INF:
+            # This worker may be the one to fire the next timer (it was
+            # woken to park on it), and the callback may hold it past the
+            # deadline: the monitor fires it then.
+            rt._monitor.deadline_pending()
+        _call_sync(rt, op, state)
+    except BaseException:  # pragma: no cover - a bug in asyncop
+        _log_exception("asyncop: worker failed running %r", op)
+    finally:
+        worker.in_sync = False
+        worker.item = None
+        worker.item_seq += 1
+        worker.replaced = False
+    # A slot is free again: a callback that waits for one runs next, here.
+
+
+def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
+    fn = op._fn
+    args = op._args
+    ctx = op._ctx
+    assert fn is not None and ctx is not None
+    state.op = op
+    try:
+        value = ctx.run(fn, *args)
+        if value is not None and isinstance(value, _NOT_A_RESULT):
+            raise _unrun_result_refused(op.name, value) from None
+    except Cancelled:
+        outcome, value, error = _CANCELLED_OUTCOME, None, None
+    except BaseException as exc:
+        outcome, value, error = _ERROR, None, strip_own_frame(exc)
+    else:
+        outcome, error = _VALUE, None
+    finally:
+        state.op = None
+    # Its waiters are woken before this worker looks for more work or
+    # parks: a thread woken now has the OS's wake-up latency to cover, and
+    # this worker's own bookkeeping then overlaps it instead of coming first.
+    op._end_work_on_worker(outcome, value, error)
+
+
+# What a plain function may not return: work that would never run.
+_NOT_A_RESULT = (CoroutineType, AsyncGeneratorType, WaitEvent)
+
+
+def _unrun_result_refused(name: str, value: object) -> TypeError:
+    """Refuse an operation's result that is work which would never run."""
+    if isinstance(value, WaitEvent):
+        value._awaited = True  # refused here: no second warning when collected
+        what = f"an asyncop awaitable ({describe_event(value)})"
+        fix = (
+            "spawn an async def function that awaits it, "
+            "e.g. 'async def nap(): await asyncop.sleep(10)'"
+        )
+    else:
+        if isinstance(value, CoroutineType):
+            value.close()
+            what = "a coroutine"
+        else:
+            what = "an async generator"
+        fix = "pass the async def function itself, as in spawn(fn, arg), not a lambda or wrapper"
+    return TypeError(
+        f"operation {name!r} ran a plain function that returned {what}, which would never "
+        f"run; {fix}"
+    )
