@@ -31,6 +31,7 @@ from .operations import ClosedResourceError as ClosedResourceError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
+from .operations import RuntimeFace as RuntimeFace
 from .operations import WouldBlock as WouldBlock
 from .operations import current_operation as current_operation
 from .runtime import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
@@ -102,6 +103,7 @@ __all__ = [
     "OperationState",
     "ProcessExecutor",
     "Runtime",
+    "RuntimeFace",
     "Scope",
     "ScopeState",
     "Semaphore",

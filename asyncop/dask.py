@@ -59,6 +59,7 @@ try:
 
     # Untyped: reached through Any, as are the distributed objects below.
     _cloudpickle: Any = importlib.import_module("cloudpickle")
+    _utils: Any = importlib.import_module("distributed.utils")
 except ImportError:  # pragma: no cover - depends on the installation
     raise ImportError(
         "asyncop.dask needs Dask distributed, which is not installed; "
@@ -81,7 +82,7 @@ from .runtime import (
 
 __all__ = ["DaskExecutor"]
 
-_sync: Any = distributed.utils.sync
+_sync: Any = _utils.sync
 
 # How often a running task polls its token's Event: one scheduler round
 # trip each. Only a fallback: the client pushes the cancel to the task's

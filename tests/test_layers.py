@@ -58,13 +58,9 @@ SCHEDULER = "asyncop.runtime._scheduler"
 FACE_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 #: (importing module, imported module) -> why a type-only import may point upward.
-UPWARD_TYPE_IMPORTS: dict[tuple[str, str], str] = {
-    ("asyncop.operations._node", "asyncop.runtime"): (
-        "AsyncOperation.runtime is annotated with the Runtime class, so that type checkers "
-        "know the methods of op.runtime; at run time the node reaches its runtime only "
-        "through the RuntimeHooks protocol"
-    ),
-}
+#: None may: the operations package types ``op.runtime`` with a protocol of its
+#: own (``RuntimeFace``), which the runtime implements.
+UPWARD_TYPE_IMPORTS: dict[tuple[str, str], str] = {}
 
 #: The target of an import whose module name is computed at run time.
 COMPUTED = "(a computed name)"
@@ -101,6 +97,9 @@ CYCLES: dict[frozenset[str], str] = {}
 
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80
+#: The most lines a function may take in all: its decorators, signature and
+#: docstring included.
+MAX_FUNCTION_SPAN = 100
 
 #: Modules longer than MAX_MODULE_LINES -> their length now, which they may not exceed.
 LONG_MODULES: dict[str, int] = {
@@ -290,12 +289,12 @@ def test_low_layers_use_only_the_standard_library_and_their_listed_packages(laye
 
 
 def test_imports_flow_down_the_layers() -> None:
+    # Type-only imports count too: the layers below name nothing above them.
     upward = (
         imp
         for imp in all_imports()
         if is_asyncop(imp.target) and layer_of(imp.target) > layer_of(imp.importer)
     )
-    # A type-only import may point up when a public annotation needs it.
     problems = unexpected(keyed(upward), key_of(UPWARD_TYPE_IMPORTS))
     require_none(problems, "an import points up the layers")
     for importer, target in UPWARD_TYPE_IMPORTS:
@@ -432,26 +431,15 @@ def test_modules_import_at_the_top_not_inside_functions() -> None:
 # ----------------------------------------------------------------------
 
 
-def function_sizes() -> Iterator[tuple[str, int]]:
-    """``module:qualname`` and the number of lines of each function's code.
+def functions() -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """``module:qualname`` and the node of every function, nested ones included."""
 
-    A function's size counts its lines from the first statement after the
-    docstring to the last; the docstring, however long, is free.
-    """
-
-    def visit(module: str, node: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+    def visit(
+        module: str, node: ast.AST, prefix: str
+    ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                body = child.body
-                if (
-                    len(body) > 1
-                    and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)
-                ):
-                    body = body[1:]
-                end = child.end_lineno or child.lineno
-                yield f"{module}:{prefix}{child.name}", end - body[0].lineno + 1
+                yield f"{module}:{prefix}{child.name}", child
                 yield from visit(module, child, f"{prefix}{child.name}.")
             elif isinstance(child, ast.ClassDef):
                 yield from visit(module, child, f"{prefix}{child.name}.")
@@ -460,6 +448,31 @@ def function_sizes() -> Iterator[tuple[str, int]]:
 
     for module, (_, tree) in sources().items():
         yield from visit(module, tree, "")
+
+
+def function_sizes() -> Iterator[tuple[str, int]]:
+    """``module:qualname`` and the number of lines of each function's code.
+
+    A function's size counts its lines from the first statement after the
+    docstring to the last; the docstring, however long, is free.
+    """
+    for name, node in functions():
+        body = node.body
+        if (
+            len(body) > 1
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body = body[1:]
+        yield name, (node.end_lineno or node.lineno) - body[0].lineno + 1
+
+
+def function_spans() -> Iterator[tuple[str, int]]:
+    """``module:qualname`` and every line of each function, decorators to last line."""
+    for name, node in functions():
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        yield name, (node.end_lineno or first) - first + 1
 
 
 def check_sizes(sizes: dict[str, int], limit: int, allowed: dict[str, int]) -> list[str]:
@@ -482,6 +495,13 @@ def test_modules_stay_short() -> None:
         for name, (path, _) in sources().items()
     }
     require_none(check_sizes(sizes, MAX_MODULE_LINES, LONG_MODULES), "a module grew too long")
+
+
+def test_no_function_spans_more_than_100_lines_with_its_docstring() -> None:
+    too_long = [
+        f"{name}: {lines} lines" for name, lines in function_spans() if lines > MAX_FUNCTION_SPAN
+    ]
+    require_none(too_long, f"a function spans more than {MAX_FUNCTION_SPAN} lines")
 
 
 def test_functions_stay_short() -> None:

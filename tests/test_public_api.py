@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
+
 import asyncop
 import asyncop.testing
 
@@ -142,3 +145,37 @@ def test_no_top_level_package_shadows_the_standard_library() -> None:
     import platform
 
     assert hasattr(platform, "python_version"), "the stdlib platform module must win"
+
+
+def _public_calls(cls: type, module: str) -> dict[str, list[str]]:
+    """Each public method of ``cls`` (defined in ``module``) -> its overloads' signatures."""
+    calls: dict[str, list[str]] = {}
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        attr = inspect.getattr_static(cls, name)
+        if isinstance(attr, property):
+            calls[name] = ["property"]
+        elif callable(attr):
+            # (A protocol's overloads have no implementation to look them up by.)
+            registry = typing._overload_registry[module]  # type: ignore[attr-defined]
+            overloads = list(registry.get(f"{cls.__qualname__}.{name}", {}).values())
+            calls[name] = [str(inspect.signature(f)) for f in overloads or [attr]]
+    return calls
+
+
+def test_the_runtime_face_is_the_runtimes_public_calls_with_the_same_signatures() -> None:
+    # op.runtime is typed with RuntimeFace, a protocol of the operations
+    # package: it must offer every public call of Runtime, as Runtime types it.
+    face = _public_calls(asyncop.RuntimeFace, "asyncop.operations._face")
+    runtime = _public_calls(asyncop.Runtime, "asyncop.runtime._scheduler")
+    assert set(face) == set(runtime), set(face) ^ set(runtime)
+    for name, signatures in face.items():
+        if signatures == ["property"] or len(signatures) > 1:
+            assert signatures == runtime[name], name
+        else:
+            # A method without overloads: the same parameters, bar the
+            # implementation's catch-all for refused keyword arguments (and
+            # scope() gives a Scope, which the face knows as a ScopeFace).
+            expected = runtime[name][0].replace(", **keywords: 'Any'", "")
+            assert signatures[0] == expected.replace("'Scope'", "'ScopeFace'"), name

@@ -46,6 +46,8 @@ from ._errors import cancelled_for as cancelled_for
 from ._errors import keywords_refused as keywords_refused
 from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
+from ._face import RuntimeFace as RuntimeFace
+from ._face import ScopeFace as ScopeFace
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
@@ -96,6 +98,7 @@ __all__ = [
     "EndOfChannel",
     "InvalidStateError",
     "OperationState",
+    "RuntimeFace",
     "WouldBlock",
     "current_operation",
 ]

@@ -88,7 +88,7 @@ from ._waiting import (
 )
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ._face import RuntimeFace
     from ._finalize import _Unobserved
     from ._hooks import After
 
@@ -176,7 +176,7 @@ class AsyncOperation(Generic[T]):
     ``Runtime.spawn``, ``AsyncOperation.spawn`` and ``Runtime.scope``.
     """
 
-    runtime: Runtime
+    runtime: RuntimeFace
     name: str
     parent: AsyncOperation[Any] | None
     first_child: AsyncOperation[Any] | None
@@ -228,7 +228,7 @@ class AsyncOperation(Generic[T]):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeFace,
         kind: OpKind,
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],

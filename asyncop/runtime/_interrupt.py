@@ -53,6 +53,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ..operations import AsyncOperation, OpKind, ThreadState, run_after, state_of
+from ._introspect import owner_of
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -146,7 +147,7 @@ def wait_after_interrupt(op: AsyncOperation) -> None:
     Raises:
         KeyboardInterrupt: a second one, which gave up on the runtime.
     """
-    runtime = op.runtime
+    runtime = owner_of(op)
     if gave_up(runtime):
         return
     try:

@@ -9,14 +9,14 @@ is the way to ask "am I inside asyncop at all?".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..operations import current_operation
+from ..operations import AsyncOperation, current_operation
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["current_runtime", "runtime_of_caller"]
+__all__ = ["current_runtime", "owner_of", "runtime_of_caller"]
 
 
 def current_runtime() -> Runtime:
@@ -40,5 +40,15 @@ def runtime_of_caller(what: str) -> Runtime:
             f"{what} needs a running asyncop operation, and this thread is not running one; "
             "call it from inside an operation's code"
         )
-    runtime: Runtime = op.runtime
-    return runtime
+    return owner_of(op)
+
+
+def owner_of(op: AsyncOperation[Any]) -> Runtime:
+    """``op.runtime`` as the ``Runtime`` it is.
+
+    The node types it with the protocol its package owns (``RuntimeFace``),
+    since the operations package names nothing of the runtime; every
+    operation is made by a ``Runtime``, which the runtime's own code may rely on.
+    """
+    runtime: Any = op.runtime
+    return runtime  # type: ignore[no-any-return]

@@ -73,6 +73,7 @@ from ..operations import (
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader
+from ._introspect import owner_of
 from ._items import _log_exception
 from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
@@ -246,7 +247,7 @@ class Kernel(WorkerPool):
                 f"operation name must be a str, got {type(name).__name__}; pass name='...'"
             )
         if parent is not None and (
-            type(parent) is not AsyncOperation or parent.runtime is not self
+            type(parent) is not AsyncOperation or owner_of(parent) is not self
         ):
             self._check_parent(parent, name)  # raises
         state = thread_state()
@@ -376,7 +377,7 @@ class Kernel(WorkerPool):
                 f"parent must be an AsyncOperation, got {type(parent).__name__}; "
                 "pass an operation made by this runtime"
             )
-        if parent.runtime is not self:
+        if owner_of(parent) is not self:
             raise RuntimeError(
                 f"cannot link operation {name!r} under {parent.name!r}, which belongs "
                 f"to runtime {parent.runtime.name!r}; make it with that runtime"
@@ -388,7 +389,7 @@ class Kernel(WorkerPool):
                 f"submit() needs an AsyncOperation, got {type(op).__name__}; "
                 "make one with create() first"
             )
-        if op.runtime is not self:
+        if owner_of(op) is not self:
             raise RuntimeError(
                 f"operation {op.name!r} belongs to runtime {op.runtime.name!r}; submit it there"
             )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..platform import start_thread
@@ -70,9 +71,9 @@ class WorkerPool:
         @property
         def _stopping(self) -> bool: ...
 
-        def _io_waiting(self) -> bool: ...
+        _now: Callable[[], float]
 
-        def _now(self) -> float: ...
+        def _io_waiting(self) -> bool: ...
 
     def _start_worker_locked(self, *, extra: bool, steps_only: bool = False) -> Worker:
         """Start a worker thread.

@@ -86,6 +86,7 @@ from ..operations import (
 from ..platform import check_deadline, check_timeout
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
 from ._interrupt import gave_up, give_up, interrupt_tree
+from ._introspect import owner_of
 from ._scope_task import ScopeDone, open_in_task
 
 _RUNNING = OperationState.RUNNING
@@ -273,7 +274,7 @@ class Scope:
             )
         current = state.op
         runtime = self._runtime
-        parent = current if current is not None and current.runtime is runtime else None
+        parent = current if current is not None and owner_of(current) is runtime else None
         op = self._open(parent)
         try:
             self._saved = current
@@ -322,7 +323,7 @@ class Scope:
                 if interrupt is not None and not waited:
                     waited = True
                     interrupt_tree(op)
-                if interrupt is None or not gave_up(op.runtime):
+                if interrupt is None or not gave_up(owner_of(op)):
                     _wait_final(op)
                 break
             except KeyboardInterrupt as caught:
@@ -331,7 +332,7 @@ class Scope:
                     # runtime's work (see _interrupt.py). The tree is
                     # cancelled and the scope ends once its children have.
                     interrupt = caught
-                    give_up(op.runtime, op)
+                    give_up(owner_of(op), op)
                     break
                 # A first Ctrl-C, wherever it landed: the next round ends
                 # the block (if it was not yet), cancels the tree and waits.
@@ -591,7 +592,9 @@ def _new_scope(
     cancellation point: under a cancelled parent it is born with a
     cancelled token (unless shielded), and still runs its block.
     """
-    if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not runtime):
+    if parent is not None and (
+        type(parent) is not AsyncOperation or owner_of(parent) is not runtime
+    ):
         runtime._check_parent(parent, name)  # raises
     # scope.__enter__/__aenter__ -> Scope._open -> here: the user's frame is 4 up.
     code, lasti = _user_frame(4)
@@ -670,11 +673,11 @@ def scope(
             "none; outside an operation, write 'with runtime.scope()'"
         )
     if timeout is not None or deadline is not None:
-        return Scope(op.runtime, name, timeout, deadline, shield, supervise)
+        return Scope(owner_of(op), name, timeout, deadline, shield, supervise)
     # Scope.__init__ with nothing to check, written out (calling a class
     # with an __init__ costs more than its body): keep the two alike.
     made: Scope = _new_object(Scope)
-    made._runtime = op.runtime
+    made._runtime = owner_of(op)
     made._name = name
     made._timeout = made._deadline = None
     made._shield = shield

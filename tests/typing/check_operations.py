@@ -10,7 +10,7 @@ import functools
 from typing import Any, assert_type
 
 import asyncop
-from asyncop import AsyncOperation, AsyncResult, Runtime
+from asyncop import AsyncOperation, AsyncResult, Runtime, RuntimeFace
 
 
 async def fetch(page: int, *, verbose: bool = False) -> str:
@@ -56,9 +56,16 @@ def from_threads(rt: Runtime) -> None:
     assert_type(rt.create(seed_async, 3, name="s"), AsyncOperation[bytes])
     assert_type(rt.submit(rt.create(seed, b"")), AsyncOperation[int])
 
-    # The runtime is the public class, with its public methods.
-    assert_type(op.runtime, Runtime)
+    # The runtime, as an operation knows it: the Runtime's public calls.
+    assert_type(op.runtime, RuntimeFace)
     op.runtime.dump()
+    assert_type(op.runtime.spawn(compute, 2, "z"), AsyncOperation[float])
+    assert_type(op.runtime.run(fetch, 4), str)
+    with op.runtime.scope(timeout=1) as block:
+        assert_type(block, AsyncOperation[None])
+    # Runtime implements it.
+    face: RuntimeFace = rt
+    assert_type(face.workers, int)
 
     with rt.scope(timeout=5) as root:
         assert_type(root, AsyncOperation[None])
