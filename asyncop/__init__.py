@@ -17,6 +17,7 @@ This module only re-exports the public names.
 
 from __future__ import annotations
 
+from ._anyio_hook import install as _install_anyio_backend
 from ._exports import publish as _publish
 from ._version import __version__ as __version__
 from .operations import AsyncOperation as AsyncOperation
@@ -145,3 +146,6 @@ __all__ = [
 ]
 
 _publish("asyncop", globals(), __all__)
+
+# anyio finds its "asyncop" backend through this, once asyncop is imported.
+_install_anyio_backend()

@@ -1,10 +1,17 @@
-"""The waker machinery, for building new awaitables.
+"""The waker machinery, for building new awaitables, and a task's view of its tree.
 
 ``Waker`` and ``WakerStatus`` describe how a suspended task is woken;
 ``waker_new`` resets a task's waker for a new wait, ``resume_when``
 subscribes it to an event, and ``resolve``, ``cancel`` and ``timeout`` are
 the standard callbacks that decide how a firing event resumes the task.
 See ``asyncop/runtime/_waker.py`` for the states and their invariants.
+
+For libraries that build their own cancel scopes on asyncop's (the anyio
+backend): ``enter_in_task(scope)`` and ``leave_in_task(scope, exc)`` open and
+close a scope's block in the running task without an await;
+``current_task()``, ``running_tasks(runtime)``, ``task_coroutine(op)``,
+``effective_deadline()`` and ``cancel_pending()`` answer what a task asks of
+its place in the tree. See ``asyncop/runtime/_block.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +22,15 @@ from .runtime import WaitEvent as WaitEvent
 from .runtime import Waker as Waker
 from .runtime import WakerStatus as WakerStatus
 from .runtime import cancel as cancel
+from .runtime import cancel_pending as cancel_pending
+from .runtime import current_task as current_task
+from .runtime import effective_deadline as effective_deadline
+from .runtime import enter_in_task as enter_in_task
+from .runtime import leave_in_task as leave_in_task
 from .runtime import resolve as resolve
 from .runtime import resume_when as resume_when
+from .runtime import running_tasks as running_tasks
+from .runtime import task_coroutine as task_coroutine
 from .runtime import timeout_callback as timeout
 from .runtime import waker_new as waker_new
 
@@ -26,8 +40,15 @@ __all__ = [
     "Waker",
     "WakerStatus",
     "cancel",
+    "cancel_pending",
+    "current_task",
+    "effective_deadline",
+    "enter_in_task",
+    "leave_in_task",
     "resolve",
     "resume_when",
+    "running_tasks",
+    "task_coroutine",
     "timeout",
     "waker_new",
 ]

@@ -67,6 +67,10 @@ COMPUTED = "(a computed name)"
 
 #: (importing module, imported module) -> why the import must wait for a call.
 FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
+    ("asyncop._anyio_hook", "asyncop._anyio"): (
+        "loads the anyio backend when anyio asks for it, so that import asyncop "
+        "does not import anyio"
+    ),
     ("asyncop.anyio", "asyncio"): (
         "runs only under an asyncio host loop, which has imported asyncio; "
         "a trio host need not load it"

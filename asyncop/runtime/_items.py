@@ -3,7 +3,9 @@
 - :func:`step_batch` steps up to ``BATCH`` ready coroutine tasks while the
   worker holds the lane: woken tasks first, a new or yielding one after at
   most ``OVERTAKE`` woken ones queued behind it (see "Which task runs next"
-  in ``_worker.py``).
+  in ``_worker.py``). Meanwhile ``sniffio.current_async_library()`` on the
+  thread is ``"asyncop"``, as it is nowhere else (a sync callback's thread
+  runs no async library).
 - :func:`run_sync` runs one ready sync callback, if a sync slot is free,
   and ends its operation with what it returned or raised.
 
@@ -15,6 +17,7 @@ asyncop itself is logged (:func:`_log_exception`) and the worker goes on.
 from __future__ import annotations
 
 import logging
+import sys
 from collections import deque
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
@@ -39,6 +42,7 @@ BATCH = 64
 # which lets a just-woken task jump its queue, at three in a row likewise.
 OVERTAKE = 4
 _INF = float("inf")
+_modules = sys.modules
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 
@@ -61,6 +65,11 @@ def step_batch(
     rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
 ) -> None:
     worker.stepping = True
+    # While it steps tasks, the thread's async library is asyncop, for
+    # sniffio (which anyio, httpx and others ask), if anything loaded it.
+    sniffio = _modules.get("sniffio")
+    if sniffio is not None:
+        sniffio.thread_local.name = "asyncop"
     woken = rt._woken
     # (Kept in a local for the batch: in parallel mode each worker's count
     # is its own guess, which is all the bound needs there.)
@@ -106,6 +115,8 @@ def step_batch(
     rt._overtaken = overtaken
     worker.item = None
     worker.stepping = False
+    if sniffio is not None:
+        sniffio.thread_local.name = None
 
 
 def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:

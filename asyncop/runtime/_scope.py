@@ -85,9 +85,10 @@ from ..operations import (
 )
 from ..platform import check_deadline, check_timeout
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
+from ._block import enter_in_task
 from ._interrupt import gave_up, give_up, interrupt_tree
 from ._introspect import owner_of
-from ._scope_task import ScopeDone, open_in_task
+from ._scope_task import ScopeDone
 
 _RUNNING = OperationState.RUNNING
 _COMPLETED = OperationState.COMPLETED
@@ -367,44 +368,7 @@ class Scope:
     # -- async block ---------------------------------------------------------
 
     async def __aenter__(self) -> AsyncOperation[None]:
-        try:
-            task = _thread_local.state.task  # (thread_state(), inline)
-        except AttributeError:
-            task = thread_state().task
-        if task is None:
-            raise RuntimeError(
-                "'async with scope()' needs a coroutine operation of asyncop; in a "
-                "thread, write 'with runtime.scope()' instead"
-            )
-        parent = task.current
-        if parent.runtime is not self._runtime:
-            raise RuntimeError(
-                f"scope of runtime {self._runtime.name!r} entered from an operation of "
-                f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"
-            )
-        if self._timeout is None and self._deadline is None and self._op is None:
-            # The common entry, on its own short path (no deadline to set).
-            name = self._name
-            op = open_in_task(
-                self._runtime,
-                parent,
-                task,
-                "scope" if name is None else name,
-                self._shield,
-                self._supervise,
-            )
-            self._op = op
-            self._parent = parent
-        else:
-            op = self._open(parent)
-            op._task = task
-        outer = task.outer
-        if outer is None:
-            task.outer = [parent]
-        else:
-            outer.append(parent)
-        task.current = op  # current_operation() is now the scope
-        return op
+        return enter_in_task(self)
 
     async def __aexit__(
         self,

@@ -1,0 +1,143 @@
+"""The anyio backend named ``"asyncop"``: anyio's calls, on asyncop's own machinery.
+
+``anyio.run(main, backend="asyncop")`` runs ``main`` as the root task of a
+fresh ``Runtime`` (or of ``backend_options={"runtime": rt}``), and inside
+every asyncop task ``sniffio.current_async_library()`` is ``"asyncop"``, so
+that anyio finds this backend there: task groups and cancel scopes are
+asyncop scopes (``_tasks.py``), anyio's tasks are asyncop operations, and
+the rest maps onto asyncop's primitives, threads, sockets and processes.
+Nothing here runs asyncio or trio.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import copy_context
+from typing import Any
+
+import sniffio
+from anyio import TaskInfo
+from anyio.abc import AsyncBackend
+
+from .. import lowlevel, testing
+from ..operations import Cancelled
+from ..runtime import checkpoint, current_runtime, sleep
+from ._options import runtime_for
+from ._sync import Event
+from ._tasks import CancelScope, TaskGroup, running_task_infos, task_info
+from ._testing import TestRunner
+
+__all__ = ["AsyncopBackend"]
+
+def _no_async_library() -> None:
+    """Run in the context the root task copies: no async library by context variable.
+
+    anyio.run() sets sniffio's context variable before it calls the backend,
+    and every operation of the tree would copy it, sync callbacks included,
+    which run no async library. asyncop names itself per thread instead,
+    while a worker steps tasks.
+    """
+    sniffio.current_async_library_cvar.set(None)
+
+
+class AsyncopBackend(AsyncBackend):
+    """anyio's backend interface, implemented on asyncop; see the module docstring."""
+
+    @classmethod
+    def run(
+        cls,
+        func: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        options: dict[str, Any],
+    ) -> Any:
+        runtime, made = runtime_for(dict(options))
+        fn = functools.partial(func, **kwargs) if kwargs else func
+        context = copy_context()
+        context.run(_no_async_library)
+        try:
+            return context.run(runtime.run, _as_coroutine_function(fn), *args)
+        finally:
+            if made:
+                runtime.shutdown()
+
+    @classmethod
+    def current_token(cls) -> object:
+        return current_runtime()
+
+    @classmethod
+    def current_time(cls) -> float:
+        return current_runtime().now()
+
+    @classmethod
+    def cancelled_exception_class(cls) -> type[BaseException]:
+        return Cancelled
+
+    @classmethod
+    async def checkpoint(cls) -> None:
+        await checkpoint()
+
+    @classmethod
+    async def checkpoint_if_cancelled(cls) -> None:
+        if lowlevel.cancel_pending():
+            await checkpoint()
+
+    @classmethod
+    async def cancel_shielded_checkpoint(cls) -> None:
+        with CancelScope(shield=True):
+            await sleep(0)
+
+    @classmethod
+    async def sleep(cls, delay: float) -> None:
+        await sleep(delay)
+
+    @classmethod
+    def create_cancel_scope(cls, *, deadline: float = math.inf, shield: bool = False) -> Any:
+        return CancelScope(deadline=deadline, shield=shield)
+
+    @classmethod
+    def current_effective_deadline(cls) -> float:
+        return lowlevel.effective_deadline()
+
+    @classmethod
+    def create_task_group(cls) -> Any:
+        return TaskGroup()
+
+    @classmethod
+    def create_event(cls) -> Any:
+        return Event()
+
+    @classmethod
+    def create_test_runner(cls, options: dict[str, Any]) -> Any:
+        return TestRunner(**options)
+
+    @classmethod
+    def get_current_task(cls) -> TaskInfo:
+        op = lowlevel.current_task()
+        if op is None:
+            raise RuntimeError("get_current_task() needs an asyncop task")
+        return task_info(op)
+
+    @classmethod
+    def get_running_tasks(cls) -> list[TaskInfo]:
+        return running_task_infos()
+
+    @classmethod
+    async def wait_all_tasks_blocked(cls) -> None:
+        await testing.wait_all_blocked()
+
+
+def _as_coroutine_function(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """``fn`` as asyncop runs it: an ``async def`` (anyio takes any awaitable's maker)."""
+
+    async def main(*args: Any) -> Any:
+        return await fn(*args)
+
+    main.__qualname__ = getattr(fn, "__qualname__", main.__qualname__)
+    main.__name__ = getattr(fn, "__name__", main.__name__)
+    return main
+
+
+_Coro = Coroutine[Any, Any, Any]

@@ -1,0 +1,347 @@
+"""asyncop as an anyio backend: anyio code runs inside asyncop tasks.
+
+- ``anyio.run(main, backend="asyncop")`` finds the backend after ``import
+  asyncop``, through anyio's own lookup (a test fails loudly if anyio
+  changes it), with ``Runtime``'s options or an existing runtime;
+- inside an asyncop task sniffio names ``"asyncop"``, and nowhere else;
+- task groups and cancel scopes are asyncop scopes: they show in
+  ``dump()``, an asyncop cancel from outside interrupts anyio code, and an
+  anyio cancel scope cancels only its own block;
+- the anyio pytest plugin runs tests with ``anyio_backend = "asyncop"``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+import sniffio
+
+import asyncop
+from asyncop.testing import VirtualClock
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def run(main: Any, *args: Any, **options: Any) -> Any:
+    options.setdefault("clock", VirtualClock(autojump=True))
+    options.setdefault("workers", 2)
+    return anyio.run(main, *args, backend="asyncop", backend_options=options)
+
+
+# ----------------------------------------------------------------------
+# Finding the backend
+# ----------------------------------------------------------------------
+
+
+def test_anyio_finds_the_backend_through_its_own_lookup() -> None:
+    # anyio loads a backend by importing anyio._backends._<name>; should a
+    # newer anyio look elsewhere, this fails and says so.
+    from anyio._core import _eventloop
+
+    from asyncop._anyio import AsyncopBackend
+
+    _eventloop.loaded_backends.pop("asyncop", None)
+    assert _eventloop.get_async_backend("asyncop") is AsyncopBackend, (
+        "anyio no longer finds its backends as anyio._backends._<name>: "
+        "asyncop._anyio_hook must follow its new lookup"
+    )
+
+
+def test_run_returns_the_value_and_raises_the_error() -> None:
+    async def main(x: int) -> int:
+        await anyio.sleep(1)
+        return x * 2
+
+    async def fails() -> None:
+        raise KeyError("boom")
+
+    assert run(main, 21) == 42
+    with pytest.raises(KeyError, match="boom"):
+        run(fails)
+
+
+def test_run_on_an_existing_runtime_leaves_it_running() -> None:
+    async def main() -> str:
+        return asyncop.current_runtime().name
+
+    with asyncop.Runtime(2, name="given") as rt:
+        assert anyio.run(main, backend="asyncop", backend_options={"runtime": rt}) == "given"
+        assert anyio.run(main, backend="asyncop", backend_options={"runtime": rt}) == "given"
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [({"wokers": 2}, TypeError), ({"runtime": "rt"}, TypeError), ({"workers": 0}, ValueError)],
+)
+def test_bad_backend_options_are_refused(options: dict[str, Any], error: type) -> None:
+    async def main() -> None:
+        pass  # pragma: no cover
+
+    with pytest.raises(error):
+        anyio.run(main, backend="asyncop", backend_options=options)
+
+
+# ----------------------------------------------------------------------
+# sniffio
+# ----------------------------------------------------------------------
+
+
+def test_sniffio_names_asyncop_in_tasks_and_nothing_in_callbacks() -> None:
+    seen: dict[str, Any] = {}
+
+    def callback() -> None:
+        try:
+            seen["callback"] = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            seen["callback"] = None
+
+    async def task() -> None:
+        seen["task"] = sniffio.current_async_library()
+
+    async def main() -> None:
+        seen["main"] = sniffio.current_async_library()
+        async with asyncop.scope() as s:
+            s.spawn(task)
+            s.spawn(callback)
+
+    run(main)
+    assert seen == {"main": "asyncop", "task": "asyncop", "callback": None}
+
+
+def test_plain_asyncop_tasks_can_call_anyio() -> None:
+    async def main() -> float:
+        await anyio.sleep(2)
+        return anyio.current_time()
+
+    with asyncop.Runtime(2, clock=VirtualClock(autojump=True)) as rt:
+        assert rt.run(main) == 2
+
+
+# ----------------------------------------------------------------------
+# Task groups and cancel scopes
+# ----------------------------------------------------------------------
+
+
+def test_task_group_runs_its_tasks_and_raises_their_failures_as_a_group() -> None:
+    done: list[int] = []
+
+    async def worker(i: int) -> None:
+        await anyio.sleep(i)
+        done.append(i)
+
+    async def failing() -> None:
+        await anyio.sleep(1.5)
+        raise ValueError("bad")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(worker, i)
+        assert done == [0, 1, 2]
+        with pytest.raises(ExceptionGroup) as info:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker, 5)
+                tg.start_soon(failing)
+        assert [type(e) for e in info.value.exceptions] == [ValueError]
+        assert done == [0, 1, 2]  # the sleeper was cancelled
+
+    run(main)
+
+
+def test_start_returns_what_the_task_reports() -> None:
+    async def server(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        await anyio.sleep(1)
+        task_status.started("ready")
+        await anyio.sleep_forever()
+
+    async def main() -> str:
+        async with anyio.create_task_group() as tg:
+            value = await tg.start(server)
+            tg.cancel_scope.cancel()
+        return value
+
+    assert run(main) == "ready"
+
+
+def test_move_on_after_and_fail_after() -> None:
+    async def main() -> list[Any]:
+        log: list[Any] = []
+        with anyio.move_on_after(5) as scope:
+            await anyio.sleep(10)
+        log += [scope.cancel_called, scope.cancelled_caught, anyio.current_time()]
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(1):
+                await anyio.sleep(10)
+        with anyio.move_on_after(5) as scope:
+            await anyio.sleep(1)
+        log += [scope.cancel_called, scope.cancelled_caught]
+        return log
+
+    assert run(main) == [True, True, 5, False, False]
+
+
+def test_a_cancel_scope_cancels_only_its_own_block() -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        with anyio.CancelScope() as outer:
+            with anyio.CancelScope() as inner:
+                inner.cancel()
+                await anyio.sleep(1)
+                log.append("not reached")
+            log.append(f"inner caught {inner.cancelled_caught}")
+            await anyio.sleep(1)
+            log.append("outer goes on")
+        log.append(f"outer caught {outer.cancelled_caught}")
+        return log
+
+    assert run(main) == ["inner caught True", "outer goes on", "outer caught False"]
+
+
+def test_an_outer_cancel_passes_through_an_inner_scope() -> None:
+    async def main() -> list[bool]:
+        with anyio.CancelScope() as outer:
+            with anyio.CancelScope() as inner:
+                outer.cancel()
+                await anyio.sleep(1)
+        return [inner.cancelled_caught, outer.cancelled_caught]
+
+    assert run(main) == [False, True]
+
+
+def test_a_shield_keeps_an_outer_cancel_out() -> None:
+    async def main() -> list[Any]:
+        with anyio.CancelScope() as outer:
+            outer.cancel()
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(1)
+                shielded = anyio.current_effective_deadline()
+            await anyio.sleep(1)
+        return [shielded, outer.cancelled_caught]
+
+    assert run(main) == [math.inf, True]
+
+
+def test_a_deadline_moved_while_the_block_runs() -> None:
+    async def main() -> float:
+        with anyio.CancelScope(deadline=anyio.current_time() + 1) as scope:
+            scope.deadline += 4
+            assert anyio.current_effective_deadline() == scope.deadline
+            await anyio.sleep(10)
+        return anyio.current_time()
+
+    assert run(main) == 5
+
+
+def test_an_asyncop_cancel_from_outside_interrupts_anyio_code() -> None:
+    entered = threading.Event()
+    log: list[str] = []
+
+    async def anyio_code() -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.sleep_forever)
+                entered.set()
+                await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            log.append("cancelled")
+            raise
+
+    with asyncop.Runtime(2) as rt:
+        op = rt.spawn(anyio_code)
+        assert entered.wait(10)
+        assert "task group" in rt.dump()
+        op.cancel("from outside")
+        assert op.wait(10).state is asyncop.OperationState.CANCELLED
+    assert log == ["cancelled"]
+
+
+def test_a_scope_timeout_interrupts_anyio_code() -> None:
+    async def main() -> bool:
+        with pytest.raises(TimeoutError):
+            async with asyncop.scope(timeout=3):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(anyio.sleep_forever)
+        return True
+
+    assert run(main)
+
+
+def test_tasks_are_operations_with_anyio_task_info() -> None:
+    async def child(infos: list[anyio.TaskInfo]) -> None:
+        infos.append(anyio.get_current_task())
+        await anyio.sleep(1)
+
+    async def main() -> None:
+        infos: list[anyio.TaskInfo] = []
+        me = anyio.get_current_task()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child, infos, name="kid")
+            await anyio.sleep(0.5)
+            running = anyio.get_running_tasks()
+            assert "kid" in asyncop.current_runtime().dump()
+        assert infos[0].name == "kid"
+        assert infos[0].parent_id == me.id
+        assert {info.id for info in running} >= {me.id, infos[0].id}
+
+    run(main)
+
+
+def test_checkpoints() -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            log.append("shielded checkpoint did not raise")
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            log.append("not reached")
+        log.append(f"caught {scope.cancelled_caught}")
+        return log
+
+    assert run(main) == ["shielded checkpoint did not raise", "caught True"]
+
+
+# ----------------------------------------------------------------------
+# The pytest plugin
+# ----------------------------------------------------------------------
+
+
+def test_the_anyio_pytest_plugin_runs_tests_on_asyncop(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import contextvars
+        import anyio
+        import pytest
+
+        pytestmark = pytest.mark.anyio
+        var = contextvars.ContextVar("var", default=0)
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncop"
+
+        @pytest.fixture
+        async def value():
+            var.set(7)
+            yield 42
+            await anyio.sleep(0)
+
+        async def test_fixture_and_context(value):
+            assert value == 42
+            assert var.get() == 7
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.sleep, 0)
+
+        async def test_fails():
+            raise AssertionError("expected")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "anyio", "-q")
+    result.assert_outcomes(passed=1, failed=1)
