@@ -25,9 +25,12 @@ from .. import lowlevel, testing
 from ..operations import Cancelled
 from ..runtime import checkpoint, current_runtime, sleep
 from ._options import runtime_for
-from ._sync import Event
+from ._process import ProcessMethods
+from ._sockets import SocketMethods
+from ._sync import SyncMethods
 from ._tasks import CancelScope, TaskGroup, running_task_infos, task_info
 from ._testing import TestRunner
+from ._threads import ThreadMethods
 
 __all__ = ["AsyncopBackend"]
 
@@ -42,8 +45,14 @@ def _no_async_library() -> None:
     sniffio.current_async_library_cvar.set(None)
 
 
-class AsyncopBackend(AsyncBackend):
-    """anyio's backend interface, implemented on asyncop; see the module docstring."""
+class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, AsyncBackend):
+    """anyio's backend interface, implemented on asyncop; see the module docstring.
+
+    The calls about tasks, cancel scopes and time are here; the others are
+    mixed in, each group from its own module: synchronization primitives
+    (``_sync.py``), threads (``_threads.py``), sockets (``_sockets.py``),
+    processes and signals (``_process.py``).
+    """
 
     @classmethod
     def run(
@@ -104,10 +113,6 @@ class AsyncopBackend(AsyncBackend):
     @classmethod
     def create_task_group(cls) -> Any:
         return TaskGroup()
-
-    @classmethod
-    def create_event(cls) -> Any:
-        return Event()
 
     @classmethod
     def create_test_runner(cls, options: dict[str, Any]) -> Any:

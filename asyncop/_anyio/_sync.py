@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from anyio import EventStatistics
 from anyio._core._synchronization import Event as BaseEvent
 
 from ..runtime import Event as _Event
+from ._options import missing
 
-__all__ = ["Event"]
+__all__ = ["Event", "SyncMethods"]
 
 
 class Event(BaseEvent):
@@ -32,3 +35,23 @@ class Event(BaseEvent):
 
     def statistics(self) -> EventStatistics:
         return EventStatistics(len(self._event._waiters))
+
+
+class SyncMethods:
+    """The backend's calls that make synchronization primitives; mixed into ``AsyncopBackend``."""
+
+    @classmethod
+    def create_event(cls) -> Any:
+        return Event()
+
+    @classmethod
+    def create_lock(cls, *args: Any, **kwargs: Any) -> Any:
+        raise missing("create_lock")
+
+    @classmethod
+    def create_semaphore(cls, *args: Any, **kwargs: Any) -> Any:
+        raise missing("create_semaphore")
+
+    @classmethod
+    def create_capacity_limiter(cls, *args: Any, **kwargs: Any) -> Any:
+        raise missing("create_capacity_limiter")
