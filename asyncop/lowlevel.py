@@ -11,7 +11,8 @@ backend): ``enter_in_task(scope)`` and ``leave_in_task(scope, exc)`` open and
 close a scope's block in the running task without an await;
 ``current_task()``, ``running_tasks(runtime)``, ``task_coroutine(op)``,
 ``effective_deadline()`` and ``cancel_pending()`` answer what a task asks of
-its place in the tree. See ``asyncop/runtime/_block.py``.
+its place in the tree, and ``spawn_shielded()`` spawns a task that runs its
+first step whatever happens above it meanwhile. See ``asyncop/runtime/_block.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .runtime import leave_in_task as leave_in_task
 from .runtime import resolve as resolve
 from .runtime import resume_when as resume_when
 from .runtime import running_tasks as running_tasks
+from .runtime import spawn_shielded as spawn_shielded
 from .runtime import task_coroutine as task_coroutine
 from .runtime import timeout_callback as timeout
 from .runtime import waker_new as waker_new
@@ -48,6 +50,7 @@ __all__ = [
     "resolve",
     "resume_when",
     "running_tasks",
+    "spawn_shielded",
     "task_coroutine",
     "timeout",
     "waker_new",

@@ -263,9 +263,8 @@ def test_an_asyncop_cancel_from_outside_interrupts_anyio_code() -> None:
 def test_a_scope_timeout_interrupts_anyio_code() -> None:
     async def main() -> bool:
         with pytest.raises(TimeoutError):
-            async with asyncop.scope(timeout=3):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(anyio.sleep_forever)
+            async with asyncop.scope(timeout=3), anyio.create_task_group() as tg:
+                tg.start_soon(anyio.sleep_forever)
         return True
 
     assert run(main)

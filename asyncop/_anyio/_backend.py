@@ -20,6 +20,7 @@ from typing import Any
 import sniffio
 from anyio import TaskInfo
 from anyio.abc import AsyncBackend
+from anyio.abc._tasks import get_callable_name
 
 from .. import lowlevel, testing
 from ..operations import Cancelled
@@ -67,7 +68,7 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
         context = copy_context()
         context.run(_no_async_library)
         try:
-            return context.run(runtime.run, _as_coroutine_function(fn), *args)
+            return context.run(runtime.run, _root_task(fn, get_callable_name(func)), *args)
         finally:
             if made:
                 runtime.shutdown()
@@ -134,14 +135,16 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
         await testing.wait_all_blocked()
 
 
-def _as_coroutine_function(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
-    """``fn`` as asyncop runs it: an ``async def`` (anyio takes any awaitable's maker)."""
+def _root_task(fn: Callable[..., Awaitable[Any]], name: str) -> Callable[..., Any]:
+    """``fn`` as the root task: an ``async def`` named as anyio names tasks (``module.qualname``).
+
+    (anyio.run takes any function that returns an awaitable.)
+    """
 
     async def main(*args: Any) -> Any:
         return await fn(*args)
 
-    main.__qualname__ = getattr(fn, "__qualname__", main.__qualname__)
-    main.__name__ = getattr(fn, "__name__", main.__name__)
+    main.__qualname__ = name
     return main
 
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Coroutine
 from contextvars import Context
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from anyio import TaskInfo, abc
 from anyio._core._tasks import CancelScope as BaseCancelScope
@@ -31,8 +31,8 @@ from anyio._core._tasks import TaskHandle
 from anyio.abc._tasks import call_for_coroutine, get_callable_name, get_coro_name
 
 from .. import lowlevel
-from ..operations import AsyncOperation, OperationState
-from ..runtime import Scope, current_runtime, scope
+from ..operations import AsyncOperation, Cancelled, OperationState
+from ..runtime import Scope, current_runtime, scope, sleep
 
 __all__ = ["AsyncopTaskInfo", "CancelScope", "TaskGroup", "running_task_infos", "task_info"]
 
@@ -105,10 +105,21 @@ class CancelScope(BaseCancelScope):
                 "Attempted to exit cancel scope in a different task than it was entered in"
             )
         try:
-            if lowlevel.leave_in_task(made, exc_val):
+            if not lowlevel.leave_in_task(made, exc_val) or exc_val is None:
+                return False
+            if isinstance(exc_val, Cancelled):
                 self._caught = True
                 return True
-            return False
+            if not isinstance(exc_val, BaseExceptionGroup):
+                return False
+            # The scope's own Cancelled stops here, also inside a group.
+            matched, rest = exc_val.split(Cancelled)
+            if matched is None:
+                return False
+            self._caught = True
+            if rest is None:
+                return True
+            _raise_keeping_context(rest)
         finally:
             del exc_val, exc_tb
 
@@ -166,6 +177,16 @@ class CancelScope(BaseCancelScope):
             op.shield = value
 
 
+def _raise_keeping_context(error: BaseException) -> NoReturn:
+    """Raise ``error`` with the ``__context__`` it has, not the exception being handled."""
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        error.__context__ = context
+        del error, context
+
+
 class _GroupScope(BaseCancelScope):
     """A task group's ``cancel_scope``: the group's asyncop scope as a cancel scope."""
 
@@ -216,15 +237,36 @@ class _GroupScope(BaseCancelScope):
 
 
 class _TaskStatus(abc.TaskStatus[Any]):
-    """Hands ``start()`` the value a started task reports, through asyncop's ``TaskStatus``."""
+    """Hands ``start()`` the value a started task reports, through asyncop's ``TaskStatus``.
 
-    __slots__ = ("_inner", "value")
+    A plain function that calls ``started()`` and then returns the coroutine
+    (a wrapper) reports before the task has a coroutine: the value is kept,
+    and handed on once the coroutine exists (``attach``). Until then an
+    error of the wrapper's, such as a second ``started()``, is ``start()``'s.
+    """
+
+    __slots__ = ("_attached", "_inner", "_started", "_value")
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
+        self._started = False
+        self._attached = False
+        self._value: Any = None
 
     def started(self, value: Any = None) -> None:
-        self._inner.started(value)
+        if self._started:
+            raise RuntimeError("called 'started' twice on the same task status")
+        self._started = True
+        if self._attached:
+            self._inner.started(value)
+        else:
+            self._value = value
+
+    def attach(self) -> None:
+        self._attached = True
+        if self._started:
+            self._inner.started(self._value)
+            self._value = None
 
 
 class TaskGroup(abc.TaskGroup):
@@ -261,15 +303,29 @@ class TaskGroup(abc.TaskGroup):
     ) -> bool:
         made = self._scope
         assert made is not None
-        self._active = False
+        op = made._op
         try:
+            if exc_val is None and op is not None and not op.children():
+                # Leaving is a schedule point, as in trio, but never a
+                # cancellation point: a cancel lands at the next await.
+                with CancelScope(shield=True):
+                    await sleep(0)
+            # (Tasks may start more tasks in the group until the last one ends.)
             swallowed = await made.__aexit__(exc_type, exc_val, exc_tb)
         except TimeoutError:
             # A bare TimeoutError is the group's own deadline, which cancelled
             # its tasks or its body: an anyio cancel scope moves on instead.
             self._caught = True
             return True
+        except Cancelled:
+            if exc_val is None and op is not None and op.state is not _CANCELLED:
+                # A cancel from outside that interrupted nothing (no task,
+                # and nothing raised in the block): anyio's group leaves
+                # quietly, and the next await raises.
+                return False
+            raise
         finally:
+            self._active = False
             del exc_val, exc_tb
         op = made._op
         if self._group_scope._cancel_called and op is not None and op.state is _CANCELLED:
@@ -295,9 +351,9 @@ class TaskGroup(abc.TaskGroup):
         handle: TaskHandle[Any] = TaskHandle(coro, get_coro_name(coro, name))
         op = self._op
         if context is not None:
-            context.run(lambda: op.spawn(handle._run_coro, name=handle.name))
+            context.run(lambda: lowlevel.spawn_shielded(op, _run, handle, name=handle.name))
         else:
-            op.spawn(handle._run_coro, name=handle.name)
+            lowlevel.spawn_shielded(op, _run, handle, name=handle.name)
         return handle
 
     async def start(
@@ -312,10 +368,14 @@ class TaskGroup(abc.TaskGroup):
         handles: list[TaskHandle[Any]] = []
 
         async def run(*, task_status: Any) -> Any:
-            coro = call_for_coroutine(func, args, task_status=_TaskStatus(task_status))
+            status = _TaskStatus(task_status)
+            coro = call_for_coroutine(func, args, task_status=status)
+            status.attach()
             handle: TaskHandle[Any] = TaskHandle(coro, final_name)
             handles.append(handle)
-            return await handle._run_coro()
+            await handle._run_coro()
+            if not status._started:
+                raise RuntimeError("Child exited without calling task_status.started()")
 
         value = await self._op.start(run, name=final_name)
         if not return_handle:
@@ -323,6 +383,19 @@ class TaskGroup(abc.TaskGroup):
         handle = handles[0]
         handle._start_value = value
         return handle
+
+
+async def _run(handle: TaskHandle[Any]) -> None:
+    """An anyio task: it runs until its first await whatever happens above it meanwhile.
+
+    Spawned shielded, it drops the shield as it starts, as trio's tasks begin
+    even when their task group was cancelled before they ran: a cancel
+    already pending above then lands at the task's first await.
+    """
+    task = lowlevel.current_task()
+    assert task is not None
+    task.shield = False
+    await handle._run_coro()
 
 
 class AsyncopTaskInfo(TaskInfo):
@@ -335,8 +408,7 @@ class AsyncopTaskInfo(TaskInfo):
         self._op = op
 
     def has_pending_cancellation(self) -> bool:
-        op = self._op
-        return not op.done and op.token.cancelled
+        return lowlevel.cancel_pending(self._op)
 
 
 def _parent_task(op: AsyncOperation[Any]) -> AsyncOperation[Any] | None:

@@ -94,23 +94,13 @@ def end_work_on_worker(
     """``_end_work`` for the worker that ran the work: every operation ends here.
 
     A worker thread never runs signal handlers, so it may take the lock
-    with acquire() then try, which costs half a with-statement. And as
-    every operation ends here, ``_end_work_locked`` is written out: one
-    call less for each.
+    with acquire() then try, which costs half a with-statement.
     """
     after: After = []
     lock = self.runtime._lock
     lock.acquire()
     try:
-        assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
-        self._outcome = outcome
-        self._value = value
-        self._error = error
-        self._fn = None
-        self._args = ()
-        if outcome is _CANCELLED_OUTCOME:
-            self._interrupted = True
-        self._try_finalize_locked(after)
+        self._end_work_locked(outcome, value, error, after)
     finally:
         lock.release()
     if after:
@@ -122,8 +112,8 @@ def end_work_locked(
 ) -> None:
     """Record how the own work ended, under the lock; finalize if no child is live.
 
-    ``_end_work_on_worker`` writes this out, and so does ``ScopeDone._arm`` for a
-    scope's block that ended well: keep them alike.
+    ``ScopeDone._arm`` writes this out for a scope's block that ended well:
+    keep the two alike.
     """
     assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
     self._outcome = outcome
@@ -133,6 +123,10 @@ def end_work_locked(
     self._args = ()
     if outcome is _CANCELLED_OUTCOME:
         self._interrupted = True
+    elif outcome is _ERROR and self._failures and not isinstance(error, Cancelled):
+        # Children failed before the work did: the group lists the failures
+        # in the order they happened, as trio's and asyncio's do.
+        self._failures.append(error)  # type: ignore[arg-type]
     self._try_finalize_locked(after)
 
 
@@ -270,9 +264,10 @@ def _failed_ending(
     if own is None and not failures:
         return _CANCELLED, None, False, None
     report = None if node._observed else _Unobserved(node)
-    if own is None:
+    if own is None or (failures and any(failure is own for failure in failures)):
         errors = list(failures)  # type: ignore[arg-type]
     else:
+        # (Children that failed after the work did come after its error.)
         errors = [own, *failures] if failures else [own]
     error = _failure(node, errors, bool(failures))
     return _FAILED, error, parent is not None and _taken_over(node, parent, error), report

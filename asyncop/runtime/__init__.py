@@ -34,6 +34,7 @@ from ._block import effective_deadline as effective_deadline
 from ._block import enter_in_task as enter_in_task
 from ._block import leave_in_task as leave_in_task
 from ._block import running_tasks as running_tasks
+from ._block import spawn_shielded as spawn_shielded
 from ._block import task_coroutine as task_coroutine
 from ._blocking import spawn_blocking as spawn_blocking
 from ._channel import Channel as Channel
@@ -257,6 +258,7 @@ __all__ = [
     "sleep",
     "sleep_forever",
     "sleep_until",
+    "spawn_shielded",
     "SocketListener",
     "SocketStream",
     "spawn_blocking",

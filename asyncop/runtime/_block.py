@@ -12,20 +12,22 @@ ends, the task's current scope goes back to the enclosing one, and the
 scope's operation ends once its children have (a cancel scope has none of
 its own, unless something spawned into ``current_operation()`` inside it).
 What the ``with`` statement raises is the caller's to decide, with the
-rule trio and anyio follow, which :func:`leave_in_task` answers: a
-``Cancelled`` stops at a scope that was cancelled itself (``cancel()``, its
-deadline) and that no cancel from outside reached.
+rule trio and anyio follow, whose condition :func:`leave_in_task` answers:
+a ``Cancelled`` stops at a scope that was cancelled itself (``cancel()``,
+its deadline) and that no cancel from outside reached.
 
-The questions a task can ask of its place in the tree, for the same
-libraries: which task runs (:func:`current_task`), which tasks a runtime
-has (:func:`running_tasks`), the earliest deadline that can cancel the
-running code (:func:`effective_deadline`), and whether it is cancelled now
+For the same libraries, :func:`spawn_shielded` spawns a task that runs
+its first step whatever happens above it meanwhile, as trio's tasks do.
+The questions a task can ask of its place in the tree: which task runs
+(:func:`current_task`), which tasks a runtime has (:func:`running_tasks`),
+the earliest deadline that can cancel the running code
+(:func:`effective_deadline`), and whether it is cancelled now
 (:func:`cancel_pending`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..operations import (
@@ -53,6 +55,7 @@ __all__ = [
     "enter_in_task",
     "leave_in_task",
     "running_tasks",
+    "spawn_shielded",
     "task_coroutine",
 ]
 
@@ -127,9 +130,10 @@ def leave_in_task(scope: Scope, exc: BaseException | None) -> bool:
     the scope's failure. Not a cancellation point.
 
     Returns:
-        Whether ``exc`` is the scope's own cancel, to stop here: only
-        ``Cancelled``, the scope was cancelled, and no cancel from outside
-        the scope reached it (a shield kept it out, or there was none).
+        Whether a ``Cancelled`` that the scope's own cancel caused stops
+        here: the scope was cancelled (its ``cancel()`` or its deadline),
+        and no cancel from outside reached it (a shield kept it out, or
+        there was none). What to do with ``exc`` is the caller's.
 
     Raises:
         RuntimeError: the scope was not entered, or scopes were left out of
@@ -147,15 +151,32 @@ def leave_in_task(scope: Scope, exc: BaseException | None) -> bool:
         misuse = unwind_to(task, op)
     else:
         task.current = task.outer.pop()
-    own = (
-        exc is not None and op._cancelled and not op._outside_cancel and only_cancelled(exc)
-    )
+    own = bool(op._cancelled and not op._outside_cancel)
     if exc is not None and not only_cancelled(exc) and op.first_child is not None:
         op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
     op._end_work_on_worker(Outcome.CANCELLED if exc is not None else Outcome.VALUE, None, None)
     if misuse is not None:
         raise misuse
     return own
+
+
+def spawn_shielded(
+    parent: AsyncOperation[Any], fn: Callable[..., Any], *args: Any, name: str | None = None
+) -> AsyncOperation[Any]:
+    """Spawn ``fn(*args)`` under ``parent``, shielded: a cancel from above does not enter it.
+
+    For tasks that must run their first step even when ``parent`` is
+    cancelled before then, as trio's and anyio's do (an asyncop task
+    cancelled before its first step never runs): the task drops the shield
+    (``current_task().shield = False``) as it starts, which lets in a cancel
+    already pending above, at its next await.
+
+    Raises:
+        RuntimeError: ``parent`` has ended.
+        TypeError: ``fn`` is not callable.
+    """
+    runtime = owner_of(parent)
+    return runtime._new_operation(fn, args, parent=parent, name=name, submit=True, shield=True)
 
 
 def current_task() -> AsyncOperation[Any] | None:
@@ -210,10 +231,16 @@ def effective_deadline() -> float:
     return deadline
 
 
-def cancel_pending() -> bool:
-    """Whether the running task's next cancellation point would raise ``Cancelled``.
+def cancel_pending(task: AsyncOperation[Any] | None = None) -> bool:
+    """Whether a task's next cancellation point would raise ``Cancelled``.
+
+    ``task`` is a coroutine operation (the running task when None); an
+    operation that has ended, or not started, has no cancel pending.
 
     Raises:
-        RuntimeError: the calling thread steps no task.
+        RuntimeError: ``task`` is None and the calling thread steps no task.
     """
-    return bool(_running_task("cancel_pending()").current._cancelled)
+    if task is None:
+        return bool(_running_task("cancel_pending()").current._cancelled)
+    state = task._task
+    return state is not None and state.task is task and bool(state.current._cancelled)
