@@ -1944,15 +1944,6 @@ def t_start_without_started(c: Ctx) -> BaseException:
         return caught(root.start, never_ready)
 
 
-def t_start_into_cancelled_scope(c: Ctx) -> BaseException:
-    def never_runs(*, task_status: asyncop.TaskStatus[None]) -> None:
-        task_status.started()
-
-    with c.vrt.scope(name="cancelled_scope") as root:
-        root.cancel()
-        return caught(root.start, never_runs)
-
-
 def t_start_not_callable(c: Ctx) -> BaseException:
     with c.vrt.scope() as root:
         return caught(root.start, 42)
@@ -2136,7 +2127,6 @@ CASES += [
     Case("start-started-twice", t_start_twice, RuntimeError, "'t_start_twice"),
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
     Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
-    Case("start-born-cancelled", t_start_into_cancelled_scope, RuntimeError, "'cancelled_scope'"),
     Case("start-not-callable", t_start_not_callable, TypeError, "int"),
     Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
@@ -2398,6 +2388,275 @@ CASES += [
     Case("spawn-an-awaitable", t_spawn_an_awaitable, TypeError, "sleep(7)"),
     Case("condition-notify-type", t_notify_type, TypeError, "float"),
     Case("condition-notify-negative", t_notify_negative, ValueError, "notify(-1)"),
+]
+
+# -- the anyio backend -------------------------------------------------------------
+
+
+def _anyio_run(c: Ctx, main: Callable[[], Any]) -> BaseException:
+    """What ``main`` raises when run on the asyncop backend, on ``c.vrt``."""
+    import anyio
+
+    return caught(anyio.run, main, backend="asyncop", backend_options={"runtime": c.vrt})
+
+
+def t_anyio_unknown_option(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        pass  # pragma: no cover
+
+    return caught(anyio.run, main, backend="asyncop", backend_options={"wokers": 2})
+
+
+def t_anyio_runtime_option_type(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        pass  # pragma: no cover
+
+    return caught(anyio.run, main, backend="asyncop", backend_options={"runtime": "rt"})
+
+
+def t_anyio_runtime_and_options(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        pass  # pragma: no cover
+
+    options = {"runtime": c.vrt, "workers": 2}
+    return caught(anyio.run, main, backend="asyncop", backend_options=options)
+
+
+def t_anyio_current_task_outside(c: Ctx) -> BaseException:
+    from asyncop._anyio import AsyncopBackend
+
+    return caught(AsyncopBackend.get_current_task)
+
+
+def t_anyio_cancel_scope_outside(c: Ctx) -> BaseException:
+    from asyncop._anyio._tasks import CancelScope
+
+    def enter() -> None:
+        with CancelScope():
+            pass  # pragma: no cover
+
+    return caught(enter)
+
+
+def t_anyio_cancel_scope_twice(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+        with scope:
+            pass
+        with scope:
+            pass  # pragma: no cover
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_cancel_scope_exit_unentered(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        anyio.CancelScope().__exit__(None, None, None)
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_cancel_scope_other_task(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+        scope.__enter__()
+
+        async def other() -> None:
+            scope.__exit__(None, None, None)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(other)
+        finally:
+            scope.__exit__(None, None, None)
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_cancel_reason(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        anyio.CancelScope().cancel(42)  # type: ignore[arg-type]
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_deadline_nan(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        anyio.CancelScope().deadline = math.nan
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_shield_type(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        anyio.CancelScope().shield = 1  # type: ignore[assignment]
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_group_scope_entered(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            with tg.cancel_scope:
+                pass  # pragma: no cover
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_group_scope_left(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.cancel_scope.__exit__(None, None, None)
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_started_twice(c: Ctx) -> BaseException:
+    import anyio
+
+    async def twice(*, task_status: Any) -> None:
+        task_status.started()
+        task_status.started()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(twice)
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_group_not_entered(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        anyio.create_task_group().cancel_scope.cancel()
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_group_entered_twice(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        tg = anyio.create_task_group()
+        async with tg:
+            pass
+        async with tg:
+            pass  # pragma: no cover
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_group_inactive(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            pass
+        tg.start_soon(anyio.sleep, 0)
+
+    return _anyio_run(c, main)
+
+
+def t_anyio_create_task_not_coro(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.create_task(42)  # type: ignore[arg-type]
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_never_started(c: Ctx) -> BaseException:
+    import anyio
+
+    async def never(*, task_status: Any) -> None:
+        pass
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(never)
+
+    error = _anyio_run(c, main)
+    assert isinstance(error, ExceptionGroup)
+    return error.exceptions[0]
+
+
+def t_anyio_fixture_did_not_stop(c: Ctx) -> BaseException:
+    from asyncop._anyio._testing import TestRunner
+
+    async def fixture() -> Any:
+        yield 1
+        yield 2
+
+    with TestRunner(runtime=c.vrt) as runner:
+        values = runner.run_asyncgen_fixture(fixture, {})
+        next(iter(values))
+        return caught(lambda: list(values))
+
+
+def t_leave_in_task_unentered(c: Ctx) -> BaseException:
+    async def main() -> None:
+        asyncop.lowlevel.leave_in_task(asyncop.scope(), None)
+
+    return failure_of(c.vrt, main)
+
+
+CASES += [
+    Case("anyio-unknown-option", t_anyio_unknown_option, TypeError, "'wokers'"),
+    Case("anyio-runtime-type", t_anyio_runtime_option_type, TypeError, "runtime="),
+    Case("anyio-runtime-and-options", t_anyio_runtime_and_options, TypeError, "runtime="),
+    Case("anyio-current-task", t_anyio_current_task_outside, RuntimeError, "get_current_task"),
+    Case("anyio-scope-outside", t_anyio_cancel_scope_outside, RuntimeError, "CancelScope"),
+    Case("anyio-scope-twice", t_anyio_cancel_scope_twice, RuntimeError, "CancelScope"),
+    Case("anyio-scope-unentered", t_anyio_cancel_scope_exit_unentered, RuntimeError, "CancelScope"),
+    Case("anyio-scope-other-task", t_anyio_cancel_scope_other_task, RuntimeError, "cancel scope"),
+    Case("anyio-cancel-reason", t_anyio_cancel_reason, TypeError, "CancelScope.cancel()"),
+    Case("anyio-deadline-nan", t_anyio_deadline_nan, ValueError, "CancelScope"),
+    Case("anyio-shield-type", t_anyio_shield_type, TypeError, "CancelScope.shield"),
+    Case("anyio-group-scope-enter", t_anyio_group_scope_entered, RuntimeError, "cancel_scope"),
+    Case("anyio-group-scope-exit", t_anyio_group_scope_left, RuntimeError, "cancel_scope"),
+    Case("anyio-started-twice", t_anyio_started_twice, RuntimeError, "'started'"),
+    Case("anyio-group-unentered", t_anyio_group_not_entered, RuntimeError, "task group"),
+    Case("anyio-group-twice", t_anyio_group_entered_twice, RuntimeError, "TaskGroup"),
+    Case("anyio-group-inactive", t_anyio_group_inactive, RuntimeError, "task group"),
+    Case("anyio-create-task", t_anyio_create_task_not_coro, TypeError, "int"),
+    Case("anyio-never-started", t_anyio_never_started, RuntimeError, "task_status.started()"),
+    Case("anyio-fixture-stop", t_anyio_fixture_did_not_stop, RuntimeError, "fixture"),
+    Case("leave-in-task-unentered", t_leave_in_task_unentered, RuntimeError, "enter_in_task"),
 ]
 
 MISUSE = [case for case in CASES if case.kind == "misuse"]

@@ -123,7 +123,10 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
     def get_current_task(cls) -> TaskInfo:
         op = lowlevel.current_task()
         if op is None:
-            raise RuntimeError("get_current_task() needs an asyncop task")
+            raise RuntimeError(
+                "anyio.get_current_task() was called outside an asyncop task; call it from "
+                "an async function that anyio.run(..., backend='asyncop') or asyncop runs"
+            )
         return task_info(op)
 
     @classmethod

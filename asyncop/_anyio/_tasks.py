@@ -20,6 +20,7 @@ Each anyio task is an asyncop operation, which ``dump()`` shows.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Coroutine
 from contextvars import Context
 from types import TracebackType
@@ -72,11 +73,15 @@ class CancelScope(BaseCancelScope):
     def __enter__(self) -> CancelScope:
         if self._scope is not None:
             raise RuntimeError(
-                "Each CancelScope may only be used for a single 'with' block"
+                "Each CancelScope may only be used for a single 'with' block; make a new "
+                "CancelScope for the next block"
             )
         host = lowlevel.current_task()
         if host is None:
-            raise RuntimeError("a CancelScope must be entered inside an asyncop task")
+            raise RuntimeError(
+                "an anyio CancelScope was entered outside an asyncop task; use it in an "
+                "async function that asyncop runs"
+            )
         deadline = self._deadline
         self._scope = made = scope(
             name="cancel scope",
@@ -99,10 +104,13 @@ class CancelScope(BaseCancelScope):
     ) -> bool:
         made = self._scope
         if made is None or made._op is None:
-            raise RuntimeError("this cancel scope is not active")
+            raise RuntimeError(
+                "this CancelScope was left without being entered; use it in a 'with' statement"
+            )
         if lowlevel.current_task() is not self._host:
             raise RuntimeError(
-                "Attempted to exit cancel scope in a different task than it was entered in"
+                "Attempted to exit cancel scope in a different task than it was entered in; "
+                "use it within one task, leaving it where it was entered"
             )
         try:
             if not lowlevel.leave_in_task(made, exc_val) or exc_val is None:
@@ -125,7 +133,10 @@ class CancelScope(BaseCancelScope):
 
     def cancel(self, reason: str | None = None) -> None:
         if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"cancel() needs a str reason or None, got {type(reason).__name__}")
+            raise TypeError(
+                f"CancelScope.cancel() needs a str reason or None, got {type(reason).__name__}; "
+                "pass a message describing why"
+            )
         self._cancel_called = True
         op = self._op
         if op is None:
@@ -145,7 +156,10 @@ class CancelScope(BaseCancelScope):
     def deadline(self, value: float) -> None:
         value = float(value)
         if math.isnan(value):
-            raise ValueError("a cancel scope's deadline cannot be NaN")
+            raise ValueError(
+                "a CancelScope's deadline cannot be NaN; pass a time on anyio.current_time()'s "
+                "clock, or math.inf for none"
+            )
         self._deadline = value
         op = self._op
         if op is not None:
@@ -170,7 +184,10 @@ class CancelScope(BaseCancelScope):
     @shield.setter
     def shield(self, value: bool) -> None:
         if not isinstance(value, bool):
-            raise TypeError("shield must be a bool")
+            raise TypeError(
+                f"CancelScope.shield must be True or False, got {type(value).__name__}; "
+                "pass a bool"
+            )
         self._shield = value
         op = self._op
         if op is not None:
@@ -200,10 +217,16 @@ class _GroupScope(BaseCancelScope):
         self._cancel_called = False
 
     def __enter__(self) -> _GroupScope:
-        raise RuntimeError("a task group's cancel scope is entered with the task group")
+        raise RuntimeError(
+            "a task group's cancel_scope is entered with the task group; use it to cancel "
+            "the group or move its deadline, and 'with CancelScope()' for a scope of its own"
+        )
 
     def __exit__(self, *exc_info: object) -> bool:
-        raise RuntimeError("a task group's cancel scope is left with the task group")
+        raise RuntimeError(
+            "a task group's cancel_scope is left with the task group; leave the "
+            "'async with' block instead"
+        )
 
     def cancel(self, reason: str | None = None) -> None:
         self._cancel_called = True
@@ -245,28 +268,35 @@ class _TaskStatus(abc.TaskStatus[Any]):
     error of the wrapper's, such as a second ``started()``, is ``start()``'s.
     """
 
-    __slots__ = ("_attached", "_inner", "_started", "_value")
+    __slots__ = ("_attached", "_inner", "_started", "_task", "_value")
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, task: AsyncOperation[Any]) -> None:
         self._inner = inner
+        self._task = task
         self._started = False
         self._attached = False
         self._value: Any = None
 
     def started(self, value: Any = None) -> None:
         if self._started:
-            raise RuntimeError("called 'started' twice on the same task status")
+            raise RuntimeError(
+                "called 'started' twice on the same task status; call it once, when the "
+                "task is ready"
+            )
         self._started = True
+        self._value = value
         if self._attached:
-            self._inner.started(value)
-        else:
-            self._value = value
+            self._report()
 
     def attach(self) -> None:
         self._attached = True
         if self._started:
-            self._inner.started(self._value)
-            self._value = None
+            self._report()
+
+    def _report(self) -> None:
+        _starters.pop(self._task, None)  # the task belongs to the group now
+        self._inner.started(self._value)
+        self._value = None
 
 
 class TaskGroup(abc.TaskGroup):
@@ -284,12 +314,17 @@ class TaskGroup(abc.TaskGroup):
         made = self._scope
         op = None if made is None else made._op
         if op is None:
-            raise RuntimeError("this task group has not been entered")
+            raise RuntimeError(
+                "this task group has not been entered; use it in an 'async with' block first"
+            )
         return op
 
     async def __aenter__(self) -> TaskGroup:
         if self._scope is not None:
-            raise RuntimeError("TaskGroup cannot be entered more than once")
+            raise RuntimeError(
+                "TaskGroup cannot be entered more than once; make a new one with "
+                "anyio.create_task_group()"
+            )
         self._scope = scope(name="task group")
         await self._scope.__aenter__()
         self._active = True
@@ -336,7 +371,10 @@ class TaskGroup(abc.TaskGroup):
         if not self._active:
             if coro is not None:
                 coro.close()
-            raise RuntimeError("This task group is not active; no new tasks can be started.")
+            raise RuntimeError(
+                "This task group is not active; no new tasks can be started; start them "
+                "inside its 'async with' block, or in a task group that is still open"
+            )
 
     def create_task(
         self,
@@ -346,7 +384,10 @@ class TaskGroup(abc.TaskGroup):
         context: Context | None = None,
     ) -> TaskHandle[Any]:
         if not isinstance(coro, Coroutine):
-            raise TypeError(f"expected a coroutine, got {coro.__class__.__qualname__}")
+            raise TypeError(
+                f"expected a coroutine, got {coro.__class__.__qualname__}; pass the "
+                "coroutine an async function returns, or use start_soon(fn, *args)"
+            )
         self._check_active(coro)
         handle: TaskHandle[Any] = TaskHandle(coro, get_coro_name(coro, name))
         op = self._op
@@ -366,16 +407,24 @@ class TaskGroup(abc.TaskGroup):
         self._check_active()
         final_name = get_callable_name(func, name)
         handles: list[TaskHandle[Any]] = []
+        starter = lowlevel.current_task()
 
         async def run(*, task_status: Any) -> Any:
-            status = _TaskStatus(task_status)
+            me = lowlevel.current_task()
+            assert me is not None
+            if starter is not None:
+                _starters[me] = starter
+            status = _TaskStatus(task_status, me)
             coro = call_for_coroutine(func, args, task_status=status)
             status.attach()
             handle: TaskHandle[Any] = TaskHandle(coro, final_name)
             handles.append(handle)
             await handle._run_coro()
             if not status._started:
-                raise RuntimeError("Child exited without calling task_status.started()")
+                raise RuntimeError(
+                    "Child exited without calling task_status.started(); call it once the "
+                    "task is ready, or start the task with start_soon() instead"
+                )
 
         value = await self._op.start(run, name=final_name)
         if not return_handle:
@@ -395,7 +444,11 @@ async def _run(handle: TaskHandle[Any]) -> None:
     task = lowlevel.current_task()
     assert task is not None
     task.shield = False
-    await handle._run_coro()
+    run = handle._run_coro()
+    # The failure's traceback holds this frame: it must not hold the handle,
+    # which holds the failure (_run_coro lets go of it likewise).
+    del task, handle
+    await run
 
 
 class AsyncopTaskInfo(TaskInfo):
@@ -411,8 +464,18 @@ class AsyncopTaskInfo(TaskInfo):
         return lowlevel.cancel_pending(self._op)
 
 
+# A task start() launched -> the task that called start(), until started():
+# anyio sees the task under its starter until then, as trio runs it there.
+_starters: weakref.WeakKeyDictionary[AsyncOperation[Any], AsyncOperation[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _parent_task(op: AsyncOperation[Any]) -> AsyncOperation[Any] | None:
-    """The task whose code made ``op``: its nearest ancestor that is a task."""
+    """The task whose code made ``op``: its starter, else its nearest ancestor that is a task."""
+    starter = _starters.get(op)
+    if starter is not None:
+        return starter
     node = op.parent
     while node is not None:
         if lowlevel.task_coroutine(node) is not None:

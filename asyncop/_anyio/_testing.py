@@ -117,7 +117,9 @@ class TestRunner(BaseTestRunner):
             pass
         else:
             self._call(asyncgen.aclose)
-            raise RuntimeError("Async generator fixture did not stop")
+            raise RuntimeError(
+                "Async generator fixture did not stop; yield once, then let it return"
+            )
 
     def run_fixture(
         self,

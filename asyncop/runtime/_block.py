@@ -142,7 +142,10 @@ def leave_in_task(scope: Scope, exc: BaseException | None) -> bool:
     """
     op = scope._op
     if op is None:
-        raise RuntimeError("scope left without being entered; use it in a with statement")
+        raise RuntimeError(
+            "scope left without being entered; use it in a with statement, or enter it "
+            "with enter_in_task() first"
+        )
     if op._outcome is not _NO_OUTCOME:
         return False  # closed already, by an out-of-order exit of an enclosing scope
     task = op._task

@@ -405,6 +405,10 @@ class Scope:
             misuse = unwind_to(task, op)
         else:
             task.current = task.outer.pop()
+        # What this frame raises holds it in its traceback: it must not hold
+        # the task, which holds the task's operation and, should the task
+        # fail with what is raised here, the error itself.
+        del task
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).

@@ -15,11 +15,17 @@
 ``task_status.started(value)``; it then returns ``value`` and the child keeps
 running under ``op``.
 
-Until ``started()``, the child is *supervised*: a failure stays on the child
-instead of failing ``op`` and cancelling its siblings, so ``start()`` can
-raise it to its caller and nothing else in the tree sees it (as in trio and
-anyio, where the task runs under the caller until it is ready).
-``started()`` makes it an ordinary child, whose failure is the scope's.
+Until ``started()``, the child belongs to the caller of ``start()``, as in
+trio and anyio, where the task runs under the caller until it is ready:
+
+- it is *supervised*: a failure stays on the child instead of failing
+  ``op`` and cancelling its siblings, so ``start()`` can raise it to its
+  caller and nothing else in the tree sees it;
+- it is *shielded*: a cancel of ``op`` (a task group being cancelled) does
+  not reach it, while the caller's cancel does, through the caller's wait.
+
+``started()`` makes it an ordinary child, whose failure is the scope's and
+which a cancel of the scope reaches, one already made included.
 
 States of one start (the runtime lock guards them, with the child's
 supervision flag, so that ``started()`` and the child's end cannot cross):
@@ -43,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 from ..operations import AsyncOperation, OperationState, thread_state
 from ._interrupt import wait_after_interrupt
+from ._introspect import owner_of
 from ._kinds import describe_fn
 from ._scope_task import ScopeDone
 from ._sync import Event
@@ -109,13 +116,10 @@ TASK_STATUS_IGNORED: TaskStatus[Any] = _IgnoredStatus()
 class _Status(TaskStatus[Any]):
     """The real status of one ``start()``; see the module docstring."""
 
-    __slots__ = ("_born_cancelled", "_op", "_ready", "_state", "_value")
+    __slots__ = ("_op", "_ready", "_state", "_value")
 
     def __init__(self) -> None:
         self._op: AsyncOperation | None = None
-        # The name of the target when it was cancelled already, so that the
-        # child never ran at all; None otherwise.
-        self._born_cancelled: str | None = None
         self._state = _Start.WAITING
         self._value: Any = None
         # Set on STARTED or ENDED: what the caller of start() waits on, in
@@ -140,6 +144,9 @@ class _Status(TaskStatus[Any]):
             self._value = value
             # From now on the child is an ordinary child of its scope.
             op._supervised = False
+        # Whatever cancelled the scope meanwhile reaches the child now, at its
+        # next await (outside the lock: the cancel runs on_cancel callbacks).
+        op.shield = False
         self._ready.set()
 
     def _on_end(self) -> None:
@@ -164,12 +171,6 @@ class _Status(TaskStatus[Any]):
             error = op.error  # observes it: start() reports it
             assert error is not None
             raise error
-        if self._born_cancelled is not None:
-            raise RuntimeError(
-                f"{op.name!r} never ran: {self._born_cancelled!r} was already cancelled "
-                "when start() launched it, and a task born cancelled does not run; start it into a "
-                "scope that is not cancelled"
-            )
         how = "was cancelled" if state is OperationState.CANCELLED else "returned"
         raise RuntimeError(
             f"{op.name!r} {how} without calling task_status.started(); call "
@@ -192,14 +193,16 @@ def _launch(
     # first step takes: another worker may run the child at once, and its
     # started() must find it in the status.
     with target.runtime._lock:
-        child = target.spawn(call, *args, name=name, supervise=True)
+        # Shielded until started(): the task belongs to the caller of start()
+        # until then, and only the caller's cancel reaches it (through the wait).
+        child = owner_of(target)._new_operation(
+            call, args, parent=target, name=name, submit=True, supervise=True, shield=True
+        )
         status._op = child
         if not child.done:
             child._add_waiter_locked(status._on_end)
             return status
-    if child.state is OperationState.CANCELLED:
-        status._born_cancelled = target.name
-    status._on_end()  # born cancelled, or already over
+    status._on_end()  # already over
     return status
 
 
