@@ -98,6 +98,7 @@ SPAWN_JOIN = workload(
     checks=[
         Ratio("asyncop", "asyncio", limit=1.0),
         Ratio("asyncop", "trio", limit=1 / 3),
+        Ratio("anyio_asyncop", "anyio_asyncio", limit=1.0),
     ],
 )
 
@@ -106,7 +107,10 @@ CANCEL_SLEEPERS = workload(
     "n coroutine tasks asleep in one scope, then cancel it; from the cancel to its exit",
     sizes=(10_000, 100_000),
     quick_sizes=(1_000, 5_000),
-    checks=[Ratio("asyncop", "asyncio", limit=1.0)],
+    checks=[
+        Ratio("asyncop", "asyncio", limit=1.0),
+        Ratio("anyio_asyncop", "anyio_asyncio", limit=1.0),
+    ],
 )
 
 
