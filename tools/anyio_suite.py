@@ -392,7 +392,8 @@ def pytest_command(backend: str, results: Path, exclude: Path, options: RunOptio
     if options.keyword:
         command += ["-k", options.keyword]
     command += list(options.pytest_args)
-    command += [t if t.startswith("tests") else f"tests/{t}" for t in options.tests] or ["tests"]
+    tests = [t if t == "tests" or t.startswith("tests/") else f"tests/{t}" for t in options.tests]
+    command += tests or ["tests"]
     return command
 
 
@@ -442,24 +443,36 @@ def run_backend(backend: str, suite: Path, workdir: Path, options: RunOptions) -
 def _watch(
     command: list[str], cwd: Path, env: dict[str, str], out: Any, results: Path, stall: float
 ) -> int | None:
-    """Run ``command`` to its end: its exit status, or None if killed for making no progress."""
+    """Run ``command`` to its end: its exit status, or None if killed for making no progress.
+
+    Says how many tests are done once a minute. The command runs in a session
+    of its own, so that the kill takes what its tests started with it; for
+    the same reason, it is killed here when this process is interrupted.
+    """
     process = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
     )
     size, progress = -1, time.monotonic()
-    while True:
-        try:
-            return process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass
-        now_size = results.stat().st_size if results.exists() else 0
-        if now_size != size:
-            size, progress = now_size, time.monotonic()
-        elif time.monotonic() - progress > stall:
-            # Its own session: the group holds this pytest and what its tests started.
+    said = progress
+    try:
+        while True:
+            try:
+                return process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            now, now_size = time.monotonic(), results.stat().st_size
+            if now_size != size:
+                size, progress = now_size, now
+            elif now - progress > stall:
+                return None
+            if now - said >= 60:
+                said = now
+                done = results.read_text(encoding="utf-8").count('"event": "result"')
+                print(f"  {done} tests done", flush=True)
+    finally:
+        if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            return None
 
 
 def new_workdir(runs: Path, keep: int = 10) -> Path:
@@ -576,6 +589,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # A terminated run ends as an interrupted one does, killing the pytest it runs.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         known = None
         if args.expected is not None:
