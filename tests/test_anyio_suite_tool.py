@@ -261,7 +261,9 @@ def test_no_backend():
 """
 
 
-def plugin_run(pytester: pytest.Pytester, *args: str) -> list[dict[str, object]]:
+def plugin_run(
+    pytester: pytest.Pytester, *args: str, ret: int = pytest.ExitCode.OK
+) -> list[dict[str, object]]:
     pytest.importorskip("anyio", reason="the plugin runs anyio's tests")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
@@ -270,7 +272,7 @@ def plugin_run(pytester: pytest.Pytester, *args: str) -> list[dict[str, object]]
     outcome = pytester.runpytest(
         "-p", "anyio_suite_plugin", f"--anyio-suite-results={out}", "-p", "no:cacheprovider", *args
     )
-    assert outcome.ret == 0, outcome.stdout.str()
+    assert outcome.ret == ret, outcome.stdout.str()
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -312,6 +314,27 @@ def test_the_plugin_runs_one_backend_and_leaves_out_excluded_tests(
         "test_suite.py::test_cross[trio-asyncop]",
     ]
     assert records[0]["shared"] == {"trio": 2, "asyncop": 2}
+
+
+def test_a_test_whose_own_fixture_picks_another_backend_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_override="""
+import pytest
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+def test_any(anyio_backend_name):
+    pass
+"""
+    )
+    records = plugin_run(pytester, "-k", "test_override", ret=pytest.ExitCode.TESTS_FAILED)
+    results = {r["backend"]: r for r in records if r["event"] == "result"}
+    assert {b: r["outcome"] for b, r in results.items()} == {"trio": "error", "asyncop": "error"}
+    assert "to run on trio, but its anyio_backend fixture gave 'asyncio'" in str(
+        results["trio"]["message"]
+    )
 
 
 def test_the_plugin_refuses_an_unknown_backend(pytester: pytest.Pytester) -> None:

@@ -38,6 +38,10 @@ tests, run; the others are deselected and counted by kind:
 - ``no-backend``: tests that take no backend at all (plain functions, tests
   of anyio's pytest plugin through ``pytester``).
 
+A shared test whose ``anyio_backend`` fixture hands it another backend than
+the one in its name (a fixture nearer the test that ignores
+``request.param``) errors in setup rather than count for the wrong backend.
+
 The results file
 ----------------
 ``--anyio-suite-results=PATH`` appends one JSON object per line, flushed at
@@ -156,6 +160,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             indirect=True,
         )
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    # The mark names the backend, but a fixture that overrides anyio's and
+    # ignores request.param would run the test on another one, under the
+    # wrong name; such a test errors instead of counting for either.
+    yield
+    if item.get_closest_marker("anyio_suite_shared") is None:
+        return
+    wanted = item.callspec.params["anyio_backend"]  # type: ignore[attr-defined]
+    got = getattr(item, "funcargs", {}).get("anyio_backend", wanted)
+    if _backend_name(got) != wanted:
+        raise RuntimeError(
+            f"{item.nodeid} was to run on {wanted}, but its anyio_backend fixture gave {got!r}: "
+            "a fixture nearer the test than anyio's conftest ignores request.param; make it "
+            "return request.param, or parametrize anyio_backend on the test"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
