@@ -207,6 +207,36 @@ def test_the_docs_page_has_a_table_the_tool_can_read() -> None:
     anyio_suite.read_known_failures((ROOT / "docs" / "anyio-suite.md").read_text())
 
 
+# --- what anyio's tests need ------------------------------------------------------
+
+
+def test_missing_requirements_reads_the_sdists_test_group(tmp_path: Path) -> None:
+    # As anyio writes them: a basic multi-line string whose backslash joins lines.
+    (tmp_path / "pyproject.toml").write_text(
+        r'''
+[dependency-groups]
+test = [
+    "pytest >= 1",
+    "pytest >= 999",
+    "surely-not-installed-here >= 1",
+    "coverage[toml] >= 7",
+    "winloop >= 0.2; platform_system == 'Windows' and platform_system != 'Linux'",
+    """\
+    also-not-installed >= 2; \
+    python_version >= '3'
+    """,
+    {include-group = "other"},
+]
+'''
+    )
+    missing = anyio_suite.missing_requirements(tmp_path)
+    assert missing[0].startswith("pytest>=999 (found ")
+    assert missing[1:] == [
+        "surely-not-installed-here>=1",
+        'also-not-installed>=2; python_version >= "3"',
+    ]
+
+
 # --- the command line -----------------------------------------------------------
 
 
