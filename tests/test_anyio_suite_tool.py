@@ -203,6 +203,24 @@ def test_a_failing_test_not_in_the_table_is_unlisted_and_a_passing_one_is_stale(
     assert [k.pattern for k in stale] == ["tests/t.py::test_accept[asyncop]"]
 
 
+def test_the_check_fails_on_an_unlisted_test_and_names_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    trio = run_of("trio", {"a": "passed", "b": "passed", "c": "passed"})
+    asyncop = run_of("asyncop", {"a": "failed", "b": "failed", "c": "passed"})
+    comparison = anyio_suite.compare(trio, asyncop)
+    args = anyio_suite.parse_args(["--expected", "DOC.md"])
+    listed = [KnownFailure("tests/t.py::a[asyncop]", "r")]
+    assert not anyio_suite.check_known(comparison, asyncop, listed, args)
+    assert "1 tests fail on asyncop and are not listed in DOC.md:\n  tests/t.py::b[asyncop]" in (
+        capsys.readouterr().out
+    )
+    assert not anyio_suite.check_known(comparison, asyncop, [], args)
+    assert "none of the 2 tests failing on asyncop is in DOC.md" in capsys.readouterr().out
+    listed.append(KnownFailure("tests/t.py::b[*]", "r"))
+    assert anyio_suite.check_known(comparison, asyncop, listed, args)
+
+
 def test_the_docs_page_has_a_table_the_tool_can_read() -> None:
     anyio_suite.read_known_failures((ROOT / "docs" / "anyio-suite.md").read_text())
 

@@ -24,7 +24,9 @@ What it does
    a per-test timeout. The checkout's ``asyncop`` is first on
    ``PYTHONPATH``. A pytest that dies or stops making progress is ended; the
    test it was in is counted as ``crashed``, and pytest starts again on the
-   tests not yet run.
+   tests not yet run. When ``anyio._backends._asyncop`` cannot be imported
+   after ``import asyncop``, the asyncop run is not started, and every test
+   counts as failed with the import error as its reason.
 4. Pairs each test's result on trio with its result on asyncop and prints
    the count, the rate, the tests that fail on asyncop but pass on trio, and
    the wall time of each backend.
@@ -649,7 +651,9 @@ def check_known(
     missing = unlisted(comparison.failing, known)
     for row in stale(comparison.failing, asyncop, known):
         print(f"note: {args.expected} lists {row.pattern}, which did not fail here; remove it?")
-    if missing:
+    if missing and len(missing) == len(comparison.failing):
+        print(f"FAIL: none of the {len(missing)} tests failing on asyncop is in {args.expected}")
+    elif missing:
         print(f"FAIL: {len(missing)} tests fail on asyncop and are not listed in {args.expected}:")
         print("\n".join(f"  {r.nodeid}" for r in missing))
     return not missing
