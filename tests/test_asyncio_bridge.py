@@ -477,6 +477,20 @@ def test_run_refuses_async_generators_non_callables_and_keywords(
         runtime.run(main, lambda: asyncop.sleep(0))
 
 
+def test_asyncio_code_awaited_in_an_asyncop_task_points_to_the_bridge(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def awaits_asyncio() -> None:
+        await asyncio.sleep(0.01)
+
+    async def needs_the_loop() -> None:
+        await asyncio.Event().wait()
+
+    for body in (awaits_asyncio, needs_the_loop):
+        with pytest.raises(TypeError, match=r"await asyncop\.asyncio_bridge\.run\(fn, \*args\)"):
+            runtime.run(body)
+
+
 def test_run_sync_in_a_task_says_to_await_run(runtime: asyncop.Runtime) -> None:
     async def main() -> int:
         return bridge.run_sync(add, 1, 2)
@@ -505,20 +519,28 @@ def test_run_sync_refuses_a_runtime_that_is_not_one() -> None:
 
 
 def test_runtime_checks_asyncio_loop_factory_at_construction() -> None:
-    with pytest.raises(TypeError, match=r"and got int 5, which is not callable"):
+    with pytest.raises(TypeError, match=r"got int 5, which is not callable"):
         asyncop.Runtime(1, asyncio_loop_factory=5)  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
     try:
-        with pytest.raises(TypeError, match="an event loop itself; pass the function"):
+        with pytest.raises(TypeError, match="got an event loop, not the function that makes one"):
             asyncop.Runtime(1, asyncio_loop_factory=loop)  # type: ignore[arg-type]
     finally:
         loop.close()
 
 
+CLOSED_LOOP = asyncio.new_event_loop()
+CLOSED_LOOP.close()
+
+
 @pytest.mark.parametrize(
     ("factory", "cause"),
-    [(lambda: "not a loop", TypeError), (lambda: 1 / 0, ZeroDivisionError)],
-    ids=["returns-no-loop", "raises"],
+    [
+        (lambda: "not a loop", TypeError),
+        (lambda: 1 / 0, ZeroDivisionError),
+        (lambda: CLOSED_LOOP, RuntimeError),
+    ],
+    ids=["returns-no-loop", "raises", "returns-a-closed-loop"],
 )
 def test_a_broken_loop_factory_fails_the_call_and_leaves_no_thread(
     factory: Any, cause: type[BaseException]

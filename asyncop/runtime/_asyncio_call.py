@@ -357,7 +357,7 @@ class AsyncioCall(WaitEvent[Any]):
             task.result()
         except BaseException as exc:  # the coroutine's own CancelledError
             return exc
-        raise AssertionError("a cancelled task raises from result()")  # pragma: no cover
+        return asyncio.CancelledError()  # (result() of a cancelled task always raises)
 
     def finish(self, value: Any, error: BaseException | None, *, cancelled: bool) -> None:
         """Store the outcome and wake the caller; once per call."""
@@ -423,7 +423,7 @@ def call_from_task(fn: Callable[..., Any], args: tuple[Any, ...]) -> AsyncioCall
         if asyncio._get_running_loop() is not None:
             raise RuntimeError(
                 "asyncio_bridge.run() was awaited on an asyncio loop, not in an asyncop "
-                "task; asyncio code can await the coroutine itself, as in 'await fn(*args)'"
+                "task; await the coroutine itself there ('await fn(*args)')"
             )
         raise RuntimeError(
             "asyncio_bridge.run() was awaited outside an asyncop task; await it in a task "

@@ -31,7 +31,7 @@ States
   RuntimeError.
 - CLOSED: the thread has ended, or never started.
 
-``_state``, ``_loop``, ``_thread`` and ``_queued`` are written under
+``_state``, ``_loop``, ``_threads`` and ``_queued`` are written under
 ``_lock``, by ``launch()``, ``shutdown()`` and the thread. ``_live`` (the
 calls whose coroutine runs) and ``_stopping`` belong to the loop thread.
 The handover to the loop happens under ``_lock`` too, so that a call
@@ -113,7 +113,7 @@ class AsyncioHost:
         "_queued",
         "_state",
         "_stopping",
-        "_thread",
+        "_threads",
         "runtime",
     )
 
@@ -126,7 +126,9 @@ class AsyncioHost:
         self._lock = threading.Lock()
         self._state = _IDLE
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: ThreadHandle | None = None
+        # The thread that runs the loop, last; before it, any that found the
+        # factory failing and are ending: shutdown() joins them all.
+        self._threads: list[ThreadHandle] = []
         self._ident: int | None = None
         # Calls handed over while the thread makes the loop.
         self._queued: list[AsyncioCall] = []
@@ -166,7 +168,9 @@ class AsyncioHost:
                 loop.call_soon_threadsafe(call.start_on_loop)
                 return
             if state is _IDLE:
-                self._thread = start_thread(self._main, None, name=f"{self.runtime.name}-asyncio")
+                self._threads = [thread for thread in self._threads if thread.is_alive()]
+                name = f"{self.runtime.name}-asyncio"
+                self._threads.append(start_thread(self._main, None, name=name))
                 self._state = _STARTING
             elif state is not _STARTING:
                 raise RuntimeError(
@@ -199,6 +203,11 @@ class AsyncioHost:
                     f"it returned {safe_repr(loop)}, not an asyncio event loop; pass a "
                     "function that makes a new loop, such as asyncio.new_event_loop"
                 )
+            if loop.is_closed() or loop.is_running():
+                raise RuntimeError(
+                    f"it returned {safe_repr(loop)}, which is closed or already running; "
+                    "pass a function that makes a new loop each time it is called"
+                )
         except BaseException as exc:
             self._factory_failed(exc)
             return
@@ -226,14 +235,13 @@ class AsyncioHost:
         """The loop factory raised: fail the calls that waited for it; the next call retries."""
         with self._lock:
             queued, self._queued = self._queued, []
-            self._thread = None
             self._state = _IDLE if self._state is _STARTING else _CLOSED
         factory = describe_fn(self._factory)
         for call in queued:
             error = RuntimeError(
                 f"Runtime {self.runtime.name!r} could not make its host asyncio loop: "
-                f"asyncio_loop_factory {factory} raised {safe_repr(exc)}; fix the factory, "
-                "or leave it out for asyncio.new_event_loop"
+                f"asyncio_loop_factory {factory} raised {safe_repr(exc)}; pass a factory "
+                "that returns a new event loop, or leave it out for asyncio.new_event_loop"
             )
             error.__cause__ = exc
             call.finish(None, error, cancelled=False)
@@ -243,7 +251,13 @@ class AsyncioHost:
             loop.run_forever()
         _cancel_all_tasks(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
+        try:
+            loop.run_until_complete(loop.shutdown_default_executor())
+        except RuntimeError:
+            # At interpreter exit no new thread may start (Python 3.12 on),
+            # and this one would only join the executor's threads, which
+            # the interpreter joins by itself there.
+            pass
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> None:
         """Close the loop; end any call still open; the thread ends after this."""
@@ -300,8 +314,8 @@ class AsyncioHost:
                 loop.call_soon_threadsafe(self._stop)
             elif state is _STARTING:
                 self._state = _CLOSING  # the thread stops the loop once it is made
-            thread = self._thread
-        return thread is None or join_by(thread, end)
+            threads = list(self._threads)
+        return all([join_by(thread, end) for thread in threads])
 
     def __repr__(self) -> str:
         return f"<AsyncioHost of {self.runtime.name!r} {self._state.value}>"

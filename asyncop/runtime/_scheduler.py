@@ -156,13 +156,13 @@ def _check_loop_factory(factory: object) -> Callable[[], asyncio.AbstractEventLo
     if factory is None or callable(factory):
         return factory
     got = (
-        "an event loop itself; pass the function that makes one, not a loop"
+        "an event loop, not the function that makes one"
         if hasattr(factory, "run_until_complete")
         else f"{type(factory).__name__} {safe_repr(factory)}, which is not callable"
     )
     raise TypeError(
-        "Runtime(asyncio_loop_factory=...) needs a function that returns a new event loop, "
-        f"such as uvloop.new_event_loop (or None for asyncio.new_event_loop), and got {got}"
+        f"Runtime(asyncio_loop_factory=...) got {got}; pass a function that returns a new "
+        "event loop, such as uvloop.new_event_loop, or None for asyncio.new_event_loop"
     )
 
 
