@@ -46,7 +46,8 @@ import enum
 import inspect
 import sys
 from collections.abc import Awaitable, Callable
-from types import CoroutineType
+from inspect import CO_ASYNC_GENERATOR
+from types import CoroutineType, FunctionType
 from typing import Any, final
 
 from ..operations import (
@@ -98,6 +99,8 @@ def check_coroutine_function(what: str, fn: object) -> None:
         TypeError: ``fn`` is not callable (a coroutine object, an awaitable,
             anything else) or is an async generator function.
     """
+    if type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
+        return  # the common case, without inspect's lookups
     if callable(fn):
         if inspect.isasyncgenfunction(code_of_call(fn)):
             raise TypeError(
@@ -152,11 +155,12 @@ class AsyncioCall(WaitEvent[Any]):
         "_handle",
         "_host",
         "_locks",
+        "_named",
         "_sub",
+        "_what",
         "cancel_requested",
         "cancelled",
         "error",
-        "label",
         "state",
         "task",
         "value",
@@ -182,7 +186,9 @@ class AsyncioCall(WaitEvent[Any]):
         # The operation whose cancel cancels the coroutine: the awaiting
         # task's innermost scope, or the sync operation that blocks.
         self._caller = caller
-        self.label = f"{what}({describe_fn(fn)})"
+        # What to call the call in messages and dump(): kept past the run.
+        self._what = what
+        self._named = fn
         self.state = _QUEUED
         self.cancel_requested = False
         self.task: asyncio.Task[Any] | None = None
@@ -223,6 +229,11 @@ class AsyncioCall(WaitEvent[Any]):
             # The wait ended some other way (the task is being torn down):
             # the coroutine is no longer wanted.
             self.request_cancel()
+
+    @property
+    def label(self) -> str:
+        """The call as the user wrote it, for messages: ``asyncio_bridge.run(fetch)``."""
+        return f"{self._what}({describe_fn(self._named)})"
 
     def _describe(self) -> str:
         return f"{self.label} on the host asyncio loop"
@@ -316,7 +327,7 @@ class AsyncioCall(WaitEvent[Any]):
                 coro = _await(awaitable)
             else:
                 raise _not_awaitable(self.label, fn, awaitable)
-            task = asyncio.get_running_loop().create_task(coro, context=ctx)
+            task = self._host.running_loop().create_task(coro, context=ctx)
         except BaseException as exc:
             self.finish(None, exc, cancelled=False)
             return
@@ -363,14 +374,18 @@ class AsyncioCall(WaitEvent[Any]):
         """Store the outcome and wake the caller; once per call."""
         if self.state is _DONE:
             return
-        self._account(-1)
         self._fn = self._args = self._ctx = None
         sub = self._sub
         if sub is not None:
             self._sub = None
             self.state = _DONE
-            sub.fire(value, CANCEL_LATER if cancelled else error)
+            runtime = self._host.runtime
+            # (One hold of the lock for both: fire() takes it again, re-entrant.)
+            with runtime._lock:
+                runtime._outside_work -= 1
+                sub.fire(value, CANCEL_LATER if cancelled else error)
             return
+        self._account(-1)
         self.value, self.error, self.cancelled = value, error, cancelled
         self.state = _DONE
         locks = self._locks

@@ -148,6 +148,12 @@ class AsyncioHost:
         """Whether shutdown() has stopped the loop; read on the loop thread."""
         return self._stopping
 
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """Loop thread: the loop (made before any call starts on it)."""
+        loop = self._loop
+        assert loop is not None
+        return loop
+
     def runs_on_current_thread(self) -> bool:
         """Whether the caller is the host loop's own thread."""
         return self._ident == threading.get_ident()
