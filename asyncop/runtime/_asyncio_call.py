@@ -14,11 +14,13 @@ States
 ::
 
     QUEUED --start_on_loop--> RUNNING --the asyncio task ends--> DONE
-       +--cancel requested before it started, or fn(*args) failed--> DONE
+       +--cancel requested before it started, fn(*args) failed,
+          or the handover was refused (the host is shut down)--> DONE
 
-``state`` is written by the loop thread alone (``finish`` may also run on
-the host thread as the loop closes, or fails to open); ``cancel_requested``
-by whoever cancels, once. A cancel of the caller (its operation, or a scope
+``state`` is written by the loop thread (``finish`` may also run on the
+host's thread as the loop closes or fails to open, and the caller's thread
+marks a refused handover DONE); ``cancel_requested`` by whoever cancels,
+once. ``finish`` runs once per call: it is what ends the wait. A cancel of the caller (its operation, or a scope
 around the await: a timeout) sets ``cancel_requested`` and cancels the
 asyncio task on the loop; the caller keeps waiting until the task has
 ended, so that nothing the coroutine opened is left half closed behind it.

@@ -151,10 +151,10 @@ def _check_max_threads(max_threads: object, workers: int) -> int:
     return max_threads
 
 
-def _check_loop_factory(factory: object) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """``asyncio_loop_factory`` as given, once it is known to be callable (or None)."""
+def _check_loop_factory(factory: object) -> None:
+    """Refuse an ``asyncio_loop_factory`` that is neither callable nor None."""
     if factory is None or callable(factory):
-        return factory
+        return
     got = (
         "an event loop, not the function that makes one"
         if hasattr(factory, "run_until_complete")
@@ -216,7 +216,7 @@ class Runtime(Kernel):
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         workers = _check_workers(workers)
-        loop_factory = _check_loop_factory(asyncio_loop_factory)
+        _check_loop_factory(asyncio_loop_factory)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -230,7 +230,7 @@ class Runtime(Kernel):
             parallel=parallel,
             max_threads=_check_max_threads(max_threads, workers),
         )
-        self._asyncio_loop_factory = loop_factory
+        self._asyncio_loop_factory = asyncio_loop_factory
         # The host loop of asyncop.asyncio_bridge, made by its first call
         # (_asyncio_host.py), and closed by shutdown() once the tree has ended.
         self._asyncio_host: AsyncioHost | None = None
