@@ -7,9 +7,11 @@ printed (``pytest -s`` shows them).
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextvars
 import functools
+import random
 import threading
 import time
 import traceback
@@ -20,6 +22,7 @@ import pytest
 
 import asyncop
 import asyncop.asyncio_bridge as bridge
+import asyncop.testing
 
 from ._http_server import HttpServer
 from .conftest import runtime_threads
@@ -205,6 +208,56 @@ def test_dump_shows_what_a_task_waits_on(runtime: asyncop.Runtime) -> None:
     assert "on the host asyncio loop" in runtime.dump()
     op.cancel()
     assert op.wait(10).state is asyncop.OperationState.CANCELLED
+
+
+@pytest.mark.parametrize("error", [SystemExit, KeyboardInterrupt])
+def test_a_coroutine_raising_systemexit_reaches_its_caller_and_the_loop_goes_on(
+    runtime: asyncop.Runtime, error: type[BaseException]
+) -> None:
+    async def exits() -> None:
+        await asyncio.sleep(0)
+        raise error(3)
+
+    async def main() -> tuple[str, int]:
+        try:
+            await bridge.run(exits)
+        except error as exc:
+            return type(exc).__name__, await bridge.run(add, 1, 1)
+        return "nothing raised", 0
+
+    assert runtime.run(main) == (error.__name__, 2)
+
+
+def test_many_calls_racing_their_timeouts_lose_no_wake(runtime: asyncop.Runtime) -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    delays = [(rng.uniform(0, 0.02), rng.uniform(0, 0.02)) for _ in range(300)]
+    outcomes: list[str] = []
+
+    async def one(sleep: float, timeout: float) -> None:
+        async with asyncop.move_on_after(timeout) as scope:
+            await bridge.run(asyncio.sleep, sleep)
+        outcomes.append("timed out" if scope.cancelled_caught else "done")
+
+    async def sleeps_forever() -> None:
+        await asyncop.sleep_forever()
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            for sleep, timeout in delays:
+                s.spawn(one, sleep, timeout)
+        # Nothing is left counted as in flight: every other task is blocked.
+        async with asyncop.scope() as s:
+            s.spawn(sleeps_forever)
+            await asyncop.testing.wait_all_blocked()
+            s.cancel()
+
+    try:
+        runtime.run(main)
+    except BaseException:
+        print(f"seed: {seed}")
+        raise
+    assert len(outcomes) == len(delays), f"seed: {seed}"
 
 
 def test_uvloop_runs_the_host_loop_through_asyncio_loop_factory() -> None:
@@ -417,6 +470,29 @@ def test_run_sync_in_a_sync_operation_is_a_cancellation_point(runtime: asyncop.R
     op.cancel()
     assert op.wait(10).state is asyncop.OperationState.CANCELLED
     assert log == ["asyncio cleanup done", "run_sync raised Cancelled"]
+
+
+def test_run_sync_in_a_sync_scope_ends_at_the_scopes_timeout(runtime: asyncop.Runtime) -> None:
+    parked = Parked()
+    began = time.monotonic()
+    with pytest.raises(TimeoutError), runtime.scope(timeout=0.05):
+        bridge.run_sync(parked)
+    assert parked.cancelled.is_set()
+    assert time.monotonic() - began < 5
+
+
+def test_ctrl_c_in_run_sync_cancels_the_coroutine_and_propagates_at_once(
+    runtime: asyncop.Runtime,
+) -> None:
+    parked = Parked()
+    timer = threading.Timer(0.1, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bridge.run_sync(parked, runtime=runtime)
+    finally:
+        timer.cancel()
+    assert parked.cancelled.wait(5)
 
 
 def test_run_sync_uses_the_default_runtime_from_a_plain_thread() -> None:

@@ -254,7 +254,13 @@ class AsyncioHost:
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
         while not self._stopping:
-            loop.run_forever()
+            try:
+                loop.run_forever()
+            except (KeyboardInterrupt, SystemExit):
+                # Raised by a coroutine (no signal reaches this thread): asyncio
+                # stores it in the task, whose caller gets it, then lets it out
+                # of run_forever. The loop goes on for the other calls.
+                pass
         _cancel_all_tasks(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         try:
