@@ -20,13 +20,15 @@ States
 ``state`` is written by the loop thread (``finish`` may also run on the
 host's thread as the loop closes or fails to open, and the caller's thread
 marks a refused handover DONE); ``cancel_requested`` by whoever cancels,
-once. ``finish`` runs once per call: it is what ends the wait. A cancel of the caller (its operation, or a scope
-around the await: a timeout) sets ``cancel_requested`` and cancels the
-asyncio task on the loop; the caller keeps waiting until the task has
-ended, so that nothing the coroutine opened is left half closed behind it.
-Then, if the task ended cancelled, the caller raises ``Cancelled``; if it
-returned a value or raised anyway, the caller gets that (the value-kept
-rule of every asyncop wait), and leaves at its next cancellation point.
+once. ``finish`` runs once per call: it is what ends the wait.
+
+A cancel of the caller (its operation, or a scope around the await: a
+timeout) sets ``cancel_requested`` and cancels the asyncio task on the
+loop; the caller keeps waiting until the task has ended, so that nothing
+the coroutine opened is left half closed behind it. Then, if the task
+ended cancelled, the caller raises ``Cancelled``; if it returned a value or
+raised anyway, the caller gets that (the value-kept rule of every asyncop
+wait), and leaves at its next cancellation point.
 
 While a call is in flight it counts as work outside the workers
 (``_outside_work``), as a blocking call does: a virtual clock does not jump
@@ -58,6 +60,7 @@ from ..operations import (
     cancelled_error,
     describe_fn,
     park,
+    release_quietly,
     safe_repr,
     thread_state,
 )
@@ -393,7 +396,7 @@ class AsyncioCall(WaitEvent[Any]):
         locks = self._locks
         if locks is not None:
             parked, ended = locks
-            _release_quietly(parked)  # (the cancel may have released it already)
+            release_quietly(parked)  # (the cancel may have released it already)
             ended.release()
 
     def _account(self, change: int) -> None:
@@ -401,13 +404,6 @@ class AsyncioCall(WaitEvent[Any]):
         runtime = self._host.runtime
         with runtime._lock:
             runtime._outside_work += change
-
-
-def _release_quietly(lock: _thread.LockType) -> None:
-    try:
-        lock.release()
-    except RuntimeError:
-        pass
 
 
 def _not_awaitable(label: str, fn: object, value: object) -> TypeError:

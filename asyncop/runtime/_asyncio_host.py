@@ -23,7 +23,9 @@ States
 - IDLE: no thread. STARTING: the thread makes the loop (with the runtime's
   ``asyncio_loop_factory``); calls that come meanwhile wait in ``_queued``.
 - RUNNING: the loop runs; a call is handed over with
-  ``loop.call_soon_threadsafe``.
+  ``loop.call_soon_threadsafe``. A coroutine that stops the loop, or lets
+  SystemExit or KeyboardInterrupt out of it (asyncio does, after giving it
+  to the task's caller), does not end it: the thread runs it again.
 - CLOSING: ``shutdown()`` asked the loop to stop; new calls are refused. The
   thread cancels every task left on the loop and waits for them (as
   ``asyncio.run`` does), shuts down async generators and the default
