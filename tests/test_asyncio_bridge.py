@@ -890,3 +890,10 @@ def test_aiohttp_session_across_calls_and_a_cancelled_stream(
 
     assert runtime.run(main) == ("hello", b"payload", True, "hello")
     assert received[0] > 0
+
+
+@pytest.mark.asyncop
+async def test_the_pytest_plugin_runs_bridged_calls_and_finds_no_thread_left() -> None:
+    # The plugin fails a test that leaves a thread behind: the runtime it
+    # made closes the host loop's thread when the test ends.
+    assert await bridge.run(add, 2, 2) == 4
