@@ -64,6 +64,7 @@ WORKLOAD_MODULES = (
     "benchmarks.io",
     "benchmarks.net",
     "benchmarks.remote",
+    "benchmarks.bridge",
 )
 
 

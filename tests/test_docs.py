@@ -28,7 +28,9 @@ PARALLEL = 8  # the blocks mostly sleep or wait; more than the cores is fine
 # Third-party packages a block may import that not every interpreter has (a
 # free-threaded build lacks trustme, whose cryptography needs cffi): a block
 # importing a missing one is skipped, not failed.
-OPTIONAL_MODULES = frozenset({"anyio", "dask", "distributed", "trio", "trustme", "uvloop"})
+OPTIONAL_MODULES = frozenset(
+    {"aiohttp", "anyio", "dask", "distributed", "httpx", "trio", "trustme", "uvloop"}
+)
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.MULTILINE)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")

@@ -543,8 +543,10 @@ def test_names_loaded_on_first_use_are_the_ones_imported_for_type_checkers() -> 
     assert typed == lazy_table()
 
 
-def test_import_asyncop_leaves_ssl_and_the_network_modules_for_later() -> None:
-    unloaded = sorted({f"asyncop.runtime.{module}" for module in lazy_table().values()} | {"ssl"})
+def test_import_asyncop_leaves_ssl_asyncio_and_the_network_modules_for_later() -> None:
+    unloaded = sorted(
+        {f"asyncop.runtime.{module}" for module in lazy_table().values()} | {"ssl", "asyncio"}
+    )
     code = (
         "import sys\n"
         "import asyncop\n"

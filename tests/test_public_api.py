@@ -68,6 +68,7 @@ TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
 SIGNALS = {"open_signal_receiver", "SignalReceiver"}
 PROCESS = {"run_process", "open_process", "Process", "PipeStream"}
 PROCESS |= {"PIPE", "DEVNULL", "STDOUT"}
+ASYNCIO_BRIDGE = {"run", "run_sync"}
 
 
 def test_every_contract_name_is_exported_from_asyncop() -> None:
@@ -97,6 +98,16 @@ def test_process_module_exports_its_contract_names() -> None:
     assert sorted(n for n in PROCESS if not hasattr(asyncop.process, n)) == []
     assert asyncop.process.Process.__module__ == "asyncop.process"
     assert asyncop.process.run_process.__module__ == "asyncop.process"
+def test_asyncio_bridge_module_exports_its_contract_names() -> None:
+    import asyncop.asyncio_bridge
+
+    assert set(asyncop.asyncio_bridge.__all__) == ASYNCIO_BRIDGE
+    for name in ASYNCIO_BRIDGE:
+        assert getattr(asyncop.asyncio_bridge, name).__module__ == "asyncop.asyncio_bridge"
+    factory = inspect.signature(asyncop.Runtime).parameters["asyncio_loop_factory"]
+    assert factory.kind is inspect.Parameter.KEYWORD_ONLY and factory.default is None
+
+
 def test_dask_module_exports_its_executor() -> None:
     import asyncop.dask
 

@@ -48,6 +48,7 @@ MODULES = (
     "asyncop.process",
     "asyncop.signals",
     "asyncop.anyio",
+    "asyncop.asyncio_bridge",
     "asyncop.dask",
 )
 

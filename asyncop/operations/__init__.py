@@ -64,6 +64,7 @@ from ._node import _user_frame as _user_frame
 from ._node import made_by_user as made_by_user
 from ._park import cancelled_error as cancelled_error
 from ._park import park as park
+from ._park import release_quietly as release_quietly
 from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind

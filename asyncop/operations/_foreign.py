@@ -7,7 +7,8 @@ then fails in its own way when it meets another's object: asyncio says
 foreign code called inside an asyncop task says "no running event loop" or
 "must be called from async context". This module turns each of those into
 one ``TypeError`` that names the object, the loop it belongs to, and the
-way across (``asyncop.anyio``):
+way across (``asyncop.anyio``; for asyncio code in an asyncop task,
+``asyncop.asyncio_bridge`` too):
 
 - :func:`foreign_yield_error`: a task yielded something that is not an
   asyncop event (an asyncio Future or Task, a bare ``yield``...).
@@ -46,6 +47,11 @@ _FOREIGN = {
 _WAY_ACROSS = (
     "from asyncio or trio code use asyncop.anyio ('await asyncop.anyio.spawn(fn)' to run "
     "asyncop work, 'await asyncop.anyio.wait(op)' to wait for an operation)"
+)
+# The way the other way round, for asyncio code met in an asyncop task.
+_ASYNCIO_FROM_TASK = (
+    "; an asyncop task runs asyncio code (asyncio-only libraries) on its runtime's host "
+    "loop with 'await asyncop.asyncio_bridge.run(fn, *args)'"
 )
 
 
@@ -110,6 +116,7 @@ def foreign_yield_error(obj: object, task_name: str) -> TypeError:
         "only await asyncop awaitables (asyncop.sleep(), an operation, "
         "channel.recv_async()...), or run blocking code with asyncop.spawn_blocking(); "
         f"to use another loop's code, run it on that loop and {_WAY_ACROSS}"
+        + (_ASYNCIO_FROM_TASK if loop == "asyncio" else "")
     )
 
 
@@ -154,6 +161,7 @@ def foreign_failure(exc: BaseException) -> BaseException:
         f"{call} needs a running {loop} event loop, and an asyncop task is not one "
         f"(it raised {safe_repr(exc)}); an asyncop task can only await asyncop awaitables "
         f"(asyncop.sleep(), an operation, channel.recv_async()...): {_WAY_ACROSS}"
+        + (_ASYNCIO_FROM_TASK if loop == "asyncio" else "")
     )
     error.__cause__ = exc
     return error.with_traceback(exc.__traceback__)

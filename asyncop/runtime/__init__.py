@@ -9,9 +9,10 @@ what is live, waits, and joins every thread the runtime started.
 
 This module is the package's one face: ``asyncop`` and its public modules
 (``net``, ``lowlevel``, ``testing``...) take what they publish from here,
-never from a ``_`` module. The network, process and signal modules load on
-first use of one of their names (see ``__getattr__`` below), so that
-``import asyncop`` does not pay for ssl and subprocess.
+never from a ``_`` module. The network, process and signal modules, and the
+host asyncio loop of ``asyncop.asyncio_bridge``, load on first use of one of
+their names (see ``__getattr__`` below), so that ``import asyncop`` does not
+pay for ssl, subprocess and asyncio.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ from ._waker import resolve as resolve
 from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
+    from ._asyncio_call import call_from_task as call_from_task
+    from ._asyncio_call import call_from_thread as call_from_thread
+    from ._asyncio_call import check_coroutine_function as check_coroutine_function
     from ._dns import check_port as check_port
     from ._dns import getaddrinfo as getaddrinfo
     from ._memory_streams import memory_stream_pair as memory_stream_pair
@@ -130,6 +134,9 @@ if TYPE_CHECKING:
 # The names loaded on first use -> their module. The same names, imported
 # above for the type checkers (a test keeps the two lists equal).
 _LAZY = {
+    "call_from_task": "_asyncio_call",
+    "call_from_thread": "_asyncio_call",
+    "check_coroutine_function": "_asyncio_call",
     "check_port": "_dns",
     "getaddrinfo": "_dns",
     "memory_stream_pair": "_memory_streams",
@@ -161,7 +168,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load the module of a network, process or signal name on its first use."""
+    """Load the module of a network, process, signal or asyncio name on its first use."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(
@@ -185,6 +192,8 @@ __all__ = [
     "async_state",
     "async_submit",
     "async_worker_limit",
+    "call_from_task",
+    "call_from_thread",
     "cancel",
     "cancel_pending",
     "cancel_remote",
@@ -192,6 +201,7 @@ __all__ = [
     "Channel",
     "ChannelReceiver",
     "ChannelSender",
+    "check_coroutine_function",
     "check_port",
     "checkpoint",
     "Condition",
@@ -258,10 +268,10 @@ __all__ = [
     "sleep",
     "sleep_forever",
     "sleep_until",
-    "spawn_shielded",
     "SocketListener",
     "SocketStream",
     "spawn_blocking",
+    "spawn_shielded",
     "Stream",
     "Subscription",
     "task_coroutine",

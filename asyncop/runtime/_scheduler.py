@@ -30,6 +30,7 @@ from ..operations import (
     R,
     Ts,
     keywords_refused,
+    safe_repr,
     safe_str,
     spawn_remote,
     thread_state,
@@ -51,7 +52,9 @@ from ._worker import (
 )
 
 if TYPE_CHECKING:
-    pass
+    import asyncio
+
+    from ._asyncio_host import AsyncioHost
 
 __all__ = ["Runtime"]
 
@@ -148,6 +151,21 @@ def _check_max_threads(max_threads: object, workers: int) -> int:
     return max_threads
 
 
+def _check_loop_factory(factory: object) -> None:
+    """Refuse an ``asyncio_loop_factory`` that is neither callable nor None."""
+    if factory is None or callable(factory):
+        return
+    got = (
+        "an event loop, not the function that makes one"
+        if hasattr(factory, "run_until_complete")
+        else f"{type(factory).__name__} {safe_repr(factory)}, which is not callable"
+    )
+    raise TypeError(
+        f"Runtime(asyncio_loop_factory=...) got {got}; pass a function that returns a new "
+        "event loop, such as uvloop.new_event_loop, or None for asyncio.new_event_loop"
+    )
+
+
 class Runtime(Kernel):
     """An asyncop runtime: worker threads, a ready queue and a timer heap.
 
@@ -167,12 +185,18 @@ class Runtime(Kernel):
             wait and one WARNING says so. Tasks never wait for a callback:
             while every worker runs one, a single thread past the cap steps
             the tasks, and leaves once a worker is free again.
+        asyncio_loop_factory: a function that returns a new asyncio event
+            loop, for the host loop that ``asyncop.asyncio_bridge`` runs
+            asyncio code on (``uvloop.new_event_loop``, say); called on the
+            loop's own thread when the first bridge call starts it. Defaults
+            to ``asyncio.new_event_loop``.
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
             (1024), or ``max_threads`` is below ``workers``.
-        TypeError: ``workers`` or ``max_threads`` is not an integer, or
-            ``parallel`` is not a bool.
+        TypeError: ``workers`` or ``max_threads`` is not an integer,
+            ``parallel`` is not a bool, or ``asyncio_loop_factory`` is not
+            callable.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
 
@@ -189,8 +213,10 @@ class Runtime(Kernel):
         clock: Any = None,
         parallel: bool = False,
         max_threads: int | None = None,
+        asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         workers = _check_workers(workers)
+        _check_loop_factory(asyncio_loop_factory)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -204,6 +230,10 @@ class Runtime(Kernel):
             parallel=parallel,
             max_threads=_check_max_threads(max_threads, workers),
         )
+        self._asyncio_loop_factory = asyncio_loop_factory
+        # The host loop of asyncop.asyncio_bridge, made by its first call
+        # (_asyncio_host.py), and closed by shutdown() once the tree has ended.
+        self._asyncio_host: AsyncioHost | None = None
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
         try:
@@ -535,12 +565,16 @@ class Runtime(Kernel):
                 ended = False
         with self._lock:
             self._transition_to_stopped_locked()
+            # (Read with the stop: no host is made for a stopped runtime.)
+            host = self._asyncio_host
             workers = list(self._workers)
             for worker in workers:
                 worker.event.set()
             if self._poller is not None and self._reactor is not None:
                 self._reactor.wake_poller()
             monitor = self._monitor.stop()
+        if host is not None and not host.shutdown(end):
+            ended = False
         for worker in workers:
             if worker.handle is not None and not join_by(worker.handle, end):
                 ended = False
@@ -567,6 +601,12 @@ class Runtime(Kernel):
                     f"Runtime {self.name!r}.shutdown() was called from its own worker "
                     "thread, which it would have to join; call it from outside the runtime"
                 )
+        host = self._asyncio_host
+        if host is not None and host.runs_on_current_thread():
+            raise RuntimeError(
+                f"Runtime {self.name!r}.shutdown() was called on its host asyncio loop, "
+                "whose thread it would have to join; call it from outside the runtime"
+            )
         if self._blocking.runs_on_current_thread():
             raise RuntimeError(
                 f"Runtime {self.name!r}.shutdown() was called from one of its "

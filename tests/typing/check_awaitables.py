@@ -157,6 +157,22 @@ async def from_anyio() -> None:
     assert_type(await asyncop.anyio.spawn(blocking_read, "f", 1), bytes)
 
 
+async def page(url: str, retries: int) -> bytes:
+    return b""
+
+
+async def through_the_asyncio_bridge() -> None:
+    import asyncio
+
+    import asyncop.asyncio_bridge
+
+    assert_type(await asyncop.asyncio_bridge.run(page, "u", 1), bytes)
+    assert_type(await asyncop.asyncio_bridge.run(asyncio.sleep, 1.0, "done"), str)
+    assert_type(asyncop.asyncio_bridge.run_sync(page, "u", 1), bytes)
+    assert_type(asyncop.asyncio_bridge.run_sync(number, runtime=asyncop.current_runtime()), int)
+    asyncop.Runtime(asyncio_loop_factory=asyncio.new_event_loop)
+
+
 async def runtime_and_scope() -> None:
     rt = asyncop.current_runtime()
     assert_type(rt, asyncop.Runtime)

@@ -8,6 +8,7 @@ checkers and also refuses errors on unmarked lines. Never imported or run.
 from __future__ import annotations
 
 import asyncop
+import asyncop.asyncio_bridge
 from asyncop import AsyncOperation, Runtime
 
 
@@ -52,3 +53,11 @@ async def in_a_task(op: AsyncOperation[str], ch: asyncop.Channel[int]) -> None:
     await asyncop.sleep("1")  # expect: arg-type reportArgumentType
     winner = await asyncop.race(op)
     number: int = await winner  # expect: assignment reportAssignmentType
+
+
+async def through_the_asyncio_bridge() -> None:
+    await asyncop.asyncio_bridge.run(fetch, "one")  # expect: arg-type reportArgumentType
+    value = await asyncop.asyncio_bridge.run(fetch, 1)
+    text: bytes = value  # expect: assignment reportAssignmentType
+    asyncop.asyncio_bridge.run_sync(compute, 1, "x")  # expect: arg-type reportArgumentType
+    asyncop.Runtime(asyncio_loop_factory=5)  # expect: arg-type reportArgumentType
