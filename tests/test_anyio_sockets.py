@@ -134,10 +134,33 @@ def test_a_peer_that_closed_gives_end_of_stream_then_closed_after_aclose() -> No
                 await client.receive()
             with pytest.raises(anyio.EndOfStream):  # and again: never b""
                 await client.receive(1)
-        with pytest.raises(anyio.ClosedResourceError):
+        with pytest.raises(anyio.ClosedResourceError, match="SocketStream was closed with aclose"):
             await client.receive()
-        with pytest.raises(anyio.ClosedResourceError):
+        with pytest.raises(anyio.ClosedResourceError, match="open a new one"):
             await client.send(b"x")
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("max_bytes", "error", "match"),
+    [
+        (0, ValueError, "max_bytes must be a positive integer, got 0"),
+        (-1, ValueError, "max_bytes must be a positive integer, got -1"),
+        ("1", TypeError, "needs an int max_bytes, got str"),
+        (True, TypeError, "needs an int max_bytes, got bool"),
+    ],
+)
+def test_receive_refuses_a_max_bytes_that_is_not_a_positive_int(
+    max_bytes: Any, error: type[Exception], match: str
+) -> None:
+    async def main() -> None:
+        client, server = await connected_pair()
+        async with client, server:
+            await server.send(b"x")
+            with pytest.raises(error, match=match):
+                await client.receive(max_bytes)
+            assert await client.receive(1) == b"x"  # nothing was taken
 
     run(main)
 

@@ -69,6 +69,7 @@ from asyncop.signals import SignalReceiver, open_signal_receiver
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
 from tests.runtime import _remote_jobs as remote_jobs
 
+from ._anyio_net_errors import ANYIO_NET_CASES
 from ._bridge_errors import BRIDGE_CASES
 from ._net_errors import NET_CASES
 
@@ -2250,8 +2251,9 @@ CASES += [
 REFUSED_PORT = free_port()
 # The network's cases live beside its tests.
 CASES += [Case(*row) for row in NET_CASES]
-# So do the asyncio bridge's.
+# So do the asyncio bridge's, and those of anyio's networking on asyncop.
 CASES += [Case(*row) for row in BRIDGE_CASES]
+CASES += [Case(*row) for row in ANYIO_NET_CASES]
 
 
 def t_token_wait_in_coroutine(c: Ctx) -> BaseException:

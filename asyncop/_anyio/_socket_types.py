@@ -31,6 +31,7 @@ raises ``BrokenResourceError`` from it; a peer that closed its side makes
 from __future__ import annotations
 
 import array
+import os
 import socket
 import threading
 from collections.abc import Callable, Collection
@@ -48,6 +49,8 @@ from ..net import getaddrinfo
 from ..runtime import MAX_READ
 
 __all__ = [
+    "READING",
+    "WRITING",
     "ConnectedUDPSocket",
     "ConnectedUNIXDatagramSocket",
     "SocketStream",
@@ -64,6 +67,12 @@ T = TypeVar("T")
 #: A socket call yields to the scheduler at least once per this many calls
 #: in a row that found their socket ready.
 FAIR_STREAK = 16
+
+# What a second task in the same direction was refused, as anyio's
+# BusyResourceError words it ("Another task is already reading from ...").
+READING = "reading from"
+WRITING = "writing to"
+ACCEPTING = "accepting connections from"
 
 #: The size of one datagram receive: the largest UDP payload, rounded up.
 DATAGRAM_SIZE = 65536
@@ -83,7 +92,7 @@ async def wait_ready(event: Any, what: str) -> None:
     try:
         await event
     except AsyncopClosed as exc:
-        raise ClosedResourceError().with_traceback(exc.__traceback__) from None
+        raise ClosedResourceError(*exc.args).with_traceback(exc.__traceback__) from None
     except AsyncopBusy:
         raise BusyResourceError(what) from None
 
@@ -103,18 +112,25 @@ class _SocketBase:
 
     def _check_closed(self) -> None:
         if self._closed:
-            raise ClosedResourceError
+            raise ClosedResourceError(
+                f"{type(self).__name__} was closed with aclose(); open a new one to go on"
+            )
         if self._socket.fileno() < 0:
             raise BrokenResourceError(
-                "the socket was closed without aclose(); close it through its anyio object"
+                f"the socket of this {type(self).__name__} was closed behind its back; "
+                "close it with aclose() instead"
             )
 
     def _fail(self, exc: BaseException) -> NoReturn:
         """Raise anyio's error for what a socket call, or a wait, raised."""
         if self._closed or isinstance(exc, ClosedResourceError):
-            raise ClosedResourceError from None
+            raise ClosedResourceError(
+                f"{type(self).__name__} was closed while this task used it"
+            ) from None
         if isinstance(exc, OSError):
-            raise BrokenResourceError from exc
+            raise BrokenResourceError(
+                f"{type(self).__name__} is broken: {exc}; open a new one to go on"
+            ) from exc
         raise exc
 
     async def _attempt(
@@ -160,6 +176,19 @@ class _SocketBase:
         await checkpoint()
 
 
+def _check_max_bytes(value: object) -> None:
+    """Refuse a ``max_bytes`` that is not a positive int (an int subclass passes)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"receive() needs an int max_bytes, got {type(value).__name__}; pass e.g. 65536"
+        )
+    if value < 1:
+        raise ValueError(
+            f"max_bytes must be a positive integer, got {value}; pass the most bytes "
+            "to take at once, e.g. 65536"
+        )
+
+
 class SocketStream(_SocketBase, abc.SocketStream):
     """A connected TCP (or other stream) socket as anyio's ``SocketStream``."""
 
@@ -169,16 +198,16 @@ class SocketStream(_SocketBase, abc.SocketStream):
         self._send_lock = threading.Lock()
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        if max_bytes < 1:
-            raise ValueError("max_bytes must be a positive integer")
+        if type(max_bytes) is not int or max_bytes < 1:
+            _check_max_bytes(max_bytes)
         lock = self._receive_lock
         if not lock.acquire(False):
-            raise BusyResourceError("reading from")
+            raise BusyResourceError(READING)
         try:
             self._check_closed()
             # (A huge max_bytes would allocate that much first; no recv needs more.)
             size = max_bytes if max_bytes <= MAX_READ else MAX_READ
-            data = await self._attempt(readable, "reading from", self._socket.recv, size)
+            data = await self._attempt(readable, READING, self._socket.recv, size)
         finally:
             lock.release()
         if not data:
@@ -188,15 +217,15 @@ class SocketStream(_SocketBase, abc.SocketStream):
     async def send(self, item: bytes) -> None:
         lock = self._send_lock
         if not lock.acquire(False):
-            raise BusyResourceError("writing to")
+            raise BusyResourceError(WRITING)
         try:
             self._check_closed()
             send = self._socket.send
-            sent = await self._attempt(writable, "writing to", send, item)
+            sent = await self._attempt(writable, WRITING, send, item)
             if sent < len(item):
                 with memoryview(item) as view:
                     while sent < len(view):
-                        sent += await self._attempt(writable, "writing to", send, view[sent:])
+                        sent += await self._attempt(writable, WRITING, send, view[sent:])
         finally:
             lock.release()
 
@@ -213,18 +242,24 @@ class UNIXSocketStream(SocketStream, abc.UNIXSocketStream):
 
     async def receive_fds(self, msglen: int, maxfds: int) -> tuple[bytes, list[int]]:
         if not isinstance(msglen, int) or msglen < 0:
-            raise ValueError("msglen must be a non-negative integer")
+            raise ValueError(
+                f"msglen must be a non-negative integer, got {msglen!r}; pass the most "
+                "bytes of message to receive with the descriptors"
+            )
         if not isinstance(maxfds, int) or maxfds < 1:
-            raise ValueError("maxfds must be a positive integer")
+            raise ValueError(
+                f"maxfds must be a positive integer, got {maxfds!r}; pass the most "
+                "descriptors to receive"
+            )
         fds = array.array("i")
         lock = self._receive_lock
         if not lock.acquire(False):
-            raise BusyResourceError("reading from")
+            raise BusyResourceError(READING)
         try:
             self._check_closed()
             message, ancdata, _flags, _addr = await self._attempt(
                 readable,
-                "reading from",
+                READING,
                 self._socket.recvmsg,
                 msglen,
                 socket.CMSG_LEN(maxfds * fds.itemsize),
@@ -233,32 +268,42 @@ class UNIXSocketStream(SocketStream, abc.UNIXSocketStream):
             lock.release()
         if not message and not ancdata:
             raise EndOfStream
+        unexpected = None
         for level, kind, data in ancdata:
-            if level != socket.SOL_SOCKET or kind != socket.SCM_RIGHTS:
-                raise RuntimeError(
-                    f"Received unexpected ancillary data; message = {message!r}, "
-                    f"cmsg_level = {level}, cmsg_type = {kind}"
-                )
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+            else:
+                unexpected = (level, kind)
+        if unexpected is not None:
+            for fd in fds:  # received, but never handed over: not leaked either
+                os.close(fd)
+            raise RuntimeError(
+                f"receive_fds() got ancillary data other than descriptors (cmsg_level, "
+                f"cmsg_type = {unexpected}) with message {message!r}; send only "
+                "descriptors (SCM_RIGHTS) to this socket"
+            )
         return message, list(fds)
 
     async def send_fds(self, message: bytes, fds: Collection[int | IOBase]) -> None:
         if not message:
-            raise ValueError("message must not be empty")
+            raise ValueError(
+                "message must not be empty: the descriptors travel with its bytes; "
+                "pass at least one byte"
+            )
         if not fds:
-            raise ValueError("fds must not be empty")
+            raise ValueError("fds must not be empty; pass the descriptors to send, or use send()")
         numbers = [fd if isinstance(fd, int) else fd.fileno() for fd in fds]
         ancdata = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", numbers))]
         lock = self._send_lock
         if not lock.acquire(False):
-            raise BusyResourceError("writing to")
+            raise BusyResourceError(WRITING)
         try:
             self._check_closed()
             with memoryview(message) as view:
                 sent = 0
                 while sent < len(view):
                     sent += await self._attempt(
-                        writable, "writing to", self._socket.sendmsg, [view[sent:]], ancdata
+                        writable, WRITING, self._socket.sendmsg, [view[sent:]], ancdata
                     )
                     ancdata = []  # the descriptors went with the first write
         finally:
@@ -275,11 +320,11 @@ class _Listener(_SocketBase):
     async def _accept(self) -> socket.socket:
         lock = self._accept_lock
         if not lock.acquire(False):
-            raise BusyResourceError("accepting connections from")
+            raise BusyResourceError(ACCEPTING)
         try:
             self._check_closed()
             conn, _ = await self._attempt(
-                readable, "accepting connections from", self._socket.accept
+                readable, ACCEPTING, self._socket.accept
             )
         finally:
             lock.release()
@@ -313,20 +358,20 @@ class _Datagrams(_SocketBase):
     async def _receive_with(self, call: Callable[[int], T]) -> T:
         lock = self._receive_lock
         if not lock.acquire(False):
-            raise BusyResourceError("reading from")
+            raise BusyResourceError(READING)
         try:
             self._check_closed()
-            return await self._attempt(readable, "reading from", call, DATAGRAM_SIZE)
+            return await self._attempt(readable, READING, call, DATAGRAM_SIZE)
         finally:
             lock.release()
 
     async def _send_with(self, call: Callable[..., int], *args: Any) -> None:
         lock = self._send_lock
         if not lock.acquire(False):
-            raise BusyResourceError("writing to")
+            raise BusyResourceError(WRITING)
         try:
             self._check_closed()
-            await self._attempt(writable, "writing to", call, *args)
+            await self._attempt(writable, WRITING, call, *args)
         finally:
             lock.release()
 

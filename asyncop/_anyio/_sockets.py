@@ -31,6 +31,8 @@ from .. import checkpoint, lowlevel, readable, spawn_blocking, writable
 from .. import notify_closing as asyncop_notify_closing
 from ..net import getaddrinfo as asyncop_getaddrinfo
 from ._socket_types import (
+    READING,
+    WRITING,
     ConnectedUDPSocket,
     ConnectedUNIXDatagramSocket,
     SocketStream,
@@ -64,7 +66,7 @@ async def _connect(sock: socket.socket, address: Any) -> None:
         return
     except BlockingIOError:
         pass
-    await wait_ready(writable(sock), "writing to")
+    await wait_ready(writable(sock), WRITING)
     code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
     if code:
         # OSError(code, ...) is made as its subclass, e.g. ConnectionRefusedError.
@@ -193,11 +195,11 @@ class SocketMethods:
 
     @classmethod
     async def wait_readable(cls, obj: FileDescriptorLike) -> None:
-        await wait_ready(readable(obj), "reading from")
+        await wait_ready(readable(obj), READING)
 
     @classmethod
     async def wait_writable(cls, obj: FileDescriptorLike) -> None:
-        await wait_ready(writable(obj), "writing to")
+        await wait_ready(writable(obj), WRITING)
 
     @classmethod
     def notify_closing(cls, obj: FileDescriptorLike) -> None:
