@@ -445,6 +445,40 @@ def test_unix_streams_carry_bytes_and_file_descriptors(tmp_path: Path) -> None:
     assert run(main) == (b"plain", b"fd", "through the socket")
 
 
+@pytest.mark.skipif(not hasattr(socket, "SCM_CREDENTIALS"), reason="Linux's SCM_CREDENTIALS")
+def test_receive_fds_refuses_other_ancillary_data_and_leaks_no_descriptor() -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def main() -> tuple[int, str]:
+        a, peer = socket.socketpair()
+        with peer:
+            async with await anyio.abc.UNIXSocketStream.from_socket(a) as stream:
+                raw = stream.extra(SocketAttribute.raw_socket)
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+                before = open_fds()
+                with open(os.devnull) as passed:
+                    fd = struct.pack("i", passed.fileno())
+                    peer.sendmsg(
+                        [b"x"],
+                        [
+                            (socket.SOL_SOCKET, socket.SCM_RIGHTS, fd),
+                            (
+                                socket.SOL_SOCKET,
+                                socket.SCM_CREDENTIALS,
+                                struct.pack("3i", os.getpid(), os.getuid(), os.getgid()),
+                            ),
+                        ],
+                    )
+                with pytest.raises(RuntimeError) as info:
+                    await stream.receive_fds(10, 16)  # room for both messages
+                return open_fds() - before, str(info.value)
+
+    leaked, message = run(main)
+    assert leaked == 0
+    assert "other than descriptors" in message
+
+
 # ----------------------------------------------------------------------
 # Datagrams
 # ----------------------------------------------------------------------
