@@ -11,8 +11,10 @@ backend): ``enter_in_task(scope)`` and ``leave_in_task(scope, exc)`` open and
 close a scope's block in the running task without an await;
 ``current_task()``, ``running_tasks(runtime)``, ``task_coroutine(op)``,
 ``effective_deadline()`` and ``cancel_pending()`` answer what a task asks of
-its place in the tree, and ``spawn_shielded()`` spawns a task that runs its
-first step whatever happens above it meanwhile. See ``asyncop/runtime/_block.py``.
+its place in the tree, ``spawn_shielded()`` spawns a task that runs its
+first step whatever happens above it meanwhile, and ``pass_checkpoint()``
+passes a cancellation point without a trip through the scheduler. See
+``asyncop/runtime/_block.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .runtime import current_task as current_task
 from .runtime import effective_deadline as effective_deadline
 from .runtime import enter_in_task as enter_in_task
 from .runtime import leave_in_task as leave_in_task
+from .runtime import pass_checkpoint as pass_checkpoint
 from .runtime import resolve as resolve
 from .runtime import resume_when as resume_when
 from .runtime import running_tasks as running_tasks
@@ -47,6 +50,7 @@ __all__ = [
     "effective_deadline",
     "enter_in_task",
     "leave_in_task",
+    "pass_checkpoint",
     "resolve",
     "resume_when",
     "running_tasks",

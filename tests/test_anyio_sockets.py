@@ -32,7 +32,7 @@ from anyio.abc import SocketAttribute, SocketListener, SocketStream
 from anyio.streams.tls import TLSListener
 
 import asyncop
-from asyncop.testing import VirtualClock
+from asyncop.testing import VirtualClock, assert_checkpoints
 
 from ._net_errors import _contexts as tls_contexts
 
@@ -277,6 +277,20 @@ def test_a_cancelled_receive_takes_no_byte() -> None:
             return [await client.receive()]
 
     assert run(main) == [b"kept"]
+
+
+def test_every_call_passes_a_cancellation_point_even_when_the_socket_is_ready() -> None:
+    async def main() -> None:
+        client, server = await connected_pair()
+        async with client, server:
+            await server.send(b"ready")
+            await anyio.wait_readable(client.extra(SocketAttribute.raw_socket))
+            with assert_checkpoints():
+                assert await client.receive() == b"ready"
+            with assert_checkpoints():
+                await client.send(b"room")  # the socket has room: it does not wait
+
+    run(main)
 
 
 def test_a_reader_of_a_socket_that_always_has_data_lets_other_tasks_run() -> None:

@@ -8,8 +8,8 @@ the socket only in a ``recv`` that returns them to the caller, so a
 cancelled receive loses nothing, and a send returns once the kernel has
 taken every byte (a cancelled send may have sent a prefix, as on trio).
 
-Entry: every call is a cancellation point, checked in place
-(``lowlevel.cancel_pending()``) rather than by a trip through the
+Entry: every call is a cancellation point, passed in place
+(``lowlevel.pass_checkpoint()``) rather than by a trip through the
 scheduler, as asyncop's own streams do; every ``FAIR_STREAK``-th call in a
 row that found its socket ready yields (``checkpoint()``), so that a task
 reading a socket that always has data still lets the others run. A call
@@ -141,7 +141,7 @@ class _SocketBase:
         A cancellation point on entry (see the module docstring); the
         caller holds the direction's guard.
         """
-        if self._streak >= FAIR_STREAK or lowlevel.cancel_pending():
+        if self._streak >= FAIR_STREAK or not lowlevel.pass_checkpoint():
             self._streak = 0
             await checkpoint()
         while True:

@@ -59,7 +59,7 @@ async def _connect(sock: socket.socket, address: Any) -> None:
             nobody listens), with the address in its message.
         Cancelled: the task was cancelled; the caller closes the socket.
     """
-    if lowlevel.cancel_pending():
+    if not lowlevel.pass_checkpoint():
         await checkpoint()
     try:
         sock.connect(address)

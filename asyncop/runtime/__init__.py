@@ -34,6 +34,7 @@ from ._block import current_task as current_task
 from ._block import effective_deadline as effective_deadline
 from ._block import enter_in_task as enter_in_task
 from ._block import leave_in_task as leave_in_task
+from ._block import pass_checkpoint as pass_checkpoint
 from ._block import running_tasks as running_tasks
 from ._block import spawn_shielded as spawn_shielded
 from ._block import task_coroutine as task_coroutine
@@ -239,6 +240,7 @@ __all__ = [
     "open_unix_listener",
     "open_unix_stream",
     "pack_call",
+    "pass_checkpoint",
     "PipeStream",
     "Process",
     "ProcessExecutor",

@@ -22,7 +22,10 @@ The questions a task can ask of its place in the tree: which task runs
 (:func:`current_task`), which tasks a runtime has (:func:`running_tasks`),
 the earliest deadline that can cancel the running code
 (:func:`effective_deadline`), and whether it is cancelled now
-(:func:`cancel_pending`).
+(:func:`cancel_pending`). A call that checks for a cancel on entry and goes
+on at once when there is none, as asyncop's streams do, passes its
+cancellation point in place with :func:`pass_checkpoint`, which counts it
+as an await for ``testing.assert_checkpoints``.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ __all__ = [
     "effective_deadline",
     "enter_in_task",
     "leave_in_task",
+    "pass_checkpoint",
     "running_tasks",
     "spawn_shielded",
     "task_coroutine",
@@ -247,3 +251,25 @@ def cancel_pending(task: AsyncOperation[Any] | None = None) -> bool:
         return bool(_running_task("cancel_pending()").current._cancelled)
     state = task._task
     return state is not None and state.task is task and bool(state.current._cancelled)
+
+
+def pass_checkpoint() -> bool:
+    """Pass a cancellation point in place, without a trip through the scheduler.
+
+    For a call that must be a cancellation point but need not yield: it
+    reads the running task's cancel flag and, when there is no cancel,
+    counts the checkpoint (``testing.assert_checkpoints`` sees it) and lets
+    the call go on at once.
+
+    Returns:
+        True when the task may go on; False when it is cancelled: then
+        ``await checkpoint()``, which raises ``Cancelled``.
+
+    Raises:
+        RuntimeError: the calling thread steps no task.
+    """
+    task = _running_task("pass_checkpoint()")
+    if task.current._cancelled:
+        return False
+    task.checkpoints += 1
+    return True

@@ -11,8 +11,8 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, Cancelled, OperationState, WakerStatus
-from asyncop.lowlevel import WaitEvent
-from asyncop.testing import wait_all_blocked
+from asyncop.lowlevel import WaitEvent, pass_checkpoint
+from asyncop.testing import assert_checkpoints, wait_all_blocked
 from tests._freethreading import steps_may_overlap
 
 pytestmark = pytest.mark.timeout(15)
@@ -824,3 +824,25 @@ def _children(op: asyncop.AsyncOperation) -> list[asyncop.AsyncOperation]:
         found.append(child)
         child = child.sibling_next
     return found
+
+
+def test_pass_checkpoint_counts_in_place_and_defers_a_cancel_to_an_await(
+    rt1: asyncop.Runtime,
+) -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        with assert_checkpoints():  # counted, without leaving the worker
+            log.append(f"go on {pass_checkpoint()}")
+        async with asyncop.scope() as scope:
+            scope.cancel()
+            log.append(f"go on {pass_checkpoint()}")  # cancelled: await to raise
+            try:
+                await asyncop.checkpoint()
+            except Cancelled:
+                log.append("cancelled at the await")
+                raise
+        return log
+
+    assert rt1.run(main) == ["go on True", "go on False", "cancelled at the await"]
+    with pytest.raises(RuntimeError, match=r"pass_checkpoint\(\) needs a coroutine operation"):
+        pass_checkpoint()
