@@ -2,8 +2,10 @@
 
 Both raise one TypeError that names the object, the loop it belongs to, and
 ``asyncop.anyio`` as the way across, instead of each loop's own puzzle
-("no running event loop", "Task got bad yield"...). Also: plain functions
-and async generators that would leave work unrun are refused.
+("no running event loop", "Task got bad yield"...). anyio's calls are no
+foreign objects: asyncop is an anyio backend, and they work in its tasks.
+Also: plain functions and async generators that would leave work unrun are
+refused.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ async def _trio_checkpoint() -> None:
 
 
 async def _anyio_sleep() -> None:
-    await anyio.sleep(1)
+    await anyio.sleep(0.01)
 
 
 async def _anyio_event() -> None:
@@ -100,9 +102,18 @@ FOREIGN_IN_ASYNCOP = {
     "asyncio.Task": (_asyncio_task, "asyncio", "Task"),
     "trio.sleep": (_trio_sleep, "trio", "trio.sleep()"),
     "trio.checkpoint": (_trio_checkpoint, "trio", "CancelShieldedCheckpoint"),
-    "anyio.sleep": (_anyio_sleep, "anyio", "anyio.sleep()"),
-    "anyio.Event": (_anyio_event, "anyio", "anyio.Event"),
 }
+
+
+@pytest.mark.parametrize("body", [_anyio_sleep, _anyio_event], ids=["sleep", "Event"])
+def test_anyio_calls_in_an_asyncop_task_run_on_asyncop(rt: asyncop.Runtime, body: Any) -> None:
+    async def main() -> str:
+        async with asyncop.move_on_after(0.05) as scope:
+            await body()
+        return "moved on" if scope.cancelled_caught else "ended"
+
+    expected = "ended" if body is _anyio_sleep else "moved on"
+    assert rt.run(main) == expected
 
 
 @pytest.mark.parametrize("case", sorted(FOREIGN_IN_ASYNCOP))
