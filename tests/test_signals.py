@@ -195,6 +195,21 @@ def test_a_receiver_opened_in_a_task_hands_unread_signals_back_on_exit(
     assert seen == [USR1]
 
 
+def test_a_task_may_open_a_receiver_just_before_the_main_thread_waits_for_it(
+    rt: asyncop.Runtime,
+) -> None:
+    # The main thread is on its way into op.wait() as the task asks it.
+    async def in_a_task() -> list[int]:
+        with open_signal_receiver(USR1) as received:
+            os.kill(os.getpid(), USR1)
+            return await take(received, 1)
+
+    op = rt.spawn(in_a_task)
+    time.sleep(0.05)
+    assert op.wait(10).value == [USR1]
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
 def test_opening_where_the_main_thread_cannot_install_raises_runtime_error(
     rt: asyncop.Runtime,
 ) -> None:

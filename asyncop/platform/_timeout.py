@@ -29,7 +29,6 @@ import math
 import numbers
 import threading
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 from ._main_calls import end_serving, serve_main_calls, start_serving
@@ -179,35 +178,30 @@ def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
             return lock.acquire(False)
         if timeout <= MAIN_SLICE:  # the common short wait: one call, on any thread
             return lock.acquire(True, timeout)
-    if threading.current_thread() is not _main_thread:
-        return _acquire_sliced(lock, timeout, _OS_SLICE, None)
-    start_serving()
+    # (The slices are waited for here, in this frame, and nowhere else.)
+    main = threading.current_thread() is _main_thread
+    if main:
+        start_serving()
     try:
-        return _acquire_sliced(lock, timeout, MAIN_SLICE, serve_main_calls)
-    finally:
-        end_serving()
-
-
-def _acquire_sliced(
-    lock: _Acquirable,
-    timeout: float | None,
-    slice_max: float,
-    between: Callable[[], None] | None,
-) -> bool:
-    """``acquire_for`` in slices of ``slice_max`` seconds, calling ``between`` after each."""
-    if timeout is None:
-        while not lock.acquire(True, slice_max):
-            if between is not None:
-                between()
-        return True
-    if timeout <= slice_max:
-        return lock.acquire(True, timeout)
-    end = time.monotonic() + timeout
-    while True:
-        left = end - time.monotonic()
-        if left <= 0.0:
-            return lock.acquire(False)
-        if lock.acquire(True, min(left, slice_max)):
+        slice_max = MAIN_SLICE if main else _OS_SLICE
+        if main:
+            serve_main_calls()  # one handed over before the wait began
+        if timeout is None:
+            while not lock.acquire(True, slice_max):
+                if main:
+                    serve_main_calls()
             return True
-        if between is not None:
-            between()
+        if timeout <= slice_max:
+            return lock.acquire(True, timeout)
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0.0:
+                return lock.acquire(False)
+            if lock.acquire(True, min(left, slice_max)):
+                return True
+            if main:
+                serve_main_calls()
+    finally:
+        if main:
+            end_serving()

@@ -38,7 +38,7 @@ from ..operations import (
     thread_state,
     walk,
 )
-from ..platform import check_timeout, cpu_count
+from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
@@ -395,9 +395,12 @@ class Runtime(Kernel):
                 f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
                 "write 'await runtime.spawn(fn)' instead"
             )
-        op = self.spawn(fn, *args)
-        op._check_can_block("Runtime.run()")
-        wait_for_tree(op)
+        # On the main thread, calls the work hands it (installing signal
+        # handlers) are taken from the start, and run by the wait.
+        with serving():
+            op = self.spawn(fn, *args)
+            op._check_can_block("Runtime.run()")
+            wait_for_tree(op)
         return op.result()
 
     def scope(
