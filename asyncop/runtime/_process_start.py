@@ -48,7 +48,8 @@ PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
 STDOUT: Final = subprocess.STDOUT
 
-Command = str | bytes | os.PathLike[str] | os.PathLike[bytes] | Sequence[Any]
+StrOrBytesPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+Command = StrOrBytesPath | Sequence[Any]
 StdSpec = int | IO[Any] | None
 
 
@@ -123,7 +124,7 @@ def open_process(
     stdin: StdSpec = PIPE,
     stdout: StdSpec = PIPE,
     stderr: StdSpec = PIPE,
-    cwd: str | os.PathLike[str] | None = None,
+    cwd: StrOrBytesPath | None = None,
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
@@ -213,7 +214,7 @@ def _check_options(
     stdin: StdSpec,
     stdout: StdSpec,
     stderr: StdSpec,
-    cwd: str | os.PathLike[str] | None,
+    cwd: StrOrBytesPath | None,
     env: dict[str, str] | None,
     kill_grace: object,
     shell: bool,
@@ -317,7 +318,7 @@ async def run_process(
     check: bool = True,
     capture_stdout: bool = True,
     capture_stderr: bool = True,
-    cwd: str | os.PathLike[str] | None = None,
+    cwd: StrOrBytesPath | None = None,
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
