@@ -12,7 +12,8 @@ by handing the installation to the main thread while it waits in asyncop
 (``asyncop.platform.call_on_main_thread``; the task's worker blocks
 meanwhile). The receiver is iterated where the work is (any task). Opening
 one where neither works (a plain thread, while the main thread computes or
-waits outside asyncop) raises RuntimeError at once rather than failing
+waits outside asyncop) raises RuntimeError, after a quarter second in which
+the main thread may still begin its wait, rather than failing
 inside ``signal.signal``.
 
 A handler can interrupt the main thread anywhere, including while it holds
@@ -267,7 +268,7 @@ _WHY = (
 
 
 def _check_can_install() -> None:
-    """Refuse at once where no handler could be installed (see the module docstring)."""
+    """Refuse where no handler could be installed (see the module docstring)."""
     if not can_call_on_main_thread():
         thread = threading.current_thread().name
         raise RuntimeError(f"open_signal_receiver() was called on thread {thread!r}, but {_WHY}")
