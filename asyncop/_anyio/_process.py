@@ -86,7 +86,9 @@ class _ReceiveStream(abc.ByteReceiveStream):
 
     async def receive(self, max_bytes: int = _RECEIVE_SIZE) -> bytes:
         if max_bytes < 1:
-            raise ValueError("max_bytes must be a positive integer")
+            raise ValueError(
+                f"max_bytes must be a positive integer, got {max_bytes}; pass e.g. 65536"
+            )
         try:
             data = await self._stream.receive_some(max_bytes)
         except _STREAM_ERRORS as exc:
@@ -246,7 +248,7 @@ class ProcessMethods:
         if startupinfo is not None or creationflags:
             raise ValueError(
                 "open_process() got startupinfo or creationflags, which only Windows "
-                "takes; leave them out here"
+                "takes; pass them on Windows only"
             )
         args, shell = _command(command)
         await checkpoint()  # a cancelled task starts nothing, as on trio

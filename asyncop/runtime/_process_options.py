@@ -116,9 +116,9 @@ def _named_id(
     thing, number = kind
     wanted = f"a {thing} name or a {number}"
     if isinstance(value, str):
-        if lookup is None:  # pragma: no cover - not on Windows
-            raise ValueError(f"{what} got {name} {value!r}, but {thing}s are not known here")
         try:
+            if lookup is None:  # pragma: no cover - no users and groups here (Windows)
+                raise KeyError(value)
             return lookup(value)
         except KeyError:
             raise ValueError(
@@ -129,7 +129,9 @@ def _named_id(
 
 def _id(what: str, name: str, value: object, wanted: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} needs {name} as {wanted}, got {type(value).__name__}")
+        raise TypeError(
+            f"{what} needs {name} as {wanted}, got {type(value).__name__}; pass a str or an int"
+        )
     if value < 0:
         raise ValueError(f"{what} got {name} {value}; pass {wanted} (ids are 0 or more)")
     return value
