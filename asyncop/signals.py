@@ -17,8 +17,9 @@
             runtime.run(main, received)
 
 Python installs signal handlers only on the main thread, so the receiver is
-opened there; any task may iterate it. Leaving the ``with`` block restores the
-previous handlers.
+opened there, or in a task while the main thread waits in asyncop
+(``runtime.run()``), which then installs the handlers for the task; any task
+may iterate it. Leaving the ``with`` block restores the previous handlers.
 """
 
 from __future__ import annotations

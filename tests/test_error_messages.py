@@ -64,6 +64,7 @@ from asyncop.net import (
     recv_async,
     send_all_async,
 )
+from asyncop.platform import acquire_for, call_on_main_thread, can_call_on_main_thread
 from asyncop.process import STDOUT, open_process, run_process
 from asyncop.signals import SignalReceiver, open_signal_receiver
 from asyncop.testing import VirtualClock, assert_checkpoints, wait_all_blocked
@@ -1368,6 +1369,42 @@ def t_process_group_and_session(c: Ctx) -> BaseException:
     return caught(open_process, ["true"], start_new_session=True, process_group=0)
 
 
+def t_process_pass_fds_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], pass_fds=3)
+
+
+def t_process_pass_fds_item(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], pass_fds=["3"])
+
+
+def t_process_pass_fds_negative(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], pass_fds=[-1])
+
+
+def t_process_user_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], user=1.5)
+
+
+def t_process_user_negative(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], user=-1)
+
+
+def t_process_group_unknown(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], group="no-such-group-here")
+
+
+def t_process_extra_groups_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], extra_groups="wheel")
+
+
+def t_process_umask_type(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], umask="022")
+
+
+def t_process_umask_range(c: Ctx) -> BaseException:
+    return caught(open_process, ["true"], umask=0o1000)
+
+
 def t_process_input_text(c: Ctx) -> BaseException:
     async def main() -> None:
         await run_process(["true"], input="text")  # type: ignore[arg-type]
@@ -1383,10 +1420,78 @@ def t_process_input_and_stdin(c: Ctx) -> BaseException:
 
 
 def t_signals_off_main_thread(c: Ctx) -> BaseException:
-    async def main() -> None:
-        open_signal_receiver(signal.SIGUSR1)
+    # A plain thread, while the main thread waits outside asyncop (join()).
+    thread, box = in_thread(lambda: open_signal_receiver(signal.SIGUSR1))
+    thread.join(10)
+    return box["error"]
 
-    return failure_of(c.rt, main)
+
+def t_main_call_interrupted(c: Ctx) -> BaseException:
+    # A Ctrl-C lands on the main thread while it runs a call handed to it:
+    # the Ctrl-C goes on up the main thread's wait, the caller is told.
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    waited_on = threading.Lock()
+    waited_on.acquire()
+
+    def hand_over() -> None:
+        while not can_call_on_main_thread():
+            time.sleep(0.001)
+        call_on_main_thread(interrupted, "refused")
+
+    thread, box = in_thread(hand_over)
+    with pytest.raises(KeyboardInterrupt):
+        acquire_for(waited_on, 10.0)
+    thread.join(10)
+    return box["error"]
+
+
+def t_at_shutdown_not_callable(c: Ctx) -> BaseException:
+    return caught(c.rt.at_shutdown, "cleanup")
+
+
+def t_at_shutdown_late(c: Ctx) -> BaseException:
+    rt = fresh_runtime("late_rt")
+    rt.shutdown(timeout=5)
+    return caught(rt.at_shutdown, print)
+
+
+def _anyio_failure(c: Ctx, main: Callable[[], Any]) -> BaseException:
+    """The error ``main`` raises under ``anyio.run`` on the asyncop backend."""
+    anyio = pytest.importorskip("anyio")
+    return caught(anyio.run, main, backend="asyncop", backend_options={"runtime": c.rt})
+
+
+def t_anyio_process_max_bytes(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        async with await anyio.open_process(["true"]) as process:
+            assert process.stdout is not None
+            await process.stdout.receive(0)
+
+    return _anyio_failure(c, main)
+
+
+def t_anyio_process_extra_keyword(c: Ctx) -> BaseException:
+    from anyio._core._eventloop import get_async_backend
+
+    async def main() -> None:
+        await get_async_backend().open_process(
+            ["true"], stdin=None, stdout=None, stderr=None, close_fds=False
+        )
+
+    return _anyio_failure(c, main)
+
+
+def t_anyio_process_windows_only(c: Ctx) -> BaseException:
+    import anyio
+
+    async def main() -> None:
+        await anyio.open_process(["true"], creationflags=4)
+
+    return _anyio_failure(c, main)
 
 
 def t_signals_not_open(c: Ctx) -> BaseException:
@@ -2217,8 +2322,30 @@ CASES += [
     Case("process-group-type", t_process_group_type, TypeError, "process_group"),
     Case("process-group-negative", t_process_group_negative, ValueError, "process_group=-2"),
     Case("process-group-and-session", t_process_group_and_session, ValueError, "process_group=0"),
+    Case("process-pass-fds-type", t_process_pass_fds_type, TypeError, "pass_fds"),
+    Case("process-pass-fds-item", t_process_pass_fds_item, TypeError, "pass_fds"),
+    Case("process-pass-fds-negative", t_process_pass_fds_negative, ValueError, "descriptor -1"),
+    Case("process-user-type", t_process_user_type, TypeError, "user"),
+    Case("process-user-negative", t_process_user_negative, ValueError, "user -1"),
+    Case("process-group-unknown", t_process_group_unknown, ValueError, "'no-such-group-here'"),
+    Case("process-extra-groups-type", t_process_extra_groups_type, TypeError, "extra_groups"),
+    Case("process-umask-type", t_process_umask_type, TypeError, "umask"),
+    Case("process-umask-range", t_process_umask_range, ValueError, "umask=0o1000"),
     # signals
-    Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "errors_rt-"),
+    Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "Thread-"),
+    Case("at-shutdown-not-callable", t_at_shutdown_not_callable, TypeError, "'errors_rt'"),
+    Case("at-shutdown-late", t_at_shutdown_late, RuntimeError, "'late_rt'"),
+    Case("anyio-process-max-bytes", t_anyio_process_max_bytes, ValueError, "max_bytes"),
+    Case("anyio-process-extra-keyword", t_anyio_process_extra_keyword, TypeError, "close_fds"),
+    Case("anyio-process-windows-only", t_anyio_process_windows_only, ValueError, "creationflags"),
+    Case(
+        "main-call-interrupted",
+        t_main_call_interrupted,
+        RuntimeError,
+        "main thread",
+        kind="outcome",
+        public=False,
+    ),
     Case("signals-not-open", t_signals_not_open, RuntimeError, "SIGUSR1"),
     Case("signals-entered-twice", t_signals_entered_twice, RuntimeError, "SIGUSR1"),
     Case("signals-busy", t_signals_busy, BusyResourceError, "SIGUSR1"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import grp
 import math
 import os
 import re
@@ -201,6 +202,90 @@ def test_open_process_refuses_bad_options_before_starting_anything(
     with pytest.raises(error, match=words):
         open_process(["true"], **options)
     assert child_pids() == before
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"pass_fds": 3}, TypeError, "pass_fds as a sequence of descriptors, got int"),
+        ({"pass_fds": ["3"]}, TypeError, "each of pass_fds to be an int descriptor, got str"),
+        ({"pass_fds": [True]}, TypeError, "int descriptor, got bool"),
+        ({"pass_fds": [-1]}, ValueError, "descriptor -1 in pass_fds"),
+        ({"user": 1.5}, TypeError, "user as a user name or a uid, got float"),
+        ({"user": -1}, ValueError, "user -1"),
+        ({"user": "no-such-user-here"}, ValueError, "names no user here"),
+        ({"group": "no-such-group-here"}, ValueError, "group 'no-such-group-here', which names"),
+        ({"group": [0]}, TypeError, "group as a group name or a gid, got list"),
+        ({"extra_groups": "wheel"}, TypeError, "extra_groups as a list of group names or ids"),
+        ({"extra_groups": [-2]}, ValueError, "extra_groups -2"),
+        ({"umask": "022"}, TypeError, "umask as an int or None, got str"),
+        ({"umask": 0o1000}, ValueError, "umask=0o1000"),
+        ({"umask": -1}, ValueError, "from 0 to 0o777"),
+    ],
+)
+@pytest.mark.parametrize("call", ["open_process", "run_process"])
+def test_bad_inheritance_and_identity_options_raise_before_anything_starts(
+    rt: asyncop.Runtime, call: str, options: dict[str, Any], error: type, words: str
+) -> None:
+    before = child_pids()
+
+    async def main() -> None:
+        if call == "open_process":
+            open_process(["true"], **options)
+        else:
+            await run_process(["true"], **options)
+
+    with pytest.raises(error, match=rf"{call}\(\) .*{words}"):
+        run(rt, main)
+    assert child_pids() == before
+
+
+def test_pass_fds_user_group_and_umask_reach_the_process(
+    rt: asyncop.Runtime, tmp_path: Path
+) -> None:
+    # Our own user and groups need no privilege; a passed descriptor is
+    # open in the child, another one of ours is not.
+    read_end, write_end = os.pipe()
+    kept_out = os.open(os.devnull, os.O_RDONLY)
+    code = (
+        "import os, sys; fd, other = map(int, sys.argv[1:]);"
+        "os.write(fd, b'through the pipe'); os.close(fd);"
+        "closed = False\n"
+        "try: os.fstat(other)\n"
+        "except OSError: closed = True\n"
+        "print(os.getuid(), os.getgid(), sorted(os.getgroups()), oct(os.umask(0)), closed)"
+    )
+
+    async def main() -> bytes:
+        result = await run_process(
+            [PY, "-c", code, str(write_end), str(kept_out)],
+            pass_fds=[write_end],
+            user=os.getuid(),
+            group=grp_name(os.getgid()),
+            extra_groups=sorted(os.getgroups()),
+            umask=0o027,
+        )
+        return result.stdout
+
+    try:
+        out = run(rt, main)
+        os.close(write_end)
+        write_end = -1
+        assert os.read(read_end, 100) == b"through the pipe"
+    finally:
+        for fd in (read_end, write_end, kept_out):
+            if fd >= 0:
+                os.close(fd)
+    groups = sorted(os.getgroups())
+    assert out.decode() == f"{os.getuid()} {os.getgid()} {groups} 0o27 True\n"
+
+
+def grp_name(gid: int) -> str | int:
+    """The name of group ``gid`` (to pass a name), or the gid where it has none."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return gid
 
 
 def test_an_infinite_kill_grace_is_no_limit(rt: asyncop.Runtime) -> None:

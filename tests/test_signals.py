@@ -156,13 +156,64 @@ def test_an_unread_sigint_is_raised_as_keyboard_interrupt_on_exit(rt: asyncop.Ru
         time.sleep(0.01)
 
 
-def test_opening_off_the_main_thread_raises_runtime_error(rt: asyncop.Runtime) -> None:
-    async def in_a_task() -> None:
-        open_signal_receiver(USR1)
+def test_a_task_opens_a_receiver_while_the_main_thread_waits_in_the_runtime(
+    rt: asyncop.Runtime,
+) -> None:
+    # The main thread waits in rt.run(): it installs and restores the
+    # handlers for the task, which gets the signals as the main thread would.
+    async def in_a_task() -> list[int]:
+        with open_signal_receiver(USR1, USR2) as received:
+            assert signal.getsignal(USR1) != signal.SIG_DFL
+            os.kill(os.getpid(), USR2)
+            got = await take(received, 1)
+        assert signal.getsignal(USR1) == signal.SIG_DFL
+        assert signal.getsignal(USR2) == signal.SIG_DFL
+        return got
 
-    with pytest.raises(RuntimeError, match="main thread"):
+    assert rt.run(in_a_task) == [USR2]
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+def test_a_receiver_opened_in_a_task_hands_unread_signals_back_on_exit(
+    rt: asyncop.Runtime,
+) -> None:
+    seen: list[int] = []
+    previous = signal.signal(USR1, lambda signum, frame: seen.append(signum))
+    try:
+
+        async def in_a_task() -> None:
+            with open_signal_receiver(USR1):
+                signal.raise_signal(USR1)  # on this worker: the main thread runs the handler
+                await asyncop.sleep(0.2)  # (the main thread notices within 50 ms)
+
         rt.run(in_a_task)
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)  # the redelivered signal runs the old handler here
+    finally:
+        signal.signal(USR1, previous)
+    assert seen == [USR1]
 
+
+def test_a_task_may_open_a_receiver_just_before_the_main_thread_waits_for_it(
+    rt: asyncop.Runtime,
+) -> None:
+    # The main thread is on its way into op.wait() as the task asks it.
+    async def in_a_task() -> list[int]:
+        with open_signal_receiver(USR1) as received:
+            os.kill(os.getpid(), USR1)
+            return await take(received, 1)
+
+    op = rt.spawn(in_a_task)
+    time.sleep(0.05)
+    assert op.wait(10).value == [USR1]
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+
+def test_opening_where_the_main_thread_cannot_install_raises_runtime_error(
+    rt: asyncop.Runtime,
+) -> None:
+    # A plain thread, while the main thread waits outside asyncop (join()).
     errors: list[BaseException] = []
 
     def in_a_thread() -> None:
@@ -175,7 +226,26 @@ def test_opening_off_the_main_thread_raises_runtime_error(rt: asyncop.Runtime) -
     thread.start()
     thread.join()
     assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
-    assert "pass it to the task" in str(errors[0])
+    assert "main thread" in str(errors[0]) and "pass it to the task" in str(errors[0])
+    assert signal.getsignal(USR1) == signal.SIG_DFL
+
+    # A task of a runtime whose work the main thread does not wait for: it
+    # is made here and entered there, where the main thread is busy.
+    made = open_signal_receiver(USR1)
+    entered = threading.Event()
+
+    async def enter_it() -> None:
+        try:
+            with made:
+                pass
+        finally:
+            entered.set()
+
+    op = rt.spawn(enter_it)
+    assert entered.wait(10)  # (a plain wait, not asyncop's: nobody installs)
+    op.wait(10)
+    with pytest.raises(RuntimeError, match="only on the main thread, which is not waiting"):
+        op.result()
     assert signal.getsignal(USR1) == signal.SIG_DFL
 
 

@@ -87,12 +87,16 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
 
     @classmethod
     async def checkpoint(cls) -> None:
+        if lowlevel.cancel_pending():
+            # A schedule point first, then the cancel, as trio's checkpoint:
+            # the tasks ready meanwhile run before this one unwinds.
+            await cls.cancel_shielded_checkpoint()
         await checkpoint()
 
     @classmethod
     async def checkpoint_if_cancelled(cls) -> None:
         if lowlevel.cancel_pending():
-            await checkpoint()
+            await cls.checkpoint()
 
     @classmethod
     async def cancel_shielded_checkpoint(cls) -> None:

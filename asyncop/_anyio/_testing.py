@@ -7,12 +7,13 @@ call runs in one long-lived *runner task* of one runtime, awaited in turn:
 a context variable a fixture sets is seen by the test, and an async
 generator fixture is resumed in the task that started it. The calls reach
 the runner task through an asyncop ``Channel``, which a plain thread can
-send on; the thread then waits for the outcome.
+send on; the thread then waits for the outcome, in asyncop's slices, so
+that the main thread (pytest's) does what a task hands it meanwhile, such
+as installing the handlers of a signal receiver the test opens.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from anyio.abc import TestRunner as BaseTestRunner
 
 from ..operations import AsyncOperation, EndOfChannel
+from ..platform import WakeEvent, serving
 from ..runtime import Channel, Runtime
 from ._options import runtime_for
 
@@ -39,7 +41,9 @@ class _Call:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
-        self.done = threading.Event()
+        # Waited for in asyncop's slices: the main thread, waiting here, does
+        # what a task hands it (installing a signal receiver's handlers).
+        self.done = WakeEvent()
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -99,8 +103,9 @@ class TestRunner(BaseTestRunner):
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         calls = self._calls if self._calls is not None else self._start()
         call = _Call(fn, args, kwargs)
-        calls.send(call)
-        call.done.wait()
+        with serving():  # (from the send on: the test may hand the main thread work)
+            calls.send(call)
+            call.done.wait()
         return call.outcome()
 
     def run_asyncgen_fixture(

@@ -53,6 +53,7 @@ from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
 from ._guard import describe_fn as describe_fn
 from ._guard import log_user_failure as log_user_failure
+from ._guard import run_isolated as run_isolated
 from ._guard import safe_repr as safe_repr
 from ._guard import safe_str as safe_str
 from ._hooks import After as After

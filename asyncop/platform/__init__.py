@@ -20,6 +20,11 @@ uses nothing but the standard library.
   :func:`acquire_for` blocks on a lock for any such timeout, in slices, so
   that the main thread notices a Ctrl-C promptly. :func:`check_kill_grace`
   does the same for a grace before ``SIGKILL``, and refuses a negative one.
+- :func:`call_on_main_thread` hands a short call to the main thread, which
+  runs it between two slices of such a wait (installing a signal handler,
+  which only the main thread may do); :func:`can_call_on_main_thread` says
+  whether it would be taken, and :func:`serving` keeps the main thread
+  serving over a stretch that ends in such a wait.
 - :func:`choose_selector` picks the best I/O multiplexer (epoll, kqueue,
   poll or select), and :class:`WakeupChannel` lets any thread interrupt a
   thread blocked in it.
@@ -31,6 +36,9 @@ from ._cpu import cpu_count as cpu_count
 from ._cpu import thread_cpu_clock as thread_cpu_clock
 from ._event import WakeEvent as WakeEvent
 from ._lock import RecursiveLock as RecursiveLock
+from ._main_calls import call_on_main_thread as call_on_main_thread
+from ._main_calls import can_call_on_main_thread as can_call_on_main_thread
+from ._main_calls import serving as serving
 from ._selector import WakeupChannel as WakeupChannel
 from ._selector import choose_selector as choose_selector
 from ._selector import selector_name as selector_name
@@ -51,6 +59,8 @@ __all__ = [
     "WakeEvent",
     "WakeupChannel",
     "acquire_for",
+    "call_on_main_thread",
+    "can_call_on_main_thread",
     "check_deadline",
     "check_kill_grace",
     "check_timeout",
@@ -59,6 +69,7 @@ __all__ = [
     "is_main_thread",
     "join_by",
     "selector_name",
+    "serving",
     "start_thread",
     "thread_cpu_clock",
 ]

@@ -13,7 +13,9 @@ KeyboardInterrupt in the main thread when it next runs bytecode. A main
 thread parked in one long ``acquire()`` would not notice for as long as it
 sleeps, so the main thread waits in slices of :data:`MAIN_SLICE` seconds.
 Other threads never receive KeyboardInterrupt and wait in the longest slice
-the OS allows.
+the OS allows. Between two slices the main thread also runs the calls that
+other threads handed it (``_main_calls.py``): waiting in asyncop, it stays
+available for what only the main thread may do.
 
 :func:`check_timeout` is the one place that decides what a timeout value
 means. Call it first, before any state changes, so that a bad value raises
@@ -28,6 +30,8 @@ import numbers
 import threading
 import time
 from typing import Protocol
+
+from ._main_calls import end_serving, serve_main_calls, start_serving
 
 __all__ = [
     "MAIN_SLICE",
@@ -162,8 +166,9 @@ def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
     ``timeout`` must have been through :func:`check_timeout` (or be a float
     the runtime computed). Waits longer than the OS allows are made of
     slices, and the main thread waits in slices of :data:`MAIN_SLICE` so a
-    Ctrl-C reaches it promptly. A KeyboardInterrupt raised between two
-    slices propagates with the lock not acquired.
+    Ctrl-C reaches it promptly; between two of them it also runs the calls
+    other threads handed it (``_main_calls.py``). A KeyboardInterrupt
+    raised between two slices propagates with the lock not acquired.
 
     Returns:
         True if the lock was acquired, False if the timeout passed.
@@ -173,17 +178,30 @@ def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
             return lock.acquire(False)
         if timeout <= MAIN_SLICE:  # the common short wait: one call, on any thread
             return lock.acquire(True, timeout)
-    slice_max = MAIN_SLICE if threading.current_thread() is _main_thread else _OS_SLICE
-    if timeout is None:
-        while not lock.acquire(True, slice_max):
-            pass
-        return True
-    if timeout <= slice_max:
-        return lock.acquire(True, timeout)
-    end = time.monotonic() + timeout
-    while True:
-        left = end - time.monotonic()
-        if left <= 0.0:
-            return lock.acquire(False)
-        if lock.acquire(True, min(left, slice_max)):
+    # (The slices are waited for here, in this frame, and nowhere else.)
+    main = threading.current_thread() is _main_thread
+    if main:
+        start_serving()
+    try:
+        slice_max = MAIN_SLICE if main else _OS_SLICE
+        if main:
+            serve_main_calls()  # one handed over before the wait began
+        if timeout is None:
+            while not lock.acquire(True, slice_max):
+                if main:
+                    serve_main_calls()
             return True
+        if timeout <= slice_max:
+            return lock.acquire(True, timeout)
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0.0:
+                return lock.acquire(False)
+            if lock.acquire(True, min(left, slice_max)):
+                return True
+            if main:
+                serve_main_calls()
+    finally:
+        if main:
+            end_serving()

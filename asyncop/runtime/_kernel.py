@@ -190,6 +190,9 @@ class Kernel(WorkerPool):
         self._reactor: Reactor | None = None
         # Subscriptions of wait_all_blocked(), fired when the runtime idles.
         self._idle_watchers: list[Any] = []
+        # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
+        # first shutdown() pass. Invariant: none is added once CLOSING.
+        self._at_shutdown: list[Callable[[], object]] = []
 
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""

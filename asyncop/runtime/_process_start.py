@@ -30,7 +30,7 @@ import enum
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import IO, Any, Final
 
 from ..operations import BrokenResourceError
@@ -38,6 +38,7 @@ from ..platform import check_kill_grace
 from ._awaitables import checkpoint
 from ._pipes import PipeStream
 from ._process import Process
+from ._process_options import popen_extras
 from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 
@@ -47,7 +48,8 @@ PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
 STDOUT: Final = subprocess.STDOUT
 
-Command = str | bytes | os.PathLike[str] | os.PathLike[bytes] | Sequence[Any]
+StrOrBytesPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+Command = StrOrBytesPath | Sequence[Any]
 StdSpec = int | IO[Any] | None
 
 
@@ -122,12 +124,17 @@ def open_process(
     stdin: StdSpec = PIPE,
     stdout: StdSpec = PIPE,
     stderr: StdSpec = PIPE,
-    cwd: str | os.PathLike[str] | None = None,
+    cwd: StrOrBytesPath | None = None,
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
     start_new_session: bool | None = None,
     process_group: int | None = None,
+    pass_fds: Iterable[int] = (),
+    user: str | int | None = None,
+    group: str | int | None = None,
+    extra_groups: Iterable[str | int] | None = None,
+    umask: int | None = None,
 ) -> Process:
     """Start a child process and return it at once.
 
@@ -160,20 +167,31 @@ def open_process(
             and a cancel signals the process alone: use it for a program
             that needs the terminal (an editor, ``ssh`` asking for a
             password), which a background group would stop.
+        pass_fds: descriptors the process inherits besides 0, 1 and 2
+            (every other one is closed in it).
+        user, group: the user and group the process runs as, by name or
+            id; ``extra_groups``: its supplementary groups; ``umask``: its
+            umask (0 to 0o777). None keeps ours. As for
+            ``subprocess.Popen``; a user or group other than ours needs
+            the privilege to switch (else ``PermissionError``).
 
     Raises:
         TypeError: a string command without ``shell=True``, or a list with
-            it; a ``kill_grace``, ``start_new_session`` or ``process_group``
+            it; a ``kill_grace``, ``start_new_session``, ``process_group``,
+            ``pass_fds``, ``user``, ``group``, ``extra_groups`` or ``umask``
             of the wrong type.
         ValueError: an empty command; a NaN or negative ``kill_grace``; a
             negative ``process_group``, or one given with
-            ``start_new_session=True``.
+            ``start_new_session=True``; a negative descriptor or id, a
+            user or group name unknown here, a ``umask`` past 0o777.
         OSError: the program cannot be started (``FileNotFoundError`` when
             it does not exist); nothing is left open or running.
     """
+    what = "open_process()"
+    extras = popen_extras(what, pass_fds, user, group, extra_groups, umask)
     return _spawn(
         _check_options(
-            "open_process()",
+            what,
             command,
             stdin=stdin,
             stdout=stdout,
@@ -184,6 +202,7 @@ def open_process(
             shell=shell,
             start_new_session=start_new_session,
             process_group=process_group,
+            extras=extras,
         )
     )
 
@@ -195,21 +214,25 @@ def _check_options(
     stdin: StdSpec,
     stdout: StdSpec,
     stderr: StdSpec,
-    cwd: str | os.PathLike[str] | None,
+    cwd: StrOrBytesPath | None,
     env: dict[str, str] | None,
     kill_grace: object,
     shell: bool,
     start_new_session: object,
     process_group: object,
+    extras: dict[str, Any],
 ) -> dict[str, Any]:
-    """Check what a process is started with, before anything happens; the ``_spawn`` kwargs."""
+    """Check what a process is started with, before anything happens; the ``_spawn`` kwargs.
+
+    ``extras`` are more ``Popen`` arguments, checked by ``popen_extras``.
+    """
     grace = check_kill_grace(kill_grace, f"{what[:-2]}(kill_grace=...)")
     _check_command(command, shell, what)
     if stdout == STDOUT:
         raise ValueError(f"{what} got stdout=STDOUT, which means nothing; pass PIPE")
     group, leads_group = _group_options(what, start_new_session, process_group)
     return {
-        "popen": {"args": command, "shell": shell, "cwd": cwd, "env": env, **group},
+        "popen": {"args": command, "shell": shell, "cwd": cwd, "env": env, **group, **extras},
         "std": {"stdin": stdin, "stdout": stdout, "stderr": stderr},
         "kill_grace": grace,
         "leads_group": leads_group,
@@ -295,7 +318,7 @@ async def run_process(
     check: bool = True,
     capture_stdout: bool = True,
     capture_stderr: bool = True,
-    cwd: str | os.PathLike[str] | None = None,
+    cwd: StrOrBytesPath | None = None,
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
@@ -304,6 +327,11 @@ async def run_process(
     stderr: StdSpec | _Default = _DEFAULT,
     start_new_session: bool | None = None,
     process_group: int | None = None,
+    pass_fds: Iterable[int] = (),
+    user: str | int | None = None,
+    group: str | int | None = None,
+    extra_groups: Iterable[str | int] | None = None,
+    umask: int | None = None,
     task_status: TaskStatus[Process] = TASK_STATUS_IGNORED,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a command to completion and return what it did.
@@ -322,8 +350,9 @@ async def run_process(
         check: raise ``CalledProcessError`` when the exit status is not 0.
         capture_stdout, capture_stderr: collect the stream into the result;
             when False the process writes to ours.
-        cwd, env, kill_grace, shell, start_new_session, process_group: as
-            for ``open_process``.
+        cwd, env, kill_grace, shell, start_new_session, process_group,
+            pass_fds, user, group, extra_groups, umask: as for
+            ``open_process``.
         stdin: instead of ``input``, as trio and anyio take them: bytes to
             feed, or what ``subprocess.Popen`` takes (None shares ours).
         stdout, stderr: when given, they decide instead of ``capture_*``:
@@ -360,6 +389,7 @@ async def run_process(
         )
     if isinstance(stdin, _BYTES):
         input, stdin = stdin, _DEFAULT
+    extras = popen_extras("run_process()", pass_fds, user, group, extra_groups, umask)
     options = _check_options(
         "run_process()",
         command,
@@ -372,6 +402,7 @@ async def run_process(
         shell=shell,
         start_new_session=start_new_session,
         process_group=process_group,
+        extras=extras,
     )
     await checkpoint()  # a cancelled task starts nothing
     process = _spawn(options)

@@ -5,13 +5,15 @@ the state every part of the runtime shares (the lock, the ready queues, the
 timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
 and running operations (``create``, ``submit``, ``spawn``, ``run``,
-``scope``), ``shutdown`` and ``dump``. The work cycle is in ``_worker.py``
+``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``) and
+``dump``. The work cycle is in ``_worker.py``
 and ``_monitor.py``.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import math
 import threading
@@ -30,13 +32,14 @@ from ..operations import (
     R,
     Ts,
     keywords_refused,
+    run_isolated,
     safe_repr,
     safe_str,
     spawn_remote,
     thread_state,
     walk,
 )
-from ..platform import check_timeout, cpu_count
+from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
@@ -422,9 +425,12 @@ class Runtime(Kernel):
                 f"Runtime {self.name!r}.run() would block a worker inside a coroutine; "
                 "write 'await runtime.spawn(fn)' instead"
             )
-        op = self.spawn(fn, *args)
-        op._check_can_block("Runtime.run()")
-        wait_for_tree(op)
+        # On the main thread, calls the work hands it (installing signal
+        # handlers) are taken from the start, and run by the wait.
+        with serving():
+            op = self.spawn(fn, *args)
+            op._check_can_block("Runtime.run()")
+            wait_for_tree(op)
         return op.result()
 
     def scope(
@@ -547,11 +553,42 @@ class Runtime(Kernel):
         self._refuse_shutdown_from_inside()
         return shut_down(self, cancel, limit)
 
+    def at_shutdown(self, callback: Callable[[*Ts], object], *args: *Ts) -> None:
+        """Call ``callback(*args)`` when the runtime shuts down.
+
+        For libraries that keep something per runtime and must release it
+        with the runtime (a pool of worker processes, say). The callbacks
+        run once, at the start of ``shutdown()`` (the one that leaving
+        ``with Runtime()`` makes, too), on the thread that calls it, before
+        the live operations are cancelled, the last registered first. They
+        are sync, and the shutdown waits for them: keep them short. One that
+        raises is logged on the ``asyncop`` logger, and the others still
+        run. Not a cancellation point.
+
+        Raises:
+            TypeError: ``callback`` is not callable.
+            RuntimeError: the runtime is shutting down or shut down.
+        """
+        if not callable(callback):
+            raise TypeError(
+                f"Runtime {self.name!r}.at_shutdown() needs a callable, got "
+                f"{type(callback).__name__}; pass the function to call at shutdown"
+            )
+        with self._lock:
+            if self._closing:
+                raise RuntimeError(
+                    f"Runtime {self.name!r}.at_shutdown() was called during or after its "
+                    "shutdown, whose callbacks have run; release the resource now instead"
+                )
+            self._at_shutdown.append(functools.partial(callback, *args) if args else callback)
+
     def _shutdown(self, cancel: bool, limit: float | None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
         with self._lock:
             self._transition_to_closing_locked()
             roots = list(self._roots)
+            callbacks, self._at_shutdown = self._at_shutdown[::-1], []
+        run_isolated(callbacks, "a Runtime.at_shutdown() callback")
         end = None if limit is None else monotonic() + limit
 
         def remaining() -> float | None:

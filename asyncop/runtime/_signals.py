@@ -4,11 +4,17 @@ Why it looks like this
 ----------------------
 Python runs signal handlers only in the main thread, between two bytecodes
 of whatever that thread is doing, and only the main thread may install
-them. asyncop's tasks run on worker threads, so a receiver is opened where
-handlers can be installed (the main thread, typically around
-``runtime.run(...)``) and iterated where the work is (any task). Opening one
-elsewhere raises RuntimeError at once rather than failing inside
-``signal.signal``.
+them. asyncop's tasks run on worker threads, so the handlers are installed
+(and restored) by the main thread: directly when the receiver is opened
+there (typically around ``runtime.run(...)``), or, when a task opens it,
+by handing the installation to the main thread while it waits in asyncop
+(``runtime.run()``, ``op.wait()``...), which runs it within 50 ms
+(``asyncop.platform.call_on_main_thread``; the task's worker blocks
+meanwhile). The receiver is iterated where the work is (any task). Opening
+one where neither works (a plain thread, while the main thread computes or
+waits outside asyncop) raises RuntimeError, after a quarter second in which
+the main thread may still begin its wait, rather than failing
+inside ``signal.signal``.
 
 A handler can interrupt the main thread anywhere, including while it holds
 one of the runtime's locks, so the handler installed here takes no lock and
@@ -24,12 +30,13 @@ belong to someone else.
 States
 ------
 ``NEW`` (made, handlers not installed) -> ``OPEN`` (inside the ``with``:
-our handlers installed) -> ``CLOSED`` (previous handlers restored). Only the
-main thread changes the state. On the way to ``CLOSED`` the previous
-handlers come back first, then the signals that arrived but were not read
-are re-raised (``signal.raise_signal``) so that those handlers get them:
-leaving the block loses no signal. An ``async for`` over a closed receiver
-ends.
+our handlers installed) -> ``CLOSED`` (previous handlers restored). The
+thread that runs the ``with`` changes the state; the handlers are swapped
+on the main thread, and that thread waits for the swap. On the way to
+``CLOSED`` the previous handlers come back first, then the signals that
+arrived but were not read are re-raised (``signal.raise_signal``) so that
+those handlers get them: leaving the block loses no signal. An ``async
+for`` over a closed receiver ends.
 
 Closing the pipe races with a task that may be about to wait on it. The
 task holds ``_iterating`` while it is inside ``__anext__``; whoever finds
@@ -41,6 +48,7 @@ reused).
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import signal
 import threading
@@ -49,7 +57,7 @@ from types import FrameType, TracebackType
 from typing import Any, final
 
 from ..operations import BusyResourceError, ClosedResourceError
-from ..platform import is_main_thread
+from ..platform import call_on_main_thread, can_call_on_main_thread
 from ._awaitables import checkpoint, readable
 from ._streams import close_fd
 
@@ -106,10 +114,10 @@ class SignalReceiver:
         names = ", ".join(signal.Signals(s).name for s in self._signals)
         return f"<SignalReceiver ({names}) {self._state.value}, {len(self._arrived)} pending>"
 
-    # -- opening and closing (main thread) --------------------------------------
+    # -- opening and closing (where the with-block runs) --------------------------
 
     def __enter__(self) -> SignalReceiver:
-        _check_main_thread()
+        _check_can_install()
         if self._state is not ReceiverState.NEW:
             raise RuntimeError(
                 f"{self!r} was already entered; call open_signal_receiver() again for a new one"
@@ -119,12 +127,16 @@ class SignalReceiver:
         os.set_blocking(self._write_fd, False)
         self._state = ReceiverState.OPEN
         try:
-            for signum in self._signals:
-                self._previous[signum] = signal.signal(signum, self._handler)
+            call_on_main_thread(self._install, f"{self!r} could not install its handlers: {_WHY}")
         except BaseException:
             self._close()
             raise
         return self
+
+    def _install(self) -> None:
+        """On the main thread: our handler for each signal; the previous ones are kept."""
+        for signum in self._signals:
+            self._previous[signum] = signal.signal(signum, self._handler)
 
     def __exit__(
         self,
@@ -137,10 +149,15 @@ class SignalReceiver:
     def _close(self) -> None:
         """Restore the previous handlers, re-raise unread signals, end the iteration."""
         try:
-            _restore(self._previous)
+            if self._previous:
+                call_on_main_thread(
+                    functools.partial(_restore, self._previous),
+                    f"{self!r} could not restore the previous handlers: {_WHY}",
+                )
         finally:
             # After the restore no handler of ours can run again (handlers
-            # run on this very thread), so the state and the pipe are ours.
+            # run on the main thread, which restored them before this line),
+            # so the state and the pipe are ours.
             self._state = ReceiverState.CLOSED
             try:
                 _redeliver(self._pop_all())
@@ -242,13 +259,19 @@ class SignalReceiver:
                 os.close(fd)
 
 
-def _check_main_thread() -> None:
-    if not is_main_thread():
-        raise RuntimeError(
-            f"open_signal_receiver() was called on thread {threading.current_thread().name!r}, "
-            "but Python installs signal handlers only on the main thread; open the receiver "
-            "there (around runtime.run(...)) and pass it to the task that iterates it"
-        )
+# Why a receiver cannot be opened (or closed) on a thread, and what to do.
+_WHY = (
+    "Python installs signal handlers only on the main thread, which is not waiting in "
+    "asyncop now (runtime.run(), op.wait()) to do it for this thread; open the receiver "
+    "on the main thread (around runtime.run(...)) and pass it to the task that iterates it"
+)
+
+
+def _check_can_install() -> None:
+    """Refuse where no handler could be installed (see the module docstring)."""
+    if not can_call_on_main_thread():
+        thread = threading.current_thread().name
+        raise RuntimeError(f"open_signal_receiver() was called on thread {thread!r}, but {_WHY}")
 
 
 def _restore(previous: dict[int, Any]) -> None:
@@ -313,18 +336,23 @@ def open_signal_receiver(*signals: int) -> SignalReceiver:
         with open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as received:
             runtime.run(main, received)   # main: async for signum in received: ...
 
-    Call it on the main thread, the only one where Python installs signal
-    handlers; any task may iterate the receiver. While the block runs, the
+    Python installs signal handlers only on the main thread. Open the
+    receiver there, or in a task while the main thread waits in asyncop
+    (``runtime.run()``, ``op.wait()``): entering and leaving the block then
+    hand the handlers to the main thread, and block the task's worker until
+    it has swapped them (within 50 ms). Any task may iterate the receiver.
+    While the block runs, the
     signals go to the receiver instead of their previous handlers (SIGINT
     no longer raises KeyboardInterrupt). Leaving the block restores the
     previous handlers, hands them the signals that arrived but were not
     read, and ends the iteration. Not a cancellation point.
 
     Raises:
-        RuntimeError: called (or entered) off the main thread.
+        RuntimeError: called (or entered) off the main thread while the
+            main thread does not wait in asyncop.
         TypeError: no signal, or something that is not a signal number.
         ValueError: a number that is not a signal here, or SIGKILL/SIGSTOP.
     """
     checked = _check_signals(signals)
-    _check_main_thread()
+    _check_can_install()
     return SignalReceiver(checked)

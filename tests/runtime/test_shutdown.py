@@ -332,3 +332,54 @@ def test_a_refused_extra_worker_is_logged_and_the_work_still_runs(
             monkeypatch.setattr(_pool, "start_thread", real_start)
             release.set()
         assert queued.wait(10).value == "ran"
+
+
+# -- at_shutdown -----------------------------------------------------------------
+
+
+def test_at_shutdown_callbacks_run_once_last_first_before_the_work_is_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[object] = []
+    rt = asyncop.Runtime(2, name="hooks")
+
+    async def live() -> None:
+        try:
+            await asyncop.sleep_forever()
+        finally:
+            calls.append("cancelled")
+
+    def fails() -> None:
+        calls.append("fails")
+        raise KeyError("a broken callback")
+
+    op = rt.spawn(live)
+    rt.at_shutdown(calls.append, "first")
+    rt.at_shutdown(fails)
+    rt.at_shutdown(lambda: calls.append(op.done))
+    assert rt.shutdown(timeout=10)
+    # The last registered runs first; all run before the live work is
+    # cancelled, and one that raises is logged and stops nothing.
+    assert calls == [False, "fails", "first", "cancelled"]
+    assert "a Runtime.at_shutdown() callback raised" in caplog.text
+    assert rt.shutdown(timeout=10)  # a second shutdown runs none again
+    assert calls == [False, "fails", "first", "cancelled"]
+
+
+def test_at_shutdown_is_refused_once_the_shutdown_began_and_needs_a_callable() -> None:
+    rt = asyncop.Runtime(1, name="late-hook")
+    with pytest.raises(TypeError, match=r"at_shutdown\(\) needs a callable, got str"):
+        rt.at_shutdown("cleanup")  # type: ignore[arg-type]
+    late: list[BaseException] = []
+
+    def register_late() -> None:
+        try:
+            rt.at_shutdown(print)
+        except RuntimeError as exc:
+            late.append(exc)
+
+    rt.at_shutdown(register_late)
+    assert rt.shutdown(timeout=10)
+    assert len(late) == 1 and "during or after its shutdown" in str(late[0])
+    with pytest.raises(RuntimeError, match="during or after its shutdown"):
+        rt.at_shutdown(print)
