@@ -212,20 +212,24 @@ def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(nested: bool) ->
     # scope it entered and never left: exit cancels that tree and shuts down.
     script = textwrap.dedent(
         f"""
+        import os
         import time
         import asyncop
 
         rt = asyncop.Runtime(2)
 
+        def say(line):  # one write: threads print at the same time
+            os.write(1, (line + "\\n").encode())
+
         def poll(name):
             token = asyncop.current_operation(require=True).token
             while not token.cancelled:
                 time.sleep(0.005)
-            print(name, "saw the cancel", flush=True)
+            say(name + " saw the cancel")
 
         def wait(name):
             asyncop.current_operation(require=True).token.wait()
-            print(name, "saw the cancel", flush=True)
+            say(name + " saw the cancel")
 
         outer = rt.scope(name="outer").__enter__()
         outer.spawn(poll, "outer poll")
@@ -234,7 +238,7 @@ def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(nested: bool) ->
             inner = rt.scope(name="inner").__enter__()
             inner.spawn(poll, "inner poll")
         time.sleep(0.05)
-        print("exiting", flush=True)
+        say("exiting")
         """
     )
     done = subprocess.run(
