@@ -147,12 +147,12 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
     1. Deciding how the node ends only reads: cut, the node is as it was.
     2. ``_transition_to_final`` writes every field in one call, which a
        Ctrl-C can stop only before it starts.
-    3. Settling: the runtime's bookkeeping, waking the waiters (each one
-       off the list before it is woken), then unlinking from the parent
-       and handing it the outcome, in one step with no call inside. Until
-       it is done the node is flagged (``_cancel_unfinished``) and still
-       linked, where a later cancel walk meets it; this method, given a
-       flagged final node, settles it again.
+    3. Settling: the runtime's bookkeeping, unlinking from the parent and
+       handing it the outcome, in one step with no call inside, then waking
+       the waiters (each one off the list before it is woken), which find
+       the node settled. Until it is done the node is flagged
+       (``_cancel_unfinished``) and still linked, where a later cancel walk
+       meets it; this method, given a flagged final node, settles it again.
 
     A climb that finalizes a node whose cancel walk has not ended (the
     walk's own node, flagged) keeps the parent links from there up until
@@ -191,8 +191,6 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
                 kept = node  # its cancel walk is still under way
             node._transition_to_final(state, error, taken_over, report)
         node.runtime._on_final_locked(node, after)
-        if node._waiters is not None:
-            _wake_waiters_locked(node, after)
         if parent is not None:
             prev = node._sibling_prev
             if prev is not None or parent.first_child is node:  # still linked
@@ -221,6 +219,11 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
         if kept is None:
             node.parent = None
             node._cancel_unfinished = False
+        # Last: a thread woken now may read the node at once, without the
+        # lock (with the GIL off, while this thread goes on), and must find
+        # it settled, unlinked from its parent.
+        if node._waiters is not None:
+            _wake_waiters_locked(node, after)
         node = parent
     if kept is not None:
         _drop_kept_links(kept, node)
