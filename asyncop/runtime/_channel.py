@@ -57,7 +57,8 @@ from ._channel_ends import (
     refuse_for_in_task,
 )
 from ._channel_ends import _End as End
-from ._sync import ThreadWaiter, _remove_waiter
+from ._statistics import ChannelStatistics
+from ._waiters import ThreadWaiter, remove_waiter
 from ._waker import Subscription, WaitEvent
 
 __all__ = ["Channel"]
@@ -111,7 +112,7 @@ class _Send(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         channel = self.channel
         with channel._mutex:
-            _remove_waiter(channel._senders, sub)
+            remove_waiter(channel._senders, sub)
             if self.end is not None:
                 self.end._untrack(sub)
 
@@ -153,7 +154,7 @@ class _Recv(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         channel = self.channel
         with channel._mutex:
-            _remove_waiter(channel._receivers, sub)
+            remove_waiter(channel._receivers, sub)
             if self.end is not None:
                 self.end._untrack(sub)
 
@@ -474,6 +475,26 @@ class Channel(Receiving[T]):
     def __len__(self) -> int:
         """Items in the buffer now."""
         return len(self._buffer)
+
+    def statistics(self) -> ChannelStatistics:
+        """A snapshot: items buffered, capacity, open ends, and who waits to send or receive.
+
+        A rendezvous's send that a receiver took but has not returned yet
+        (a cancelled receive gave its item back) counts as buffered, not as
+        a waiting sender. Not a cancellation point.
+        """
+        with self._mutex:
+            senders = self._senders
+            prepaid = sum(1 for waiter, _item in senders if waiter is _PREPAID)
+            ends = self._ends or {}
+            return ChannelStatistics(
+                len(self._buffer) + prepaid,
+                self.capacity,
+                ends.get("sender", 0),
+                ends.get("receiver", 0),
+                len(senders) - prepaid,
+                len(self._receivers),
+            )
 
     # -- iteration -----------------------------------------------------------------
 
