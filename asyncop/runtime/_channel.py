@@ -22,6 +22,8 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued
   receivers ``EndOfChannel``.
+- ``statistics()`` (of the channel or any end) reads the buffer, the
+  queues and the end counts at one instant, under the mutex.
 - ``sender()`` and ``receiver()`` make counted end handles
   (``_channel_ends.py``): the last sender end closed closes the channel, and
   the last receiver end closed breaks it (``_broken``: the buffer is dropped
@@ -479,9 +481,10 @@ class Channel(Receiving[T]):
     def statistics(self) -> ChannelStatistics:
         """A snapshot: items buffered, capacity, open ends, and who waits to send or receive.
 
-        A rendezvous's send that a receiver took but has not returned yet
-        (a cancelled receive gave its item back) counts as buffered, not as
-        a waiting sender. Not a cancellation point.
+        A send that has completed but whose item is not received yet counts
+        as buffered, even in a rendezvous (an item a cancelled receive gave
+        back waits there too), not as a waiting sender. Not a cancellation
+        point.
         """
         with self._mutex:
             senders = self._senders
