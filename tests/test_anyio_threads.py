@@ -194,6 +194,34 @@ def test_the_waiting_tasks_cancel_reaches_a_call_from_its_thread() -> None:
     run(main)
 
 
+def test_a_call_under_a_cancelled_task_starts_and_is_cancelled_at_its_first_await() -> None:
+    async def main() -> list[str]:
+        log: list[str] = []
+        cancelled = threading.Event()
+
+        async def afn() -> None:
+            log.append("started")
+            await anyio.sleep(10)
+            log.append("never")
+
+        def worker() -> None:
+            cancelled.wait(10)
+            try:
+                anyio.from_thread.run(afn)
+            except asyncop.Cancelled:
+                log.append("thread saw the cancel")
+
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, worker)
+                await anyio.sleep(0.01)
+                scope.cancel()
+                cancelled.set()
+        return log
+
+    assert run(main) == ["started", "thread saw the cancel"]
+
+
 def test_an_abandoned_threads_call_runs_as_a_root_that_outlives_the_task() -> None:
     async def main() -> None:
         released, done = anyio.Event(), anyio.Event()

@@ -15,9 +15,10 @@ and block the thread until it ends. Where the task goes in the tree:
 - from a thread that ``to_thread`` started (without ``abandon_on_cancel``),
   ``from_thread.run`` runs ``afn`` as a child of the waiting task's
   innermost scope, as trio runs it in that task: a cancel of the task
-  reaches it, and ``dump()`` shows it under the task. Should the scope be
-  cancelled before it starts, it never runs and the thread gets
-  ``Cancelled``;
+  reaches it, and ``dump()`` shows it under the task. It is spawned
+  shielded and drops the shield as it starts (``lowlevel.spawn_shielded``),
+  so that, as on trio, it starts even under a scope cancelled meanwhile
+  and the cancel lands at its first await;
 - from an asyncop worker thread running a sync callback, as a child of
   that callback's operation, for the same reasons (a hook of
   ``asyncop.lowlevel.add_callback_hook`` claims each worker thread for its
@@ -98,8 +99,8 @@ class _Outcome:
         if self.error is None:
             if self.done:
                 return self.value
-            # Born under a cancelled scope, or cancelled before its first
-            # step: it never ran.
+            # Cancelled before its first step (a root, at the runtime's
+            # shutdown): it never ran.
             op.token.check()
             raise Cancelled(f"{op.name!r} was cancelled before it ran")
         error, self.error = self.error, None
@@ -116,6 +117,10 @@ async def _run_async(
     outcome: _Outcome,
 ) -> None:
     """The task of ``from_thread.run``: ``await func(*args)`` in the thread's context."""
+    me = lowlevel.current_task()
+    assert me is not None
+    me.shield = False  # (spawned shielded, to start whatever happened above)
+    del me
     for var, value in context:
         var.set(value)
     try:
@@ -192,7 +197,7 @@ def _spawn(
     name: str,
 ) -> AsyncOperation[None]:
     if parent is not None:
-        return parent.spawn(fn, *args, name=name)
+        return lowlevel.spawn_shielded(parent, fn, *args, name=name)
     try:
         return runtime.spawn(fn, *args, name=name)
     except RuntimeError as exc:  # (the one refusal of a root: the runtime is shut down)
