@@ -37,18 +37,24 @@ from .operations import WouldBlock as WouldBlock
 from .operations import current_operation as current_operation
 from .runtime import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from .runtime import CapacityLimiter as CapacityLimiter
+from .runtime import CapacityLimiterStatistics as CapacityLimiterStatistics
 from .runtime import Channel as Channel
 from .runtime import ChannelReceiver as ChannelReceiver
 from .runtime import ChannelSender as ChannelSender
+from .runtime import ChannelStatistics as ChannelStatistics
 from .runtime import Condition as Condition
+from .runtime import ConditionStatistics as ConditionStatistics
 from .runtime import Event as Event
+from .runtime import EventStatistics as EventStatistics
 from .runtime import Lock as Lock
 from .runtime import LockGuard as LockGuard
+from .runtime import LockStatistics as LockStatistics
 from .runtime import ProcessExecutor as ProcessExecutor
 from .runtime import Runtime as Runtime
 from .runtime import Scope as Scope
 from .runtime import ScopeState as ScopeState
 from .runtime import Semaphore as Semaphore
+from .runtime import SemaphoreStatistics as SemaphoreStatistics
 from .runtime import TaskStatus as TaskStatus
 from .runtime import TimeoutScope as TimeoutScope
 from .runtime import WakerStatus as WakerStatus
@@ -89,18 +95,23 @@ __all__ = [
     "CancelHandle",
     "CancelToken",
     "CapacityLimiter",
+    "CapacityLimiterStatistics",
     "Channel",
     "ChannelReceiver",
     "ChannelSender",
+    "ChannelStatistics",
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
     "Condition",
+    "ConditionStatistics",
     "EndOfChannel",
     "Event",
+    "EventStatistics",
     "InvalidStateError",
     "Lock",
     "LockGuard",
+    "LockStatistics",
     "OperationState",
     "ProcessExecutor",
     "Runtime",
@@ -108,6 +119,7 @@ __all__ = [
     "Scope",
     "ScopeState",
     "Semaphore",
+    "SemaphoreStatistics",
     "TASK_STATUS_IGNORED",
     "TaskStatus",
     "TimeoutScope",

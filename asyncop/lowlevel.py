@@ -15,6 +15,11 @@ its place in the tree, ``spawn_shielded()`` spawns a task that runs its
 first step whatever happens above it meanwhile, and ``pass_checkpoint()``
 passes a cancellation point without a trip through the scheduler. See
 ``asyncop/runtime/_block.py``.
+
+For libraries that let a thread call back into their event loop (anyio's
+``from_thread``): ``add_callback_hook(hook)`` runs ``hook(runtime)`` on a
+worker thread just before each sync callback, and
+``remove_callback_hook(hook)`` stops it. See ``asyncop/runtime/_items.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from .runtime import Subscription as Subscription
 from .runtime import WaitEvent as WaitEvent
 from .runtime import Waker as Waker
 from .runtime import WakerStatus as WakerStatus
+from .runtime import add_callback_hook as add_callback_hook
 from .runtime import cancel as cancel
 from .runtime import cancel_pending as cancel_pending
 from .runtime import current_task as current_task
@@ -31,6 +37,7 @@ from .runtime import effective_deadline as effective_deadline
 from .runtime import enter_in_task as enter_in_task
 from .runtime import leave_in_task as leave_in_task
 from .runtime import pass_checkpoint as pass_checkpoint
+from .runtime import remove_callback_hook as remove_callback_hook
 from .runtime import resolve as resolve
 from .runtime import resume_when as resume_when
 from .runtime import running_tasks as running_tasks
@@ -44,6 +51,7 @@ __all__ = [
     "WaitEvent",
     "Waker",
     "WakerStatus",
+    "add_callback_hook",
     "cancel",
     "cancel_pending",
     "current_task",
@@ -51,6 +59,7 @@ __all__ = [
     "enter_in_task",
     "leave_in_task",
     "pass_checkpoint",
+    "remove_callback_hook",
     "resolve",
     "resume_when",
     "running_tasks",

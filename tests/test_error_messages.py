@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -37,6 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 import asyncop
@@ -849,7 +854,7 @@ def t_channel_try_recv_empty(c: Ctx) -> BaseException:
 def t_channel_closed_under_sender(c: Ctx) -> BaseException:
     channel: Channel[int] = Channel(0)
     thread, box = in_thread(lambda: channel.send(1, timeout=5))
-    wait_until(lambda: len(channel._senders) == 1)
+    wait_until(lambda: channel.statistics().tasks_waiting_send == 1)
     channel.close()
     thread.join(5)
     return box["error"]
@@ -858,7 +863,7 @@ def t_channel_closed_under_sender(c: Ctx) -> BaseException:
 def t_channel_closed_under_receiver(c: Ctx) -> BaseException:
     channel: Channel[int] = Channel(0)
     thread, box = in_thread(lambda: channel.recv(timeout=5))
-    wait_until(lambda: len(channel._receivers) == 1)
+    wait_until(lambda: channel.statistics().tasks_waiting_receive == 1)
     channel.close()
     thread.join(5)
     return box["error"]
@@ -2080,7 +2085,7 @@ def t_limiter_type(c: Ctx) -> BaseException:
 
 
 def t_limiter_too_few(c: Ctx) -> BaseException:
-    return caught(asyncop.CapacityLimiter, 0)
+    return caught(asyncop.CapacityLimiter, -1)
 
 
 def t_limiter_twice(c: Ctx) -> BaseException:
@@ -2239,7 +2244,7 @@ CASES += [
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
     Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),
     Case("limiter-type", t_limiter_type, TypeError, "float"),
-    Case("limiter-too-few", t_limiter_too_few, ValueError, "total_tokens=0"),
+    Case("limiter-too-few", t_limiter_too_few, ValueError, "total_tokens=-1"),
     Case("limiter-twice", t_limiter_twice, RuntimeError, "'greedy_borrower'"),
     Case("limiter-release-unheld", t_limiter_release_unheld, RuntimeError, "'idle_borrower'"),
     Case("limiter-in-coroutine", t_limiter_acquire_in_coroutine, RuntimeError, "CapacityLimiter"),
@@ -2789,6 +2794,150 @@ CASES += [
     Case("anyio-never-started", t_anyio_never_started, RuntimeError, "task_status.started()"),
     Case("anyio-fixture-stop", t_anyio_fixture_did_not_stop, RuntimeError, "fixture"),
     Case("leave-in-task-unentered", t_leave_in_task_unentered, RuntimeError, "enter_in_task"),
+]
+
+# -- non-blocking acquires, callback hooks, and the anyio backend's primitives and threads
+
+
+def t_lock_nowait_held(c: Ctx) -> BaseException:
+    lock = Lock("busy_lock")
+    assert lock.acquire(1)
+    try:
+        thread, box = in_thread(lock.acquire_nowait)
+        thread.join(5)
+        return box["error"]
+    finally:
+        lock.release()
+
+
+def t_semaphore_nowait_empty(c: Ctx) -> BaseException:
+    return caught(Semaphore(0).acquire_nowait)
+
+
+def t_limiter_nowait_empty(c: Ctx) -> BaseException:
+    return caught(asyncop.CapacityLimiter(0).acquire_on_behalf_of_nowait, "late_borrower")
+
+
+def t_callback_hook_type(c: Ctx) -> BaseException:
+    return caught(lowlevel.add_callback_hook, 42)
+
+
+def on_anyio(c: Ctx, main: Callable[[], Any]) -> BaseException:
+    """Run ``main`` with anyio on the ``"asyncop"`` backend; it returns the error it caught."""
+    error: BaseException = anyio.run(main, backend="asyncop", backend_options={"runtime": c.rt})
+    return error
+
+
+def t_anyio_lock_reacquired(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        lock = anyio.Lock()
+        await lock.acquire()
+        try:
+            await lock.acquire()
+        except RuntimeError as exc:
+            return exc
+        finally:
+            lock.release()
+        raise AssertionError("re-acquired a held lock")
+
+    return on_anyio(c, main)
+
+
+def t_anyio_limiter_type(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        return caught(anyio.CapacityLimiter, 1.5)
+
+    return on_anyio(c, main)
+
+
+def t_anyio_limiter_negative(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        return caught(anyio.CapacityLimiter, -1)
+
+    return on_anyio(c, main)
+
+
+def t_anyio_limiter_acquire_in_thread(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(caught, limiter.acquire_nowait)
+
+    return on_anyio(c, main)
+
+
+def t_anyio_thread_limiter_type(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        try:
+            await anyio.to_thread.run_sync(noop, limiter=3)  # type: ignore[arg-type]
+        except TypeError as exc:
+            return exc
+        raise AssertionError("an int was taken for a limiter")
+
+    return on_anyio(c, main)
+
+
+async def later_work() -> None:
+    return None
+
+
+def t_anyio_to_thread_coroutine(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        try:
+            await anyio.to_thread.run_sync(later_work)  # type: ignore[arg-type]
+        except TypeError as exc:
+            return exc
+        raise AssertionError("an async function ran in a thread")
+
+    return on_anyio(c, main)
+
+
+def t_anyio_from_thread_run_sync_coroutine(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        return await anyio.to_thread.run_sync(caught, anyio.from_thread.run_sync, later_work)
+
+    return on_anyio(c, main)
+
+
+def t_anyio_from_thread_in_task(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        return caught(anyio.from_thread.run_sync, noop, token=anyio.lowlevel.current_token())
+
+    return on_anyio(c, main)
+
+
+def t_anyio_token_type(c: Ctx) -> BaseException:
+    async def main() -> anyio.lowlevel.EventLoopToken:
+        return anyio.lowlevel.current_token()
+
+    token = anyio.run(main, backend="asyncop", backend_options={"runtime": c.rt})
+    forged = dataclasses.replace(token, native_token="not a runtime")
+    return caught(anyio.from_thread.run_sync, noop, token=forged)
+
+
+CASES += [
+    Case("lock-nowait-held", t_lock_nowait_held, WouldBlock, "'busy_lock'", "outcome"),
+    Case("semaphore-nowait-empty", t_semaphore_nowait_empty, WouldBlock, "semaphore", "outcome"),
+    Case("limiter-nowait-empty", t_limiter_nowait_empty, WouldBlock, "0/0 borrowed", "outcome"),
+    Case("callback-hook-type", t_callback_hook_type, TypeError, "int"),
+    Case("anyio-lock-reacquired", t_anyio_lock_reacquired, RuntimeError, "already held Lock"),
+    Case("anyio-limiter-type", t_anyio_limiter_type, TypeError, "float"),
+    Case("anyio-limiter-negative", t_anyio_limiter_negative, ValueError, "got -1"),
+    Case(
+        "anyio-limiter-acquire-in-thread",
+        t_anyio_limiter_acquire_in_thread,
+        RuntimeError,
+        "CapacityLimiter.acquire()",
+    ),
+    Case("anyio-thread-limiter-type", t_anyio_thread_limiter_type, TypeError, "int"),
+    Case("anyio-to-thread-coroutine", t_anyio_to_thread_coroutine, TypeError, "later_work'"),
+    Case(
+        "anyio-from-thread-run-sync-coroutine",
+        t_anyio_from_thread_run_sync_coroutine,
+        TypeError,
+        "later_work'",
+    ),
+    Case("anyio-from-thread-in-task", t_anyio_from_thread_in_task, RuntimeError, "run_sync()"),
+    Case("anyio-token-type", t_anyio_token_type, TypeError, "str"),
 ]
 
 MISUSE = [case for case in CASES if case.kind == "misuse"]

@@ -62,8 +62,19 @@ TOP_LEVEL = {
 }
 # Beyond the contract: the _at spellings of trio and anyio, and the type they return.
 TOP_LEVEL |= {"move_on_at", "fail_at", "TimeoutScope"}
+# Beyond the contract: what the primitives' statistics() return, named as trio's.
+TOP_LEVEL |= {
+    "EventStatistics",
+    "LockStatistics",
+    "SemaphoreStatistics",
+    "ConditionStatistics",
+    "CapacityLimiterStatistics",
+    "ChannelStatistics",
+}
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
+# Beyond the contract: the hooks before sync callbacks, which anyio's backend uses.
+LOWLEVEL |= {"add_callback_hook", "remove_callback_hook"}
 TESTING = {"VirtualClock", "wait_all_blocked", "assert_checkpoints"}
 SIGNALS = {"open_signal_receiver", "SignalReceiver"}
 PROCESS = {"run_process", "open_process", "Process", "PipeStream"}
@@ -139,6 +150,34 @@ def test_public_names_show_their_public_module() -> None:
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 # WakerStatus is exported by both asyncop and asyncop.lowlevel.
                 assert obj.__module__ in (module.__name__, "asyncop"), (module, name)
+
+
+def test_statistics_are_frozen_values_with_trios_field_names() -> None:
+    import attrs
+
+    fields = {
+        asyncop.EventStatistics: ["tasks_waiting"],
+        asyncop.LockStatistics: ["locked", "owner", "tasks_waiting"],
+        asyncop.SemaphoreStatistics: ["tasks_waiting"],
+        asyncop.ConditionStatistics: ["tasks_waiting", "lock_statistics"],
+        asyncop.CapacityLimiterStatistics: [
+            "borrowed_tokens",
+            "total_tokens",
+            "borrowers",
+            "tasks_waiting",
+        ],
+        asyncop.ChannelStatistics: [
+            "current_buffer_used",
+            "max_buffer_size",
+            "open_send_ends",
+            "open_receive_ends",
+            "tasks_waiting_send",
+            "tasks_waiting_receive",
+        ],
+    }
+    for cls, names in fields.items():
+        assert [field.name for field in attrs.fields(cls)] == names, cls
+        assert repr(cls) == f"<class 'asyncop.{cls.__name__}'>"
 
 
 def test_repr_of_a_public_class_names_the_public_module() -> None:

@@ -402,7 +402,8 @@ def _class_body(cls: type) -> list[str]:
     if supported and not issubclass(cls, BaseException | enum.Enum):
         parts.append("Supports " + ", ".join(supported) + ".")
     attributes = _attributes(cls)
-    if attributes:
+    if attributes and not (doc and re.search(r"^\s*Attributes:\s*$", doc, re.MULTILINE)):
+        # (A docstring that describes its attributes says more than this list.)
         parts.append("**Attributes:**\n\n" + "\n".join(f"- `{row}`" for row in attributes))
     for name, value in _members(cls):
         if isinstance(value, type):

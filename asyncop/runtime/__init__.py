@@ -58,6 +58,8 @@ from ._helpers import async_submit as async_submit
 from ._helpers import async_worker_limit as async_worker_limit
 from ._helpers import default_runtime as default_runtime
 from ._introspect import current_runtime as current_runtime
+from ._items import add_callback_hook as add_callback_hook
+from ._items import remove_callback_hook as remove_callback_hook
 from ._limiter import CapacityLimiter as CapacityLimiter
 from ._limiter import current_default_limiter as current_default_limiter
 from ._remote import JobState as JobState
@@ -77,6 +79,12 @@ from ._scope import scope as scope
 from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from ._start import TaskStatus as TaskStatus
 from ._start import start as _start
+from ._statistics import CapacityLimiterStatistics as CapacityLimiterStatistics
+from ._statistics import ChannelStatistics as ChannelStatistics
+from ._statistics import ConditionStatistics as ConditionStatistics
+from ._statistics import EventStatistics as EventStatistics
+from ._statistics import LockStatistics as LockStatistics
+from ._statistics import SemaphoreStatistics as SemaphoreStatistics
 from ._subscribe import resume_when as resume_when
 from ._subscribe import waker_new as waker_new
 from ._sync import Event as Event
@@ -186,6 +194,7 @@ def __getattr__(name: str) -> Any:
 install_start(_start)
 
 __all__ = [
+    "add_callback_hook",
     "async_await",
     "async_cancel",
     "async_create",
@@ -199,13 +208,16 @@ __all__ = [
     "cancel_pending",
     "cancel_remote",
     "CapacityLimiter",
+    "CapacityLimiterStatistics",
     "Channel",
     "ChannelReceiver",
     "ChannelSender",
+    "ChannelStatistics",
     "check_coroutine_function",
     "check_port",
     "checkpoint",
     "Condition",
+    "ConditionStatistics",
     "current_default_limiter",
     "current_runtime",
     "current_task",
@@ -217,6 +229,7 @@ __all__ = [
     "effective_deadline",
     "enter_in_task",
     "Event",
+    "EventStatistics",
     "fail_after",
     "fail_at",
     "getaddrinfo",
@@ -226,6 +239,7 @@ __all__ = [
     "let_go",
     "Lock",
     "LockGuard",
+    "LockStatistics",
     "MAX_READ",
     "memory_stream_pair",
     "MonotonicClock",
@@ -248,6 +262,7 @@ __all__ = [
     "readable",
     "ReceiveStream",
     "remote_token",
+    "remove_callback_hook",
     "RemoteExecutor",
     "RemoteJob",
     "RemoteToken",
@@ -262,6 +277,7 @@ __all__ = [
     "ScopeState",
     "select",
     "Semaphore",
+    "SemaphoreStatistics",
     "SendStream",
     "serve_listeners",
     "serve_tcp",

@@ -22,6 +22,8 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   buffer, then raise ``EndOfChannel``. Queued senders get
   ``ClosedResourceError`` (their items were not delivered) and queued
   receivers ``EndOfChannel``.
+- ``statistics()`` (of the channel or any end) reads the buffer, the
+  queues and the end counts at one instant, under the mutex.
 - ``sender()`` and ``receiver()`` make counted end handles
   (``_channel_ends.py``): the last sender end closed closes the channel, and
   the last receiver end closed breaks it (``_broken``: the buffer is dropped
@@ -57,7 +59,8 @@ from ._channel_ends import (
     refuse_for_in_task,
 )
 from ._channel_ends import _End as End
-from ._sync import ThreadWaiter, _remove_waiter
+from ._statistics import ChannelStatistics
+from ._waiters import ThreadWaiter, remove_waiter
 from ._waker import Subscription, WaitEvent
 
 __all__ = ["Channel"]
@@ -111,7 +114,7 @@ class _Send(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         channel = self.channel
         with channel._mutex:
-            _remove_waiter(channel._senders, sub)
+            remove_waiter(channel._senders, sub)
             if self.end is not None:
                 self.end._untrack(sub)
 
@@ -153,7 +156,7 @@ class _Recv(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         channel = self.channel
         with channel._mutex:
-            _remove_waiter(channel._receivers, sub)
+            remove_waiter(channel._receivers, sub)
             if self.end is not None:
                 self.end._untrack(sub)
 
@@ -474,6 +477,27 @@ class Channel(Receiving[T]):
     def __len__(self) -> int:
         """Items in the buffer now."""
         return len(self._buffer)
+
+    def statistics(self) -> ChannelStatistics:
+        """A snapshot: items buffered, capacity, open ends, and who waits to send or receive.
+
+        A send that has completed but whose item is not received yet counts
+        as buffered, even in a rendezvous (an item a cancelled receive gave
+        back waits there too), not as a waiting sender. Not a cancellation
+        point.
+        """
+        with self._mutex:
+            senders = self._senders
+            prepaid = sum(1 for waiter, _item in senders if waiter is _PREPAID)
+            ends = self._ends or {}
+            return ChannelStatistics(
+                len(self._buffer) + prepaid,
+                self.capacity,
+                ends.get("sender", 0),
+                ends.get("receiver", 0),
+                len(senders) - prepaid,
+                len(self._receivers),
+            )
 
     # -- iteration -----------------------------------------------------------------
 

@@ -45,10 +45,11 @@ from ..operations import (
     thread_state,
 )
 from ._awaitables import checkpoint
-from ._sync import _remove_waiter
+from ._waiters import remove_waiter
 
 if TYPE_CHECKING:
     from ._channel import Channel
+    from ._statistics import ChannelStatistics
     from ._waker import WaitEvent
 
 __all__ = [
@@ -132,7 +133,7 @@ class _End(Generic[T]):
         """This end was closed: its blocked sends and receives get ClosedResourceError."""
         waiting, self._waiting = self._waiting, None
         for waiter in waiting or ():
-            _remove_waiter(self._queue(), waiter)
+            remove_waiter(self._queue(), waiter)
             waiter.fire(
                 None,
                 ClosedResourceError(
@@ -145,6 +146,10 @@ class _End(Generic[T]):
     def closed(self) -> bool:
         """True once this end was closed (other ends may still be open)."""
         return self._closed
+
+    def statistics(self) -> ChannelStatistics:
+        """The channel's ``statistics()``, which every end shares. Not a cancellation point."""
+        return self._channel.statistics()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -31,6 +31,7 @@ from typing import final
 from ..operations import Cancelled, blocking_in_task_error, thread_state
 from ..platform import check_timeout
 from ._scope import scope
+from ._statistics import ConditionStatistics
 from ._sync import Event, Lock, LockGuard, _owner_key
 from ._waker import WaitEvent
 
@@ -78,6 +79,15 @@ class Condition:
     def locked(self) -> bool:
         """True while someone holds the lock."""
         return self._lock.locked()
+
+    def statistics(self) -> ConditionStatistics:
+        """A snapshot: how many tasks and threads wait to be notified, and the lock's own.
+
+        Not a cancellation point.
+        """
+        with self._mutex:
+            waiting = len(self._waiters)
+        return ConditionStatistics(waiting, self._lock.statistics())
 
     # -- the lock ----------------------------------------------------------------
 
@@ -129,7 +139,7 @@ class Condition:
 
     def _check_held(self, what: str) -> None:
         owner = self._lock._owner
-        if owner is None or owner != _owner_key():
+        if owner is None or owner is not _owner_key():
             raise RuntimeError(
                 f"{what} on {self!r} without holding its lock; use 'async with cond:' "
                 "or 'with cond:' to hold it first"

@@ -7,7 +7,10 @@
   thread is ``"asyncop"``, as it is nowhere else (a sync callback's thread
   runs no async library).
 - :func:`run_sync` runs one ready sync callback, if a sync slot is free,
-  and ends its operation with what it returned or raised.
+  and ends its operation with what it returned or raised. The hooks that
+  :func:`add_callback_hook` installed run on the thread just before it (a
+  library that lets a thread call back into its event loop, as anyio's
+  ``from_thread`` does, marks the thread there).
 
 Both mark the worker busy with the item (``item``, ``item_seq`` odd) for the
 monitor, which times items by that number. Neither raises: an error in
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections import deque
+from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +36,14 @@ if TYPE_CHECKING:
     from ._kernel import Kernel
     from ._worker import Worker
 
-__all__ = ["BATCH", "OVERTAKE", "run_sync", "step_batch"]
+__all__ = [
+    "BATCH",
+    "OVERTAKE",
+    "add_callback_hook",
+    "remove_callback_hook",
+    "run_sync",
+    "step_batch",
+]
 
 logger = logging.getLogger("asyncop")
 
@@ -45,6 +57,50 @@ _INF = float("inf")
 _modules = sys.modules
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
+
+
+# The hooks run before each sync callback. A tuple, replaced whole under
+# _hooks_lock, so that the worker reads it without a lock.
+_callback_hooks: tuple[Callable[[Any], object], ...] = ()
+_hooks_lock = threading.Lock()
+
+
+def add_callback_hook(hook: Callable[[Any], object]) -> None:
+    """Run ``hook(runtime)`` on a worker thread just before each sync callback it runs.
+
+    For libraries that must know, in a thread, which runtime it belongs to
+    (anyio's backend marks the thread so that ``anyio.from_thread`` finds
+    its way back). A hook runs on every runtime's workers, must be quick,
+    and should not raise: what it raises is logged and the callback runs
+    anyway. Adding a hook twice adds it once. Not a cancellation point.
+
+    Raises:
+        TypeError: ``hook`` is not callable.
+    """
+    global _callback_hooks
+    if not callable(hook):
+        raise TypeError(
+            f"add_callback_hook() needs a callable, got {type(hook).__name__}; "
+            "pass a function taking the runtime"
+        )
+    with _hooks_lock:
+        if hook not in _callback_hooks:
+            _callback_hooks = (*_callback_hooks, hook)
+
+
+def remove_callback_hook(hook: Callable[[Any], object]) -> None:
+    """Stop running ``hook`` before sync callbacks; a hook not added is ignored."""
+    global _callback_hooks
+    with _hooks_lock:
+        _callback_hooks = tuple(h for h in _callback_hooks if h is not hook)
+
+
+def _run_callback_hooks(op: AsyncOperation[Any]) -> None:
+    for hook in _callback_hooks:
+        try:
+            hook(op.runtime)
+        except BaseException:
+            _log_exception("asyncop: callback hook %r failed before %r", hook, op)
 
 
 def _log_exception(message: str, *args: object) -> None:
@@ -156,6 +212,8 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState) -> None:
     args = op._args
     ctx = op._ctx
     assert fn is not None and ctx is not None
+    if _callback_hooks:
+        _run_callback_hooks(op)
     state.op = op
     try:
         value = ctx.run(fn, *args)

@@ -13,9 +13,13 @@ an object given to ``acquire_on_behalf_of``), so that:
 
 - a borrower that asks for a second token gets RuntimeError at once instead
   of deadlocking itself;
+- the borrower is recorded when the token is handed over, before the
+  waiting task runs again, so ``statistics()`` never shows a token lent to
+  nobody;
 - only a borrower can give its token back;
 - ``total_tokens`` can be changed while tokens are out: raising it lets
-  waiters in at once; lowering it retires tokens as they come back.
+  waiters in at once; lowering it retires tokens as they come back. It may
+  be 0, which lends nothing until it is raised.
 
 Built on a ``Semaphore`` that holds the free tokens, so waiting inherits its
 FIFO hand-over, cancellation and timeout rules, from tasks and threads. The
@@ -43,11 +47,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import blocking_in_task_error, thread_state
+from ..operations import WouldBlock, blocking_in_task_error, thread_state
 from ..platform import check_timeout
 from ._introspect import runtime_of_caller
+from ._statistics import CapacityLimiterStatistics
 from ._sync import Semaphore
-from ._waker import Subscription, WakerStatus, resolve
+from ._waker import Subscription, WaitEvent, WakerStatus, resolve
 
 if TYPE_CHECKING:
     from ._kernel import Kernel
@@ -79,8 +84,11 @@ def _check_total(value: object) -> int | float:
             f"CapacityLimiter needs an int number of tokens, got {type(value).__name__}; "
             "pass an int such as CapacityLimiter(10), or math.inf for no limit"
         )
-    if value < 1:
-        raise ValueError(f"CapacityLimiter total_tokens={value} is below 1; pass 1 or more tokens")
+    if value < 0:
+        raise ValueError(
+            f"CapacityLimiter total_tokens={value} is negative; pass 0 or more tokens "
+            "(0 lends none until it is raised)"
+        )
     return value
 
 
@@ -111,12 +119,13 @@ class CapacityLimiter:
     in FIFO order.
 
     Args:
-        total_tokens: how many tokens may be out at once; an int, 1 or
-            more, or ``math.inf`` for no limit.
+        total_tokens: how many tokens may be out at once; an int, 0 or
+            more (0 lends none until it is raised), or ``math.inf`` for no
+            limit.
 
     Raises:
         TypeError: ``total_tokens`` is not an int or ``math.inf``.
-        ValueError: ``total_tokens`` is below 1.
+        ValueError: ``total_tokens`` is negative.
     """
 
     __slots__ = ("__weakref__", "_borrowers", "_debt", "_lock", "_pending", "_sem", "_total")
@@ -142,7 +151,7 @@ class CapacityLimiter:
 
         Raises:
             TypeError: the new value is not an int or ``math.inf``.
-            ValueError: the new value is below 1.
+            ValueError: the new value is negative.
         """
         return self._total
 
@@ -188,12 +197,17 @@ class CapacityLimiter:
 
     def _claim(self, borrower: object) -> None:
         with self._lock:
-            if borrower in self._borrowers or borrower in self._pending:
-                raise RuntimeError(
-                    f"{borrower!r} already holds (or waits for) a token of {self!r}; "
-                    "release it before acquiring again"
-                )
-            self._pending.add(borrower)
+            if borrower in self._borrowers:
+                what = "holding one of this CapacityLimiter's tokens"
+            elif borrower in self._pending:
+                what = "waiting for one of this CapacityLimiter's tokens"
+            else:
+                self._pending.add(borrower)
+                return
+        raise RuntimeError(
+            f"this borrower is already {what} ({borrower!r}, {self!r}); "
+            "release its token before acquiring another"
+        )
 
     def _settle(self, borrower: object, got: bool) -> None:
         with self._lock:
@@ -211,13 +225,7 @@ class CapacityLimiter:
             RuntimeError: ``borrower`` already holds or waits for a token.
             Cancelled: the task is cancelled while waiting.
         """
-        self._claim(borrower)
-        got = False
-        try:
-            await self._sem.acquire_async()
-            got = True
-        finally:
-            self._settle(borrower, got)
+        await _TokenWait(self, borrower)
 
     async def acquire_async(self) -> None:
         """Borrow a token for the current task, waiting in FIFO order. A cancellation point.
@@ -277,6 +285,40 @@ class CapacityLimiter:
             "'await limiter.acquire_async()' or 'async with limiter'",
         )
 
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
+        """Borrow a token for ``borrower`` if one is free and nobody waits, without waiting.
+
+        Usable from a coroutine and from a thread alike. Not a cancellation
+        point.
+
+        Raises:
+            WouldBlock: no token is free, or others wait for one.
+            RuntimeError: ``borrower`` already holds or waits for a token.
+        """
+        self._claim(borrower)
+        got = False
+        try:
+            self._sem.acquire_nowait()
+            got = True
+        except WouldBlock:
+            raise WouldBlock(
+                f"{self!r} has no free token; acquire later, or wait for one with "
+                "the async or blocking acquire"
+            ) from None
+        finally:
+            self._settle(borrower, got)
+
+    def acquire_nowait(self) -> None:
+        """Borrow a token for the current task (or thread) without waiting.
+
+        See ``acquire_on_behalf_of_nowait``. Not a cancellation point.
+
+        Raises:
+            WouldBlock: no token is free, or others wait for one.
+            RuntimeError: the caller already holds or waits for a token.
+        """
+        self.acquire_on_behalf_of_nowait(_current_borrower())
+
     # -- releasing -----------------------------------------------------------
 
     def release_on_behalf_of(self, borrower: object) -> None:
@@ -288,8 +330,9 @@ class CapacityLimiter:
         with self._lock:
             if borrower not in self._borrowers:
                 raise RuntimeError(
-                    f"{borrower!r} holds no token of {self!r}; release only a token "
-                    "that was acquired, by the same task or thread"
+                    f"this borrower isn't holding any of this CapacityLimiter's tokens "
+                    f"({borrower!r}, {self!r}); release only a token that was acquired, "
+                    "by the same task or thread"
                 )
             self._borrowers.remove(borrower)
             if self._debt:
@@ -304,6 +347,18 @@ class CapacityLimiter:
             RuntimeError: the current task or thread holds no token.
         """
         self.release_on_behalf_of(_current_borrower())
+
+    def statistics(self) -> CapacityLimiterStatistics:
+        """A snapshot: tokens lent, the total, who holds them, and how many wait.
+
+        Not a cancellation point.
+        """
+        sem = self._sem
+        with sem._mutex, self._lock:  # (the lock order)
+            borrowers = tuple(self._borrowers)
+            return CapacityLimiterStatistics(
+                len(borrowers), self._total, borrowers, len(sem._waiters)
+            )
 
     # -- context managers ----------------------------------------------------
 
@@ -336,6 +391,58 @@ class CapacityLimiter:
             f"<CapacityLimiter {len(self._borrowers)}/{self._total} borrowed, "
             f"waiters={len(self._sem._waiters)}>"
         )
+
+
+@final
+class _TokenWait(WaitEvent[None]):
+    """A task's wait for a token, which records the borrower as the token is handed over.
+
+    The limiter's semaphore wait, composed under the task's subscription:
+    the hand-over (under the semaphore's mutex) first records the borrower,
+    then wakes the task. A task that gave up meanwhile (cancelled) refuses
+    the token, whose record is undone, and the token goes to the next
+    waiter, as a semaphore's permit does. ``sub.handle`` holds the
+    semaphore wait until the token is handed over, for ``_disarm``.
+    """
+
+    __slots__ = ("borrower", "limiter")
+
+    def __init__(self, limiter: CapacityLimiter, borrower: object) -> None:
+        self.limiter = limiter
+        self.borrower = borrower
+
+    def _arm(self, sub: Subscription) -> None:
+        limiter, borrower = self.limiter, self.borrower
+        limiter._claim(borrower)
+        event = limiter._sem.acquire_async()
+        event._awaited = True  # composed into this wait: never awaited on its own
+
+        def granted(
+            _waker: Waker, child: Subscription, result: Any, error: BaseException | None
+        ) -> bool:
+            # Recorded before the task can run again (and give the token
+            # back); no _disarm may take the record back from here on.
+            sub.handle = None
+            limiter._settle(borrower, True)
+            if sub.fire(None):
+                return True
+            with limiter._lock:
+                limiter._borrowers.discard(borrower)
+            return False  # the permit goes on to the next waiter
+
+        child = Subscription(sub.waker, event, granted)
+        sub.handle = child
+        event._arm(child)
+
+    def _disarm(self, sub: Subscription) -> None:
+        child = sub.handle
+        if child is not None:
+            sub.handle = None
+            child.event._disarm(child)
+            self.limiter._settle(self.borrower, False)
+
+    def _describe(self) -> str:
+        return f"a token of {self.limiter!r}"
 
 
 # -- spawn_blocking's tokens ----------------------------------------------------

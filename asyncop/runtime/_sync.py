@@ -1,14 +1,14 @@
 """Lock, Event and Semaphore, for coroutines and threads alike.
 
-Every primitive keeps one FIFO queue of waiters, which may be coroutine
-tasks (a waker subscription) or blocked threads (a :class:`ThreadWaiter`).
-Both offer ``fire(value, error) -> bool``: True if the waiter took what was
-offered. A release hands its permit *directly* to the first waiter that
-takes it, so a newcomer can never barge past a queued waiter (FIFO
-fairness), and a waiter that was cancelled in the meantime (its waker
-already claimed) refuses the permit, which then goes to the next waiter or
-back into the primitive. That is how a cancelled waiter never leaves a lock
-held and a cancelled receive never eats an item.
+Every primitive keeps one FIFO queue of waiters, coroutine tasks or
+blocked threads, which follow the waiter protocol of ``_waiters.py``. A
+release hands its permit *directly* to the first waiter that takes it, so
+a newcomer can never barge past a queued waiter (FIFO fairness), and a
+waiter that was cancelled in the meantime (its waker already claimed)
+refuses the permit, which then goes to the next waiter or back into the
+primitive. That is how a cancelled waiter never leaves a lock held and a
+cancelled receive never eats an item. ``acquire_nowait()`` takes a permit
+only when no waiter is queued, for the same reason.
 
 A thread waiter parks through ``operations._park.park``: inside an operation
 (a sync callback, or a sync scope's block) the operation's cancel wakes it
@@ -17,7 +17,12 @@ fired means the value is kept, otherwise it gives up and raises
 ``Cancelled``. Every thread-side call is written so that a KeyboardInterrupt
 landing anywhere in it (on the main thread) removes its waiter or gives back
 what it was handed (``ThreadWaiter.abandon``). A holder acquiring its own
-``Lock`` again raises at once instead of waiting for itself.
+``Lock`` again raises at once instead of waiting for itself. A lock's holder
+is the coroutine task (its ``TaskState``) or the thread (its
+``threading.Thread``) that acquired it.
+
+``statistics()`` reads a primitive under its mutex, into one of the frozen
+values of ``_statistics.py``.
 
 Lock order: a primitive's own mutex, then the runtime lock of a waiter
 (taken inside ``fire``). The runtime never takes a primitive's mutex while
@@ -26,121 +31,30 @@ holding its own lock, so the order cannot invert.
 
 from __future__ import annotations
 
-import _thread
 import threading
 from collections import deque
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 from ..operations import (
     BrokenResourceError,
+    WouldBlock,
     blocking_in_task_error,
-    cancelled_error,
-    park,
     thread_state,
 )
 from ..platform import check_timeout
+from ._statistics import EventStatistics, LockStatistics, SemaphoreStatistics
 from ._task import TaskState
+from ._waiters import ThreadWaiter, remove_waiter
 from ._waker import Subscription, WaitEvent
 
-if TYPE_CHECKING:
-    from ..operations import AsyncOperation
-
-__all__ = ["Event", "Lock", "LockGuard", "Semaphore", "ThreadWaiter"]
-
-
-@final
-class ThreadWaiter:
-    """A thread blocked on a primitive: a one-shot lock and a result slot.
-
-    States, written only under the primitive's mutex: *waiting* (``done``
-    False), then either *fired* (``done`` and ``fired``: the result is the
-    waiter's, whatever happens to the thread next) or *abandoned* (``done``
-    only: it timed out, was cancelled or interrupted, and ``fire`` refuses).
-    """
-
-    __slots__ = ("_park", "done", "error", "fired", "value")
-
-    def __init__(self) -> None:
-        self._park = _thread.allocate_lock()
-        self._park.acquire()
-        self.done = False
-        self.fired = False
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-    def fire(self, value: Any = None, error: BaseException | None = None) -> bool:
-        """Hand the waiter a result; False if it already gave up. Under the mutex."""
-        if self.done:
-            return False
-        self.done = True
-        self.fired = True
-        self.value = value
-        self.error = error
-        # The release comes last: on the main thread a Ctrl-C can land as a
-        # call returns, and the waiter must be complete by then. It may be
-        # free already: a cancel of the waiting operation releases it too.
-        try:
-            self._park.release()
-        except RuntimeError:
-            pass
-        return True
-
-    def wait(
-        self,
-        mutex: threading.Lock,
-        queue: deque[Any],
-        timeout: float | None,
-        op: AsyncOperation | None,
-    ) -> bool:
-        """Wait to be fired; on timeout or cancel, give up under ``mutex``.
-
-        ``op`` is the operation the thread runs (None: none), whose cancel
-        ends the wait. A waiter fired before it could give up keeps what it
-        was given (the value-kept rule).
-
-        Returns:
-            True if fired; False if the timeout passed.
-
-        Raises:
-            Cancelled: ``op`` was cancelled and nothing was handed over.
-        """
-        park(self._park, timeout, op)
-        with mutex:
-            if self.done:
-                return True
-            self.done = True
-            _remove_waiter(queue, self)
-        if op is not None and op._cancelled:
-            raise cancelled_error(op)
-        return False
-
-    def abandon(self, mutex: threading.Lock, queue: deque[Any]) -> bool:
-        """Give up after an interrupt: leave the queue, or report a hand-over.
-
-        Returns:
-            True if a value was handed over (no error) that the caller must
-            now give back, since it will not return it.
-        """
-        with mutex:
-            if not self.done:
-                self.done = True
-                _remove_waiter(queue, self)
-                return False
-        return self.fired and self.error is None
+__all__ = ["Event", "Lock", "LockGuard", "Semaphore"]
 
 
 def _owner_key() -> object:
     """Who is acquiring: the coroutine task, or else the calling thread."""
     task = thread_state().task
-    return task if task is not None else threading.get_ident()
-
-
-def _remove_waiter(queue: deque[Any], waiter: object) -> None:
-    for index, entry in enumerate(queue):
-        if entry is waiter or (type(entry) is tuple and entry[0] is waiter):
-            del queue[index]
-            return
+    return task if task is not None else threading.current_thread()
 
 
 # -- Lock -----------------------------------------------------------------------
@@ -185,7 +99,7 @@ class _LockAcquire(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         lock = self.lock
         with lock._mutex:
-            _remove_waiter(lock._waiters, sub)
+            remove_waiter(lock._waiters, sub)
 
     def _describe(self) -> str:
         return f"lock {self.lock.name!r}"
@@ -224,6 +138,13 @@ class Lock:
             "which would wait for itself forever; release it first (a Lock is not "
             "re-entrant)"
         )
+
+    def _refuse_locked(self, me: object) -> None:
+        # Under the mutex: the acquires that must not wait at all.
+        if self._broken:
+            raise self._broken_error()
+        if self._owner is me:
+            raise self._reentry_error()
 
     def lock_async(self) -> WaitEvent[LockGuard]:
         """Acquire the lock from a coroutine; ``await`` it for a ``LockGuard``.
@@ -294,17 +215,13 @@ class Lock:
             )
         limit = None if timeout is None else check_timeout(timeout, "Lock.acquire(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
-        me = threading.get_ident()
+        me = threading.current_thread()
         waiter: ThreadWaiter | None = None
         taken = False
         try:
             with self._mutex:
-                if self._broken:
-                    raise self._broken_error()
-                owner = self._owner
-                if owner == me:
-                    raise self._reentry_error()
-                if owner is None and not self._waiters:
+                self._refuse_locked(me)
+                if self._owner is None and not self._waiters:
                     self._owner = me
                     taken = True
                 elif limit == 0.0:
@@ -340,13 +257,45 @@ class Lock:
                     f"release() on lock {self.name!r}, which nobody holds; "
                     "release only a lock you acquired"
                 )
-            if owner != _owner_key():
+            if owner is not _owner_key():
                 raise RuntimeError(
                     f"release() on lock {self.name!r}, which another task or thread holds; "
                     "only the holder may release it"
                 )
             self._drop_owner(owner)
             self._hand_over()
+
+    def acquire_nowait(self) -> None:
+        """Acquire the lock if nobody holds it or waits for it, without waiting.
+
+        Usable from a coroutine and from a thread alike: the holder is the
+        calling task, or else the calling thread. Not a cancellation point.
+
+        Raises:
+            WouldBlock: the lock is held, or others are queued for it.
+            BrokenResourceError: the lock is broken.
+            RuntimeError: the caller holds the lock already.
+        """
+        me = _owner_key()
+        with self._mutex:
+            self._refuse_locked(me)
+            if self._owner is not None or self._waiters:
+                raise WouldBlock(
+                    f"lock {self.name!r} is held; acquire it later, or wait for it "
+                    "with 'await lock.lock_async()' or acquire()"
+                )
+            self._take(me)
+
+    def statistics(self) -> LockStatistics:
+        """A snapshot of the lock: whether it is held, by whom, and how many wait for it.
+
+        The owner is the holding task's ``AsyncOperation``, or the holding
+        ``threading.Thread``. Not a cancellation point.
+        """
+        with self._mutex:
+            owner = self._owner
+            holder: Any = owner.task if isinstance(owner, TaskState) else owner
+            return LockStatistics(holder is not None, holder, len(self._waiters))
 
     def _drop_owner(self, owner: object) -> None:
         if isinstance(owner, TaskState) and owner.held and self in owner.held:
@@ -417,7 +366,7 @@ class _EventWait(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         event = self.event
         with event._mutex:
-            _remove_waiter(event._waiters, sub)
+            remove_waiter(event._waiters, sub)
 
     def _describe(self) -> str:
         return "event"
@@ -445,6 +394,14 @@ class Event:
             self._waiters = deque()
             for waiter in waiters:
                 waiter.fire(None)
+
+    def statistics(self) -> EventStatistics:
+        """A snapshot of the event: how many tasks and threads wait for it.
+
+        Not a cancellation point.
+        """
+        with self._mutex:
+            return EventStatistics(len(self._waiters))
 
     def wait_async(self) -> WaitEvent[None]:
         """Wait in a coroutine until the flag is set. A cancellation point."""
@@ -520,7 +477,7 @@ class _SemaphoreAcquire(WaitEvent):
     def _disarm(self, sub: Subscription) -> None:
         sem = self.sem
         with sem._mutex:
-            _remove_waiter(sem._waiters, sub)
+            remove_waiter(sem._waiters, sub)
 
     def _describe(self) -> str:
         return "semaphore"
@@ -629,6 +586,32 @@ class Semaphore:
             if taken or (waiter is not None and waiter.abandon(self._mutex, self._waiters)):
                 self.release()
             raise
+
+    def acquire_nowait(self) -> None:
+        """Take a permit if one is free and nobody waits for one, without waiting.
+
+        Usable from a coroutine and from a thread alike. Not a cancellation
+        point.
+
+        Raises:
+            WouldBlock: no permit is free, or others are queued for one.
+        """
+        with self._mutex:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return
+        raise WouldBlock(
+            "the semaphore has no free permit; acquire later, or wait for one with "
+            "'await sem.acquire_async()' or acquire()"
+        )
+
+    def statistics(self) -> SemaphoreStatistics:
+        """A snapshot of the semaphore: how many tasks and threads wait for a permit.
+
+        Not a cancellation point.
+        """
+        with self._mutex:
+            return SemaphoreStatistics(len(self._waiters))
 
     def release(self) -> None:
         """Return a permit: to the first live waiter, or to the pool.

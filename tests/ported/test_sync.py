@@ -586,12 +586,12 @@ def test_condition_producer_consumer_threads(runtime: asyncop.Runtime) -> None:
 
 def test_limiter_bad_totals() -> None:
     with pytest.raises(ValueError):
-        asyncop.CapacityLimiter(0)
+        asyncop.CapacityLimiter(-1)
     with pytest.raises(TypeError):
         asyncop.CapacityLimiter(1.5)  # type: ignore[arg-type]
     lim = asyncop.CapacityLimiter(1)
     with pytest.raises(ValueError):
-        lim.total_tokens = 0
+        lim.total_tokens = -1
     with pytest.raises(TypeError):
         lim.total_tokens = "2"  # type: ignore[assignment]
 

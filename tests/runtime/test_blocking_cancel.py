@@ -382,7 +382,7 @@ def test_a_cancelled_waiter_leaves_no_registration_on_its_token() -> None:
             assert not op.token._waiters
 
         assert rt.spawn(work).wait(10).state is OperationState.COMPLETED
-    assert not ch._receivers
+    assert not ch.statistics().tasks_waiting_receive
 
 
 # ----------------------------------------------------------------------
@@ -480,7 +480,12 @@ def _stress(seed: int) -> None:
     assert len(set(received)) == len(received), f"seed {seed}: an item was received twice"
     assert not lock.locked(), f"seed {seed}: a cancelled acquire left the lock held"
     assert sem.value == permits, f"seed {seed}: permits {sem.value}, expected {permits}"
-    assert not ch._receivers and not lock._waiters and not sem._waiters, f"seed {seed}: ghosts"
+    ghosts = (
+        ch.statistics().tasks_waiting_receive,
+        lock.statistics().tasks_waiting,
+        sem.statistics().tasks_waiting,
+    )
+    assert ghosts == (0, 0, 0), f"seed {seed}: ghosts"
 
 
 @pytest.mark.parametrize("run", range(3))

@@ -36,14 +36,14 @@ def receivers(ch: Channel[Any]) -> int:
     """How many receivers are queued on ``ch``.
 
     Threads blocked in ``send``/``recv`` are invisible to ``wait_all_blocked``,
-    so tests that need a thread to be queued watch the channel's queues.
+    so tests that need a thread to be queued watch the channel's statistics.
     """
-    return len(ch._receivers)
+    return ch.statistics().tasks_waiting_receive
 
 
 def senders(ch: Channel[Any]) -> int:
     """How many senders are queued on ``ch`` (see ``receivers``)."""
-    return len(ch._senders)
+    return ch.statistics().tasks_waiting_send
 
 
 def both_receiving(one: Channel[Any], two: Channel[Any]) -> bool:

@@ -168,7 +168,7 @@ def blocked_thread_send(
 
     thread = threading.Thread(target=send)
     thread.start()
-    wait_until(lambda: len(ch._senders) == 1)
+    wait_until(lambda: ch.statistics().tasks_waiting_send == 1)
     return thread, errors
 
 
@@ -266,7 +266,7 @@ def test_closing_an_end_fails_the_thread_receive_blocked_on_it_only() -> None:
     ]
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(ch._receivers) == 2)
+    wait_until(lambda: ch.statistics().tasks_waiting_receive == 2)
     rx.close()
     threads[0].join(10)
     assert isinstance(results["closed"], ClosedResourceError)

@@ -63,7 +63,7 @@ def test_thread_wait_returns_true_when_notified() -> None:
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    wait_until(lambda: len(cond._waiters) == 1)
+    wait_until(lambda: cond.statistics().tasks_waiting == 1)
     with cond:
         cond.notify()
     thread.join(10)
@@ -75,7 +75,7 @@ def test_thread_wait_times_out_with_false_holding_the_lock() -> None:
     with cond:
         assert cond.wait(timeout=0.02) is False
         assert holds(cond)
-        assert cond._waiters == type(cond._waiters)()
+        assert cond.statistics().tasks_waiting == 0
     assert not cond.locked()
 
 
@@ -204,7 +204,7 @@ def test_a_task_notifies_a_waiting_thread(runtime: asyncop.Runtime) -> None:
 
     thread = threading.Thread(target=consumer)
     thread.start()
-    wait_until(lambda: len(cond._waiters) == 1)
+    wait_until(lambda: cond.statistics().tasks_waiting == 1)
 
     async def producer() -> None:
         async with cond:

@@ -302,11 +302,14 @@ def _channel_recv(capacity: int) -> Callable[[asyncop.Runtime], _Scenario]:
             senders.append(sender)
             sender.start()
             deadline = time.monotonic() + 5
-            while not ch._senders and not sent and time.monotonic() < deadline:
+            while (
+                not ch.statistics().tasks_waiting_send and not sent and time.monotonic() < deadline
+            ):
                 time.sleep(0.0005)
 
         def check(returned: bool, value: object, satisfied: bool) -> None:
-            assert not ch._receivers, "an interrupted recv left a ghost receiver"
+            waiting = ch.statistics().tasks_waiting_receive
+            assert not waiting, "an interrupted recv left a ghost receiver"
             left = []
             with contextlib.suppress(asyncop.WouldBlock):
                 left.append(ch.try_recv())
@@ -345,7 +348,11 @@ def _channel_send(capacity: int) -> Callable[[asyncop.Runtime], _Scenario]:
             receivers.append(receiver)
             receiver.start()
             deadline = time.monotonic() + 5
-            while not ch._receivers and not received and time.monotonic() < deadline:
+            while (
+                not ch.statistics().tasks_waiting_receive
+                and not received
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.0005)
 
         def check(returned: bool, value: object, satisfied: bool) -> None:
@@ -357,9 +364,7 @@ def _channel_send(capacity: int) -> Callable[[asyncop.Runtime], _Scenario]:
                     receiver.join(0.001)
             while 0 in received:
                 received.remove(0)
-            assert not ch._senders or all(
-                waiter is asyncop.runtime._channel._PREPAID for waiter, _ in ch._senders
-            ), "an interrupted send left a ghost sender"
+            assert not ch.statistics().tasks_waiting_send, "an interrupted send left a ghost sender"
             left = []
             while True:
                 try:
@@ -383,7 +388,7 @@ def _lock_acquire(rt: asyncop.Runtime) -> _Scenario:
     holder.run(lock.acquire)
 
     def check(returned: bool, value: object, satisfied: bool) -> None:
-        assert not lock._waiters, "an interrupted acquire left a ghost waiter"
+        assert not lock.statistics().tasks_waiting, "an interrupted acquire left a ghost waiter"
         if returned:
             assert value is True
             lock.release()
@@ -404,7 +409,7 @@ def _semaphore_acquire(rt: asyncop.Runtime) -> _Scenario:
     sem = asyncop.Semaphore(0)
 
     def check(returned: bool, value: object, satisfied: bool) -> None:
-        assert not sem._waiters, "an interrupted acquire left a ghost waiter"
+        assert not sem.statistics().tasks_waiting, "an interrupted acquire left a ghost waiter"
         permits = sem.value + (1 if returned else 0)
         assert permits == (1 if satisfied else 0), "a permit was lost or invented"
 
@@ -415,7 +420,7 @@ def _event_wait(rt: asyncop.Runtime) -> _Scenario:
     event = asyncop.Event()
 
     def check(returned: bool, value: object, satisfied: bool) -> None:
-        assert not event._waiters, "an interrupted wait left a ghost waiter"
+        assert not event.statistics().tasks_waiting, "an interrupted wait left a ghost waiter"
         if returned:
             assert value is True
 
@@ -678,7 +683,12 @@ def _blocked_sync_ops(rt: asyncop.Runtime) -> asyncop.AsyncOperation:
 
     op = rt.spawn(root)
     deadline = time.monotonic() + 10
-    while not (ch._receivers and event._waiters and roots and roots[0].token._waiters):
+    while not (
+        ch.statistics().tasks_waiting_receive
+        and event.statistics().tasks_waiting
+        and roots
+        and roots[0].token._waiters
+    ):
         assert time.monotonic() < deadline, "the sync operations never blocked"
         time.sleep(0.001)
     return op

@@ -128,7 +128,7 @@ SCENARIOS = {
             event.wait()
         except KeyboardInterrupt:
             print("interrupted", flush=True)
-        print("ok" if not event._waiters else "a ghost waiter", flush=True)
+        print("ok" if not event.statistics().tasks_waiting else "a ghost waiter", flush=True)
         rt.shutdown(timeout=10)
     """,
 }

@@ -33,9 +33,10 @@ def queued(primitive: Any) -> int:
     """How many waiters ``primitive`` has queued.
 
     Threads blocked in ``acquire()`` are invisible to ``wait_all_blocked``,
-    so tests that queue threads in a known order watch the waiter queue.
+    so tests that queue threads in a known order watch the waiter count.
     """
-    return len(primitive._waiters)
+    count: int = primitive.statistics().tasks_waiting
+    return count
 
 
 def has_waiters(primitive: Any, count: int) -> bool:

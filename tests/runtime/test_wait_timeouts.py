@@ -55,7 +55,7 @@ def test_channel_send_and_recv_with_no_limit_wait_then_hand_over_once(timeout: A
     _later(0.05, lambda: ch.send("y", timeout=5))
     assert ch.recv(timeout=timeout) == "y"
     # No ghost: nothing queued, and the next item reaches the next receiver.
-    assert not ch._receivers and not ch._senders
+    assert not ch.statistics().tasks_waiting_receive and not ch.statistics().tasks_waiting_send
     ch2: asyncop.Channel[int] = asyncop.Channel(1)
     ch2.send(1, timeout=timeout)
     assert ch2.recv(timeout=timeout) == 1
@@ -77,7 +77,7 @@ def test_contended_lock_acquire_with_no_limit_waits_and_leaks_nothing(timeout: A
     assert lock.acquire(timeout=timeout) is True
     lock.release()
     holder.join(5)
-    assert not lock.locked() and not lock._waiters
+    assert lock.statistics() == asyncop.LockStatistics(False, None, 0)
 
 
 @pytest.mark.parametrize("timeout", NO_LIMIT)
@@ -117,17 +117,17 @@ def test_a_negative_timeout_polls(timeout: float) -> None:
         ch.send(1, timeout=timeout)
     with pytest.raises(TimeoutError):
         ch.recv(timeout=timeout)
-    assert not ch._senders and not ch._receivers
+    assert not ch.statistics().tasks_waiting_send and not ch.statistics().tasks_waiting_receive
     lock = asyncop.Lock()
     assert lock.acquire(timeout=timeout) is True
     other: list[bool] = []
     thread = threading.Thread(target=lambda: other.append(lock.acquire(timeout=timeout)))
     thread.start()
     thread.join(5)
-    assert other == [False] and not lock._waiters
+    assert other == [False] and not lock.statistics().tasks_waiting
     lock.release()
     sem = asyncop.Semaphore(0)
-    assert sem.acquire(timeout=timeout) is False and not sem._waiters
+    assert sem.acquire(timeout=timeout) is False and not sem.statistics().tasks_waiting
     assert asyncop.Event().wait(timeout) is False
     with asyncop.Runtime(1) as rt:
         gate = threading.Event()
@@ -161,7 +161,7 @@ def test_a_bad_timeout_raises_before_the_channel_changes(bad: Any, error: type) 
     rendezvous: asyncop.Channel[str] = asyncop.Channel(0)
     with pytest.raises(error):
         rendezvous.recv(timeout=bad)
-    assert not rendezvous._receivers  # no ghost receiver
+    assert not rendezvous.statistics().tasks_waiting_receive  # no ghost receiver
 
 
 @pytest.mark.parametrize(("bad", "error"), BAD)
