@@ -6,7 +6,7 @@ from typing import Any
 
 from ..runtime import Runtime
 
-__all__ = ["RUNTIME_OPTIONS", "missing", "runtime_for"]
+__all__ = ["RUNTIME_OPTIONS", "runtime_for"]
 
 
 #: What ``backend_options`` may hold: ``Runtime``'s arguments, or a runtime.
@@ -36,7 +36,3 @@ def runtime_for(options: dict[str, Any]) -> tuple[Runtime, bool]:
         return runtime, False
     return Runtime(**options), True
 
-
-def missing(call: str) -> NotImplementedError:
-    """The error of an anyio call the backend does not provide yet."""
-    return NotImplementedError(f"anyio's {call}() is not available on the asyncop backend yet")

@@ -57,7 +57,7 @@ class CancelScope(BaseCancelScope):
         return object.__new__(cls)
 
     def __init__(self, *, deadline: float = math.inf, shield: bool = False) -> None:
-        self._deadline = deadline
+        self._deadline = _checked_deadline(deadline)
         self._shield = shield
         self._scope: Scope | None = None
         self._host: AsyncOperation[Any] | None = None
@@ -84,7 +84,7 @@ class CancelScope(BaseCancelScope):
             )
         deadline = self._deadline
         self._scope = made = scope(
-            name="cancel scope",
+            name=f"cancel scope of {host.name}",
             deadline=None if math.isinf(deadline) else deadline,
             shield=self._shield,
         )
@@ -154,12 +154,7 @@ class CancelScope(BaseCancelScope):
 
     @deadline.setter
     def deadline(self, value: float) -> None:
-        value = float(value)
-        if math.isnan(value):
-            raise ValueError(
-                "a CancelScope's deadline cannot be NaN; pass a time on anyio.current_time()'s "
-                "clock, or math.inf for none"
-            )
+        value = _checked_deadline(value)
         self._deadline = value
         op = self._op
         if op is not None:
@@ -192,6 +187,17 @@ class CancelScope(BaseCancelScope):
         op = self._op
         if op is not None:
             op.shield = value
+
+
+def _checked_deadline(value: float) -> float:
+    """A cancel scope's deadline as a float; NaN refused."""
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(
+            "a CancelScope's deadline must not be NaN; pass a time on anyio.current_time()'s "
+            "clock, or math.inf for none"
+        )
+    return value
 
 
 def _raise_keeping_context(error: BaseException) -> NoReturn:
@@ -359,6 +365,19 @@ class TaskGroup(abc.TaskGroup):
                 # quietly, and the next await raises.
                 return False
             raise
+        except BaseExceptionGroup as failures:
+            # As anyio's groups on every backend: what the block was handling
+            # is not shown as the group's context.
+            failures.__suppress_context__ = True
+            raise
+        except (KeyboardInterrupt, SystemExit) as interrupt:
+            # asyncop's scopes let these out bare; anyio's groups wrap every
+            # error, these too, in an exception group.
+            wrapped = BaseExceptionGroup("unhandled errors in a TaskGroup", [interrupt])
+            try:
+                raise wrapped from None
+            finally:
+                del wrapped, interrupt
         finally:
             self._active = False
             del exc_val, exc_tb

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from anyio.abc import TestRunner as BaseTestRunner
 
+from .. import lowlevel
 from ..operations import AsyncOperation, EndOfChannel
 from ..platform import WakeEvent, serving
 from ..runtime import Channel, Runtime
@@ -90,7 +91,9 @@ class TestRunner(BaseTestRunner):
                 runtime.shutdown()
 
     def is_running(self) -> bool:
-        return self._runtime is not None
+        """Whether the caller runs in the runner task (a fixture asking for another)."""
+        task = self._task
+        return task is not None and lowlevel.current_task() is task
 
     def _start(self) -> Channel[_Call]:
         runtime, self._made = runtime_for(dict(self._options))
