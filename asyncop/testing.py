@@ -29,12 +29,15 @@ __all__ = ["VirtualClock", "assert_checkpoints", "memory_stream_pair", "wait_all
 
 @final
 class _AllBlocked(WaitEvent[None]):
-    __slots__ = ()
+    __slots__ = ("_threads",)
+
+    def __init__(self, threads: bool) -> None:
+        self._threads = threads
 
     def _arm(self, sub: Subscription) -> None:
         runtime = sub.waker.runtime
         with runtime._lock:
-            runtime._idle_watchers.append(sub)
+            runtime._idle_watchers.append((sub, self._threads))
         # A worker that is about to park fires the watchers; if every worker
         # is already parked, nudge one so that it looks.
         runtime._clock_advanced()
@@ -42,21 +45,26 @@ class _AllBlocked(WaitEvent[None]):
     def _disarm(self, sub: Subscription) -> None:
         runtime = sub.waker.runtime
         with runtime._lock:
-            if sub in runtime._idle_watchers:
-                runtime._idle_watchers.remove(sub)
+            runtime._idle_watchers = [w for w in runtime._idle_watchers if w[0] is not sub]
 
     def _describe(self) -> str:
         return "wait_all_blocked()"
 
 
-def wait_all_blocked() -> WaitEvent[None]:
+def wait_all_blocked(*, threads: bool = True) -> WaitEvent[None]:
     """Wait until every other task of this runtime is parked.
 
     "Parked" means suspended on an event with no worker running anything and
     no blocking call in flight, so nothing can happen until an outside event
     (a timer, I/O, another thread) fires. A cancellation point.
+
+    Args:
+        threads: with False, a blocking call running in another thread
+            (``spawn_blocking``, anyio's ``to_thread``) does not count as
+            busy: a task waiting for one is parked, as trio's and anyio's
+            ``wait_all_tasks_blocked()`` count it.
     """
-    return _AllBlocked()
+    return _AllBlocked(bool(threads))
 
 
 @contextmanager

@@ -415,3 +415,25 @@ def test_wait_all_blocked_returns_when_an_extra_worker_parks_last() -> None:
     for _ in range(5):
         with asyncop.Runtime(2) as runtime:
             assert runtime.spawn(main).wait(10).state is OperationState.COMPLETED
+
+
+@pytest.mark.timeout(30)
+def test_wait_all_blocked_can_count_a_task_waiting_for_a_thread_as_parked() -> None:
+    release = threading.Event()
+    log: list[str] = []
+
+    async def waits_for_a_thread() -> None:
+        await asyncop.spawn_blocking(release.wait, 10)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(waits_for_a_thread)
+            await wait_all_blocked(threads=False)  # the thread still runs
+            log.append("parked")
+            release.set()
+            await wait_all_blocked()  # once the thread's call has returned too
+            log.append("done")
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert log == ["parked", "done"]

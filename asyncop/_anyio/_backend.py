@@ -139,7 +139,8 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
 
     @classmethod
     async def wait_all_tasks_blocked(cls) -> None:
-        await testing.wait_all_blocked()
+        # A task waiting for a thread counts as blocked, as in trio.
+        await testing.wait_all_blocked(threads=False)
 
 
 def _root_task(fn: Callable[..., Awaitable[Any]], name: str) -> Callable[..., Any]:

@@ -189,7 +189,9 @@ class Kernel(WorkerPool):
         self._blocking = BlockingPool(self.name)
         self._reactor: Reactor | None = None
         # Subscriptions of wait_all_blocked(), fired when the runtime idles.
-        self._idle_watchers: list[Any] = []
+        # (Subscriptions of wait_all_blocked(), each with whether a blocking
+        # call running in another thread counts as busy for it.)
+        self._idle_watchers: list[tuple[Any, bool]] = []
         # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
         # first shutdown() pass. Invariant: none is added once CLOSING.
         self._at_shutdown: list[Callable[[], object]] = []

@@ -492,14 +492,18 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     active = rt._active
     if active > 1 and (rt._idle_watchers or rt._autojump):
         active = rt._effectively_active_locked()
-    if active == 1 and rt._idle_watchers and rt._outside_work == 0:
+    if active == 1 and rt._idle_watchers:
         # This worker is the last one busy and is about to park: every
-        # task is blocked. Wake the wait_all_blocked() waiters.
-        watchers = rt._idle_watchers
-        rt._idle_watchers = []
-        for sub in watchers:
-            sub.fire(None)
-        return None, True
+        # task is blocked. Wake the wait_all_blocked() waiters, but those
+        # that count a blocking call in another thread as busy only once
+        # none runs.
+        outside = rt._outside_work
+        due = [w for w in rt._idle_watchers if outside == 0 or not w[1]]
+        if due:
+            rt._idle_watchers = [w for w in rt._idle_watchers if outside and w[1]]
+            for sub, _ in due:
+                sub.fire(None)
+            return None, True
     # Retire only after the check above, and not when a clock jump is
     # due: the last busy worker must still wake wait_all_blocked() and
     # jump the clock, even when it is an extra one on its way out.
