@@ -11,15 +11,18 @@ slice, 50 ms at most, and the calling thread blocks until it has run.
 
 A call is refused, with the caller's message, when the main thread is not
 waiting in asyncop: it may be computing, or waiting elsewhere, and nobody
-could say when it would look. ``_serving`` counts the main thread's waits
-that look between slices (a signal handler may wait too, inside a wait); a
-call is queued only while it is positive, and a wait that ends runs what is
-queued on its way out, so a queued call is never stranded by the end of a
-wait. The main thread may be on its way into a wait for the very task that
-hands it a call (``op = runtime.spawn(main); op.wait()``): a caller that
-finds it not serving gives it ``_GRACE`` seconds to start before the
-refusal. ``Runtime.run()`` leaves no such gap: it serves from before it
-starts the work (:func:`serving`).
+could say when it would look. ``_serving`` holds a mark for each of the
+main thread's waits that look between slices (a signal handler may wait
+too, inside a wait); a call is queued only while one is there, and a wait
+that ends runs what is queued on its way out, so a queued call is never
+stranded by the end of a wait. A wait puts its mark in inside its ``try``
+and takes it out in its ``finally``, with one C call that a Ctrl-C cannot
+cut: none is ever left behind by an interrupt. The main thread may be on
+its way into a wait for the very task that hands it a call
+(``op = runtime.spawn(main); op.wait()``): a caller that finds it not
+serving gives it ``_GRACE`` seconds to start before the refusal.
+``Runtime.run()`` leaves no such gap: it serves from before it starts the
+work (:func:`serving`).
 
 States of a call
 ----------------
@@ -28,9 +31,8 @@ its value or error kept, the caller released); or ``PENDING``/``RUNNING``
 -> ``REFUSED``, when no wait of the main thread looks any more and the call
 has not finished (a Ctrl-C escaped the wait first). The main thread moves
 a call to ``RUNNING`` and ``DONE``, the caller to ``REFUSED``; every move
-is made under ``_lock``. A Ctrl-C can also land between a wait's count
-and its ``try`` and leave ``_serving`` counting a wait that is over; so
-the main thread also counts its looks at the queue (``_looks``), and a
+is made under ``_lock``. A Ctrl-C can also cut a wait's last look short;
+so the main thread also counts its looks at the queue (``_looks``), and a
 queued call it has not looked at for ``_STALL`` seconds is refused too.
 
 A Ctrl-C belongs to the main thread: a KeyboardInterrupt raised while a
@@ -122,30 +124,33 @@ _began = threading.Condition(_lock)
 # The calls queued for the main thread, oldest first; a call leaves once it
 # has run (or was refused).
 _pending: list[_Call] = []
-# Invariant: a call is queued only while _serving > 0, and a wait that ends
-# runs the queue before it counts itself out.
-_serving = 0
+# The marks of the main thread's waits that serve (a signal handler may
+# wait inside a wait). Invariant: a call is queued only while one is there,
+# and a wait that ends runs the queue before it takes its mark out.
+_serving: set[object] = set()
 # How many times the main thread has looked at the queue: a caller that
 # sees it stand still knows the main thread is not looking.
 _looks = 0
 
 
-def start_serving() -> None:
-    """The main thread begins a wait that runs handed calls between its slices."""
-    global _serving
+def start_serving(mark: object) -> None:
+    """The main thread begins a wait that runs handed calls between its slices.
+
+    Call it inside the ``try`` whose ``finally`` calls ``end_serving(mark)``:
+    wherever a Ctrl-C lands, the mark then goes (taking a mark out twice is
+    harmless).
+    """
     with _lock:
-        _serving += 1
+        _serving.add(mark)
         _began.notify_all()
 
 
-def end_serving() -> None:
+def end_serving(mark: object) -> None:
     """The main thread ends such a wait: run what is queued, then stop looking."""
-    global _serving
     try:
         serve_main_calls()
     finally:
-        with _lock:
-            _serving -= 1
+        _serving.discard(mark)  # (one C call: done, wherever a Ctrl-C lands)
 
 
 def serve_main_calls() -> None:
@@ -178,11 +183,15 @@ def serving() -> Iterator[None]:
     if threading.current_thread() is not _main_thread:
         yield
         return
-    start_serving()
+    mark = object()
     try:
+        start_serving(mark)
         yield
     finally:
-        end_serving()
+        try:
+            serve_main_calls()
+        finally:
+            _serving.discard(mark)
 
 
 def can_call_on_main_thread() -> bool:
@@ -199,7 +208,7 @@ def can_call_on_main_thread() -> bool:
 
 
 def _is_serving() -> bool:
-    return _serving > 0
+    return bool(_serving)
 
 
 def call_on_main_thread(fn: Callable[[], T], refused: str) -> T:

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Protocol
 
-from ._main_calls import end_serving, serve_main_calls, start_serving
+from ._main_calls import _serving, serve_main_calls, start_serving
 
 __all__ = [
     "MAIN_SLICE",
@@ -180,11 +180,11 @@ def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
             return lock.acquire(True, timeout)
     # (The slices are waited for here, in this frame, and nowhere else.)
     main = threading.current_thread() is _main_thread
-    if main:
-        start_serving()
+    mark = object()
     try:
         slice_max = MAIN_SLICE if main else _OS_SLICE
         if main:
+            start_serving(mark)
             serve_main_calls()  # one handed over before the wait began
         if timeout is None:
             while not lock.acquire(True, slice_max):
@@ -204,4 +204,9 @@ def acquire_for(lock: _Acquirable, timeout: float | None) -> bool:
                 serve_main_calls()
     finally:
         if main:
-            end_serving()
+            # end_serving(mark), inline: a Ctrl-C landing as a call begins
+            # would skip the whole call, and leave the mark behind.
+            try:
+                serve_main_calls()
+            finally:
+                _serving.discard(mark)
