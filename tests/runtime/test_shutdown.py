@@ -346,9 +346,11 @@ def test_at_shutdown_callbacks_run_once_last_first_before_the_work_is_cancelled(
 ) -> None:
     calls: list[object] = []
     rt = asyncop.Runtime(2, name="hooks")
+    started = threading.Event()
 
     async def live() -> None:
         try:
+            started.set()
             await asyncop.sleep_forever()
         finally:
             calls.append("cancelled")
@@ -358,6 +360,7 @@ def test_at_shutdown_callbacks_run_once_last_first_before_the_work_is_cancelled(
         raise KeyError("a broken callback")
 
     op = rt.spawn(live)
+    assert started.wait(10)  # (a task cancelled before its first step never runs)
     rt.at_shutdown(calls.append, "first")
     rt.at_shutdown(fails)
     rt.at_shutdown(lambda: calls.append(op.done))
