@@ -11,6 +11,9 @@ reactor -> worker). The systems:
   going through the reactor thread, as every readiness once did;
 - ``asyncio``/``uvloop`` (``sock_recv``/``sock_sendall``), ``trio``
   (``trio.socket``), ``threads`` (two threads doing blocking I/O);
+- ``anyio_asyncop``/``anyio_asyncio``/``anyio_trio``: one anyio program
+  (``UNIXSocketStream.from_socket`` over the socketpair, ``send``/``receive``
+  on the streams) run on each anyio backend;
 - ``event_floor``: two threads ping-ponging a ``threading.Event``, the cost
   of one cross-thread wake each way, the floor of any design that hands a
   readiness to another thread.
@@ -30,6 +33,7 @@ from typing import Any
 
 import asyncop
 
+from ._coro_common import register_anyio
 from ._registry import Metrics, Ratio, workload
 
 __all__ = ["HTTP", "PINGPONG"]
@@ -39,7 +43,10 @@ PINGPONG = workload(
     "two tasks exchange 1-byte messages over a socketpair, n round trips",
     sizes=(20_000,),
     quick_sizes=(2_000,),
-    checks=[Ratio("asyncop", "asyncio", limit=1.5)],
+    checks=[
+        Ratio("asyncop", "asyncio", limit=1.5),
+        Ratio("anyio_asyncop", "anyio_asyncio", limit=1.5),
+    ],
 )
 
 HTTP = workload(
@@ -165,6 +172,31 @@ def _pingpong_trio(n: int) -> Metrics:
 
     result: float = trio.run(main)
     return {"seconds": result}
+
+
+async def _pingpong_anyio(n: int) -> Metrics:
+    import anyio
+    from anyio.abc import UNIXSocketStream
+
+    a, b = socket.socketpair()
+    async with await UNIXSocketStream.from_socket(a) as left:
+        async with await UNIXSocketStream.from_socket(b) as right:
+
+            async def echo() -> None:
+                for _ in range(n):
+                    await right.send(await right.receive(1))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(echo)
+                start = time.perf_counter()
+                for _ in range(n):
+                    await left.send(b"x")
+                    await left.receive(1)
+                seconds = time.perf_counter() - start
+    return {"seconds": seconds}
+
+
+register_anyio(PINGPONG, _pingpong_anyio)
 
 
 @PINGPONG.system("threads")
