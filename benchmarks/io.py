@@ -179,20 +179,21 @@ async def _pingpong_anyio(n: int) -> Metrics:
     from anyio.abc import UNIXSocketStream
 
     a, b = socket.socketpair()
-    async with await UNIXSocketStream.from_socket(a) as left:
-        async with await UNIXSocketStream.from_socket(b) as right:
+    left = await UNIXSocketStream.from_socket(a)
+    right = await UNIXSocketStream.from_socket(b)
+    async with left, right:
 
-            async def echo() -> None:
-                for _ in range(n):
-                    await right.send(await right.receive(1))
+        async def echo() -> None:
+            for _ in range(n):
+                await right.send(await right.receive(1))
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(echo)
-                start = time.perf_counter()
-                for _ in range(n):
-                    await left.send(b"x")
-                    await left.receive(1)
-                seconds = time.perf_counter() - start
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(echo)
+            start = time.perf_counter()
+            for _ in range(n):
+                await left.send(b"x")
+                await left.receive(1)
+            seconds = time.perf_counter() - start
     return {"seconds": seconds}
 
 
