@@ -22,7 +22,8 @@ def publish(module_name: str, namespace: dict[str, Any], names: list[str]) -> No
     """
     for name in names:
         obj = namespace.get(name)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        # (isroutine: a function of a compiled module is not a FunctionType.)
+        if not (inspect.isclass(obj) or inspect.isroutine(obj)):
             continue
         current = getattr(obj, "__module__", "") or ""
         if current.startswith("asyncop.") and current != module_name:

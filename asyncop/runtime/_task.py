@@ -53,6 +53,8 @@ from types import CoroutineType, FunctionType, GeneratorType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
+    OWN_COROUTINE,
+    OWN_GENERATOR,
     RAISE,
     SUSPEND_CODE,
     AsyncOperation,
@@ -330,21 +332,22 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     there, it chains to the exception being handled where the task waits,
     as in trio. Anything else (a user's awaitable, an async generator's
     ``asend``) gets it through ``throw()``, which sets the context again in
-    every frame it passes.
+    every frame it passes. (Compiled, asyncop's own generators and
+    coroutines are Cython's types, ``OWN_GENERATOR`` and ``OWN_COROUTINE``.)
     """
     inner = coro
     while True:
         kind = type(inner)
-        if kind is CoroutineType:
+        if kind is CoroutineType or kind is OWN_COROUTINE:
             awaited = inner.cr_await
-        elif kind is GeneratorType:
+        elif kind is GeneratorType or kind is OWN_GENERATOR:
             awaited = inner.gi_yieldfrom
         else:
             return False  # an async generator's asend, a user's iterator...
         if awaited is None:
             break
         inner = awaited
-    if kind is GeneratorType and inner.gi_code is SUSPEND_CODE:
+    if kind is OWN_GENERATOR and inner.gi_code is SUSPEND_CODE:
         state.thrown_in = error
         return True
     return False
