@@ -33,7 +33,7 @@ def _declare_nothing(**_types: object) -> Callable[[_F], _F]:
     return _keep
 
 
-class pure_cython:  # noqa: N801 - it stands in for the module ``cython``
+class pure_cython:  # (lower case: it stands in for the module ``cython``)
     """What ``import cython`` gives a pure-Python run: no C types, nothing compiled."""
 
     compiled = False

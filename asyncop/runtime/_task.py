@@ -89,6 +89,9 @@ _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
 _WAITING = WakerStatus.WAITING
 _MAX_INLINE = 32
+# The types of asyncop's own compiled generators and coroutines (none when
+# it runs as Python, where they are the usual ones).
+_COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
 
 
 @final
@@ -133,8 +136,13 @@ class TaskState(Waker):
         frame = None
         while coro is not None:
             inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-            # Report the innermost user frame, not asyncop's own __await__.
-            if inner is not None and not inner.f_globals.get("__name__", "").startswith("asyncop."):
+            # Report the innermost user frame, not asyncop's own __await__
+            # (whose frame, compiled, is a stand-in with no line).
+            if (
+                inner is not None
+                and type(coro) not in _COMPILED_AWAITING
+                and not inner.f_globals.get("__name__", "").startswith("asyncop.")
+            ):
                 frame = inner
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         if frame is None:
