@@ -135,18 +135,18 @@ class CythonBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         tag = EXTENSION_SUFFIXES[0].strip(".").removesuffix(".so").removesuffix(".pyd")
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
         build = Path(self.root, "build", "cython", f"{tag}-{digest}")
-        extensions = []
-        for path in modules:
-            extension = Extension(_module_name(path), [path])
-            if free_threaded:
-                extension.cython_directives = {"freethreading_compatible": True}
-            extensions.append(extension)
+        extensions = [Extension(_module_name(path), [path]) for path in modules]
+        directives: dict[str, object] = dict(DIRECTIVES)
+        if free_threaded:
+            # Only the modules listed as compatible are compiled there
+            # (_modules), and each says so: importing it keeps the GIL off.
+            directives["freethreading_compatible"] = True
         with _cwd(self.root):
             # A Cython error is a defect of the sources: let it fail the build.
             compiled = cythonize(
                 extensions,
                 build_dir=str(build / "c"),
-                compiler_directives=DIRECTIVES,
+                compiler_directives=directives,
                 quiet=True,
             )
             command = build_ext(Distribution({"ext_modules": compiled}))
