@@ -8,7 +8,7 @@ import typing
 import asyncop
 import asyncop.testing
 
-# The names of SPEC.md that this release provides, by module.
+# The public names this release provides, by module.
 TOP_LEVEL = {
     "AsyncOperation",
     "AsyncResult",
