@@ -166,8 +166,7 @@ def _cancel_on_worker(event_name: str, key: str, dask_worker: Any = None) -> str
 def _broken(name: str, error: BaseException) -> BrokenResourceError:
     """The failure of a task Dask itself could not run (its workers died)."""
     broken = BrokenResourceError(
-        f"Dask could not run {name!r} ({type(error).__name__}: {error}); "
-        "the task did not finish"
+        f"Dask could not run {name!r} ({type(error).__name__}: {error}); the task did not finish"
     )
     broken.__cause__ = error
     return broken
@@ -275,8 +274,7 @@ class _DaskJob(RemoteJob):
         else:
             why = f"Dask cancelled the task: {describe_error(cause)}"
         lost = BrokenResourceError(
-            f"Dask lost {self.name!r} before it finished ({why}); run it again on a "
-            "running cluster"
+            f"Dask lost {self.name!r} before it finished ({why}); run it again on a running cluster"
         )
         lost.__cause__ = cause
         return lost

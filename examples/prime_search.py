@@ -110,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
-            fan_out(
-                runtime, DaskExecutor(client), "dask", args.chunks, args.width, args.deadline
-            )
+            fan_out(runtime, DaskExecutor(client), "dask", args.chunks, args.width, args.deadline)
     return 0
 
 

@@ -44,8 +44,11 @@ def run(main: Any, *args: Any, **options: Any) -> Any:
 
 def test_run_sync_runs_in_another_thread_with_the_tasks_context() -> None:
     def in_thread(x: int) -> tuple[int, str, str | None, bool]:
-        return x * 2, var.get(), sniffio.current_async_library_cvar.get(), (
-            threading.current_thread() is not caller
+        return (
+            x * 2,
+            var.get(),
+            sniffio.current_async_library_cvar.get(),
+            (threading.current_thread() is not caller),
         )
 
     async def main() -> None:
@@ -234,9 +237,7 @@ def test_an_abandoned_threads_call_runs_as_a_root_that_outlives_the_task() -> No
             done.set()
 
         with anyio.CancelScope() as scope:
-            await anyio.to_thread.run_sync(
-                anyio.from_thread.run, later, abandon_on_cancel=True
-            )
+            await anyio.to_thread.run_sync(anyio.from_thread.run, later, abandon_on_cancel=True)
         assert scope.cancelled_caught
         released.set()
         with anyio.fail_after(5):

@@ -2426,7 +2426,9 @@ def t_receive_on_an_end_closed_under_it(c: Ctx) -> BaseException:
 
 CASES += [
     Case(
-        "receive-on-closed-end", t_receive_on_an_end_closed_under_it, ClosedResourceError,
+        "receive-on-closed-end",
+        t_receive_on_an_end_closed_under_it,
+        ClosedResourceError,
         "receiver end",
     ),
     Case("token-wait-in-coroutine", t_token_wait_in_coroutine, RuntimeError, "CancelToken.wait()"),
@@ -3134,10 +3136,14 @@ def _me() -> asyncop.AsyncOperation:
 # (the call, the name its refusal must give, the async form it must suggest)
 BLOCKING_IN_A_TASK: dict[str, tuple[Callable[[], object], str, str]] = {
     "Channel.send": (
-        lambda: Channel[int](1).send(1), "Channel.send()", "await channel.send_async(item)"
+        lambda: Channel[int](1).send(1),
+        "Channel.send()",
+        "await channel.send_async(item)",
     ),
     "Channel.recv": (
-        lambda: Channel[int](1).recv(), "Channel.recv()", "await channel.recv_async()"
+        lambda: Channel[int](1).recv(),
+        "Channel.recv()",
+        "await channel.recv_async()",
     ),
     "ChannelSender.send": (
         lambda: Channel[int](1).sender().send(1),
@@ -3150,7 +3156,9 @@ BLOCKING_IN_A_TASK: dict[str, tuple[Callable[[], object], str, str]] = {
         "await receiver.recv_async()",
     ),
     "for-over-Channel": (
-        lambda: list(Channel[int](1)), "'for' loop over Channel", "async for item in channel"
+        lambda: list(Channel[int](1)),
+        "'for' loop over Channel",
+        "async for item in channel",
     ),
     "for-over-ChannelReceiver": (
         lambda: list(Channel[int](1).receiver()),
@@ -3160,15 +3168,21 @@ BLOCKING_IN_A_TASK: dict[str, tuple[Callable[[], object], str, str]] = {
     "Lock.acquire": (lambda: Lock().acquire(), "Lock.acquire()", "await lock.lock_async()"),
     "with-Lock": (lambda: _hold(Lock()), "Lock.acquire()", "async with lock"),
     "Semaphore.acquire": (
-        lambda: Semaphore(1).acquire(), "Semaphore.acquire()", "await sem.acquire_async()"
+        lambda: Semaphore(1).acquire(),
+        "Semaphore.acquire()",
+        "await sem.acquire_async()",
     ),
     "with-Semaphore": (lambda: _hold(Semaphore(1)), "Semaphore.acquire()", "async with sem"),
     "Event.wait": (lambda: Event().wait(), "Event.wait()", "await event.wait_async()"),
     "Condition.wait": (
-        lambda: asyncop.Condition().wait(), "Condition.wait()", "await cond.wait_async()"
+        lambda: asyncop.Condition().wait(),
+        "Condition.wait()",
+        "await cond.wait_async()",
     ),
     "Condition.acquire": (
-        lambda: asyncop.Condition().acquire(), "Condition.acquire()", "async with cond"
+        lambda: asyncop.Condition().acquire(),
+        "Condition.acquire()",
+        "async with cond",
     ),
     "with-Condition": (lambda: _hold(asyncop.Condition()), "'with cond:'", "async with cond"),
     "CapacityLimiter.acquire": (
@@ -3177,7 +3191,9 @@ BLOCKING_IN_A_TASK: dict[str, tuple[Callable[[], object], str, str]] = {
         "await limiter.acquire_async()",
     ),
     "with-CapacityLimiter": (
-        lambda: _hold(asyncop.CapacityLimiter(1)), "CapacityLimiter.acquire()", "async with limiter"
+        lambda: _hold(asyncop.CapacityLimiter(1)),
+        "CapacityLimiter.acquire()",
+        "async with limiter",
     ),
     "CapacityLimiter.acquire_on_behalf_of": (
         lambda: asyncop.CapacityLimiter(1).acquire_on_behalf_of("job"),
@@ -3226,10 +3242,14 @@ KEYWORD_CALLS: dict[str, Callable[[asyncop.Runtime], object]] = {
     "Runtime.spawn": lambda rt: rt.spawn(fetch_page, 1, verbose=True),  # type: ignore[call-overload]
     "Runtime.run": lambda rt: rt.run(fetch_page, 1, verbose=True),  # type: ignore[call-overload]
     "AsyncOperation.spawn": lambda rt: rt.create(noop_callback).spawn(
-        fetch_page, 1, verbose=True  # type: ignore[call-overload]
+        fetch_page,
+        1,
+        verbose=True,  # type: ignore[call-overload]
     ),
     "AsyncOperation.start": lambda rt: rt.create(noop_callback).start(
-        fetch_page, 1, verbose=True  # type: ignore[arg-type]
+        fetch_page,
+        1,
+        verbose=True,  # type: ignore[arg-type]
     ),
     "Scope.start": lambda rt: rt.scope().start(fetch_page, 1, verbose=True),  # type: ignore[arg-type]
     "spawn_blocking": lambda rt: asyncop.spawn_blocking(fetch_page, 1, verbose=True),  # type: ignore[arg-type]

@@ -113,8 +113,7 @@ MAX_FUNCTION_LINES = 80
 MAX_FUNCTION_SPAN = 100
 
 #: Modules longer than MAX_MODULE_LINES -> their length now, which they may not exceed.
-LONG_MODULES: dict[str, int] = {
-}
+LONG_MODULES: dict[str, int] = {}
 
 #: "module:qualified.name" of functions longer than MAX_FUNCTION_LINES -> their length now.
 LONG_FUNCTIONS: dict[str, int] = {}

@@ -8,7 +8,7 @@ import typing
 import asyncop
 import asyncop.testing
 
-# The names of SPEC.md that this release provides, by module.
+# The public names this release provides, by module.
 TOP_LEVEL = {
     "AsyncOperation",
     "AsyncResult",
@@ -109,6 +109,8 @@ def test_process_module_exports_its_contract_names() -> None:
     assert sorted(n for n in PROCESS if not hasattr(asyncop.process, n)) == []
     assert asyncop.process.Process.__module__ == "asyncop.process"
     assert asyncop.process.run_process.__module__ == "asyncop.process"
+
+
 def test_asyncio_bridge_module_exports_its_contract_names() -> None:
     import asyncop.asyncio_bridge
 

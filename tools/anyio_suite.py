@@ -597,7 +597,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         known = None
         if args.expected is not None:
             known = read_known_failures(args.expected.read_text(), str(args.expected))
-        version = importlib.metadata.version("anyio")
+        try:
+            version = importlib.metadata.version("anyio")
+        except importlib.metadata.PackageNotFoundError:
+            raise SuiteError(
+                f"anyio is not installed in {sys.executable}; run this with the venv's "
+                "python, or pip install -e '.[anyio-suite]'"
+            ) from None
         suite = fetch_suite(version, args.cache or cache_dir())
         if missing := missing_requirements(suite):
             raise SuiteError(

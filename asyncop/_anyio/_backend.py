@@ -35,6 +35,7 @@ from ._threads import ThreadMethods
 
 __all__ = ["AsyncopBackend"]
 
+
 def _no_async_library() -> None:
     """Run in the context the root task copies: no async library by context variable.
 

@@ -35,4 +35,3 @@ def runtime_for(options: dict[str, Any]) -> tuple[Runtime, bool]:
             )
         return runtime, False
     return Runtime(**options), True
-

@@ -323,9 +323,7 @@ class _Listener(_SocketBase):
             raise BusyResourceError(ACCEPTING)
         try:
             self._check_closed()
-            conn, _ = await self._attempt(
-                readable, ACCEPTING, self._socket.accept
-            )
+            conn, _ = await self._attempt(readable, ACCEPTING, self._socket.accept)
         finally:
             lock.release()
         return conn

@@ -180,8 +180,7 @@ class CancelScope(BaseCancelScope):
     def shield(self, value: bool) -> None:
         if not isinstance(value, bool):
             raise TypeError(
-                f"CancelScope.shield must be True or False, got {type(value).__name__}; "
-                "pass a bool"
+                f"CancelScope.shield must be True or False, got {type(value).__name__}; pass a bool"
             )
         self._shield = value
         op = self._op
@@ -509,4 +508,3 @@ def task_info(op: AsyncOperation[Any]) -> TaskInfo:
 
 def running_task_infos() -> list[TaskInfo]:
     return [AsyncopTaskInfo(op) for op in lowlevel.running_tasks(current_runtime())]
-

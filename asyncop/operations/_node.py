@@ -589,8 +589,14 @@ class AsyncOperation(Generic[T]):
             raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
         if executor is not None or abandon:
             return spawn_remote(
-                self.runtime, self, fn, args, name=name, supervise=supervise,
-                executor=executor, abandon=abandon,
+                self.runtime,
+                self,
+                fn,
+                args,
+                name=name,
+                supervise=supervise,
+                executor=executor,
+                abandon=abandon,
             )
         return self.runtime._spawn(fn, args, self, name, supervise)
 

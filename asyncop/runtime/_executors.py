@@ -88,9 +88,7 @@ def _init_worker(shared: _Shared) -> None:
     _pid = os.getpid()
 
 
-def _run_job(
-    seq: int, slot: int, fn_payload: bytes, args_payload: bytes | tuple[Any, ...]
-) -> Any:
+def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes | tuple[Any, ...]) -> Any:
     shared = _shared
     assert shared is not None
     # Bounded: a process killed inside this section (by something else than
@@ -342,10 +340,13 @@ class _ProcessJob(RemoteJob):
         if isinstance(exc, CancelledError):
             if future.cancelled():  # our kill (see _kill)
                 self._wait_gone()
-                self.finish(None, Cancelled(
-                    f"{self.name!r} was killed after {self.executor._grace:g} s: it "
-                    "ignored its remote token"
-                ))
+                self.finish(
+                    None,
+                    Cancelled(
+                        f"{self.name!r} was killed after {self.executor._grace:g} s: it "
+                        "ignored its remote token"
+                    ),
+                )
             else:
                 self.finish(
                     None,
@@ -353,10 +354,12 @@ class _ProcessJob(RemoteJob):
                     self.executor._stop_reason,
                 )
         else:
-            self.finish(None, BrokenResourceError(
-                f"the worker process running {self.name!r} died ({exc}); "
-                "the job did not finish"
-            ))
+            self.finish(
+                None,
+                BrokenResourceError(
+                    f"the worker process running {self.name!r} died ({exc}); the job did not finish"
+                ),
+            )
 
     def _remote_ended(self) -> None:
         """The pool is done with the job: free its slot for a waiting job."""
@@ -492,7 +495,9 @@ class ProcessExecutor(RemoteExecutor):
         self.max_workers = max_workers
         self._shared = _Shared(ctx)
         self._pool = ProcessPool(
-            max_workers=max_workers, initializer=_init_worker, initargs=(self._shared,),
+            max_workers=max_workers,
+            initializer=_init_worker,
+            initargs=(self._shared,),
             context=ctx,
         )
         self._lock = threading.Lock()
@@ -630,4 +635,3 @@ class ProcessExecutor(RemoteExecutor):
         # Safe in every state, also half made (a refused argument).
         state = "shut down" if getattr(self, "_closed", True) else "open"
         return f"<ProcessExecutor {state} max_workers={getattr(self, 'max_workers', None)}>"
-

@@ -130,9 +130,7 @@ def cancel_roots(roots: list[AsyncOperation]) -> None:
                 interrupt = interrupt or exc
             except BaseException:
                 try:
-                    logger.error(
-                        "asyncop: cancelling %r at shutdown raised", root, exc_info=True
-                    )
+                    logger.error("asyncop: cancelling %r at shutdown raised", root, exc_info=True)
                 except BaseException:  # pragma: no cover - a broken handler or stream
                     pass
         if interrupt is not None:

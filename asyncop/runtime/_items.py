@@ -116,7 +116,6 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
-
 def step_batch(
     rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
 ) -> None:

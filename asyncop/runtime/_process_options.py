@@ -13,6 +13,7 @@ platform that lacks it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -95,14 +96,25 @@ def _descriptors(what: str, value: object) -> list[int]:
 
 def _user_id(what: str, user: object) -> int:
     """The uid ``user`` names (a name or an id)."""
-    lookup = None if pwd is None else (lambda name: pwd.getpwnam(name).pw_uid)
+    lookup: Callable[[str], int] | None = None
+    if pwd is not None:
+        lookup = functools.partial(_field, pwd.getpwnam, "pw_uid")
     return _named_id(what, "user", user, lookup, ("user", "uid"))
 
 
 def _group_id(what: str, name: str, group: object) -> int:
     """The gid ``group`` names (a name or an id)."""
-    lookup = None if grp is None else (lambda name: grp.getgrnam(name).gr_gid)
+    lookup: Callable[[str], int] | None = None
+    if grp is not None:
+        lookup = functools.partial(_field, grp.getgrnam, "gr_gid")
     return _named_id(what, name, group, lookup, ("group", "gid"))
+
+
+def _field(get: Callable[[str], object], field: str, name: str) -> int:
+    """The id ``field`` of the database entry ``get(name)``."""
+    value = getattr(get(name), field)
+    assert isinstance(value, int)
+    return value
 
 
 def _named_id(

@@ -198,9 +198,7 @@ class RemoteJob:
         if cancelled:
             self._on_cancel()
 
-    def finish(
-        self, value: Any, error: BaseException | None, reason: object = None
-    ) -> bool:
+    def finish(self, value: Any, error: BaseException | None, reason: object = None) -> bool:
         """End the operation's work with this outcome; False if it had ended already.
 
         ``reason``: why the executor cancelled the job, for a job that ends

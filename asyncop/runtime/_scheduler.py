@@ -112,8 +112,6 @@ def _indent(depth: int) -> str:
     return "  " * DUMP_INDENT + f"(depth {depth}) "
 
 
-
-
 def _check_workers(workers: object) -> int:
     """The number of worker threads: ``workers``, or the CPU count for None."""
     if workers is None:
@@ -389,8 +387,14 @@ class Runtime(Kernel):
             )
         if executor is not None or abandon:
             return spawn_remote(
-                self, None, fn, args, name=name, supervise=supervise,
-                executor=executor, abandon=abandon,
+                self,
+                None,
+                fn,
+                args,
+                name=name,
+                supervise=supervise,
+                executor=executor,
+                abandon=abandon,
             )
         return self._new_operation(
             fn, args, parent=None, name=name, submit=True, supervise=supervise
@@ -580,7 +584,7 @@ class Runtime(Kernel):
                     f"Runtime {self.name!r}.at_shutdown() was called during or after its "
                     "shutdown, whose callbacks have run; release the resource now instead"
                 )
-            self._at_shutdown.append(functools.partial(callback, *args) if args else callback)
+            self._at_shutdown.append(functools.partial(callback, *args))
 
     def _shutdown(self, cancel: bool, limit: float | None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""

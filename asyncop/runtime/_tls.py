@@ -284,6 +284,7 @@ class TLSStream(_BufferedReceiver, Stream):
         """
         while True:
             want_read = False
+            result: Any = None
             try:
                 with self._ssl_lock:
                     result = fn(*args)

@@ -563,8 +563,4 @@ def _io_grace_left_locked(rt: Kernel) -> float | None:
 def may_retire_locked(rt: Kernel, worker: Worker) -> bool:
     if worker.extra:
         return rt._unstuck_locked() > rt._target
-    return (
-        rt._dynamic
-        and len(rt._workers) > 1
-        and monotonic() - worker.parked_at >= rt.idle_retire
-    )
+    return rt._dynamic and len(rt._workers) > 1 and monotonic() - worker.parked_at >= rt.idle_retire

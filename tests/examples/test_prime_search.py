@@ -20,8 +20,10 @@ def test_search_finds_the_factor_on_processes_and_on_dask() -> None:
         [
             sys.executable,
             str(ROOT / "examples" / "prime_search.py"),
-            "--chunks", "16",
-            "--width", "1000000",
+            "--chunks",
+            "16",
+            "--width",
+            "1000000",
         ],
         capture_output=True,
         text=True,

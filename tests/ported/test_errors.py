@@ -257,9 +257,7 @@ def _blocking_calls() -> list[tuple[str, object]]:
 
 @pytest.mark.parametrize(
     "index",
-    [
-        pytest.param(i, id=name) for i, (name, _) in enumerate(_blocking_calls())
-    ],
+    [pytest.param(i, id=name) for i, (name, _) in enumerate(_blocking_calls())],
 )
 def test_blocking_call_inside_a_coroutine_is_refused(vruntime: asyncop.Runtime, index: int) -> None:
     # asyncop's rule (and asyncio's advice): a thread-blocking call inside a

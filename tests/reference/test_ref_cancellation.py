@@ -168,7 +168,7 @@ def test_cancel_after_the_last_await_lets_the_task_finish() -> None:
 def test_received_item_handed_over_before_the_cancel_is_kept() -> None:
     """A receive already handed its item before the cancel returns it; the task leaves later.
 
-    SPEC 5: "A value already handed over ... is returned, and the task
+    asyncop's rule: "A value already handed over ... is returned, and the task
     leaves at its next await." trio agrees here: its blocked
     ``MemoryReceiveChannel.receive`` is rescheduled with the item by the
     sender, and a cancel that arrives after that is only seen at the next
@@ -215,7 +215,7 @@ def test_checkpoint_passed_before_the_cancel_returns_on_asyncop_only() -> None:
     enters ``checkpoint()`` (and before suspending); once the task is back in
     the ready queue its turn is already handed over, like a received value,
     so the cancel that arrives while it waits for a worker is seen at the
-    *next* await (SPEC 5). trio's ``checkpoint()`` checks again after its
+    *next* await. trio's ``checkpoint()`` checks again after its
     yield and raises ``Cancelled`` at that checkpoint.
 
     One asyncop worker makes the interleaving exact: the child is queued
@@ -255,7 +255,7 @@ def test_checkpoint_passed_before_the_cancel_returns_on_asyncop_only() -> None:
 def test_child_cancelled_before_its_first_step_never_runs_on_asyncop_only() -> None:
     """A child cancelled while PENDING runs none of its body; trio starts it anyway.
 
-    Deliberate difference. SPEC 2 and 5: "A task cancelled before its first
+    Deliberate difference. asyncop: "A task cancelled before its first
     step never runs" (CREATED and PENDING nodes become CANCELLED at once). In
     trio a task always starts: the code before its first checkpoint runs and
     the checkpoint raises ``Cancelled``.
@@ -294,7 +294,7 @@ def test_child_cancelled_before_its_first_step_never_runs_on_asyncop_only() -> N
 def test_child_spawned_into_a_cancelled_scope_never_runs_on_asyncop_only() -> None:
     """A child spawned into a cancelled, still open scope is born cancelled on asyncop.
 
-    Deliberate difference. SPEC 2: "A child added to a cancelled but still
+    Deliberate difference. asyncop: "A child added to a cancelled but still
     running operation is born CANCELLED and never runs." In trio,
     ``start_soon`` into a cancelled nursery starts the task, which runs up to
     its first checkpoint and gets ``Cancelled`` there.

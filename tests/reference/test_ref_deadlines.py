@@ -92,7 +92,7 @@ def test_scope_ending_before_its_deadline_raises_nothing() -> None:
 def test_deadline_that_interrupts_nothing_raises_nothing() -> None:
     """A deadline that passes while only a shielded wait runs, and nothing awaits after, is silent.
 
-    SPEC 4: "If that cancel interrupted anything, the block raises
+    asyncop: "If that cancel interrupted anything, the block raises
     TimeoutError"; trio's ``fail_after`` raises only if its scope caught a
     ``Cancelled``.
     """

@@ -67,8 +67,8 @@ def test_scope_cancel_stops_at_the_scope() -> None:
 def test_cancelling_the_outer_scope_unwinds_the_inner_scope() -> None:
     """A cancel of the outer scope goes through the inner one; only the outer swallows it.
 
-    One deliberate difference in what passes through the inner scope. SPEC
-    11: cancellations never appear inside a group, and the inner scope "lets
+    One deliberate difference in what passes through the inner scope. In
+    asyncop cancellations never appear inside a group, and the inner scope "lets
     ``Cancelled`` pass": a bare ``Cancelled``. trio's strict nursery wraps the
     ``Cancelled`` of the body (and of its children) in a
     ``BaseExceptionGroup``, which the outer cancel scope then unwraps.
@@ -329,7 +329,7 @@ def test_first_of_two_racing_children_cancels_the_loser() -> None:
 def test_select_loser_consumes_no_item_unlike_trio_race() -> None:
     """``asyncop.select`` over two ready receives takes one item; trio's race loses one.
 
-    Deliberate difference. SPEC 5: ``select`` "cancels the losers. A losing
+    Deliberate difference. asyncop's ``select`` "cancels the losers. A losing
     receive consumes no item." trio has no select; its idiom races the
     receives in a nursery, and when both channels get an item in the same
     instant both receivers are handed theirs before the winner can cancel the

@@ -1,4 +1,4 @@
-"""Async scopes: ``async with asyncop.scope() as s:`` in coroutines (SPEC sections 4 and 11)."""
+"""Async scopes: ``async with asyncop.scope() as s:`` in coroutines."""
 
 from __future__ import annotations
 

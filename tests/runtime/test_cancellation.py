@@ -1,4 +1,4 @@
-"""Cancellation of coroutine tasks, one test per point of SPEC section 5 (seed 002, 7.7.9)."""
+"""Cancellation of coroutine tasks, one test per rule of the cancellation docs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Channel: rendezvous and buffered hand-over between tasks and threads (SPEC sections 5 and 11)."""
+"""Channel: rendezvous and buffered hand-over between tasks and threads."""
 
 from __future__ import annotations
 

@@ -592,9 +592,7 @@ def test_cancelled_still_reaches_a_task_waiting_in_its_own_awaitable(
 
 
 @may_not_free_by_refcounting
-def test_caught_async_group_is_freed_by_refcounting(
-    runtime: asyncop.Runtime, no_gc: None
-) -> None:
+def test_caught_async_group_is_freed_by_refcounting(runtime: asyncop.Runtime, no_gc: None) -> None:
     refs: list[weakref.ref[Marker]] = []
 
     async def fail() -> None:
@@ -638,9 +636,7 @@ def test_caught_async_group_of_one_child_is_freed_by_refcounting(
     assert refs[0]() is None, "the group, its tracebacks or frames are in a cycle"
 
 
-def test_caught_sync_group_is_freed_by_refcounting(
-    runtime: asyncop.Runtime, no_gc: None
-) -> None:
+def test_caught_sync_group_is_freed_by_refcounting(runtime: asyncop.Runtime, no_gc: None) -> None:
     def work() -> weakref.ref[Marker]:
         marker = Marker()
         try:

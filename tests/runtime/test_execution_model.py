@@ -574,9 +574,10 @@ def test_at_max_threads_callbacks_wait_and_one_warning_says_so(
         await asyncop.sleep(0.01)
         return "stepped"
 
-    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(
-        2, max_threads=2
-    ) as rt:
+    with (
+        caplog.at_level(logging.WARNING, logger="asyncop"),
+        asyncop.Runtime(2, max_threads=2) as rt,
+    ):
         try:
             blockers = [rt.spawn(held) for _ in range(2)]
             started.wait(10)

@@ -165,6 +165,7 @@ def test_dump_shows_the_far_sleep_asked_for_which_arms_no_timer(
 
 def test_a_far_deadline_set_on_a_sync_operation_never_fires() -> None:
     with asyncop.Runtime(2, name="far-sync") as rt:
+
         def work(op: asyncop.AsyncOperation, _ctx: object) -> str:
             op.token.wait(0.2)
             return "done"

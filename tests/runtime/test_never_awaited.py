@@ -278,15 +278,18 @@ REFUSED_IN_A_TASK: dict[str, Callable[[], Any]] = {
     "race-a-coroutine": lambda: asyncop.race(_coroutine()),  # type: ignore[arg-type]
     "timeout-an-event": lambda: asyncop.timeout(1, asyncop.sleep(2)),  # type: ignore[arg-type]
     "timeout-arguments-swapped": lambda: asyncop.timeout(
-        asyncop.sleep(2), _task_op().spawn(_needs_task)  # type: ignore[arg-type]
+        asyncop.sleep(2),
+        _task_op().spawn(_needs_task),  # type: ignore[arg-type]
     ),
     "timeout-a-coroutine": lambda: asyncop.timeout(1, _coroutine()),  # type: ignore[arg-type]
     "spawn-an-event": lambda: _task_op().spawn(asyncop.sleep(1)),  # type: ignore[arg-type]
     "spawn-an-event-with-a-keyword": lambda: _task_op().spawn(
-        asyncop.sleep(1), x=1  # type: ignore[call-overload]
+        asyncop.sleep(1),
+        x=1,  # type: ignore[call-overload]
     ),
     "spawn_blocking-an-event-with-a-keyword": lambda: asyncop.spawn_blocking(
-        asyncop.sleep(1), x=1  # type: ignore[arg-type]
+        asyncop.sleep(1),
+        x=1,  # type: ignore[arg-type]
     ),
     "start-an-event": lambda: _task_op().start(asyncop.sleep(1)),
     "start-a-coroutine": lambda: _task_op().start(_coroutine()),
@@ -296,7 +299,9 @@ REFUSED_IN_A_TASK: dict[str, Callable[[], Any]] = {
     "run-an-event-inside-a-task": lambda: _task_op().runtime.run(asyncop.sleep(1)),  # type: ignore[arg-type]
     "resume_when-a-coroutine": lambda: lowlevel.resume_when(_task_op(), _coroutine()),
     "waker_new-a-bad-timeout": lambda: lowlevel.waker_new(
-        _task_op(), "1", asyncop.sleep(1)  # type: ignore[arg-type]
+        _task_op(),
+        "1",
+        asyncop.sleep(1),  # type: ignore[arg-type]
     ),
     "waker_new-a-coroutine": lambda: lowlevel.waker_new(_task_op(), None, _coroutine()),
 }

@@ -138,7 +138,7 @@ def me() -> asyncop.AsyncOperation:
 async def read_when_ready(sock: socket.socket) -> bytes:
     """Wait until ``sock`` is readable, then read; retry after a spurious wake.
 
-    Wakes may be spurious (SPEC section 7): for example an event the
+    Wakes may be spurious (see the waker docs): for example an event the
     multiplexer reported for an earlier wait on the same fd, or for an
     earlier socket with the same fd number, may fire the current wait.
     """

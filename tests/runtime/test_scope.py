@@ -1,4 +1,4 @@
-"""Sync scopes: ``with runtime.scope() as root:`` blocks (SPEC sections 4 and 11)."""
+"""Sync scopes: ``with runtime.scope() as root:`` blocks."""
 
 from __future__ import annotations
 

@@ -253,6 +253,7 @@ def test_cancelled_target_before_started_raises_runtime_error(vruntime: asyncop.
                 target.cancel()
             with pytest.raises(RuntimeError, match=r"ended|cancel"):
                 await target.start(slow)
+
             async def nap() -> None:
                 await asyncop.sleep(0)
 

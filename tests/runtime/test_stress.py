@@ -416,9 +416,7 @@ async def _timed_scope(seconds: float) -> tuple[str, float, float]:
     return ("scope", seconds, time.monotonic() - start)
 
 
-async def _block_then_sleep(
-    blocks: tuple[float, ...], seconds: float
-) -> tuple[str, float, float]:
+async def _block_then_sleep(blocks: tuple[float, ...], seconds: float) -> tuple[str, float, float]:
     # Sync callbacks that hold workers long enough to get them replaced.
     async with asyncop.scope() as s:
         for block in blocks:

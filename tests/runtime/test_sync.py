@@ -1,4 +1,4 @@
-"""Lock, Event and Semaphore between coroutine tasks and threads (SPEC sections 5 and 11)."""
+"""Lock, Event and Semaphore between coroutine tasks and threads."""
 
 from __future__ import annotations
 

@@ -61,9 +61,22 @@ def _mypy(paths: list[Path], tmp_path: Path, *flags: str) -> dict[int, set[str]]
     """Run ``mypy --strict`` from the project root; line -> error codes (one file)."""
     _need_mypy()
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--show-error-codes", "--no-pretty",
-         "--cache-dir", str(tmp_path / "mypy-cache"), *flags, *map(str, paths)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--show-error-codes",
+            "--no-pretty",
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            *flags,
+            *map(str, paths),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     # Only the errors in ``paths``: a flag such as unused-awaitable also
     # reports asyncop's own modules that the file imports.
@@ -90,9 +103,17 @@ def _pyright_run(paths: list[Path], tmp_path: Path, mode: str) -> list[dict[str,
         shutil.copy(path, tmp_path / path.name)
     (tmp_path / "pyrightconfig.json").write_text(json.dumps(config))
     result = subprocess.run(
-        [*_pyright(), "--outputjson", "--pythonpath", sys.executable,
-         *(path.name for path in paths)],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
+        [
+            *_pyright(),
+            "--outputjson",
+            "--pythonpath",
+            sys.executable,
+            *(path.name for path in paths),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     try:
         report = json.loads(result.stdout)
@@ -105,9 +126,19 @@ def _pyright_run(paths: list[Path], tmp_path: Path, mode: str) -> list[dict[str,
 def test_examples_pass_mypy_strict(tmp_path: Path) -> None:
     _need_mypy()
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path),
-         *map(str, CHECKED)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path),
+            *map(str, CHECKED),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
