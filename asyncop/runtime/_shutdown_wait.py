@@ -25,7 +25,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..operations import AsyncOperation, OpKind, Outcome, check_cancel_grace, walk
+from ..operations import AsyncOperation, OperationState, OpKind, Outcome, check_cancel_grace, walk
 from ._grace import request_stop
 
 if TYPE_CHECKING:
@@ -71,9 +71,16 @@ def check_shutdown_grace(name: str, cancel: bool, grace: object) -> float | None
 
 
 def ask_roots(runtime: Runtime, roots: list[AsyncOperation], grace: float) -> None:
-    """Ask every root to stop, cancelling what still runs after ``grace`` seconds."""
+    """Ask every root to stop, cancelling what still runs after ``grace`` seconds.
+
+    A root made but never submitted is cancelled at once: a closing
+    runtime refuses its submit, so it would only hold the wait up.
+    """
     asked = 0
     for root in roots:
+        if root.state is OperationState.CREATED and root._kind is not OpKind.SCOPE:
+            root.cancel("runtime shut down")
+            continue
         request = request_stop(runtime, root, "runtime shut down", grace)
         if request is not None:
             request.on_expire = _announce_expiry

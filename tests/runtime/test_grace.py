@@ -499,6 +499,17 @@ def test_shutdown_with_grace_lets_threads_finish_then_cancels_the_rest(clock: Vi
     assert runtime_threads(rt) == []
 
 
+def test_shutdown_with_grace_does_not_wait_for_operations_never_submitted(
+    clock: VirtualClock,
+) -> None:
+    rt = asyncop.Runtime(2, name="unsubmitted", clock=clock)
+    never = rt.create(lambda op, context: None, name="never submitted")
+    child = rt.create(lambda op, context: None, parent=never)  # the runtime tracks never now
+    assert rt.shutdown(timeout=10, grace=1000)
+    assert never.state is child.state is OperationState.CANCELLED
+    assert rt.now() < 1000
+
+
 def test_shutdown_grace_with_cancel_false_is_refused(rt: asyncop.Runtime) -> None:
     with pytest.raises(ValueError, match=r"shutdown\(cancel=False, grace=\.\.\.\) would ask"):
         rt.shutdown(cancel=False, grace=5)
