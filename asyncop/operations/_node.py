@@ -62,6 +62,11 @@ from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 import attrs
 
 from ..platform import check_deadline, check_timeout
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
 from ._cancel import cancel as cancel_operation
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
@@ -115,7 +120,9 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     from this function), so the usual case costs one look; the walk goes on
     outward from there if that frame is still asyncop's. Returns the frame's
     code and instruction offset: the line number is worked out from them
-    only when somebody reads it (it is not free, and rarely read).
+    only when somebody reads it (it is not free, and rarely read). Compiled,
+    asyncop's functions have no frames, so the walk starts at the innermost
+    Python frame instead: the user's, or asyncop's Python code it skips.
 
     asyncop's own code also makes operations (a server's accept loops and
     connections, a scope inside a library coroutine), on a worker thread
@@ -124,7 +131,7 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     whose code made them, which got its own the same way: the user's line
     that started it all (the ``serve_tcp`` call, say).
     """
-    frame = _getframe(depth)
+    frame = _getframe(0 if cython.compiled else depth)
     while frame is not None:
         code = frame.f_code
         # Whether a code object is asyncop's is remembered by its id; the
