@@ -364,6 +364,45 @@ def test_wait_stop_requested_composes_in_select(rt: asyncop.Runtime) -> None:
     assert rt.run(main) == "asked"
 
 
+def test_a_consumer_that_stops_on_request_loses_no_item(rt: asyncop.Runtime) -> None:
+    channel: asyncop.Channel[int] = asyncop.Channel(5)
+
+    async def consumer(got: list[int]) -> None:
+        while True:
+            index, value = await asyncop.select(asyncop.wait_stop_requested(), channel.recv_async())
+            if index == 0:
+                return  # asked to stop: the losing receive took nothing
+            assert isinstance(value, int)
+            got.append(value)
+            await asyncop.sleep(1)
+
+    async def main() -> tuple[list[int], list[int], int]:
+        got: list[int] = []
+        child = me().spawn(consumer, got)
+        sent = 0
+        for _ in range(8):
+            await channel.send_async(sent)
+            sent += 1
+        child.cancel("enough", grace=100)
+        while True:  # fill the buffer while the consumer winds down
+            try:
+                channel.try_send(sent)
+            except asyncop.WouldBlock:
+                break
+            sent += 1
+        await child
+        left: list[int] = []
+        while True:
+            try:
+                left.append(channel.try_recv())
+            except asyncop.WouldBlock:
+                return got, left, sent
+
+    got, left, sent = rt.run(main)
+    assert got + left == list(range(sent))
+    assert got and left
+
+
 def test_stop_requested_outside_an_operation_says_where_to_call_it() -> None:
     with pytest.raises(RuntimeError, match=r"stop_requested\(\) needs a running asyncop operation"):
         asyncop.stop_requested()
