@@ -70,6 +70,7 @@ from .runtime import current_default_limiter as current_default_limiter
 from .runtime import current_runtime as current_runtime
 from .runtime import current_time as current_time
 from .runtime import default_runtime as default_runtime
+from .runtime import dump_on_signal as dump_on_signal
 from .runtime import fail_after as fail_after
 from .runtime import fail_at as fail_at
 from .runtime import move_on_after as move_on_after
@@ -139,6 +140,7 @@ __all__ = [
     "current_runtime",
     "current_time",
     "default_runtime",
+    "dump_on_signal",
     "fail_after",
     "fail_at",
     "move_on_after",

@@ -48,6 +48,7 @@ from ._compose import race as race
 from ._compose import select as select
 from ._compose import timeout as timeout
 from ._condition import Condition as Condition
+from ._dump_signal import dump_on_signal as dump_on_signal
 from ._executors import ProcessExecutor as ProcessExecutor
 from ._helpers import async_await as async_await
 from ._helpers import async_cancel as async_cancel
@@ -226,6 +227,7 @@ __all__ = [
     "default_runtime",
     "DelimiterNotFound",
     "describe_error",
+    "dump_on_signal",
     "effective_deadline",
     "enter_in_task",
     "Event",

@@ -584,12 +584,11 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     return failure
 
 
-def describe_wait(task: TaskState) -> str:
-    """What a parked task waits on, and where, for ``dump()``."""
+def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
+    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
     waker = task
     if waker.status is not _WAITING:
-        return ""
+        return None
     what = ", ".join(describe_event(sub.event) for sub in list(waker.events or ())) or "?"
     point = task.suspension_point()
-    where = f" at {point[0]}:{point[1]}" if point else ""
-    return f" waiting on {what}{where}"
+    return what, (f"{point[0]}:{point[1]}" if point else None)
