@@ -58,17 +58,16 @@ class ConsoleClient:
             ConsoleError: the console closed the connection, did not answer
                 within ``TIMEOUT``, or answered with an error.
         """
+        why = ""
         try:
             self._sock.sendall(what.encode() + b"\n")
             line = self._reader.readline()
-        except OSError as exc:
-            raise ConsoleError(
-                f"the console at {self.path} stopped answering ({exc}); has the program ended?"
-            ) from None
+        except OSError as exc:  # a reset, or no answer within TIMEOUT
+            line, why = b"", f" ({exc})"
         if not line:
             raise ConsoleError(
-                f"the console at {self.path} closed the connection: the program has ended "
-                "or shut its runtimes down"
+                f"the console at {self.path} closed the connection{why}: the program has "
+                "ended or shut its runtimes down"
             )
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:

@@ -77,8 +77,9 @@ def ps_table(snap: Snapshot, width: int, *, indent: bool, where: bool = True) ->
     for name in _DROPPED_FIRST:
         if widths is not None:
             break
-        shown.remove(name)
-        widths = _fit(shown, natural, width)
+        if name in shown:
+            shown.remove(name)
+            widths = _fit(shown, natural, width)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for name in shown:
         table.add_column(

@@ -95,22 +95,23 @@ def console_path(console: object, what: str) -> str | None:
     """The console path a runtime is given: ``console``, else ``ASYNCOP_CONSOLE``, else None.
 
     Raises:
-        TypeError: ``console`` is neither a path nor None.
+        TypeError: ``console`` is neither a str path nor None.
+        ValueError: ``console`` is an empty path.
     """
     if console is None:
         console = os.environ.get(ENV_VAR) or None
         if console is None:
             return None
-    if isinstance(console, bytes) or not isinstance(console, str | os.PathLike):
+    path = os.fspath(console) if isinstance(console, str | os.PathLike) else None
+    if not isinstance(path, str):
         raise TypeError(
             f"{what}(console=...) needs the path of a Unix socket to make, got "
             f"{type(console).__name__}; pass a str or pathlib.Path, or None for no console"
         )
-    path = os.fspath(console)
-    if not isinstance(path, str) or not path:
-        raise TypeError(
-            f"{what}(console=...) got an empty or bytes path; pass the path of the "
-            "Unix socket to make as a non-empty str"
+    if not path:
+        raise ValueError(
+            f"{what}(console='') needs the path of a Unix socket to make; pass a "
+            "non-empty path, or None for no console"
         )
     return os.path.abspath(path)
 
@@ -353,8 +354,8 @@ def _bind(path: str) -> tuple[socket.socket, tuple[int, int]]:
         private = tempfile.mkdtemp(prefix=".", dir=os.path.dirname(path))  # mode 0700
     except OSError as exc:
         raise type(exc)(
-            f"cannot make the console socket {path!r}: {exc.strerror}; "
-            "choose a path in a directory that exists and that you may write to",
+            f"cannot make the console socket {path!r}: {exc.strerror or exc}; "
+            "choose a path in a directory that exists and that you may write to"
         ) from None
     temp = os.path.join(private, "s")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -363,8 +364,9 @@ def _bind(path: str) -> tuple[socket.socket, tuple[int, int]]:
             listener.bind(temp)
         except OSError as exc:
             raise type(exc)(
-                f"cannot make the console socket {path!r}: {exc.strerror} (it is bound "
-                "in a directory made beside it first); choose a shorter path",
+                f"cannot make the console socket {path!r}: {exc.strerror or exc} (it is "
+                "bound in a directory made beside it first, 12 bytes longer); choose a "
+                "shorter path"
             ) from None
         os.chmod(temp, 0o600)
         listener.listen(MAX_CLIENTS)

@@ -197,6 +197,8 @@ class Runtime(Kernel):
         FileExistsError: the ``console`` path exists and is not a stale
             socket (one nobody serves on any more, which is replaced).
         OSError: the console socket cannot be made there.
+        ValueError, TypeError: (also) ``console`` is empty, too long for a
+            Unix socket, or not a str or ``os.PathLike`` path.
 
     Use it as a context manager: leaving the block calls ``shutdown()``.
     With ``ASYNCOP_DYNAMIC_WORKERS=1`` in the environment, workers start on

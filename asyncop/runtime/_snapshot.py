@@ -142,6 +142,7 @@ def _row_locked(op: AsyncOperation, depth: int, now: float, mono: float) -> Row:
         "waiting_on": waiting_on,
         "waiting_at": waiting_at,
         "on_thread": None,
+        "running_s": None,
         "cancelling": cancelling,
         "cancel_reason": None if reason is None or not cancelling else safe_str(reason),
         "deadline": deadline,
@@ -154,7 +155,7 @@ def _row_locked(op: AsyncOperation, depth: int, now: float, mono: float) -> Row:
 
 def _stats(op: AsyncOperation, mono: float) -> Row:
     """The statistics columns of a row."""
-    return {"steps": None, "busy_s": None, "cpu_s": None, "age_s": None}
+    return {"steps": None, "wakes": None, "busy_s": None, "cpu_s": None, "age_s": None}
 
 
 def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
@@ -183,6 +184,7 @@ def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
                 "shield": False,
                 "warnings": [],
                 "steps": None,
+                "wakes": None,
                 "busy_s": None if started is None else mono - started,
                 "cpu_s": None,
                 "age_s": None if started is None else mono - started,
@@ -192,8 +194,9 @@ def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
 
 
 # What runs on a worker at the snapshot's instant: the operation, the
-# thread's name, and for a step, how long it has run (None: not yet timed).
-_Running = tuple[AsyncOperation, str, float | None, "Worker"]
+# thread's name, how long it has run (None: not yet timed), the worker, and
+# whether it is a coroutine step (not a callback).
+_Running = tuple[AsyncOperation, str, float | None, "Worker", bool]
 
 
 def _running_locked(runtime: Kernel, mono: float) -> list[_Running]:
@@ -205,8 +208,8 @@ def _running_locked(runtime: Kernel, mono: float) -> list[_Running]:
         handle = worker.handle
         if op is None or not worker.item_seq & 1 or handle is None:
             continue
-        age = monitor.item_age(worker, mono) if worker.stepping else None
-        found.append((op, handle.name, age, worker))
+        age = monitor.item_age(worker, mono)
+        found.append((op, handle.name, age, worker, worker.stepping))
     return found
 
 
@@ -215,12 +218,13 @@ def _place_running(runtime: Kernel, rows: list[Row], running: list[_Running]) ->
     warnings = []
     by_id = {row["id"]: row for row in rows} if running else {}
     slow = runtime._monitor.slow_step
-    for op, thread, age, worker in running:
+    for op, thread, age, worker, stepping in running:
         row = by_id.get(id(op))
         if row is None:
             continue
         row["on_thread"] = thread
-        if age is not None and age >= slow:
+        row["running_s"] = age
+        if stepping and age is not None and age >= slow:
             # Read outside the lock: it walks the worker's stack.
             text = (
                 f"task {row['name']!r} has run for {age:.2f} s without awaiting, "
