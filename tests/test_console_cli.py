@@ -186,11 +186,13 @@ def _refresh(text: str) -> int:
 
 
 @pytest.mark.skipif(TMUX is None, reason="top is tested in a real terminal, which needs tmux")
-def test_top_shows_the_tree_live_until_q(served: str) -> None:
-    # (COLUMNS and LINES, if the test run has them, would override the pane's size.)
+@pytest.mark.parametrize("key", ["q", "C-c"])
+def test_top_shows_the_tree_live_until_q_or_ctrl_c(served: str, key: str) -> None:
+    # COLUMNS and LINES, if the test run has them, would override the pane's
+    # size; the shell traps Ctrl-C (top still gets it) to say how top ended.
     command = (
-        f"cd {ROOT} && env -u COLUMNS -u LINES {sys.executable} -m asyncop top {served}; "
-        "echo top ended $?"
+        f"trap true INT; cd {ROOT} && env -u COLUMNS -u LINES {sys.executable} -m asyncop "
+        f"top {served}; echo top ended $?"
     )
     pane = Pane(f"sh -c '{command}; sleep 30'")
     try:
@@ -207,7 +209,7 @@ def test_top_shows_the_tree_live_until_q(served: str) -> None:
         assert "sleep(1000) at test_console_cli.py:" in fetch_a
         count = _refresh(first)
         pane.wait_for(lambda text: _refresh(text) > count, "a redraw", timeout=10)
-        pane.send("q")
-        pane.wait_for(lambda text: "top ended 0" in text, "top ending on q")
+        pane.send(key)
+        pane.wait_for(lambda text: "top ended 0" in text, f"top ending on {key}")
     finally:
         pane.close()

@@ -5,8 +5,9 @@ the state every part of the runtime shares (the lock, the ready queues, the
 timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
 and running operations (``create``, ``submit``, ``spawn``, ``run``,
-``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``) and
-``dump``. The work cycle is in ``_worker.py``
+``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``),
+``snapshot`` and ``dump`` (read in ``_snapshot.py``), and the live console
+a runtime may serve (``_console.py``). The work cycle is in ``_worker.py``
 and ``_monitor.py``.
 """
 
