@@ -33,8 +33,9 @@ every task needs, and a deadlocked tree must not also be a deaf one. The
 snapshot it takes holds the runtime's lock for one walk of the tree, as
 ``dump()`` does. The thread is a daemon, as every thread of the runtime:
 interpreter exit never waits for it, and ``Runtime.shutdown()`` joins it.
-The thread serves its clients one request at a time; a client that sends
-no full line or reads no answer for ``CLIENT_TIMEOUT`` seconds is dropped.
+The thread serves its clients one request at a time, at most
+``MAX_CLIENTS`` connected at once; a client that does not read its answer
+within ``CLIENT_TIMEOUT`` seconds is dropped.
 
 Safety
 ------
@@ -61,6 +62,7 @@ import stat
 import struct
 import tempfile
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..platform import ThreadHandle, WakeupChannel, join_by, start_thread
@@ -80,8 +82,10 @@ PROTOCOL = 1
 MAX_REQUEST = 1024
 # Clients served at once; one more is told so and closed.
 MAX_CLIENTS = 16
-# How long a client may take to send a line or read an answer.
+# How long a client may take to read an answer; it is dropped past that.
 CLIENT_TIMEOUT = 2.0
+# How long the thread pauses after an unexpected error.
+ERROR_PAUSE = 0.1
 # The longest path a Unix socket can be bound to (sun_path less its NUL).
 MAX_PATH = 107
 REQUESTS = ("hello", "snapshot", "dump")
@@ -197,12 +201,14 @@ class Console:
                         if key.fileobj is self._listener:
                             self._accept(selector)
                         elif isinstance(key.fileobj, socket.socket):
-                            self._serve(selector, key.fileobj)
+                            self._serve_safely(selector, key.fileobj)
                         else:
                             self._wakeup.drain()
                 except BaseException:
-                    # The console must outlive any error, like the workers.
+                    # The console must outlive any error, like the workers,
+                    # and an error that recurs must not make it spin.
                     _log_exception("asyncop: the console at %r hit an error; it carries on", self)
+                    time.sleep(ERROR_PAUSE)
             for client in list(self._clients):
                 self._drop(selector, client)
 
@@ -220,6 +226,14 @@ class Console:
         with self._clients_lock:
             self._clients[client] = bytearray()
         selector.register(client, selectors.EVENT_READ, None)
+
+    def _serve_safely(self, selector: selectors.BaseSelector, client: socket.socket) -> None:
+        """``_serve``; a client whose request hits an error is logged and dropped."""
+        try:
+            self._serve(selector, client)
+        except Exception:
+            _log_exception("asyncop: the console at %r failed a request; closing it", self)
+            self._drop(selector, client)
 
     def _serve(self, selector: selectors.BaseSelector, client: socket.socket) -> None:
         """Read what ``client`` sent, and answer each full line."""

@@ -47,6 +47,7 @@ from ..operations import AsyncOperation, OpKind, safe_str, walk
 from ._blocking import Blocking
 from ._monitor import current_line
 from ._task import describe_wait
+from ._waker import WakerStatus
 from ._worker import monotonic
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ _KINDS = {
     OpKind.REMOTE: "remote",
 }
 _CORO, _REMOTE = OpKind.CORO, OpKind.REMOTE
+_WAITING = WakerStatus.WAITING
 
 Row = dict[str, Any]
 
@@ -160,12 +162,16 @@ def _stats(op: AsyncOperation, mono: float) -> Row:
 
 def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
     """Rows for the ``spawn_blocking`` calls a parked task waits for."""
-    rows = []
-    for sub in list(op._task.events or ()):
+    rows: list[Row] = []
+    task = op._task
+    if task.status is not _WAITING:  # (woken: the call has ended)
+        return rows
+    for sub in list(task.events or ()):
         event = sub.event
         if not isinstance(event, Blocking):
             continue
         started = event.started_at
+        cancelling = row["cancelling"] and event.cancellable
         rows.append(
             {
                 **row,
@@ -178,7 +184,8 @@ def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
                 "state": "PENDING" if started is None else "RUNNING",
                 "waiting_on": "a token of its CapacityLimiter" if started is None else None,
                 "waiting_at": None,
-                "cancelling": row["cancelling"] and event.cancellable,
+                "cancelling": cancelling,
+                "cancel_reason": row["cancel_reason"] if cancelling else None,
                 "deadline": None,
                 "deadline_in_s": None,
                 "shield": False,

@@ -175,6 +175,32 @@ def test_the_protocol_answers_each_request_line_with_one_json_line(path: str) ->
         op.cancel()
 
 
+def test_a_client_past_the_most_served_at_once_is_told_so(path: str) -> None:
+    with asyncop.Runtime(1, console=path, clock=VirtualClock()):
+        clients = [Client(path) for _ in range(16)]
+        for client in clients:
+            client.ask(b"hello\n")  # each one is being served
+        extra = Client(path)
+        answer = json.loads(extra.reader.readline())
+        assert answer["error"] == ("the console serves at most 16 clients at once; try again later")
+        extra.close()
+        clients.pop().close()
+        wait = time.monotonic() + 10
+        while True:  # its slot frees once the console sees it closed
+            again = Client(path)
+            try:
+                if "error" not in again.ask(b"hello\n"):
+                    break
+            except (AssertionError, OSError):
+                pass
+            finally:
+                again.close()
+            assert time.monotonic() < wait
+            time.sleep(0.02)
+        for client in clients:
+            client.close()
+
+
 def test_the_console_answers_while_a_step_holds_every_worker(path: str) -> None:
     started = threading.Event()
 
