@@ -32,6 +32,7 @@ from .operations import ClosedResourceError as ClosedResourceError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
+from .operations import OperationStatistics as OperationStatistics
 from .operations import RuntimeFace as RuntimeFace
 from .operations import WouldBlock as WouldBlock
 from .operations import current_operation as current_operation
@@ -113,6 +114,7 @@ __all__ = [
     "LockGuard",
     "LockStatistics",
     "OperationState",
+    "OperationStatistics",
     "ProcessExecutor",
     "Runtime",
     "RuntimeFace",
