@@ -17,6 +17,8 @@ This module only re-exports the public names.
 
 from __future__ import annotations
 
+# First: decides whether the core modules run compiled or from source.
+from . import _compiled as _compiled
 from ._anyio_hook import install as _install_anyio_backend
 from ._exports import publish as _publish
 from ._version import __version__ as __version__
@@ -32,6 +34,7 @@ from .operations import ClosedResourceError as ClosedResourceError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
+from .operations import OperationStatistics as OperationStatistics
 from .operations import RuntimeFace as RuntimeFace
 from .operations import WouldBlock as WouldBlock
 from .operations import current_operation as current_operation
@@ -114,6 +117,7 @@ __all__ = [
     "LockGuard",
     "LockStatistics",
     "OperationState",
+    "OperationStatistics",
     "ProcessExecutor",
     "Runtime",
     "RuntimeFace",

@@ -51,6 +51,8 @@ class RuntimeHooks(Protocol):
     # the clock read that goes with it.
     _next_deadline: float
     _now: Callable[[], float]
+    # The same clock for op.stats' timestamps, read where it must not raise.
+    _stamp: Callable[[], float]
 
     def now(self) -> float: ...
 

@@ -24,7 +24,7 @@ call costs what a method defined here would:
   state follows from the outcome and the children's failures (see that
   module). A finalization a Ctrl-C cut short is finished by the next call.
 
-``OpKind`` and ``Outcome`` are in ``_state.py``, beside the states.
+``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its slots in ``_stats.py``.
 
 ``_user_frame`` finds the user's code that makes an operation (for
 ``filename`` and ``lineno``), skipping asyncop's frames; ``_warn.py`` uses
@@ -60,6 +60,11 @@ from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 import attrs
 
 from ..platform import check_deadline, check_timeout
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
@@ -75,6 +80,7 @@ from ._finalize import (
 from ._hooks import run_after, start_child
 from ._park import cancelled_error
 from ._state import AsyncResult, OperationState, OpKind, Outcome, _is_final
+from ._stats import Usage
 from ._suspend import suspend
 from ._token import CancelToken
 from ._typing import R, T, Ts
@@ -108,20 +114,16 @@ _CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.RE
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """Find where the user made the operation: the first frame outside asyncop.
 
-    ``depth`` is where the caller expects the user's frame to be (counted
-    from this function), so the usual case costs one look; the walk goes on
-    outward from there if that frame is still asyncop's. Returns the frame's
-    code and instruction offset: the line number is worked out from them
-    only when somebody reads it (it is not free, and rarely read).
-
-    asyncop's own code also makes operations (a server's accept loops and
-    connections, a scope inside a library coroutine), on a worker thread
-    whose stack holds no user frame: below asyncop there is only the
-    thread's start in ``threading``. Those get the place of the operation
-    whose code made them, which got its own the same way: the user's line
-    that started it all (the ``serve_tcp`` call, say).
+    ``depth`` is where the caller expects the user's frame (counted from
+    here), so the usual case costs one look (compiled, asyncop's functions
+    have no frames: the walk starts at the innermost Python frame). Returns
+    the frame's code and instruction offset; the line is worked out only
+    when read. An operation asyncop's own code makes on a worker thread (a
+    server's connection, say), with no user frame on the stack, gets the
+    place of the operation whose code made it: in the end, the user's line
+    that started it all (the ``serve_tcp`` call).
     """
-    frame = _getframe(depth)
+    frame = _getframe(0 if cython.compiled else depth)
     while frame is not None:
         code = frame.f_code
         # Whether a code object is asyncop's is remembered by its id; the
@@ -169,7 +171,7 @@ def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
 
 @final
 @attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
-class AsyncOperation(Generic[T]):
+class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: attrs inits)
     """One node of the operation tree: a unit of work and its children.
 
     Only the runtime makes operations, through ``Runtime.create``,
@@ -272,6 +274,9 @@ class AsyncOperation(Generic[T]):
         self._cancelled = False
         self._token = None
         self._cancel_unfinished = False
+        self._steps = self._wakes = 0
+        self._busy = self._cpu = 0.0
+        self._created_at = runtime._stamp()  # (_started_at, _ended_at: unset until then)
 
     # ------------------------------------------------------------------
     # Public reading
@@ -354,6 +359,9 @@ class AsyncOperation(Generic[T]):
             f"operation {self.name!r} is {state.name} and has no result yet; "
             "call op.wait() (or 'await op' in a coroutine) first"
         )
+
+    def __repr__(self) -> str:
+        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
     def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""
@@ -674,6 +682,7 @@ class AsyncOperation(Generic[T]):
         assert self._state is _PENDING or (
             self._state is _CREATED and (self._kind is _SCOPE or self._kind is _REMOTE)
         ), self._state
+        self._started_at = self.runtime._stamp()
         self._state = _RUNNING
         return True
 
@@ -686,13 +695,6 @@ class AsyncOperation(Generic[T]):
     _end_work_locked = end_work_locked
     _try_finalize_locked = try_finalize_locked
     _transition_to_final = transition_to_final
-
-    # ------------------------------------------------------------------
-    # Debugging
-    # ------------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
 
 AsyncOperation.__module__ = "asyncop"
