@@ -138,7 +138,7 @@ def _cells(row: Row, numbers: dict[int, int], where: bool, indent: bool) -> list
         Text(row["state"], style=style),
         seconds(row["age_s"]),
         count(row["steps"]),
-        seconds(row["busy_s"]),
+        seconds(_busy(row)),
         seconds(row["cpu_s"]),
         waits_on(row),
         deadline(row),
@@ -147,6 +147,14 @@ def _cells(row: Row, numbers: dict[int, int], where: bool, indent: bool) -> list
     if where:
         cells.append(short(row["where"]))
     return cells
+
+
+def _busy(row: Row) -> float | None:
+    """Wall time in the operation's code, the step or callback running now included."""
+    busy, running = row["busy_s"], row["running_s"]
+    if busy is None or running is None or row["kind"] == "blocking call":
+        return busy
+    return float(busy + running)
 
 
 def warnings_text(snap: Snapshot) -> Text:
@@ -171,8 +179,11 @@ def tree_label(row: Row) -> Text:
     text.append(f" [{row['state']}]", style=_STATE_STYLES.get(row["state"], ""))
     text.append(f" {row['kind']}")
     facts = [f"age {seconds(row['age_s'])}"] if row["age_s"] is not None else []
-    if row["steps"] is not None:
-        facts.append(f"{row['steps']} steps, busy {seconds(row['busy_s'])}")
+    steps = row["steps"]
+    if steps:  # (a scope has none: its block runs in its task's steps)
+        unit = "step" if steps == 1 else "steps"
+        busy, cpu = seconds(_busy(row)), seconds(row["cpu_s"])
+        facts.append(f"{steps} {unit}, busy {busy}, cpu {cpu}")
     if waits_on(row):
         facts.append(waits_on(row))
     if row["deadline_in_s"] is not None:

@@ -69,7 +69,7 @@ def test_ps_prints_a_table_of_the_operations(served: str) -> None:
     rows = {line.split()[2]: line.split() for line in lines if re.match(r"^ *\d+ ", line)}
     assert set(rows) == {"service", "fetch_a", "fetch_b"}
     assert rows["service"][:5] == ["1", "-", "service", "scope", "RUNNING"]
-    assert rows["fetch_a"][:5] == ["2", "1", "fetch_a", "task", "RUNNING"]
+    assert rows["fetch_a"][:7] == ["2", "1", "fetch_a", "task", "RUNNING", "0.00s", "1"]
     assert "sleep(1000)" in rows["fetch_b"] and "in" in rows["fetch_b"]
     assert "30.0s" in rows["fetch_b"]  # its deadline
     assert lines[-1].startswith("threads: 1 workers")
@@ -80,11 +80,13 @@ def test_tree_prints_the_tree(served: str) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("runtime shop (pid ")
-    assert lines[1] == "└── service [RUNNING] scope"
-    assert lines[2].startswith(
-        "    ├── fetch_a [RUNNING] task · sleep(1000) at test_console_cli.py:"
-    )
-    assert lines[3].startswith("    └── fetch_b [RUNNING] task · sleep(1000) at ")
+    assert lines[1] == "└── service [RUNNING] scope · age 0.00s"
+    assert re.fullmatch(
+        r"    ├── fetch_a \[RUNNING\] task · age 0\.00s · 1 step, busy \d\.\d\ds, "
+        r"cpu \d\.\d\ds · sleep\(1000\) at test_console_cli\.py:\d+",
+        lines[2],
+    ), lines[2]
+    assert lines[3].startswith("    └── fetch_b [RUNNING] task · age 0.00s · 1 step, busy ")
     assert lines[3].endswith(" · deadline in 30.0s")
 
 

@@ -65,8 +65,6 @@ _KINDS = {
     OpKind.SCOPE: "scope",
     OpKind.REMOTE: "remote",
 }
-_CORO, _REMOTE = OpKind.CORO, OpKind.REMOTE
-_WAITING = WakerStatus.WAITING
 
 Row = dict[str, Any]
 
@@ -83,9 +81,9 @@ def take_snapshot(runtime: Kernel) -> dict[str, Any]:
         now = runtime.now()
         rows: list[Row] = []
         for op, depth in walk(runtime._roots):
-            row = _row_locked(op, depth, now, mono)
+            row = _row_locked(op, depth, now)
             rows.append(row)
-            if op._kind is _CORO and op._task is not None:
+            if op._kind is OpKind.CORO and op._task is not None:
                 rows.extend(_blocking_rows(op, row, mono))
         threads = _threads_locked(runtime)
         state = runtime._state.value
@@ -113,7 +111,7 @@ def take_snapshot(runtime: Kernel) -> dict[str, Any]:
     }
 
 
-def _row_locked(op: AsyncOperation, depth: int, now: float, mono: float) -> Row:
+def _row_locked(op: AsyncOperation, depth: int, now: float) -> Row:
     """The row of one live operation."""
     parent = op.parent
     reason = op.cancel_reason
@@ -130,7 +128,7 @@ def _row_locked(op: AsyncOperation, depth: int, now: float, mono: float) -> Row:
         if wait is not None:
             waiting_on, waiting_at = wait
     kind = _KINDS[op._kind]
-    if op._kind is _REMOTE and task is not None:
+    if op._kind is OpKind.REMOTE and task is not None:
         kind = getattr(task, "kind", kind)
     cancelling = op._cancelled and not op.done
     return {
@@ -151,20 +149,28 @@ def _row_locked(op: AsyncOperation, depth: int, now: float, mono: float) -> Row:
         "deadline_in_s": None if deadline is None else deadline - now,
         "shield": op._shield,
         "warnings": [],
-        **_stats(op, mono),
+        **_stats(op, now),
     }
 
 
-def _stats(op: AsyncOperation, mono: float) -> Row:
-    """The statistics columns of a row."""
-    return {"steps": None, "wakes": None, "busy_s": None, "cpu_s": None, "age_s": None}
+def _stats(op: AsyncOperation, now: float) -> Row:
+    """The statistics columns of a row, from ``op.stats``; ``now`` is the runtime's clock."""
+    stats = op.stats
+    cpu = stats.cpu_s
+    return {
+        "steps": stats.steps,
+        "wakes": stats.wakes,
+        "busy_s": stats.busy_s,
+        "cpu_s": cpu if math.isfinite(cpu) else None,
+        "age_s": max(0.0, now - stats.created_at),
+    }
 
 
 def _blocking_rows(op: AsyncOperation, row: Row, mono: float) -> list[Row]:
     """Rows for the ``spawn_blocking`` calls a parked task waits for."""
     rows: list[Row] = []
     task = op._task
-    if task.status is not _WAITING:  # (woken: the call has ended)
+    if task.status is not WakerStatus.WAITING:  # (woken: the call has ended)
         return rows
     for sub in list(task.events or ()):
         event = sub.event

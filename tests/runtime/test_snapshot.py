@@ -79,6 +79,12 @@ def test_snapshot_has_a_row_per_live_operation_linked_to_its_parent(
     assert rows["sleeper"]["where"].startswith(f"{__file__}:")
     assert rows["callback"]["on_thread"].startswith(f"{vruntime.name}-worker")
     assert rows["callback"]["waiting_on"] is None
+    # The statistics are op.stats': the sleeper stepped once, to its await.
+    sleeper_row = rows["sleeper"]
+    assert (sleeper_row["steps"], sleeper_row["wakes"]) == (1, 0)
+    assert sleeper_row["busy_s"] >= 0 and sleeper_row["cpu_s"] >= 0
+    assert rows["service"]["steps"] == 0  # its block runs in main's steps
+    assert {row["age_s"] for row in rows.values()} == {0.0}  # the virtual clock stood still
 
 
 def test_snapshot_is_plain_data_that_json_carries_unchanged(vruntime: asyncop.Runtime) -> None:
