@@ -112,9 +112,15 @@ def _why_not(path: str, exc: OSError) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """A duration for a column: ``-`` when unknown."""
+    """A duration for a column, short: ``-`` when unknown."""
     if value is None:
         return "-"
+    if value == 0:
+        return "0s"
+    if value < 0.001:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1e3:.1f}ms"
     if value < 10:
         return f"{value:.2f}s"
     if value < 600:

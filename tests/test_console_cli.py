@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import asyncop
+from asyncop._console_client import deadline, seconds
 from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,7 +70,7 @@ def test_ps_prints_a_table_of_the_operations(served: str) -> None:
     rows = {line.split()[2]: line.split() for line in lines if re.match(r"^ *\d+ ", line)}
     assert set(rows) == {"service", "fetch_a", "fetch_b"}
     assert rows["service"][:5] == ["1", "-", "service", "scope", "RUNNING"]
-    assert rows["fetch_a"][:7] == ["2", "1", "fetch_a", "task", "RUNNING", "0.00s", "1"]
+    assert rows["fetch_a"][:7] == ["2", "1", "fetch_a", "task", "RUNNING", "0s", "1"]
     assert "sleep(1000)" in rows["fetch_b"] and "in" in rows["fetch_b"]
     assert "30.0s" in rows["fetch_b"]  # its deadline
     assert lines[-1].startswith("threads: 1 workers")
@@ -80,13 +81,13 @@ def test_tree_prints_the_tree(served: str) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("runtime shop (pid ")
-    assert lines[1] == "└── service [RUNNING] scope · age 0.00s"
+    assert lines[1] == "└── service [RUNNING] scope · age 0s"
     assert re.fullmatch(
-        r"    ├── fetch_a \[RUNNING\] task · age 0\.00s · 1 step, busy \d\.\d\ds, "
-        r"cpu \d\.\d\ds · sleep\(1000\) at test_console_cli\.py:\d+",
+        r"    ├── fetch_a \[RUNNING\] task · age 0s · 1 step, busy [0-9.]+(µs|ms|s), "
+        r"cpu [0-9.]+(µs|ms|s) · sleep\(1000\) at test_console_cli\.py:\d+",
         lines[2],
     ), lines[2]
-    assert lines[3].startswith("    └── fetch_b [RUNNING] task · age 0.00s · 1 step, busy ")
+    assert lines[3].startswith("    └── fetch_b [RUNNING] task · age 0s · 1 step, busy ")
     assert lines[3].endswith(" · deadline in 30.0s")
 
 
@@ -215,3 +216,12 @@ def test_top_shows_the_tree_live_until_q_or_ctrl_c(served: str, key: str) -> Non
         pane.wait_for(lambda text: "top ended 0" in text, f"top ending on {key}")
     finally:
         pane.close()
+
+
+def test_durations_are_short_and_deadlines_say_which_way() -> None:
+    assert [seconds(v) for v in (None, 0, 4e-5, 0.0123, 2.345, 61.25, 7200)] == [
+        *("-", "0s", "40µs", "12.3ms", "2.35s", "61.2s", "120m"),
+    ]
+    assert deadline({"deadline_in_s": 2.5}) == "in 2.50s"
+    assert deadline({"deadline_in_s": -0.25}) == "250.0ms ago"
+    assert deadline({"deadline_in_s": None}) == "-"
