@@ -54,8 +54,8 @@ COLUMNS = (
 )
 # The columns of text, which share what the others leave.
 _TEXT = frozenset({"OPERATION", "WAITS ON", "CANCEL", "WHERE"})
-# The narrowest a column of text is made before columns are left out.
-_MIN_TEXT = 10
+# The narrowest each column of text is made before columns are left out.
+_MIN_TEXT = {"OPERATION": 12, "WAITS ON": 24, "CANCEL": 8, "WHERE": 12}
 # What a narrow terminal leaves out, first to last.
 _DROPPED_FIRST = ("WHERE", "PARENT", "CPU", "STEPS", "#", "DEADLINE", "BUSY", "CANCEL", "AGE")
 
@@ -108,7 +108,7 @@ def _fit(names: list[str], natural: dict[str, int], width: int) -> dict[str, int
     left = width - 3 * len(names) + 1 - sum(w for name, w in widths.items() if name not in _TEXT)
     for done, (wanted, name) in enumerate(text):
         share = left // (len(text) - done)
-        if share < min(wanted, _MIN_TEXT):
+        if share < min(wanted, _MIN_TEXT[name]):
             return None
         widths[name] = min(wanted, share)
         left -= widths[name]
@@ -151,10 +151,11 @@ def _cells(row: Row, numbers: dict[int, int], where: bool, indent: bool) -> list
 
 def _busy(row: Row) -> float | None:
     """Wall time in the operation's code, the step or callback running now included."""
-    busy, running = row["busy_s"], row["running_s"]
+    busy: float | None = row["busy_s"]
+    running: float | None = row["running_s"]
     if busy is None or running is None or row["kind"] == "blocking call":
         return busy
-    return float(busy + running)
+    return busy + running
 
 
 def warnings_text(snap: Snapshot) -> Text:
