@@ -26,7 +26,7 @@ call costs what a method defined here would:
   state follows from the outcome and the children's failures (see that
   module). A finalization a Ctrl-C cut short is finished by the next call.
 
-``OpKind`` and ``Outcome`` are in ``_state.py``, beside the states.
+``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its slots in ``_stats.py``.
 
 ``_user_frame`` finds the user's code that makes an operation (for
 ``filename`` and ``lineno``), skipping asyncop's frames; ``_warn.py`` uses
@@ -83,6 +83,7 @@ from ._finalize import (
 from ._hooks import run_after, start_child
 from ._park import cancelled_error
 from ._state import AsyncResult, OperationState, OpKind, Outcome, _is_final
+from ._stats import Usage
 from ._suspend import suspend
 from ._token import CancelToken
 from ._typing import R, T, Ts
@@ -173,7 +174,7 @@ def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
 
 @final
 @attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
-class AsyncOperation(Generic[T]):
+class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: attrs inits)
     """One node of the operation tree: a unit of work and its children.
 
     Only the runtime makes operations, through ``Runtime.create``,
@@ -276,6 +277,9 @@ class AsyncOperation(Generic[T]):
         self._cancelled = False
         self._token = None
         self._cancel_unfinished = False
+        self._steps = self._wakes = 0
+        self._busy = self._cpu = 0.0
+        self._created_at = runtime._stamp()  # (_started_at, _ended_at: unset until then)
 
     # ------------------------------------------------------------------
     # Public reading
@@ -358,6 +362,9 @@ class AsyncOperation(Generic[T]):
             f"operation {self.name!r} is {state.name} and has no result yet; "
             "call op.wait() (or 'await op' in a coroutine) first"
         )
+
+    def __repr__(self) -> str:
+        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
     def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""
@@ -662,6 +669,7 @@ class AsyncOperation(Generic[T]):
         assert self._state is _PENDING or (
             self._state is _CREATED and (self._kind is _SCOPE or self._kind is _REMOTE)
         ), self._state
+        self._started_at = self.runtime._stamp()
         self._state = _RUNNING
         return True
 
@@ -674,13 +682,6 @@ class AsyncOperation(Generic[T]):
     _end_work_locked = end_work_locked
     _try_finalize_locked = try_finalize_locked
     _transition_to_final = transition_to_final
-
-    # ------------------------------------------------------------------
-    # Debugging
-    # ------------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
 
 AsyncOperation.__module__ = "asyncop"

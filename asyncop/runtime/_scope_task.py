@@ -61,6 +61,7 @@ def open_in_task(
         else:
             parent._link_child_locked(op)  # (raises for a final parent)
         op._state = _RUNNING  # (the transition of a new scope: nothing can be in the way)
+        op._started_at = op._created_at
         if parent._cancelled and not shield:
             after = []
             op.cancel_reason = parent.cancel_reason

@@ -350,6 +350,7 @@ class Waker:
             status = self.status
             if status is _WAITING:
                 self.status = _QUEUED
+                self.task._wakes += 1
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
