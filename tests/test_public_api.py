@@ -59,6 +59,7 @@ TOP_LEVEL = {
     "move_on_after",
     "fail_after",
     "sleep_forever",
+    "DeadlockError",
 }
 # Beyond the contract: the _at spellings of trio and anyio, and the type they return.
 TOP_LEVEL |= {"move_on_at", "fail_at", "TimeoutScope"}

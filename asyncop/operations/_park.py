@@ -62,13 +62,21 @@ def cancelled_error(op: AsyncOperation) -> Cancelled:
     return cancelled_for(op.name, op.cancel_reason)
 
 
-def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
+def park(
+    lock: _thread.LockType,
+    timeout: float | None,
+    op: AsyncOperation | None,
+    what: object = None,
+) -> bool:
     """Block until ``lock`` is released, ``op`` is cancelled, or ``timeout`` passes.
 
     ``lock`` is held by the caller's waiter and released by whoever resolves
     the wait. ``timeout`` went through ``check_timeout`` (None: no limit).
     The main thread waits in slices, so a Ctrl-C reaches it promptly; the
     KeyboardInterrupt propagates and the caller must then remove its waiter.
+    ``what`` is what the thread waits on, kept in ``ThreadState.waits_on``
+    for the length of the wait (the runtime's deadlock watch and report
+    read it from other threads).
 
     Returns:
         True if woken (resolved or cancelled: the caller finds out which
@@ -80,6 +88,7 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
     if state.blocked:
         return _park(lock, timeout, op, None)
     state.blocked = True
+    state.waits_on = what
     # Asleep from here, as far as a worker deciding whether anything still
     # runs can tell: set before on_blocked(), whose parked worker looks.
     state.parked_on = lock
@@ -91,6 +100,7 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
     finally:
         state.blocked = False
         state.parked_on = None
+        state.waits_on = None
 
 
 def _sleep(lock: _thread.LockType, timeout: float | None, state: ThreadState | None) -> bool:

@@ -73,6 +73,7 @@ from ..operations import (
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader
+from ._deadlock import DeadlockMode, DeadlockWatch
 from ._introspect import owner_of
 from ._items import _log_exception
 from ._kinds import describe_fn, kind_of
@@ -127,7 +128,15 @@ class Kernel(WorkerPool):
     """
 
     def __init__(
-        self, workers: int, *, name: str, clock: Any, parallel: bool, max_threads: int
+        self,
+        workers: int,
+        *,
+        name: str,
+        clock: Any,
+        parallel: bool,
+        max_threads: int,
+        deadlock: DeadlockMode = DeadlockMode.WARN,
+        deadlock_after: float = 1.0,
     ) -> None:
         self.name = name
         self._max_threads = max_threads
@@ -184,6 +193,8 @@ class Kernel(WorkerPool):
         # for them (I/O waits, blocking calls in other threads).
         self._outside_work = 0
         self._state = RuntimeState.RUNNING
+        # Whether the runtime is stuck, looked at by the monitor (_deadlock.py).
+        self._deadlocks = DeadlockWatch(self, deadlock, deadlock_after)
         self._monitor = Monitor(self)
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)

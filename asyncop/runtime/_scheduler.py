@@ -30,6 +30,7 @@ from ..operations import (
     OpKind,
     Outcome,
     R,
+    TreeWait,
     Ts,
     keywords_refused,
     run_isolated,
@@ -42,6 +43,7 @@ from ..operations import (
 from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
+from ._deadlock import check_deadlock_args
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
@@ -191,13 +193,24 @@ class Runtime(Kernel):
             asyncio code on (``uvloop.new_event_loop``, say); called on the
             loop's own thread when the first bridge call starts it. Defaults
             to ``asyncio.new_event_loop``.
+        deadlock: what to do when the runtime is stuck (every task waits
+            and nothing left can wake one) for ``deadlock_after`` seconds,
+            at once on an autojumping virtual clock: ``"warn"`` logs one
+            WARNING with the wait-for graph; ``"raise"`` cancels the tree
+            and makes ``run()`` raise ``DeadlockError``; ``"off"`` does
+            neither, and turns off the lock-cycle check of its tasks'
+            acquires. See the how-to "Finding a hang".
+        deadlock_after: seconds, 0 or more; ``math.inf`` never reports a
+            stuck runtime (lock cycles are still refused).
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
-            (1024), or ``max_threads`` is below ``workers``.
+            (1024), ``max_threads`` is below ``workers``, ``deadlock`` is
+            not a mode, or ``deadlock_after`` is negative or NaN.
         TypeError: ``workers`` or ``max_threads`` is not an integer,
-            ``parallel`` is not a bool, or ``asyncio_loop_factory`` is not
-            callable.
+            ``parallel`` is not a bool, ``asyncio_loop_factory`` is not
+            callable, ``deadlock`` is not a str or ``deadlock_after`` not a
+            number.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
 
@@ -215,9 +228,12 @@ class Runtime(Kernel):
         parallel: bool = False,
         max_threads: int | None = None,
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+        deadlock: str = "warn",
+        deadlock_after: float = 1.0,
     ) -> None:
         workers = _check_workers(workers)
         _check_loop_factory(asyncio_loop_factory)
+        mode, after = check_deadlock_args(deadlock, deadlock_after)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -230,6 +246,8 @@ class Runtime(Kernel):
             clock=clock,
             parallel=parallel,
             max_threads=_check_max_threads(max_threads, workers),
+            deadlock=mode,
+            deadlock_after=after,
         )
         self._asyncio_loop_factory = asyncio_loop_factory
         # The host loop of asyncop.asyncio_bridge, made by its first call
@@ -418,6 +436,10 @@ class Runtime(Kernel):
         Raises:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
+            DeadlockError: with ``deadlock="raise"``, the runtime was stuck
+                and the tree was cancelled (bare, never in a group).
+            KeyboardInterrupt: a Ctrl-C, with a note (PEP 678) that shows
+                the tree as it was when it arrived.
             TypeError: ``fn`` is not callable, or a keyword argument is
                 meant for ``fn``.
         """
@@ -435,6 +457,9 @@ class Runtime(Kernel):
             op = self.spawn(fn, *args)
             op._check_can_block("Runtime.run()")
             wait_for_tree(op)
+        deadlock = self._deadlocks.take_error(op)
+        if deadlock is not None:
+            raise deadlock from (op.error if op.state is OperationState.FAILED else None)
         return op.result()
 
     def scope(
@@ -602,7 +627,7 @@ class Runtime(Kernel):
             cancel_roots(roots)
         ended = True
         for root in roots:
-            if not root._block_until_final(remaining()):
+            if not root._block_until_final(remaining(), None, TreeWait(root, "shutdown()")):
                 ended = False
         with self._lock:
             self._transition_to_stopped_locked()
