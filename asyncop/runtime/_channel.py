@@ -218,7 +218,12 @@ class Channel(Receiving[T]):
             details.append("broken" if self._broken else "closed")
         elif ends is not None:
             count = ends.get(side, 0)
-            details.append(f"{count} {side} end{'' if count == 1 else 's'} open")
+            # (With none of its ends open, the channel itself may still be used.)
+            details.append(
+                f"{count} {side} end{'' if count == 1 else 's'} open"
+                if count
+                else f"no {side} end open, and the channel is not closed"
+            )
         if not receiving and self.capacity:
             details.append(f"{len(self._buffer)} of {self.capacity:g} buffered")
         what = label("channel", self.name, self._site, *details)

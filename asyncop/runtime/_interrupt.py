@@ -27,6 +27,11 @@ wait, *gives up* on the runtime:
   waiting for the abandoned work again; only an explicit
   ``shutdown(timeout=...)`` still waits for it, that long at most.
 
+The KeyboardInterrupt that leaves ``run()`` (or a sync scope's exit) carries
+a note (PEP 678) with the runtime's ``dump()`` taken when the first one
+arrived, before the cancel changed the tree: Ctrl-C on a hang shows where
+every task waited (``tree_note``).
+
 Which KeyboardInterrupt is the first
 ------------------------------------
 Each wait counts for itself, plus one case where the first Ctrl-C came

@@ -16,7 +16,9 @@ A :class:`Kernel` holds:
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
   parked worker waiting in the I/O multiplexer;
 - the **roots**: the live top-level operations, in insertion order, so that
-  ``shutdown`` can cancel them and ``dump`` can show them.
+  ``shutdown`` can cancel them and ``dump`` can show them;
+- the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
+  monitor asks at each look whether the runtime is stuck.
 
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the

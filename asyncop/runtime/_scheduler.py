@@ -193,15 +193,11 @@ class Runtime(Kernel):
             asyncio code on (``uvloop.new_event_loop``, say); called on the
             loop's own thread when the first bridge call starts it. Defaults
             to ``asyncio.new_event_loop``.
-        deadlock: what to do when the runtime is stuck (every task waits
-            and nothing left can wake one) for ``deadlock_after`` seconds,
-            at once on an autojumping virtual clock: ``"warn"`` logs one
-            WARNING with the wait-for graph; ``"raise"`` cancels the tree
-            and makes ``run()`` raise ``DeadlockError``; ``"off"`` does
-            neither, and turns off the lock-cycle check of its tasks'
-            acquires. See the how-to "Finding a hang".
-        deadlock_after: seconds, 0 or more; ``math.inf`` never reports a
-            stuck runtime (lock cycles are still refused).
+        deadlock: when every task waits and nothing can wake one for
+            ``deadlock_after`` seconds (0 or more; at once on an autojumping
+            clock): ``"warn"`` logs the wait-for graph once, ``"raise"``
+            cancels the tree and ``run()`` raises ``DeadlockError``, ``"off"``
+            neither, nor the lock-cycle check (see ``_deadlock.py``).
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``

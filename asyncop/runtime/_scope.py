@@ -17,7 +17,9 @@ decides what the ``with`` statement raises, in this order:
 
 1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
    Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
-   re-raised as themselves, carrying any failure group as ``__context__``.
+   re-raised as themselves, carrying any failure group as ``__context__``;
+   a KeyboardInterrupt also carries a note with ``dump()`` taken when it
+   arrived (``_interrupt.tree_note``).
    So is the GeneratorExit that closes an async generator suspended in the
    block. A second Ctrl-C at a sync exit stops the wait and gives up on
    the runtime's work (``_interrupt.py``): the runtime shuts down without
@@ -35,6 +37,9 @@ decides what the ``with`` statement raises, in this order:
    (``_timeout_scope.py``) tells its expiry by that, and swallows it.
 5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
    stops here.
+
+A root scope that ``Runtime(deadlock="raise")`` cancelled because the runtime
+was stuck raises the ``DeadlockError`` instead of 2 to 5 (``_deadlock.py``).
 
 A scope's error is raised out of its block only: it is not handed to the
 enclosing operation as a failing child, so code that catches it goes on.

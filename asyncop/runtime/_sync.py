@@ -21,8 +21,20 @@ what it was handed (``ThreadWaiter.abandon``). A holder acquiring its own
 is the coroutine task (its ``TaskState``) or the thread (its
 ``threading.Thread``) that acquired it.
 
+An acquire about to wait, and only then, first queues its waiter, then asks
+``_lock_cycles.py`` whether the wait would close a cycle of holders and
+waiters; if so it takes the waiter back and raises ``DeadlockError`` (a
+thread's acquire sets ``ThreadState.waits_on`` before that check, which other
+threads' checks read). An uncontended acquire does none of it.
+
+Every primitive has a ``name`` (None: unnamed) and a ``_site``, where an
+unnamed one was made (``_names.py``), and a ``_wait_text()``: what a waiter
+on it waits on, for ``dump()`` and the deadlock report; a blocked thread's
+waiter keeps the primitive for that (``ThreadWaiter.what``).
+
 ``statistics()`` reads a primitive under its mutex, into one of the frozen
-values of ``_statistics.py``.
+values of ``_statistics.py``; ``_wait_text()`` reads it without (the runtime
+lock may be held then), as a snapshot.
 
 Lock order: a primitive's own mutex, then the runtime lock of a waiter
 (taken inside ``fire``). The runtime never takes a primitive's mutex while
