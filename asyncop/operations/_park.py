@@ -11,7 +11,7 @@ The protocol every blocking call follows::
     ... return at once if the call can complete without waiting
     ... queue a waiter whose `lock` is held; whoever resolves the wait
     ... marks it done under the primitive's mutex, then releases `lock`
-    park(lock, timeout, op)          # returns when released, timed out or cancelled
+    park(lock, timeout, op, what)    # returns when released, timed out or cancelled
     ... under the mutex: done? take the result; else give up (remove it)
     ... gave up and op cancelled? raise Cancelled; else it timed out
 
@@ -28,7 +28,10 @@ returned, and the next call that has to wait raises ``Cancelled`` at once
 without waiting (a free lock, an item ready, an operation already ended)
 completes even in a cancelled operation, so cleanup code keeps working.
 
-Any other blocking wait of the runtime can reuse :func:`park` with its own
+``what`` says what the thread waits on (a primitive's waiter, a token, a
+``TreeWait``), kept in ``ThreadState.waits_on`` while it waits: ``dump()``,
+the runtime's deadlock watch and the lock-cycle check read it from other
+threads. Any other blocking wait of the runtime can reuse :func:`park` with its own
 lock and resolver; a wait for an operation to end (a sync scope's exit, say)
 is ``AsyncOperation._block_until_final(timeout, caller)``, which ends early
 when ``caller`` is cancelled.

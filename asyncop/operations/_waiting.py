@@ -9,6 +9,9 @@ operation ends the wait), ``_add_waiter_locked`` and ``_remove_waiter``
 keep the list of what to wake when the operation is final (a held lock to
 release, or a callback to run once the runtime lock is free), and
 ``_snapshot`` and ``_observe`` read the result and mark a failure as seen.
+A thread that waits for its tree to end (``run()``, ``shutdown()``, a
+scope's exit) is marked with a :class:`TreeWait`, which the runtime's
+deadlock watch does not count as a thread that could wake a task.
 
 The finalization (``_finalize.py``) takes the waiter list and wakes it, the
 last waiter first.

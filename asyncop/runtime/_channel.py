@@ -24,6 +24,9 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   receivers ``EndOfChannel``.
 - ``statistics()`` (of the channel or any end) reads the buffer, the
   queues and the end counts at one instant, under the mutex.
+- ``name=`` (or where an unnamed channel was made) and, for a blocked send
+  or receive, how many ends of the other side are open show in ``dump()``
+  and the deadlock report (``_wait_text``).
 - ``sender()`` and ``receiver()`` make counted end handles
   (``_channel_ends.py``): the last sender end closed closes the channel, and
   the last receiver end closed breaks it (``_broken``: the buffer is dropped

@@ -19,10 +19,10 @@ waits, what it waits on and the user's line where it waits::
   (``run()``, ``shutdown()``, ``op.wait()``).
 
 It also counts the waits that something could end other than a cancel:
-a tree whose every wait is ``sleep_forever()`` (or an operation's or a
-scope's end, which come down to those) waits for Ctrl-C on purpose, and is
-not reported. An event says it ends by a cancel alone with a true
-``ends_by_cancel`` attribute.
+a tree whose every wait is ``sleep_forever()`` or a thread's
+``token.wait()`` (or an operation's or a scope's end, which come down to
+those) waits for Ctrl-C on purpose, and is not reported. An event says it
+ends by a cancel alone with a true ``ends_by_cancel`` attribute.
 
 Built under the runtime lock, like ``dump()``; it reads the primitives
 without their mutexes (the lock order forbids taking one here), so it is a
@@ -96,7 +96,7 @@ def waits_for_tree(state: ThreadState, runtime: Kernel) -> bool:
 
 
 def _ends_by_cancel(event: object) -> bool:
-    if type(event) is OpWait or type(event) is ScopeDone:
+    if type(event) is OpWait or type(event) is ScopeDone or type(event) is AsyncOperation:
         return True  # it comes down to the waits of that operation's tree
     try:
         return getattr(event, "ends_by_cancel", False) is True
@@ -132,10 +132,13 @@ def _thread_line(
 ) -> str:
     name, ident, state = thread
     where = _where_thread(frames, ident)
-    what = None if state is None or not state.blocked else state.waits_on
-    if what is None:
+    if state is None or not state.blocked:
         return f"{kind} {op.name!r} on thread {name!r}{where} runs"
-    if type(what) is not TreeWait and type(what) is not AsyncOperation:
+    what = state.waits_on
+    if what is None:
+        graph.waits += 1
+        return f"{kind} {op.name!r} on thread {name!r}{where} waits in a blocking call"
+    if type(what) is not TreeWait and not _ends_by_cancel(what):
         graph.waits += 1
     text = f"operation {what.name!r}" if type(what) is AsyncOperation else describe_event(what)
     return f"{kind} {op.name!r} on thread {name!r}{where} waits on {text}"

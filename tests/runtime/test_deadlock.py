@@ -387,18 +387,26 @@ def test_waiting_for_a_cancel_on_purpose_is_not_reported(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="asyncop")
 
+    async def forever() -> None:
+        await asyncop.sleep_forever()
+
+    def until_cancelled() -> None:
+        asyncop.current_operation(require=True).token.wait()
+
     async def main() -> None:
         async with asyncop.scope() as s:
-            s.spawn(asyncop.sleep_forever)
+            s.spawn(forever)
+            s.spawn(until_cancelled)
             await asyncop.sleep_forever()
 
     rt = real("warn", 0.05)
     try:
         op = rt.spawn(main)
         time.sleep(0.4)
+        assert "waiting on sleep_forever()" in rt.dump()  # (it did start)
         assert not [r for r in caplog.records if "is stuck" in r.getMessage()]
         op.cancel()
-        op.wait(5)
+        assert op.wait(5).state is asyncop.OperationState.CANCELLED
     finally:
         assert rt.shutdown(timeout=10)
 
