@@ -105,14 +105,14 @@ def test_dump_shows_what_a_task_waits_on_by_name(rt: asyncop.Runtime) -> None:
     )
 
 
-def test_primitives_made_through_anyio_show_the_users_line(rt: asyncop.Runtime) -> None:
+def test_primitives_made_and_awaited_through_anyio_show_the_users_lines(rt: asyncop.Runtime) -> None:
     seen: list[str] = []
 
     async def main() -> None:
         event = anyio.Event()  # anyio-event
 
         async def waits() -> None:
-            await event.wait()
+            await event.wait()  # anyio-wait
 
         async with asyncop.scope() as s:
             s.spawn(waits, name="waits")
@@ -121,4 +121,26 @@ def test_primitives_made_through_anyio_show_the_users_line(rt: asyncop.Runtime) 
             event.set()
 
     rt.run(main)
-    assert f"event (made at {HERE}:{line_of(HERE, 'anyio-event')})" in seen[0], seen[0]
+    made, waits = line_of(HERE, "anyio-event"), line_of(HERE, "anyio-wait")
+    assert f"event (made at {HERE}:{made}) at {HERE}:{waits}" in seen[0], seen[0]
+
+
+def test_a_wait_inside_anyio_code_shows_the_users_await(rt: asyncop.Runtime) -> None:
+    seen: list[str] = []
+
+    async def main() -> None:
+        send, receive = anyio.create_memory_object_stream[int]()
+
+        async def receives() -> None:
+            await receive.receive()  # anyio-receive
+
+        async with asyncop.scope() as s:
+            s.spawn(receives, name="receives")
+            await wait_all_blocked()
+            seen.append(parked_line(rt, "receives"))
+            s.cancel()
+        send.close()
+        receive.close()
+
+    rt.run(main)
+    assert seen[0].endswith(f" at {HERE}:{line_of(HERE, 'anyio-receive')}"), seen[0]
