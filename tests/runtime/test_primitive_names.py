@@ -105,7 +105,9 @@ def test_dump_shows_what_a_task_waits_on_by_name(rt: asyncop.Runtime) -> None:
     )
 
 
-def test_primitives_made_and_awaited_through_anyio_show_the_users_lines(rt: asyncop.Runtime) -> None:
+def test_primitives_made_and_awaited_through_anyio_show_the_users_lines(
+    rt: asyncop.Runtime,
+) -> None:
     seen: list[str] = []
 
     async def main() -> None:
