@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..operations import (
     SPAWN_KEYWORDS,
@@ -224,7 +224,7 @@ class Runtime(Kernel):
         parallel: bool = False,
         max_threads: int | None = None,
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
-        deadlock: str = "warn",
+        deadlock: Literal["warn", "raise", "off"] = "warn",
         deadlock_after: float = 1.0,
     ) -> None:
         workers = _check_workers(workers)
