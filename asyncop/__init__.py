@@ -17,6 +17,8 @@ This module only re-exports the public names.
 
 from __future__ import annotations
 
+# First: decides whether the core modules run compiled or from source.
+from . import _compiled as _compiled
 from ._anyio_hook import install as _install_anyio_backend
 from ._exports import publish as _publish
 from ._version import __version__ as __version__

@@ -22,13 +22,14 @@ def publish(module_name: str, namespace: dict[str, Any], names: list[str]) -> No
     """
     for name in names:
         obj = namespace.get(name)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+        # (isroutine: a function of a compiled module is not a FunctionType.)
+        if not (inspect.isclass(obj) or inspect.isroutine(obj)):
             continue
         current = getattr(obj, "__module__", "") or ""
         if current.startswith("asyncop.") and current != module_name:
             # typing keeps a function's overloads under its module's name:
             # move them along, so typing.get_overloads() still finds them.
-            overloads = typing.get_overloads(obj) if inspect.isfunction(obj) else []
+            overloads = typing.get_overloads(obj) if inspect.isroutine(obj) else []
             try:
                 obj.__module__ = module_name
             except (AttributeError, TypeError):  # pragma: no cover - builtins

@@ -20,10 +20,15 @@ For libraries that let a thread call back into their event loop (anyio's
 ``from_thread``): ``add_callback_hook(hook)`` runs ``hook(runtime)`` on a
 worker thread just before each sync callback, and
 ``remove_callback_hook(hook)`` stops it. See ``asyncop/runtime/_items.py``.
+
+``is_compiled()`` says whether asyncop's core runs compiled (an install with
+a C compiler) or as Python source (``ASYNCOP_NO_EXTENSIONS=1``, or no
+compiler); see ``asyncop/_compiled.py``.
 """
 
 from __future__ import annotations
 
+from ._compiled import is_compiled as is_compiled
 from ._exports import publish as _publish
 from .runtime import Subscription as Subscription
 from .runtime import WaitEvent as WaitEvent
@@ -57,6 +62,7 @@ __all__ = [
     "current_task",
     "effective_deadline",
     "enter_in_task",
+    "is_compiled",
     "leave_in_task",
     "pass_checkpoint",
     "remove_callback_hook",

@@ -8,8 +8,9 @@ The package is three layers and the modules on top of them::
     asyncop.platform                       the OS primitives
 
 Imports flow down only. ``platform`` uses the standard library alone, so
-that porting asyncop means porting it; ``operations`` adds ``attrs`` and
-``platform``. Each of the three packages has one face, its ``__init__.py``:
+that porting asyncop means porting it; ``operations`` adds ``attrs``,
+``platform`` (and ``cython``, for its compiled form). Each of the three
+packages has one face, its ``__init__.py``:
 code outside a package imports the package, never one of its ``_`` modules,
 so a package can move its insides around without touching its users.
 Modules import each other at the top (not inside functions, where an import
@@ -47,7 +48,13 @@ TOP = len(LAYERS)
 
 #: The third-party packages a layer may use besides the standard library
 #: (the façade may use anything: its optional integrations guard their imports).
-THIRD_PARTY = {"asyncop.platform": frozenset(), "asyncop.operations": frozenset({"attrs"})}
+#: ``cython`` is Cython's pure-Python mode in the compiled core modules: compiled,
+#: it is no import at all, and run as Python it falls back to
+#: ``asyncop.platform.pure_cython`` when Cython is not installed.
+THIRD_PARTY = {
+    "asyncop.platform": frozenset(),
+    "asyncop.operations": frozenset({"attrs", "cython"}),
+}
 
 SCHEDULER = "asyncop.runtime._scheduler"
 

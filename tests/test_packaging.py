@@ -8,12 +8,16 @@ package index.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +163,51 @@ def wheel_metadata(dist: Dist) -> tuple[str, str]:
         text = wheel.read(name).decode("utf-8")
     headers, _, body = text.partition("\n\n")
     return headers, body
+
+
+def core_modules() -> list[str]:
+    """The modules the build compiles, as pyproject.toml lists them."""
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        build = tomllib.load(file)["tool"]["hatch"]["build"]
+    modules: list[str] = build["targets"]["wheel"]["hooks"]["custom"]["modules"]
+    return modules
+
+
+def builds_compiled() -> bool:
+    """Whether a wheel built here compiles the core: a C compiler, and nothing against it."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return (
+        shutil.which(compiler) is not None
+        and os.environ.get("ASYNCOP_NO_EXTENSIONS", "") in ("", "0")
+        and not sysconfig.get_config_var("Py_GIL_DISABLED")
+    )
+
+
+def test_wheel_holds_each_core_module_compiled_beside_its_source(dist: Dist) -> None:
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        names = set(wheel.namelist())
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    modules = core_modules()
+    assert all(path in names for path in modules)
+    compiled = [path for path in modules if path.removesuffix(".py") + suffix in names]
+    if builds_compiled():
+        assert compiled == modules
+        assert not dist.wheel.name.endswith("-py3-none-any.whl")
+    else:
+        assert compiled == []
+    # Only the core: no C sources, and nothing an editable build left in place.
+    assert not [name for name in names if name.endswith((".c", ".json"))]
+
+
+def test_installed_wheel_runs_compiled_unless_told_not_to(venv_python: Path, outside: Path) -> None:
+    code = "import asyncop.lowlevel; print(asyncop.lowlevel.is_compiled())"
+    result = run([str(venv_python), "-c", code], cwd=outside, timeout=60)
+    assert result.stdout.strip() == str(builds_compiled())
+    env = {**clean_env(), "ASYNCOP_NO_EXTENSIONS": "1"}
+    result = subprocess.run(
+        [str(venv_python), "-c", code], cwd=outside, env=env, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "False", result.stderr
 
 
 def test_wheel_ships_the_license_and_says_it_is_mit(dist: Dist) -> None:

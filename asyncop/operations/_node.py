@@ -60,6 +60,11 @@ from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 import attrs
 
 from ..platform import check_deadline, check_timeout
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
@@ -108,20 +113,16 @@ _CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.RE
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """Find where the user made the operation: the first frame outside asyncop.
 
-    ``depth`` is where the caller expects the user's frame to be (counted
-    from this function), so the usual case costs one look; the walk goes on
-    outward from there if that frame is still asyncop's. Returns the frame's
-    code and instruction offset: the line number is worked out from them
-    only when somebody reads it (it is not free, and rarely read).
-
-    asyncop's own code also makes operations (a server's accept loops and
-    connections, a scope inside a library coroutine), on a worker thread
-    whose stack holds no user frame: below asyncop there is only the
-    thread's start in ``threading``. Those get the place of the operation
-    whose code made them, which got its own the same way: the user's line
-    that started it all (the ``serve_tcp`` call, say).
+    ``depth`` is where the caller expects the user's frame (counted from
+    here), so the usual case costs one look (compiled, asyncop's functions
+    have no frames: the walk starts at the innermost Python frame). Returns
+    the frame's code and instruction offset; the line is worked out only
+    when read. An operation asyncop's own code makes on a worker thread (a
+    server's connection, say), with no user frame on the stack, gets the
+    place of the operation whose code made it: in the end, the user's line
+    that started it all (the ``serve_tcp`` call).
     """
-    frame = _getframe(depth)
+    frame = _getframe(0 if cython.compiled else depth)
     while frame is not None:
         code = frame.f_code
         # Whether a code object is asyncop's is remembered by its id; the

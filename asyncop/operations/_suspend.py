@@ -11,6 +11,12 @@ as in trio. A ``coro.throw()`` would set the context again in every frame it
 passes, and end with the outermost one. The worker recognises this
 generator by its code object (``SUSPEND_CODE``) before it sends ``RAISE``.
 
+Compiled, this generator is not a ``types.GeneratorType`` but Cython's
+generator type, and asyncop's own ``async def`` functions make Cython's
+coroutines: ``OWN_GENERATOR`` and ``OWN_COROUTINE`` are the types of
+asyncop's own generators and coroutines either way, for the worker's walk
+down a task's await chain.
+
 The same generator refuses another event loop: asyncio and trio throw an
 error back at an object they cannot run, which becomes a TypeError naming
 the awaitable and ``asyncop.anyio``.
@@ -24,7 +30,7 @@ from typing import Any
 from ._current import RAISE, _thread_local, thread_state
 from ._foreign import awaited_outside_error
 
-__all__ = ["SUSPEND_CODE", "suspend"]
+__all__ = ["OWN_COROUTINE", "OWN_GENERATOR", "SUSPEND_CODE", "suspend"]
 
 
 def suspend(yielded: Any, awaited: Any) -> Generator[Any, Any, Any]:
@@ -58,3 +64,21 @@ def suspend(yielded: Any, awaited: Any) -> Generator[Any, Any, Any]:
 
 
 SUSPEND_CODE = suspend.__code__
+
+
+async def _own_coroutine() -> None:
+    """Never run: its coroutine's type is that of asyncop's own coroutines."""
+
+
+def _own_types() -> tuple[type, type]:
+    generator = suspend(None, None)
+    coroutine = _own_coroutine()
+    try:
+        return type(generator), type(coroutine)
+    finally:
+        generator.close()
+        coroutine.close()
+
+
+# types.GeneratorType and types.CoroutineType, or Cython's when compiled.
+OWN_GENERATOR, OWN_COROUTINE = _own_types()

@@ -28,12 +28,15 @@ uses nothing but the standard library.
 - :func:`choose_selector` picks the best I/O multiplexer (epoll, kqueue,
   poll or select), and :class:`WakeupChannel` lets any thread interrupt a
   thread blocked in it.
+- :class:`pure_cython` stands in for the ``cython`` module that the core
+  modules import, when they run as Python without Cython installed.
 """
 
 from __future__ import annotations
 
 from ._cpu import cpu_count as cpu_count
 from ._cpu import thread_cpu_clock as thread_cpu_clock
+from ._cython import pure_cython as pure_cython
 from ._event import WakeEvent as WakeEvent
 from ._lock import RecursiveLock as RecursiveLock
 from ._main_calls import call_on_main_thread as call_on_main_thread
@@ -68,6 +71,7 @@ __all__ = [
     "cpu_count",
     "is_main_thread",
     "join_by",
+    "pure_cython",
     "selector_name",
     "serving",
     "start_thread",

@@ -53,6 +53,8 @@ from types import CoroutineType, FunctionType, GeneratorType
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
+    OWN_COROUTINE,
+    OWN_GENERATOR,
     RAISE,
     SUSPEND_CODE,
     AsyncOperation,
@@ -87,6 +89,9 @@ _RESULT = WakerStatus.RESULT
 _QUEUED = WakerStatus.QUEUED
 _WAITING = WakerStatus.WAITING
 _MAX_INLINE = 32
+# The types of asyncop's own compiled generators and coroutines (none when
+# it runs as Python, where they are the usual ones).
+_COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
 
 
 @final
@@ -136,7 +141,9 @@ class TaskState(Waker):
         user = other = None
         while coro is not None:
             inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-            if inner is not None:
+            # Not asyncop's own __await__ (whose frame, compiled, is a
+            # stand-in with no line).
+            if inner is not None and type(coro) not in _COMPILED_AWAITING:
                 module = inner.f_globals.get("__name__", "")
                 if not module.startswith("asyncop."):
                     other = inner
@@ -339,21 +346,22 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     there, it chains to the exception being handled where the task waits,
     as in trio. Anything else (a user's awaitable, an async generator's
     ``asend``) gets it through ``throw()``, which sets the context again in
-    every frame it passes.
+    every frame it passes. (Compiled, asyncop's own generators and
+    coroutines are Cython's types, ``OWN_GENERATOR`` and ``OWN_COROUTINE``.)
     """
     inner = coro
     while True:
         kind = type(inner)
-        if kind is CoroutineType:
+        if kind is CoroutineType or kind is OWN_COROUTINE:
             awaited = inner.cr_await
-        elif kind is GeneratorType:
+        elif kind is GeneratorType or kind is OWN_GENERATOR:
             awaited = inner.gi_yieldfrom
         else:
             return False  # an async generator's asend, a user's iterator...
         if awaited is None:
             break
         inner = awaited
-    if kind is GeneratorType and inner.gi_code is SUSPEND_CODE:
+    if kind is OWN_GENERATOR and inner.gi_code is SUSPEND_CODE:
         state.thrown_in = error
         return True
     return False

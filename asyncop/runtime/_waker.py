@@ -86,6 +86,11 @@ from ..operations import (
 )
 from ..platform import is_main_thread
 
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
+
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
     from ._kernel import Kernel
@@ -482,8 +487,12 @@ _describe_safely = describe_event
 
 
 def _user_frame() -> FrameType | None:
-    """The innermost frame outside asyncop (and outside this finalizer)."""
-    frame = sys._getframe(2)
+    """The innermost frame outside asyncop (and outside this finalizer).
+
+    Compiled, asyncop's functions have no frames: the walk starts at the
+    innermost Python frame.
+    """
+    frame = sys._getframe(0 if cython.compiled else 2)
     while frame is not None:
         if made_by_user(frame.f_globals.get("__name__", "")):
             return frame

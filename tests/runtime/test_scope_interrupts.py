@@ -11,7 +11,9 @@
 
 The interrupts are injected with a profile hook that raises
 KeyboardInterrupt at the n-th event inside the code under test, for every n
-until the code runs through without reaching n.
+until the code runs through without reaching n. Compiled, that code makes no
+profile events: those tests skip, and the real signals at random instants
+stand for them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import asyncop
 from asyncop import OperationState
 from asyncop.runtime._abandon import _exit_unbound
 from asyncop.runtime._scope import Scope
+from tests._compiled import runs_bytecode
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,6 +161,7 @@ def interrupt_inside(code: CodeType, nth: int, fired: list[bool]) -> Callable[..
     return hook
 
 
+@runs_bytecode
 def test_ctrl_c_anywhere_in_scope_entry_inside_an_operation_leaves_no_orphan(
     runtime: asyncop.Runtime,
 ) -> None:
@@ -186,6 +190,7 @@ def test_ctrl_c_anywhere_in_scope_entry_inside_an_operation_leaves_no_orphan(
         raise AssertionError("the entry never ran through")
 
 
+@runs_bytecode
 def test_ctrl_c_anywhere_in_root_scope_entry_leaves_no_orphan(runtime: asyncop.Runtime) -> None:
     for nth in range(1, 400):
         fired: list[bool] = []
@@ -215,6 +220,7 @@ def _assert_left(runtime: asyncop.Runtime, scope: asyncop.AsyncOperation, where:
     assert "RUNNING" not in runtime.dump() or where.startswith("op"), f"{where}: {runtime.dump()}"
 
 
+@runs_bytecode
 def test_ctrl_c_anywhere_in_a_root_scope_exit_ends_the_block(runtime: asyncop.Runtime) -> None:
     # The exit's very first line included: a signal handler runs as any
     # Python function starts, before a try inside it could catch anything.
@@ -243,6 +249,7 @@ def test_ctrl_c_anywhere_in_a_root_scope_exit_ends_the_block(runtime: asyncop.Ru
     assert asyncop.current_operation() is None
 
 
+@runs_bytecode
 def test_ctrl_c_anywhere_in_a_scope_exit_inside_an_operation_ends_the_block(
     runtime: asyncop.Runtime,
 ) -> None:
@@ -319,6 +326,7 @@ def test_ctrl_c_at_random_instants_around_a_scope_never_leaves_it_open(
     assert runtime.shutdown(timeout=10)
 
 
+@runs_bytecode
 def test_ctrl_c_inside_scope_cancel_still_lets_the_block_exit(runtime: asyncop.Runtime) -> None:
     assert threading.current_thread() is threading.main_thread()
     for nth in range(1, 400):

@@ -1,0 +1,27 @@
+"""Cython's pure-Python names, for the core modules when Cython is not installed.
+
+asyncop's hot modules compile with Cython in pure-Python mode (see
+``hatch_build.py``). Such a module starts with::
+
+    try:
+        import cython
+    except ImportError:
+        from ..platform import pure_cython as cython
+
+Compiled, ``import cython`` is Cython's own: ``cython.compiled`` is True, and
+its decorators would declare C types. Run as Python, it is Cython's
+``Shadow`` module when Cython is installed, and this namespace when it is
+not, with ``compiled`` False. Only the names asyncop uses are here (so far
+``compiled``): ``tests/test_compiled.py`` checks that every ``cython.X`` in
+asyncop has its stand-in, which does nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["pure_cython"]
+
+
+class pure_cython:  # (lower case: it stands in for the module ``cython``)
+    """What ``import cython`` gives a pure-Python run: nothing is compiled."""
+
+    compiled = False

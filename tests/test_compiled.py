@@ -1,0 +1,107 @@
+"""The compiled core and its fallback: which form runs, and how to pick the source.
+
+An install with a C compiler runs the core modules compiled; the same
+``.py`` files run under ``ASYNCOP_NO_EXTENSIONS=1``, and an editable
+install runs a module from its source once the source changed since it was
+compiled. ``asyncop.lowlevel.is_compiled()`` says which form runs, and the
+``cython`` names the core modules use exist in the pure-Python stand-in.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import asyncop.lowlevel
+from asyncop import _compiled
+from asyncop._compiled import SourceFinder
+from asyncop.platform import pure_cython
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def test_is_compiled_says_whether_the_core_runs_as_extension_modules() -> None:
+    kernel = sys.modules["asyncop.runtime._kernel"]
+    assert kernel.__file__ is not None
+    assert asyncop.lowlevel.is_compiled() is (not kernel.__file__.endswith(".py"))
+
+
+def test_no_extensions_at_run_time_imports_every_module_from_its_source() -> None:
+    code = (
+        "import sys, asyncop, asyncop.lowlevel, asyncop.net\n"
+        "print(asyncop.lowlevel.is_compiled())\n"
+        "print(sorted(name for name, module in sys.modules.items()\n"
+        "    if name.startswith('asyncop.') and getattr(module, '__file__', None)\n"
+        "    and not module.__file__.endswith('.py')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "ASYNCOP_NO_EXTENSIONS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["False", "[]"]
+
+
+def test_the_source_finder_prefers_the_py_file_to_an_extension_module(tmp_path: Path) -> None:
+    (tmp_path / "fake.py").write_text("")
+    (tmp_path / f"fake{SUFFIX}").write_bytes(b"")
+    spec = SourceFinder(None).find_spec("asyncop.fake", [str(tmp_path)])
+    assert spec is not None and spec.origin == str(tmp_path / "fake.py")
+    assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+    # Only the modules it was given, only asyncop's, and never a package.
+    others = SourceFinder(frozenset({"asyncop.other"}))
+    assert others.find_spec("asyncop.fake", [str(tmp_path)]) is None
+    assert SourceFinder(None).find_spec("other.fake", [str(tmp_path)]) is None
+    assert SourceFinder(None).find_spec("asyncop", None) is None
+    assert SourceFinder(None).find_spec("asyncop.missing", [str(tmp_path)]) is None
+
+
+def test_a_source_edited_since_its_compile_is_stale(tmp_path: Path) -> None:
+    package = tmp_path / "asyncop"
+    package.mkdir()
+    source = package / "_core.py"
+    source.write_text("x = 1\n")
+    stat = source.stat()
+    record = package / f".sources{SUFFIX.removesuffix('.so')}.json"
+    record.write_text(json.dumps({"asyncop._core": [stat.st_mtime_ns, stat.st_size]}))
+    assert _compiled._stale_modules(str(package)) == frozenset()
+    source.write_text("x = 2  # edited\n")
+    assert _compiled._stale_modules(str(package)) == {"asyncop._core"}
+
+
+def test_a_wheel_without_a_record_of_sources_has_nothing_stale(tmp_path: Path) -> None:
+    assert _compiled._stale_modules(str(tmp_path)) == frozenset()
+
+
+def _cython_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "cython"
+    }
+
+
+def test_the_pure_stand_in_has_every_cython_name_the_core_uses() -> None:
+    used = set()
+    for path in (ROOT / "asyncop").rglob("*.py"):
+        used |= _cython_names(path)
+    assert "compiled" in used
+    assert sorted(name for name in used if not hasattr(pure_cython, name)) == []
+    assert pure_cython.compiled is False
