@@ -200,14 +200,8 @@ async def _run_test(op: AsyncOperation[Any], tree: _TestTree) -> None:
         elif errors:
             tree.error = BaseExceptionGroup(f"test {op.name!r} failed", errors)
         # Before the main thread learns of it: teardown drives the fixtures next.
-        _hold_deadlocks(tree.runtime, True)
+        tree.runtime._deadlocks.hold(True)
         tree.body_done.set()
-
-
-def _hold_deadlocks(runtime: Runtime, hold: bool) -> None:
-    """Keep the runtime from counting as stuck (or let it again) between a test's phases."""
-    with runtime._lock:
-        runtime._deadlocks.holds += 1 if hold else -1
 
 
 def _is_cancel(error: BaseException) -> bool:
@@ -241,7 +235,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if root.done:
         # A fixture task failed before the test could start, and cancelled it.
         root.result()
-    _hold_deadlocks(tree.runtime, False)  # the test runs: a stuck runtime fails it
+    tree.runtime._deadlocks.hold(False)  # the test runs: a stuck runtime fails it
     tree.runtime.submit(root)
     try:
         _wait(tree.body_done)
@@ -427,7 +421,7 @@ def asyncop_runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     runtime = Runtime(name=f"asyncop-test-{request.node.name}", clock=clock, deadlock="raise")
     # Between the test's phases (fixture setup, teardown), pytest drives the
     # fixtures' tasks from outside: the runtime does not count as stuck then.
-    _hold_deadlocks(runtime, True)
+    runtime._deadlocks.hold(True)
     tree = _TestTree(request.node.name, runtime)
     request.node.stash[_TREE] = tree
     problems: list[str] = []

@@ -251,6 +251,16 @@ class DeadlockWatch:
             except Exception:
                 logger.exception("asyncop: cancelling %r for a deadlock raised", root)
 
+    def hold(self, held: bool) -> None:
+        """Keep the runtime from counting as stuck (True), or end one such hold (False).
+
+        For what drives the runtime from outside, unseen by the watch: the
+        pytest plugin between a test's phases, the thread of an anyio
+        blocking portal between its calls. Holds nest.
+        """
+        with self.runtime._lock:
+            self.holds += 1 if held else -1
+
     def take_error(self, op: AsyncOperation) -> DeadlockError | None:
         """The error ``"raise"`` left for root ``op``, once; None if none."""
         return self._errors.pop(op, None)
