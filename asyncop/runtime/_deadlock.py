@@ -131,6 +131,8 @@ class DeadlockWatch:
         self._since: float | None = None
         self._stamp: _Stamp | None = None
         self._settled: _Stamp | None = None
+        # The headline of the stuck spell reported last (see stuck_locked).
+        self._stuck: str | None = None
         # The error each root cancelled by "raise" leaves with.
         self._errors: weakref.WeakKeyDictionary[AsyncOperation, DeadlockError] = (
             weakref.WeakKeyDictionary()
@@ -238,7 +240,7 @@ class DeadlockWatch:
         )
 
     def _report(self, report: str, roots: list[AsyncOperation]) -> None:
-        headline = self._headline()
+        headline = self._stuck = self._headline()
         if self.mode is DeadlockMode.WARN:
             logger.warning("asyncop: %s\n%s", headline, report)
             return
@@ -250,6 +252,17 @@ class DeadlockWatch:
                 root.cancel("deadlock: the runtime is stuck (see the DeadlockError)")
             except Exception:
                 logger.exception("asyncop: cancelling %r for a deadlock raised", root)
+
+    def stuck_locked(self) -> str | None:
+        """The headline of the stuck spell reported last, while nothing has moved since.
+
+        For snapshots' warnings; the runtime lock is held.
+        """
+        if self._stuck is None or self._settled is None:
+            return None
+        if not self._quiet_locked() or self._stamp_locked() != self._settled:
+            return None
+        return self._stuck
 
     def hold(self, held: bool) -> None:
         """Keep the runtime from counting as stuck (True), or end one such hold (False).

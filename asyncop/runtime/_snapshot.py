@@ -15,7 +15,8 @@ The runtime's fields
 one deadlines are on), ``time`` (``time.time()``), ``workers``,
 ``max_threads``, ``parallel``, ``threads`` (counts) and ``threads_text``
 (the line ``dump()`` ends with), ``warnings`` (sentences: slow steps, work
-held at ``max_threads``), and ``operations``, the rows, pre-order.
+held at ``max_threads``, a stuck runtime the deadlock watch reported until
+it moves again), and ``operations``, the rows, pre-order.
 
 One row per live operation
 --------------------------
@@ -91,7 +92,10 @@ def take_snapshot(runtime: Kernel) -> dict[str, Any]:
         threads = _threads_locked(runtime)
         state = runtime._state.value
         held = bool(runtime._sync_ready) and len(runtime._workers) >= runtime._max_threads
+        stuck = runtime._deadlocks.stuck_locked()
     warnings = _place_running(runtime, rows, running)
+    if stuck is not None:
+        warnings.append(stuck)
     if held:
         warnings.append(
             f"sync callbacks wait for a worker: every one of max_threads="

@@ -215,3 +215,22 @@ def test_a_stopped_runtime_has_no_rows() -> None:
     snap = rt.snapshot()
     assert snap["state"] == "stopped" and snap["operations"] == []
     assert rt.dump().splitlines()[0].endswith("no live operations")
+
+
+@pytest.mark.timeout(20)
+def test_a_stuck_runtime_is_a_warning_of_its_snapshot_until_it_moves() -> None:
+    event = asyncop.Event(name="never-set")
+
+    async def waiter() -> None:
+        await event.wait_async()
+
+    with asyncop.Runtime(workers=1, deadlock="warn", deadlock_after=0.02) as runtime:
+        op = runtime.spawn(waiter)
+        deadline = time.monotonic() + 10
+        while not any("is stuck" in w for w in runtime.snapshot()["warnings"]):
+            assert time.monotonic() < deadline, runtime.dump()
+            time.sleep(0.02)
+        assert "is stuck" in runtime.dump()
+        event.set()
+        op.wait(5)
+        assert not any("is stuck" in w for w in runtime.snapshot()["warnings"])
