@@ -70,7 +70,6 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
-from ._state import _is_final as _is_final
 from ._suspend import OWN_COROUTINE as OWN_COROUTINE
 from ._suspend import OWN_GENERATOR as OWN_GENERATOR
 from ._suspend import SUSPEND_CODE as SUSPEND_CODE
