@@ -7,7 +7,8 @@ like every function here (``_cancel_locked``, ``_expire``,
 
 The walk goes down the subtree with an explicit stack, however deep, and
 leaves shielded subtrees alone. A CREATED or PENDING node ends its work
-CANCELLED at once and is finalized with the unstarted nodes below it; a
+CANCELLED at once (``_transition_to_ended``, whose answer says whether this
+walk ended it) and is finalized with the unstarted nodes below it; a
 RUNNING one has its token cancelled, and the runtime wakes it where it
 waits (``_on_cancel_running_locked``). On the main thread a Ctrl-C can cut
 the walk short anywhere: the node it started from stays flagged

@@ -24,7 +24,7 @@ runtime through these calls alone:
 
 =============================  ===============================================
 ``now()``                      read the clock
-``_new_operation(...)``        make a node, link it, and maybe queue it
+``_new_operation(...)``        make a node, link it, and maybe queue it (``_spawn.py``)
 ``_push_locked(op)``           queue a ready operation, waking a worker if needed
 ``_add_timer_locked(...)``     arm a timer; ``_cancel_timer_locked(timer)``
 ``_fire_due_timers()``         fire what is due (workers and the monitor)
@@ -45,6 +45,13 @@ kernel: it starts the threads, and it is the public face (``spawn``,
 
 Pipeline: ``submit`` -> a ready queue -> wake a parked worker -> the worker
 steps the task or runs the callback (``_worker.py``).
+
+The runtime's state (``RuntimeState``) is this module's: RUNNING, then
+CLOSING once ``shutdown()`` begins (no new top-level work), then STOPPED
+(the threads are told to stop). Only ``_transition_to_closing_locked`` and
+``_transition_to_stopped_locked`` write it, under the lock; the first
+says whether this was the first ``shutdown()`` pass, which alone runs the
+``at_shutdown`` callbacks. Readers ask ``_closing`` and ``_stopping``.
 """
 
 from __future__ import annotations

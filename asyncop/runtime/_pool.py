@@ -12,6 +12,9 @@ runtime lock, as every ``_locked`` method does:
   thread when every worker runs a callback, past the cap if need be (the
   *stepper*, see ``_worker.py``);
 - waking: ``_wake_one_locked`` pops the most recently parked worker;
+  ``_unpark_locked`` counts a worker active again only if its transition
+  to BUSY happened (``_worker.py`` owns a worker's state), so a worker
+  that two threads unpark is counted once;
 - counting: whether a sync callback may start (``_sync_slot_free_locked``),
   whether a worker about to park has work (``_work_for_worker_locked``),
   and how many workers could still move work on

@@ -30,8 +30,10 @@ belong to someone else.
 States
 ------
 ``NEW`` (made, handlers not installed) -> ``OPEN`` (inside the ``with``:
-our handlers installed) -> ``CLOSED`` (previous handlers restored). The
-thread that runs the ``with`` changes the state; the handlers are swapped
+our handlers installed) -> ``CLOSED`` (previous handlers restored), each
+once, by the receiver's two transitions: entering a receiver a second time
+is refused, and leaving it twice does nothing. The thread that runs the
+``with`` changes the state; the handlers are swapped
 on the main thread, and that thread waits for the swap. On the way to
 ``CLOSED`` the previous handlers come back first, then the signals that
 arrived but were not read are re-raised (``signal.raise_signal``) so that

@@ -35,6 +35,11 @@ supervision flag, so that ``started()`` and the child's end cannot cross):
 - ENDED: the child ended without calling ``started()``; ``start()`` raises
   the child's failure, or RuntimeError.
 
+Only the two transitions of the status write it, and the first to come
+wins: ``started()`` refuses a start that ended (or started) already, and
+the child's end tells the caller of ``start()`` only of a start that never
+came.
+
 If the caller of ``start()`` is cancelled (or interrupted) while WAITING, it
 cancels the child, waits for it to end, and lets the cancel propagate: no
 task is left behind half started.

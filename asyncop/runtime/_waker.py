@@ -19,6 +19,9 @@ States
         +--checkpoint--> QUEUED
         +--cancelled before the first step--> IGNORED
 
+A resumed task (RESULT) runs as one that never waited: its next wait starts
+from NO_STATUS again, and a checkpoint takes it straight to QUEUED.
+
 - NO_STATUS: the task is running; the waker is not waiting.
 - WAITING: the task is suspended on its events.
 - QUEUED: an event fired; its result is stored and the task is in the ready
