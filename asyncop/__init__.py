@@ -86,7 +86,9 @@ from .runtime import sleep as sleep
 from .runtime import sleep_forever as sleep_forever
 from .runtime import sleep_until as sleep_until
 from .runtime import spawn_blocking as spawn_blocking
+from .runtime import stop_requested as stop_requested
 from .runtime import timeout as timeout
+from .runtime import wait_stop_requested as wait_stop_requested
 from .runtime import writable as writable
 
 __all__ = [
@@ -155,7 +157,9 @@ __all__ = [
     "sleep_forever",
     "sleep_until",
     "spawn_blocking",
+    "stop_requested",
     "timeout",
+    "wait_stop_requested",
     "writable",
 ]
 

@@ -2942,6 +2942,47 @@ CASES += [
     Case("anyio-token-type", t_anyio_token_type, TypeError, "str"),
 ]
 
+
+# -- cancel with a grace --------------------------------------------------------------
+
+
+def t_cancel_grace_type(c: Ctx) -> BaseException:
+    op = c.rt.create(noop, name="graced")
+    try:
+        return caught(op.cancel, grace="5")
+    finally:
+        op.cancel()
+
+
+def t_cancel_grace_negative(c: Ctx) -> BaseException:
+    op = c.rt.create(noop, name="graced")
+    try:
+        return caught(op.cancel, grace=-1)
+    finally:
+        op.cancel()
+
+
+def t_stop_requested_outside(c: Ctx) -> BaseException:
+    return caught(asyncop.stop_requested)
+
+
+def t_shutdown_grace_without_cancel(c: Ctx) -> BaseException:
+    return caught(c.rt.shutdown, cancel=False, grace=5)
+
+
+CASES += [
+    Case("cancel-grace-type", t_cancel_grace_type, TypeError, "'graced'"),
+    Case("cancel-grace-negative", t_cancel_grace_negative, ValueError, "'graced'"),
+    Case("stop-requested-outside", t_stop_requested_outside, RuntimeError, "stop_requested()"),
+    Case(
+        "shutdown-grace-without-cancel",
+        t_shutdown_grace_without_cancel,
+        ValueError,
+        "'errors_rt'",
+    ),
+]
+
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 

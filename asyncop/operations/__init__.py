@@ -12,9 +12,10 @@ Where things are: ``_node.py`` defines ``AsyncOperation`` (its fields and
 public face); the machinery behind it is in ``_cancel.py`` (the cancel
 walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
 ``_finalize.py`` (how a node ends and hands its failure up, and the
-transition of its outcome). ``_state.py`` has the states and their
-transitions, the only code that writes a node's state, the result snapshot
-and the node's kinds; ``_token.py``
+transition of its outcome), and ``_stop.py`` (who was asked to stop by a
+cancel with a grace). ``_state.py`` has the states and their transitions,
+the only code that writes a node's state, the result snapshot and the
+node's kinds; ``_token.py``
 the cancel token; ``_park.py`` how a blocked thread is parked so that a
 cancel wakes it; ``_current.py`` the per-thread state (the current
 operation); ``_errors.py`` the exceptions; ``_warn.py`` warnings that
@@ -72,6 +73,8 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
+from ._stop import check_cancel_grace as check_cancel_grace
+from ._stop import stop_requested_of as stop_requested_of
 from ._suspend import OWN_COROUTINE as OWN_COROUTINE
 from ._suspend import OWN_GENERATOR as OWN_GENERATOR
 from ._suspend import SUSPEND_CODE as SUSPEND_CODE

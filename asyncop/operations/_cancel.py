@@ -1,9 +1,12 @@
 """The cancel walk: how a cancel reaches an operation's subtree.
 
-``AsyncOperation.cancel()`` (in ``_node.py``) takes the runtime lock and
-calls ``_cancel_locked``, the walk below, which the class binds as a method
-like every function here (``_cancel_locked``, ``_expire``,
-``_cancel_token_locked``, ``_finish_token_cancel_locked``).
+``AsyncOperation.cancel()`` (``cancel`` below) takes the runtime lock and
+calls ``_cancel_locked``, the walk, which the class binds as a method
+like every function here (``cancel``, ``_cancel_locked``, ``_expire``,
+``_cancel_token_locked``, ``_finish_token_cancel_locked``). With a grace,
+``cancel()`` hands the operation to the runtime instead, which asks the
+subtree to stop and calls ``cancel()`` again when the grace runs out (see
+``_stop.py``).
 
 The walk goes down the subtree with an explicit stack, however deep, and
 leaves shielded subtrees alone. A CREATED or PENDING node ends its work
@@ -25,12 +28,65 @@ from typing import TYPE_CHECKING
 
 from ._hooks import run_after
 from ._state import OperationState, OpKind, Outcome
+from ._stop import check_cancel_grace
 
 if TYPE_CHECKING:
     from ._hooks import After
     from ._node import AsyncOperation
 
-__all__ = ["cancel_locked", "cancel_token_locked", "expire", "finish_token_cancel_locked"]
+__all__ = [
+    "cancel",
+    "cancel_locked",
+    "cancel_token_locked",
+    "expire",
+    "finish_token_cancel_locked",
+]
+
+
+def cancel(self: AsyncOperation, reason: object = None, *, grace: float | None = None) -> None:
+    """Cancel this operation and its whole subtree; with ``grace``, ask it to stop first.
+
+    CREATED and PENDING nodes end CANCELLED at once and never run;
+    RUNNING nodes have their token cancelled and stop at their next
+    cancellation point. Shielded subtrees below this node are left alone.
+    Idempotent, callable from any thread, and it never kills a thread.
+
+    With ``grace`` (seconds on the runtime's clock), nothing is cancelled
+    yet: the subtree is *asked* to stop. Inside it, ``asyncop.stop_requested()``
+    and ``token.stop_requested`` are True and ``await
+    asyncop.wait_stop_requested()`` returns, while ``token.cancelled`` stays
+    False, so work that returns within the grace ends COMPLETED with its
+    value; servers (``asyncop.net.serve_tcp``...) close their listeners and
+    let running handlers finish. Operations spawned into the subtree later
+    are asked too. When the grace runs out, whatever still runs is cancelled
+    as if ``cancel(reason)`` were called then. A later ``cancel()`` without
+    grace cancels at once; a later grace can only bring the end nearer.
+    A shielded subtree is neither asked nor cancelled from above (its own
+    ``cancel(grace=...)`` works). On an operation that has ended, or is
+    already cancelled, it does nothing.
+
+    Args:
+        reason: kept as ``cancel_reason`` and shown by ``dump()``.
+        grace: seconds the subtree has to stop by itself; None (the
+            default) or 0 cancel at once, ``math.inf`` only asks.
+
+    Raises:
+        TypeError: ``grace`` is not a number.
+        ValueError: ``grace`` is NaN or negative.
+    """
+    if grace is not None:
+        seconds = check_cancel_grace(grace, f"operation {self.name!r}.cancel(grace=...)")
+        if seconds != 0.0:
+            self.runtime._request_stop(self, reason, seconds)
+            return
+    after: After = []
+    try:
+        with self.runtime._lock:
+            self._cancel_locked(reason, after)
+    finally:
+        # Also when a Ctrl-C cut the walk short: the wake-ups it queued
+        # still run (the walk itself is redone by the next cancel).
+        run_after(after)
 
 
 def cancel_locked(

@@ -51,6 +51,8 @@ class RuntimeHooks(Protocol):
     # the clock read that goes with it.
     _next_deadline: float
     _now: Callable[[], float]
+    # The pending stop requests of cancel(grace=...), by operation (see _stop.py).
+    _stop_requests: dict[AsyncOperation, Any]
 
     def now(self) -> float: ...
 
@@ -89,6 +91,14 @@ class RuntimeHooks(Protocol):
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         """(Re)arm the deadline timer; True if the deadline has already passed."""
+        ...
+
+    def _request_stop(self, op: AsyncOperation, reason: object, grace: float | None) -> object:
+        """Ask ``op``'s subtree to stop; cancel it after ``grace`` seconds (None: never)."""
+        ...
+
+    def _wake_stop_waiters_locked(self) -> None:
+        """Wake the tasks in ``wait_stop_requested()`` that were asked to stop by now."""
         ...
 
 

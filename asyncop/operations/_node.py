@@ -12,7 +12,9 @@ cancel_locked``), so a call costs what a method defined here would:
   ``_transition_to_running``, ``_transition_to_final``), the only code that
   writes ``_state``; each says whether it happened.
 
-- ``_cancel.py``: the cancel walk (``_cancel_locked``), which goes down the
+- ``_cancel.py``: ``cancel()`` itself (with a grace it hands the node to
+  the runtime, which asks the subtree to stop first: see ``_stop.py``),
+  and the cancel walk (``_cancel_locked``), which goes down the
   subtree with an explicit stack; a walk cut short by a Ctrl-C is redone by
   the next one. Also a deadline's expiry (``_expire``) and the token side of
   a cancel.
@@ -72,6 +74,7 @@ try:
     import cython  # pyright: ignore[reportMissingImports]
 except ImportError:  # run as Python, without Cython installed
     from ..platform import pure_cython as cython
+from ._cancel import cancel as cancel_operation
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
@@ -118,20 +121,14 @@ __all__ = ["AsyncOperation"]
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
     """Find where the user made the operation: the first frame outside asyncop.
 
-    ``depth`` is where the caller expects the user's frame to be (counted
-    from this function), so the usual case costs one look; the walk goes on
-    outward from there if that frame is still asyncop's. Returns the frame's
-    code and instruction offset: the line number is worked out from them
-    only when somebody reads it (it is not free, and rarely read). Compiled,
-    asyncop's functions have no frames, so the walk starts at the innermost
-    Python frame instead: the user's, or asyncop's Python code it skips.
-
-    asyncop's own code also makes operations (a server's accept loops and
-    connections, a scope inside a library coroutine), on a worker thread
-    whose stack holds no user frame: below asyncop there is only the
-    thread's start in ``threading``. Those get the place of the operation
-    whose code made them, which got its own the same way: the user's line
-    that started it all (the ``serve_tcp`` call, say).
+    ``depth`` is where the caller expects the user's frame (counted from
+    here), so the usual case costs one look (compiled, asyncop's functions
+    have no frames: the walk starts at the innermost Python frame). Returns
+    the frame's code and instruction offset; the line is worked out only
+    when read. An operation asyncop's own code makes on a worker thread (a
+    server's connection, say), with no user frame on the stack, gets the
+    place of the operation whose code made it: in the end, the user's line
+    that started it all (the ``serve_tcp`` call).
     """
     frame = _getframe(0 if cython.compiled else depth)
     while frame is not None:
@@ -311,7 +308,7 @@ class AsyncOperation(Generic[T]):
             with lock:
                 token = self._token
                 if token is None:
-                    token = self._token = CancelToken(lock, self.runtime)
+                    token = self._token = CancelToken(lock, self.runtime, self)
                     if self._cancelled:
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)
@@ -412,7 +409,7 @@ class AsyncOperation(Generic[T]):
 
     @property
     def shield(self) -> bool:
-        """True if a cancel from above does not enter this subtree."""
+        """True if a cancel (or a stop request) from above does not enter this subtree."""
         return self._shield
 
     @shield.setter
@@ -426,33 +423,17 @@ class AsyncOperation(Generic[T]):
             if not value and parent is not None and parent._cancelled:
                 self._outside_cancel = True
                 self._cancel_locked(parent.cancel_reason, after)
+            elif not value:
+                # A stop request above now reaches the subtree too.
+                self.runtime._wake_stop_waiters_locked()
         run_after(after)
 
     # ------------------------------------------------------------------
     # Cancellation
     # ------------------------------------------------------------------
 
-    def cancel(self, reason: object = None) -> None:
-        """Cancel this operation and its whole subtree.
-
-        CREATED and PENDING nodes end CANCELLED at once and never run;
-        RUNNING nodes have their token cancelled and stop at their next
-        cancellation point. Shielded subtrees below this node are left alone.
-        Idempotent, callable from any thread, and it never kills a thread.
-
-        Args:
-            reason: kept as ``cancel_reason`` and shown by ``dump()``.
-        """
-        after: After = []
-        try:
-            with self.runtime._lock:
-                self._cancel_locked(reason, after)
-        finally:
-            # Also when a Ctrl-C cut the walk short: the wake-ups it queued
-            # still run (the walk itself is redone by the next cancel).
-            run_after(after)
-
-    # The walk and its helpers: see _cancel.py.
+    # cancel() (the public call), the walk and its helpers: see _cancel.py.
+    cancel = cancel_operation
     _cancel_locked = cancel_locked
     _expire = expire
     _cancel_token_locked = cancel_token_locked

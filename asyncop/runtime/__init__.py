@@ -100,6 +100,8 @@ from ._compose import select as select
 from ._compose import timeout as timeout
 from ._condition import Condition as Condition
 from ._executors import ProcessExecutor as ProcessExecutor
+from ._grace import stop_requested as stop_requested
+from ._grace import wait_stop_requested as wait_stop_requested
 from ._helpers import async_await as async_await
 from ._helpers import async_cancel as async_cancel
 from ._helpers import async_create as async_create
@@ -341,6 +343,7 @@ __all__ = [
     "SocketStream",
     "spawn_blocking",
     "spawn_shielded",
+    "stop_requested",
     "Stream",
     "Subscription",
     "task_coroutine",
@@ -352,6 +355,7 @@ __all__ = [
     "TLSStream",
     "UDPSocket",
     "VirtualClock",
+    "wait_stop_requested",
     "WaitEvent",
     "Waker",
     "waker_new",

@@ -156,7 +156,9 @@ def wait_after_interrupt(op: AsyncOperation) -> None:
         raise
 
 
-def shut_down(runtime: Runtime, cancel: bool, limit: float | None) -> bool:
+def shut_down(
+    runtime: Runtime, cancel: bool, limit: float | None, grace: float | None = None
+) -> bool:
     """``Runtime.shutdown()`` once its arguments are checked, under the Ctrl-C rule.
 
     Returns:
@@ -184,7 +186,8 @@ def shut_down(runtime: Runtime, cancel: bool, limit: float | None) -> bool:
                     for root in _roots(runtime):
                         interrupt_tree(root)
                 left = None if end is None else max(0.0, end - time.monotonic())
-                ended = runtime._shutdown(cancel, left)
+                # (After a first Ctrl-C the trees are cancelled: no grace left.)
+                ended = runtime._shutdown(cancel, left, None if first is not None else grace)
                 break
             except KeyboardInterrupt as caught:
                 if seen:

@@ -38,10 +38,12 @@ runtime through these calls alone:
 (the calls about the worker threads are the kernel's part in ``_pool.py``)
 
 and the node hooks the operations layer calls (``operations/_hooks.py``):
-``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``
-and ``_arm_deadline_locked``. ``Runtime`` (``_scheduler.py``) builds on the
-kernel: it starts the threads, and it is the public face (``spawn``,
-``run``, ``scope``, ``shutdown``, ``dump``).
+``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``,
+``_arm_deadline_locked``, and for a cancel with a grace ``_request_stop``
+and ``_wake_stop_waiters_locked`` (``_grace.py``, which keeps its requests
+and waiting tasks in ``_stop_requests`` and ``_stop_waiters``). ``Runtime``
+(``_scheduler.py``) builds on the kernel: it starts the threads, and it
+is the public face (``spawn``, ``run``, ``scope``, ``shutdown``, ``dump``).
 
 Pipeline: ``submit`` -> a ready queue -> wake a parked worker -> the worker
 steps the task or runs the callback (``_worker.py``).
@@ -73,6 +75,7 @@ from ..operations import (
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader
+from ._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from ._introspect import owner_of
 from ._items import _log_exception
 from ._monitor import Monitor
@@ -183,6 +186,10 @@ class Kernel(WorkerPool):
         # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
         # first shutdown() pass. Invariant: none is added once CLOSING.
         self._at_shutdown: list[Callable[[], object]] = []
+        # cancel(grace=...): the pending requests, and the tasks parked in
+        # wait_stop_requested() with where they wait (see _grace.py).
+        self._stop_requests: dict[AsyncOperation, StopRequest] = {}
+        self._stop_waiters: dict[Any, AsyncOperation] = {}
 
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""
@@ -190,7 +197,7 @@ class Kernel(WorkerPool):
 
     def _extra_registrations_locked(self) -> int:
         reactor = self._reactor
-        return reactor.waits() if reactor is not None else 0
+        return (reactor.waits() if reactor is not None else 0) + len(self._stop_waiters)
 
     def _get_reactor(self) -> Reactor:
         """The runtime's reactor, made on the first I/O wait."""
@@ -209,6 +216,9 @@ class Kernel(WorkerPool):
     # Making an operation, linking it and queueing it: see _spawn.py.
     _new_operation = new_operation
     _link_new_locked = link_new_locked
+    # AsyncOperation.cancel(grace=...), and a shield dropped: see _grace.py.
+    _request_stop = request_stop
+    _wake_stop_waiters_locked = wake_stop_waiters_locked
 
     def _wake_early(self) -> Worker | None:
         """Wake a parked worker for an operation a user thread is about to queue.

@@ -39,10 +39,12 @@ from ..operations import (
 from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
+from ._grace import describe_stop_locked
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
 from ._scope import Scope
+from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
 from ._task import describe_wait
 from ._waker import let_go
 from ._worker import (
@@ -502,6 +504,7 @@ class Runtime(Kernel):
         if op._cancelled and not op.done:
             reason = op.cancel_reason
             text += " cancelling" + (f" ({safe_str(reason)})" if reason is not None else "")
+        text += describe_stop_locked(self, op)
         if op._deadline is not None:
             deadline = op._deadline
             text += f" deadline={deadline:.3f}" if math.isfinite(deadline) else " deadline=never"
@@ -512,11 +515,19 @@ class Runtime(Kernel):
                 text += " waiting on <an event whose description raised>"
         return text
 
-    def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
+    def shutdown(
+        self, cancel: bool = True, timeout: float | None = None, *, grace: float | None = None
+    ) -> bool:
         """Stop the runtime: cancel live work, wait for it, join the threads.
 
         Not a cancellation point. Callable again: a second call waits for
-        what the first left running.
+        what the first left running. With ``grace``, the live work is first
+        asked to stop, as by ``op.cancel(grace=...)`` on every root: it
+        sees ``asyncop.stop_requested()`` and may end by itself, COMPLETED;
+        what still runs when the grace runs out (on the runtime's clock)
+        is cancelled. A wait that lasts logs what it waits for (WARNING
+        lines on the ``asyncop`` logger, every few seconds), and so does a
+        timeout that passes first.
 
         A KeyboardInterrupt while it waits cancels everything again and is
         raised once the shutdown is done. A second one (or a first while
@@ -530,7 +541,11 @@ class Runtime(Kernel):
                 the work to end by itself.
             timeout: seconds to wait at most, for the work and the threads
                 together; None, ``inf`` or a value of 1e9 or more waits as
-                long as it takes, and 0 or less does not wait.
+                long as it takes, and 0 or less does not wait. Work only
+                asked to stop when it passes is cancelled then.
+            grace: seconds the live work has to stop by itself before it is
+                cancelled; None (the default) or 0 cancel at once, and
+                ``inf`` only asks. Needs ``cancel=True``.
 
         Returns:
             True if every operation ended and every thread was joined; False
@@ -538,15 +553,17 @@ class Runtime(Kernel):
             threads and never keep the interpreter alive).
 
         Raises:
-            TypeError: ``timeout`` is not a number or None.
-            ValueError: ``timeout`` is NaN.
+            TypeError: ``timeout`` or ``grace`` is not a number or None.
+            ValueError: ``timeout`` is NaN, ``grace`` is NaN or negative,
+                or ``grace`` comes with ``cancel=False``.
             RuntimeError: called from inside this runtime: one of its worker
                 or blocking-call threads, or the block of one of its scopes,
                 each of which the call would wait for forever.
         """
         limit = check_timeout(timeout, f"Runtime {self.name!r}.shutdown(timeout=...)")
+        seconds = check_shutdown_grace(self.name, cancel, grace)
         self._refuse_shutdown_from_inside()
-        return shut_down(self, cancel, limit)
+        return shut_down(self, cancel, limit, seconds)
 
     def at_shutdown(self, callback: Callable[[*Ts], object], *args: *Ts) -> None:
         """Call ``callback(*args)`` when the runtime shuts down.
@@ -577,7 +594,7 @@ class Runtime(Kernel):
                 )
             self._at_shutdown.append(functools.partial(callback, *args))
 
-    def _shutdown(self, cancel: bool, limit: float | None) -> bool:
+    def _shutdown(self, cancel: bool, limit: float | None, grace: float | None = None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
         callbacks: list[Callable[[], object]] = []
         with self._lock:
@@ -589,16 +606,13 @@ class Runtime(Kernel):
             roots = list(self._roots)
         run_isolated(callbacks, "a Runtime.at_shutdown() callback")
         end = None if limit is None else monotonic() + limit
-
-        def remaining() -> float | None:
-            return None if end is None else max(0.0, end - monotonic())
-
-        if cancel:
+        if cancel and grace is not None:
+            ask_roots(self, roots, grace)
+        elif cancel:
             cancel_roots(roots)
-        ended = True
-        for root in roots:
-            if not root._block_until_final(remaining()):
-                ended = False
+        ended = wait_for_roots(self, roots, end)
+        if not ended and cancel and grace is not None:
+            cancel_roots(roots)  # what was only asked to stop: nothing stays asked
         with self._lock:
             self._transition_to_stopped_locked()
             # (Read with the stop: no host is made for a stopped runtime.)

@@ -13,8 +13,10 @@ as an operation tree: ``load_page(<id>)`` with children ``fetch_header``,
 ``fetch_body``, ``fetch_comments`` and ``fetch_sidebar``, each a real GET;
 ``fetch_comments`` spawns one ``fetch_author(<name>)`` child per author.
 While the page loads, the terminal shows the tree with each node's state and
-running time. Ctrl-C, ``--cancel-after`` and ``--switch-to`` cancel the whole
-tree with one ``root.cancel()``; a failing fetch cancels its siblings.
+running time. ``--cancel-after`` and ``--switch-to`` cancel the whole tree
+with one ``root.cancel()``; Ctrl-C (or SIGTERM) asks it to stop, with
+``root.cancel(grace=1)``: the fetches in flight have a second to finish,
+and a second Ctrl-C cancels at once. A failing fetch cancels its siblings.
 
 The modules, in reading order:
 
