@@ -4,9 +4,9 @@
 under the same names with a leading underscore:
 
 - ``_end_work`` (from any thread) and ``_end_work_on_worker`` (the worker
-  that ran the work) take the runtime lock and call ``_end_work_locked``,
-  which records how the operation's own work ended
-  (``_transition_to_ended``) and finalizes the node if no child is live.
+  that ran the work) take the runtime lock and call
+  ``_transition_to_ended``, which records how the operation's own work
+  ended and finalizes the node if no child is live.
 - ``_try_finalize_locked`` makes the node final once its work has ended and
   its children are gone, wakes its waiters, hands its outcome to its parent,
   then climbs to the parent, iteratively; ``_transition_to_final``
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "end_work",
-    "end_work_locked",
     "end_work_on_worker",
     "line_of",
     "transition_to_ended",
@@ -100,7 +99,8 @@ def end_work(
     # may take the lock: on the main thread, a Ctrl-C raised as acquire()
     # returns would land before the try and leave the lock held for good.
     with self.runtime._lock:
-        self._end_work_locked(outcome, value, error, after)
+        ended = self._transition_to_ended(outcome, value, error, after)
+        assert ended, f"{self.name!r} ended its work twice"
     if after:
         run_after(after)
 
@@ -117,23 +117,12 @@ def end_work_on_worker(
     lock = self.runtime._lock
     lock.acquire()
     try:
-        self._end_work_locked(outcome, value, error, after)
+        ended = self._transition_to_ended(outcome, value, error, after)
+        assert ended, f"{self.name!r} ended its work twice"
     finally:
         lock.release()
     if after:
         run_after(after)
-
-
-def end_work_locked(
-    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None, after: After
-) -> None:
-    """Record how the own work ended, under the lock; finalize if no child is live.
-
-    For work that ends once: a second end is a bug.
-    """
-    ended = self._transition_to_ended(outcome, value, error)
-    assert ended, f"{self.name!r} ended its work twice"
-    self._try_finalize_locked(after)
 
 
 def transition_to_ended(
@@ -141,13 +130,17 @@ def transition_to_ended(
     outcome: Outcome,
     value: Any,
     error: BaseException | None,
+    after: After | None = None,
     _cancelled: Outcome = Outcome.CANCELLED,
     _error: Outcome = Outcome.ERROR,
 ) -> bool:
     """No outcome -> ``outcome``: the operation's own work has ended.
 
-    Drops the work's function and arguments. Returns False, and changes
-    nothing, when the work had ended already. Under the runtime lock.
+    Drops the work's function and arguments, then, with ``after``,
+    finalizes the node if no child is live (the cancel walk, which passes
+    none, finalizes the nodes it ended itself, deepest first). Returns
+    False, and changes nothing, when the work had ended already. Under the
+    runtime lock.
     """
     # Invariant: the work ends once; what ended it first decides.
     if self._outcome is not None:
@@ -163,6 +156,8 @@ def transition_to_ended(
         # Children failed before the work did: the group lists the failures
         # in the order they happened, as trio's and asyncio's do.
         self._failures.append(error)  # type: ignore[arg-type]
+    if after is not None:
+        self._try_finalize_locked(after)
     return True
 
 

@@ -81,7 +81,6 @@ from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywo
 from ._executor import spawn_remote
 from ._finalize import (
     end_work,
-    end_work_locked,
     end_work_on_worker,
     line_of,
     transition_to_ended,
@@ -663,7 +662,6 @@ class AsyncOperation(Generic[T]):
 
     _end_work = end_work
     _end_work_on_worker = end_work_on_worker
-    _end_work_locked = end_work_locked
     _try_finalize_locked = try_finalize_locked
 
     # ------------------------------------------------------------------

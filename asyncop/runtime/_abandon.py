@@ -34,14 +34,19 @@ if TYPE_CHECKING:
 __all__ = ["ExitAttribute", "abandon_open_blocks", "abandon_scope", "unwind_to"]
 
 
-def abandon_scope(op: AsyncOperation, reason: str) -> None:
-    """End the block of a scope nobody will exit, so it can become final."""
+def abandon_scope(op: AsyncOperation, reason: str) -> bool:
+    """End the block of a scope nobody will exit, so it can become final.
+
+    Returns False when the block had ended already (its tree is cancelled
+    all the same).
+    """
     after: After = []
-    with op.runtime._lock:
-        op._cancel_locked(reason, after, again=True)
-        if op._transition_to_ended(Outcome.CANCELLED, None, None):
-            op._try_finalize_locked(after)
-    run_after(after)
+    try:
+        with op.runtime._lock:
+            op._cancel_locked(reason, after, again=True)
+            return op._transition_to_ended(Outcome.CANCELLED, None, None, after)
+    finally:
+        run_after(after)
 
 
 def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]:

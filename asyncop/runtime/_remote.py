@@ -219,7 +219,8 @@ class RemoteJob:
             if reason is not None and outcome is Outcome.CANCELLED and not op._cancelled:
                 op._task = None  # the job has ended: nothing left for the cancel to stop
                 op._cancel_locked(reason, after)
-            op._end_work_locked(outcome, value, error, after)
+            ended = op._transition_to_ended(outcome, value, error, after)
+            assert ended, f"{op.name!r} ended its work twice"
         if after:
             run_after(after)
         if last:

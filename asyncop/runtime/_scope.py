@@ -172,7 +172,12 @@ class Scope:
         name = op.name if op is not None else (self._name or "scope")
         return f"<Scope {name!r} {self.state.name}>"
 
-    def _open(self, parent: AsyncOperation | None, task: TaskState | None = None) -> AsyncOperation:
+    def _open(
+        self,
+        parent: AsyncOperation | None,
+        task: TaskState | None = None,
+        _scope: OpKind = OpKind.SCOPE,
+    ) -> AsyncOperation:
         """Make the scope operation under ``parent`` and start its block.
 
         ``task`` is the coroutine task whose scope it is, for ``async
@@ -197,7 +202,7 @@ class Scope:
                 (),
                 parent=parent,
                 name=self._name if self._name is not None else "scope",
-                kind=OpKind.SCOPE,
+                kind=_scope,
                 shield=self._shield,
                 supervise=bool(self._supervise),
                 task=task,
@@ -369,6 +374,8 @@ class Scope:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        _value: Outcome = Outcome.VALUE,
+        _completed: OperationState = OperationState.COMPLETED,
     ) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
@@ -406,10 +413,10 @@ class Scope:
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).
-            op._end_work_on_worker(Outcome.VALUE, None, None)
+            op._end_work_on_worker(_value, None, None)
             if not op._state.final:
                 await ScopeDone(op)
-            if op._state is OperationState.COMPLETED and not op._outside_cancel:
+            if op._state is _completed and not op._outside_cancel:
                 return False
         else:
             self._end_block(op, misuse if misuse is not None else exc)
@@ -434,7 +441,11 @@ class Scope:
             del exc, tb, interrupt, verdict
 
     def _verdict(
-        self, op: AsyncOperation, exc: BaseException | None, interrupt: BaseException | None
+        self,
+        op: AsyncOperation,
+        exc: BaseException | None,
+        interrupt: BaseException | None,
+        _failed: OperationState = OperationState.FAILED,
     ) -> BaseException | bool:
         """What the exit raises, or whether it swallows ``exc``.
 
@@ -442,7 +453,7 @@ class Scope:
         and this one's locals would lead back to the exception.
         """
         error: BaseException | None = None
-        if op._state is OperationState.FAILED:
+        if op._state is _failed:
             error = op.error  # reading it marks it observed
             # The error leaves through the block only, and the scope does
             # not keep it: its traceback holds the frame that holds the

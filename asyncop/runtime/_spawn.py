@@ -205,7 +205,8 @@ def link_new_locked(
         after = []
         op.cancel_reason = parent.cancel_reason
         op._cancel_token_locked(after)
-        op._end_work_locked(_cancelled, None, None, after)
+        ended = op._transition_to_ended(_cancelled, None, None, after)
+        assert ended, f"{op.name!r} was born ended"
     elif submit:
         if parent is None:
             self._track_root_locked(op)
