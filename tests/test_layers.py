@@ -28,7 +28,10 @@ transitions write its field. A transition is a function named
 ``_transition_to_...`` that says whether it happened, and its callers use
 that answer; nothing else writes the field, and no module keeps an alias of
 an enum member (``_RUNNING = OperationState.RUNNING``) for a reader to
-mistake for another state of the same name. The allowlists below name every known
+mistake for another state of the same name. (A hot function may take the
+members it tests as default arguments: named in its own signature, they
+read as locals where the class attribute costs ten times that on CPython
+3.11.) The allowlists below name every known
 exception with its reason, and each test also fails on an entry that no
 longer matches anything, so the lists only shrink.
 """

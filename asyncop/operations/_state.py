@@ -39,10 +39,10 @@ answer; all of them run under the runtime lock:
 
 Each state says whether it is final (``state.final``, a plain attribute
 read on every hot path). The transitions take the states they test and
-write as keyword defaults, bound once: on CPython 3.11, reading an enum
-member through its class goes through the enum metaclass's ``__getattr__``
-hook and costs ten times a local's load, on paths every operation takes
-several times.
+write as default arguments, bound once and read as locals: on CPython 3.11,
+reading an enum member through its class goes through the enum metaclass's
+``__getattr__`` hook and costs ten times a local's load, on paths every
+operation takes several times. (The runtime's hot paths do the same.)
 
 Besides its state, a node records what its own work is (``OpKind``) and how
 that work ended (``Outcome``, None until then); ``_finalize.py`` derives the

@@ -29,7 +29,7 @@ twice, which ``registrations()`` relies on. This module owns ``state``: the
 timer's two ``_transition_to_*`` methods are the only code that writes it
 (``__init__`` arms it), and the heap keeps its counts by their answers.
 Everything here runs once per timer or per look at the heap, so the states
-a method tests and writes are keyword defaults, read as locals (through its
+a method tests and writes are default arguments, read as locals (through its
 class, an enum member costs ten times that on CPython 3.11).
 """
 

@@ -41,7 +41,7 @@ under the runtime lock but one: the running task's own reset for a new
 wait (``_transition_to_no_status``, from ``waker_new`` or the stepper),
 which bumps ``generation`` first, so that an event of the last wait firing
 meanwhile finds the generation changed and loses. The transitions run on
-every wait, and take the statuses they test and write as keyword defaults:
+every wait, and take the statuses they test and write as default arguments:
 read through its class, an enum member costs ten times a local's load on
 CPython 3.11.
 
