@@ -176,9 +176,9 @@ def link_new_locked(
 ) -> After | None:
     """Link new ``op`` under ``parent``, apply a cancel pending there, maybe queue it.
 
-    Under the runtime lock; see the module docstring for the first
-    transition. Returns what to run once the lock is released, if anything.
-    ``woken`` is a worker the caller woke early for ``op``.
+    Under the runtime lock; ``op`` is in the state it was born in (see the
+    module docstring). Returns what to run once the lock is released, if
+    anything. ``woken`` is a worker the caller woke early for ``op``.
 
     Raises:
         RuntimeError: ``parent`` has ended, or (``submit``, no parent) the
