@@ -63,7 +63,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..operations import (
     AsyncOperation,
@@ -266,18 +266,17 @@ class Kernel(WorkerPool):
         self._state = RuntimeState.STOPPED
         return True
 
-    def _check_parent(self, parent: object, name: str) -> None:
-        """Refuse a parent that is no operation of this runtime."""
+    def _check_parent(self, parent: object, name: str) -> NoReturn:
+        """Refuse a parent that is no operation of this runtime (the caller found it so)."""
         if type(parent) is not AsyncOperation:
             raise TypeError(
                 f"parent must be an AsyncOperation, got {type(parent).__name__}; "
                 "pass an operation made by this runtime"
             )
-        if owner_of(parent) is not self:
-            raise RuntimeError(
-                f"cannot link operation {name!r} under {parent.name!r}, which belongs "
-                f"to runtime {parent.runtime.name!r}; make it with that runtime"
-            )
+        raise RuntimeError(
+            f"cannot link operation {name!r} under {parent.name!r}, which belongs "
+            f"to runtime {parent.runtime.name!r}; make it with that runtime"
+        )
 
     def _submit(self, op: AsyncOperation) -> None:
         if not isinstance(op, AsyncOperation):
@@ -341,9 +340,8 @@ class Kernel(WorkerPool):
         """
         if op._kind is _coro:
             ready = self._woken if resumed else self._ready
-            task = op._task
-            if task is not None:
-                self._queue_seq = task.queued_at = self._queue_seq + 1
+            # (A task is queued only while it is live: it has its task state.)
+            self._queue_seq = op._task.queued_at = self._queue_seq + 1
         else:
             ready = self._sync_ready
         ready.append(op)
@@ -357,11 +355,6 @@ class Kernel(WorkerPool):
             return
         if state is None:
             state = thread_state()
-        if state.keep_next_push:
-            # This worker runs the queue next: waking another worker for
-            # this item would only hand it across threads.
-            state.keep_next_push = False
-            return
         if ready is not self._sync_ready:
             worker = state.worker
             if (

@@ -7,7 +7,7 @@ wait is not interrupted by a cancel (the cancel reaches the children
 instead), and is not a cancellation point on entry: it must happen. It arms
 under the runtime lock (``arms_locked``), so the worker stepping the task
 subscribes and suspends it in one locked step (``_wait_on`` in
-``_task.py``).
+``_task.py``); it is awaited nowhere else, and has no ``_arm`` of its own.
 
 See ``_scope.py`` for the rules of scopes, and ``_block.py`` for the entry.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import final
 
 from ..operations import AsyncOperation
-from ._awaitables import forget_end_waiter, when_ended, when_ended_locked
+from ._awaitables import forget_end_waiter, when_ended_locked
 from ._waker import Subscription, WaitEvent
 
 __all__ = ["ScopeDone"]
@@ -34,9 +34,6 @@ class ScopeDone(WaitEvent):
 
     def __init__(self, op: AsyncOperation) -> None:
         self.op = op
-
-    def _arm(self, sub: Subscription) -> None:
-        when_ended(self.op, sub, sub.fire)
 
     def _arm_locked(self, sub: Subscription) -> None:
         if not when_ended_locked(self.op, sub, sub.fire):

@@ -353,7 +353,6 @@ def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, rt)
     state.op = None
     state.task = None
-    state.keep_next_push = False
     if worker.item_seq & 1:
         worker.item_seq += 1
     worker.replaced = False
