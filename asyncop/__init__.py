@@ -34,6 +34,7 @@ from .operations import ClosedResourceError as ClosedResourceError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
+from .operations import OperationStatistics as OperationStatistics
 from .operations import RuntimeFace as RuntimeFace
 from .operations import WouldBlock as WouldBlock
 from .operations import current_operation as current_operation
@@ -72,6 +73,7 @@ from .runtime import current_default_limiter as current_default_limiter
 from .runtime import current_runtime as current_runtime
 from .runtime import current_time as current_time
 from .runtime import default_runtime as default_runtime
+from .runtime import dump_on_signal as dump_on_signal
 from .runtime import fail_after as fail_after
 from .runtime import fail_at as fail_at
 from .runtime import move_on_after as move_on_after
@@ -117,6 +119,7 @@ __all__ = [
     "LockGuard",
     "LockStatistics",
     "OperationState",
+    "OperationStatistics",
     "ProcessExecutor",
     "Runtime",
     "RuntimeFace",
@@ -143,6 +146,7 @@ __all__ = [
     "current_runtime",
     "current_time",
     "default_runtime",
+    "dump_on_signal",
     "fail_after",
     "fail_at",
     "move_on_after",

@@ -185,6 +185,8 @@ def _scheduler_state(key: str, dask_scheduler: Any = None) -> tuple[str | None, 
 
 @final
 class _DaskJob(RemoteJob):
+    kind = "cluster"
+
     def __init__(self, executor: DaskExecutor, payload: bytes, name: str, abandon: bool) -> None:
         super().__init__(name, abandon)
         self.executor = executor

@@ -77,6 +77,7 @@ from tests.runtime import _remote_jobs as remote_jobs
 
 from ._anyio_net_errors import ANYIO_NET_CASES
 from ._bridge_errors import BRIDGE_CASES
+from ._console_errors import CONSOLE_CASES
 from ._net_errors import NET_CASES
 
 pytestmark = pytest.mark.timeout(30)
@@ -2402,6 +2403,7 @@ CASES += [Case(*row) for row in NET_CASES]
 # So do the asyncio bridge's, and those of anyio's networking on asyncop.
 CASES += [Case(*row) for row in BRIDGE_CASES]
 CASES += [Case(*row) for row in ANYIO_NET_CASES]
+CASES += [Case(*row) for row in CONSOLE_CASES]
 
 
 def t_token_wait_in_coroutine(c: Ctx) -> BaseException:

@@ -97,6 +97,10 @@ FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
         "runs only under a trio host loop, which has imported trio; "
         "asyncop.anyio does not depend on trio"
     ),
+    ("asyncop._console_client", "asyncop._console_draw"): (
+        "draws with rich, the optional console extra: python -m asyncop says rich is "
+        "missing instead of failing at import, and its dump command needs no rich"
+    ),
     ("asyncop.runtime", COMPUTED): (
         "the face loads the network, process and signal modules on first use, "
         "so that import asyncop does not load ssl and subprocess"

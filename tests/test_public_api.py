@@ -59,6 +59,7 @@ TOP_LEVEL = {
     "move_on_after",
     "fail_after",
     "sleep_forever",
+    "dump_on_signal",
 }
 # Cancel with a grace period: what asked work reads and waits on.
 TOP_LEVEL |= {"stop_requested", "wait_stop_requested"}

@@ -73,6 +73,7 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
+from ._stats import OperationStatistics as OperationStatistics
 from ._stop import check_cancel_grace as check_cancel_grace
 from ._stop import stop_requested_of as stop_requested_of
 from ._suspend import OWN_COROUTINE as OWN_COROUTINE
@@ -106,6 +107,7 @@ __all__ = [
     "EndOfChannel",
     "InvalidStateError",
     "OperationState",
+    "OperationStatistics",
     "RuntimeFace",
     "WouldBlock",
     "current_operation",

@@ -53,6 +53,8 @@ class RuntimeHooks(Protocol):
     _now: Callable[[], float]
     # The pending stop requests of cancel(grace=...), by operation (see _stop.py).
     _stop_requests: dict[AsyncOperation, Any]
+    # The same clock for op.stats' timestamps, read where it must not raise.
+    _stamp: Callable[[], float]
 
     def now(self) -> float: ...
 

@@ -29,7 +29,7 @@ cancel_locked``), so a call costs what a method defined here would:
   outcome and the children's failures (see that module). A finalization a
   Ctrl-C cut short is finished by the next call.
 
-``OpKind`` and ``Outcome`` are in ``_state.py``, beside the states.
+``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its slots in ``_stats.py``.
 
 ``_user_frame`` finds the user's code that makes an operation (for
 ``filename`` and ``lineno``), skipping asyncop's frames; ``_warn.py`` uses
@@ -97,6 +97,7 @@ from ._state import (
     transition_to_pending,
     transition_to_running,
 )
+from ._stats import Usage
 from ._suspend import suspend
 from ._token import CancelToken
 from ._typing import R, T, Ts
@@ -177,7 +178,7 @@ def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
 
 @final
 @attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
-class AsyncOperation(Generic[T]):
+class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: attrs inits)
     """One node of the operation tree: a unit of work and its children.
 
     Only the runtime makes operations, through ``Runtime.create``,
@@ -282,6 +283,9 @@ class AsyncOperation(Generic[T]):
         self._cancelled = False
         self._token = None
         self._cancel_unfinished = False
+        self._steps = self._wakes = 0
+        self._busy = self._cpu = 0.0
+        self._created_at = runtime._stamp()  # (_started_at, _ended_at: unset until then)
 
     # ------------------------------------------------------------------
     # Public reading
@@ -364,6 +368,9 @@ class AsyncOperation(Generic[T]):
             f"operation {self.name!r} is {state.name} and has no result yet; "
             "call op.wait() (or 'await op' in a coroutine) first"
         )
+
+    def __repr__(self) -> str:
+        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
     def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""
@@ -663,13 +670,6 @@ class AsyncOperation(Generic[T]):
     _end_work = end_work
     _end_work_on_worker = end_work_on_worker
     _try_finalize_locked = try_finalize_locked
-
-    # ------------------------------------------------------------------
-    # Debugging
-    # ------------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
 
 
 AsyncOperation.__module__ = "asyncop"

@@ -181,6 +181,7 @@ def transition_to_running(
         state is OperationState.CREATED and self._kind is OpKind.REMOTE
     ):
         return False
+    self._started_at = self.runtime._stamp()
     self._state = _running
     return True
 

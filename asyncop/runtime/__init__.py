@@ -99,6 +99,7 @@ from ._compose import race as race
 from ._compose import select as select
 from ._compose import timeout as timeout
 from ._condition import Condition as Condition
+from ._dump_signal import dump_on_signal as dump_on_signal
 from ._executors import ProcessExecutor as ProcessExecutor
 from ._grace import stop_requested as stop_requested
 from ._grace import wait_stop_requested as wait_stop_requested
@@ -279,6 +280,7 @@ __all__ = [
     "default_runtime",
     "DelimiterNotFound",
     "describe_error",
+    "dump_on_signal",
     "effective_deadline",
     "enter_in_task",
     "Event",

@@ -172,6 +172,27 @@ def _io_grace(value: object, autojump: bool) -> float | None:
     return grace
 
 
+def stamp_reader(clock: Any) -> Callable[[], float]:
+    """A function that reads ``clock`` for a timestamp of ``op.stats``, and never raises.
+
+    The runtime stamps operations as they are made, start and end, in the
+    middle of its own bookkeeping: a user's clock that raises must not
+    break that. For the built-in clocks, which do not raise, it is
+    ``clock_reader``'s; a user's clock that raises gives NaN.
+    """
+    read = clock_reader(clock)
+    if type(clock) is MonotonicClock or type(clock) is VirtualClock:
+        return read
+
+    def read_safely() -> float:
+        try:
+            return read()
+        except Exception:
+            return math.nan
+
+    return read_safely
+
+
 def clock_reader(clock: Any) -> Callable[[], float]:
     """A function that reads ``clock`` as a float.
 

@@ -198,6 +198,8 @@ class _ProcessJob(RemoteJob):
 
     __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
 
+    kind = "process"
+
     def __init__(
         self,
         executor: ProcessExecutor,

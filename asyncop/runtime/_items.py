@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..operations import Cancelled, Outcome, ThreadState
 from ._task import step, strip_own_frame
+from ._usage import charge
 from ._waker import WaitEvent, describe_event
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ def step_batch(
     if sniffio is not None:
         sniffio.thread_local.name = "asyncop"
     woken = rt._woken
+    meter = worker.meter
+    meter.start_run()
     # (Kept in a local for the batch: in parallel mode each worker's count
     # is its own guess, which is all the bound needs there.)
     overtaken = rt._overtaken
@@ -156,7 +159,7 @@ def step_batch(
         worker.item = op
         worker.item_seq += 1
         try:
-            step(rt, op, state)
+            step(rt, op, state, meter)
         except BaseException:  # pragma: no cover - a bug in asyncop
             _log_exception("asyncop: worker failed stepping %r", op)
         # Do not keep the last item alive from this frame (an unobserved
@@ -166,6 +169,7 @@ def step_batch(
         worker.item_seq += 1
         worker.replaced = False
     rt._overtaken = overtaken
+    meter.end_run()
     worker.item = None
     worker.stepping = False
     if sniffio is not None:
@@ -193,7 +197,7 @@ def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
             # woken to park on it), and the callback may hold it past the
             # deadline: the monitor fires it then.
             rt._monitor.deadline_pending()
-        _call_sync(rt, op, state)
+        _call_sync(rt, op, state, worker)
     except BaseException:  # pragma: no cover - a bug in asyncop
         _log_exception("asyncop: worker failed running %r", op)
     finally:
@@ -208,6 +212,7 @@ def _call_sync(
     rt: Kernel,
     op: AsyncOperation[Any],
     state: ThreadState,
+    worker: Worker,
     _value: Outcome = Outcome.VALUE,
     _error: Outcome = Outcome.ERROR,
     _cancelled: Outcome = Outcome.CANCELLED,
@@ -219,6 +224,9 @@ def _call_sync(
     if _callback_hooks:
         _run_callback_hooks(op)
     state.op = op
+    meter = worker.meter
+    op._steps = 1
+    start = meter.start_run()
     try:
         value = ctx.run(fn, *args)
         if value is not None and isinstance(value, _NOT_A_RESULT):
@@ -231,6 +239,9 @@ def _call_sync(
         outcome, error = _value, None
     finally:
         state.op = None
+    # (Charged before it ends: whoever it wakes finds its stats complete.)
+    charge(op, meter, start)
+    meter.end_run()
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.

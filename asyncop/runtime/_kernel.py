@@ -74,7 +74,7 @@ from ..operations import (
 )
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
-from ._clock import MonotonicClock, clock_reader
+from ._clock import MonotonicClock, clock_reader, stamp_reader
 from ._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from ._introspect import owner_of
 from ._items import _log_exception
@@ -135,6 +135,9 @@ class Kernel(WorkerPool):
         # The clock read on the hot paths: time.monotonic itself for the
         # real clock, without the two calls of now() below.
         self._now: Callable[[], float] = clock_reader(self._clock)
+        # The clock read for the timestamps of op.stats: _now, unless a
+        # user's clock could raise (see stamp_reader).
+        self._stamp: Callable[[], float] = stamp_reader(self._clock)
         self._virtual = bool(getattr(self._clock, "virtual", False))
         self._autojump = self._virtual and bool(getattr(self._clock, "autojump", False))
         # With it, an autojump also passes over I/O waits once nothing has
@@ -408,6 +411,7 @@ class Kernel(WorkerPool):
             op._deadline_timer = None
         if op.parent is None:
             self._roots.pop(op, None)
+        op._ended_at = self._stamp()
         # Break the operation <-> task state <-> waker cycle, and drop the
         # context: a finished operation is then freed by reference counting
         # alone, without waiting for (and feeding) the garbage collector.

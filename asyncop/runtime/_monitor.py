@@ -47,7 +47,7 @@ from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 if TYPE_CHECKING:
     from ._kernel import Kernel
 
-__all__ = ["SLOW_STEP", "TICK", "Monitor"]
+__all__ = ["SLOW_STEP", "TICK", "Monitor", "current_line"]
 
 logger = logging.getLogger("asyncop")
 
@@ -125,6 +125,18 @@ class Monitor:
             self.wake()
         elif nd + SLACK < self._next_look_at:
             self._event.set()
+
+    def item_age(self, worker: Worker, now: float) -> float | None:
+        """How long ``worker`` has run its current item, as the monitor timed it.
+
+        None while the monitor has not looked at that item yet (it looks
+        every tick while a worker is busy). ``now`` is a ``monotonic()``
+        reading. Any thread may ask; the answer is a lower bound.
+        """
+        look = self._seen.get(worker)
+        if look is None or look[0] != worker.item_seq:
+            return None
+        return max(0.0, now - look[1])
 
     def stop(self) -> ThreadHandle | None:
         """Make the thread end; returns it, to join."""
@@ -267,7 +279,7 @@ class Monitor:
         op = worker.item
         if op is None:
             return
-        where = _current_line(worker)
+        where = current_line(worker)
         mode = (
             "other tasks run beside it on other workers"
             if self.runtime._parallel
@@ -289,7 +301,7 @@ def _busy_with(worker: Worker) -> str:
     return f"{worker.handle.name if worker.handle else worker!r} runs {op.name!r}" if op else "?"
 
 
-def _current_line(worker: Worker) -> str:
+def current_line(worker: Worker) -> str:
     """The innermost user line ``worker``'s thread runs, as ``file:line``."""
     handle = worker.handle
     ident = handle.ident if handle is not None else None

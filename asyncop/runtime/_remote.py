@@ -119,6 +119,10 @@ class RemoteJob:
     # launch() takes the runtime's lock once instead of twice.
     _cancel_while_sending = False
 
+    # What snapshots call the operation's kind: "process" for a job in a
+    # worker process, "cluster" for one on a cluster's worker.
+    kind = "remote"
+
     # As a parked task, for dump(): waiting on one event, the job itself,
     # which no cancel ends (the job decides when the operation ends).
     status = WakerStatus.WAITING

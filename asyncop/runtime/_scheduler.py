@@ -5,8 +5,9 @@ the state every part of the runtime shares (the lock, the ready queues, the
 timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
 and running operations (``create``, ``submit``, ``spawn``, ``run``,
-``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``) and
-``dump``. The work cycle is in ``_worker.py``
+``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``),
+``snapshot`` and ``dump`` (read in ``_snapshot.py``), and the live console
+a runtime may serve (``_console.py``). The work cycle is in ``_worker.py``
 and ``_monitor.py``.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import math
+import os
 import threading
 import time
 import weakref
@@ -31,21 +32,19 @@ from ..operations import (
     keywords_refused,
     run_isolated,
     safe_repr,
-    safe_str,
     spawn_remote,
     thread_state,
-    walk,
 )
 from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
-from ._grace import describe_stop_locked
+from ._console import Console, attach, console_path
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
 from ._scope import Scope
 from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
-from ._task import describe_wait
+from ._snapshot import render_dump, take_snapshot
 from ._waker import let_go
 from ._worker import (
     join_by,
@@ -93,16 +92,6 @@ atexit.register(_shutdown_all_at_exit)
 def live_runtimes() -> list[Runtime]:
     """The runtimes not yet shut down."""
     return list(_live_runtimes)
-
-
-# Levels of the tree dump() indents; deeper nodes show their depth instead.
-DUMP_INDENT = 32
-
-
-def _indent(depth: int) -> str:
-    if depth <= DUMP_INDENT:
-        return "  " * depth
-    return "  " * DUMP_INDENT + f"(depth {depth}) "
 
 
 def _check_workers(workers: object) -> int:
@@ -184,6 +173,11 @@ class Runtime(Kernel):
             asyncio code on (``uvloop.new_event_loop``, say); called on the
             loop's own thread when the first bridge call starts it. Defaults
             to ``asyncio.new_event_loop``.
+        console: the path of a Unix socket on which to serve read-only
+            snapshots of the runtime, for ``python -m asyncop ps|tree|top
+            PATH``; made with mode 0600, removed at shutdown. Defaults to
+            the environment variable ``ASYNCOP_CONSOLE``, if set. Runtimes
+            of one process given the same path share its socket.
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
@@ -193,6 +187,11 @@ class Runtime(Kernel):
             callable.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
+        FileExistsError: the ``console`` path exists and is not a stale
+            socket (one nobody serves on any more, which is replaced).
+        OSError: the console socket cannot be made there.
+        ValueError, TypeError: (also) ``console`` is empty, too long for a
+            Unix socket, or not a str or ``os.PathLike`` path.
 
     Use it as a context manager: leaving the block calls ``shutdown()``.
     With ``ASYNCOP_DYNAMIC_WORKERS=1`` in the environment, workers start on
@@ -208,8 +207,10 @@ class Runtime(Kernel):
         parallel: bool = False,
         max_threads: int | None = None,
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+        console: str | os.PathLike[str] | None = None,
     ) -> None:
         workers = _check_workers(workers)
+        console_at = console_path(console, "Runtime")
         _check_loop_factory(asyncio_loop_factory)
         if not isinstance(parallel, bool):
             raise TypeError(
@@ -230,11 +231,14 @@ class Runtime(Kernel):
         self._asyncio_host: AsyncioHost | None = None
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
+        self._console: Console | None = None
         try:
             with self._lock:
                 for _ in range(1 if self._dynamic else workers):
                     self._start_worker_locked(extra=False)
                 self._monitor.start()
+            if console_at is not None:
+                self._console = attach(self, console_at)
         except BaseException:
             # Half built (the OS refused a thread, or a Ctrl-C): nobody can
             # reach this runtime to shut it down, so stop what did start.
@@ -467,53 +471,34 @@ class Runtime(Kernel):
         with self._lock:
             return len(self._timers) + self._extra_registrations_locked()
 
+    def snapshot(self) -> dict[str, Any]:
+        """Return the runtime and its live operations as plain data.
+
+        A dict of the runtime's fields (``name``, ``now``, ``threads``,
+        ``warnings``...) whose ``operations`` is a list of dicts, one per
+        live operation, pre-order: ``id``, ``parent``, ``name``, ``kind``,
+        ``state``, ``waiting_on``, ``steps``, ``busy_s``, ``cpu_s``,
+        ``age_s``, its deadline and cancel reason, and more. Every value is
+        a str, number, bool, None, list or dict, ready for ``json.dumps``;
+        the how-to on the console lists every field. Read in one walk under
+        the runtime lock, so the rows agree with each other; never raises.
+        Not a cancellation point.
+        """
+        return take_snapshot(self)
+
     def dump(self) -> str:
         """Return the live operation tree as indented text, one node per line.
 
-        Each level indents by two spaces, up to ``DUMP_INDENT`` levels; a
-        node deeper than that shows its depth instead (``(depth 153)``), so
-        the text stays linear in the size of the tree however deep it is.
-        A cancel reason or a wait whose ``str()`` raises is shown by its
-        type. Takes the runtime lock for the walk; never raises.
+        The text of ``snapshot()``: each operation with its state, where it
+        was made, its cancel, deadline and what it waits on; a
+        ``spawn_blocking`` call in flight under the task awaiting it; the
+        runtime's warnings; and last the thread counts. Each level indents
+        by two spaces, up to ``DUMP_INDENT`` (32) levels; a node deeper than that
+        shows its depth instead (``(depth 153)``), so the text stays linear
+        in the size of the tree however deep it is. A cancel reason or a
+        wait whose ``str()`` raises is shown by its type. Never raises.
         """
-        with self._lock:
-            lines = [_indent(depth) + self._describe_locked(op) for op, depth in walk(self._roots)]
-            threads = self._threads_line_locked()
-        if not lines:
-            return f"{self.name}: no live operations\n  {threads}"
-        return "\n".join([f"{self.name}:", *("  " + line for line in lines), "  " + threads])
-
-    def _threads_line_locked(self) -> str:
-        """The thread counts ``dump()`` shows first."""
-        extra = sum(1 for worker in self._workers if worker.extra and not worker.steps_only)
-        parked = len(self._idle)
-        stepper = self._stepper
-        regular = len(self._workers) - extra - (stepper is not None)
-        steps = (
-            ""
-            if stepper is None
-            else " + 1 stepping tasks past the cap while every worker runs a callback"
-        )
-        return (
-            f"threads: {regular} workers + {extra} extra of max_threads={self._max_threads}"
-            f"{steps} ({parked} parked), {self._blocking.thread_count()} blocking-call threads"
-        )
-
-    def _describe_locked(self, op: AsyncOperation) -> str:
-        text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
-        if op._cancelled and not op.done:
-            reason = op.cancel_reason
-            text += " cancelling" + (f" ({safe_str(reason)})" if reason is not None else "")
-        text += describe_stop_locked(self, op)
-        if op._deadline is not None:
-            deadline = op._deadline
-            text += f" deadline={deadline:.3f}" if math.isfinite(deadline) else " deadline=never"
-        if op._task is not None and op._task.task is op:
-            try:
-                text += describe_wait(op._task)
-            except Exception:  # a user's event whose _describe() raises
-                text += " waiting on <an event whose description raised>"
-        return text
+        return render_dump(take_snapshot(self))
 
     def shutdown(
         self, cancel: bool = True, timeout: float | None = None, *, grace: float | None = None
@@ -634,6 +619,9 @@ class Runtime(Kernel):
             ended = False
         reactor = self._reactor
         if reactor is not None and not reactor.shutdown(end):
+            ended = False
+        # Last: while the shutdown waits, the console shows what it waits for.
+        if self._console is not None and not self._console.detach(self, end):
             ended = False
         if isinstance(self._clock, VirtualClock):
             self._clock._unsubscribe(self)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..operations import AsyncOperation, OperationState, OpKind, check_cancel_grace, walk
 from ._grace import request_stop
+from ._snapshot import describe_locked
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
@@ -155,7 +156,7 @@ def waited_for(runtime: Runtime, roots: list[AsyncOperation]) -> list[str]:
         for op, _depth in walk(roots):
             if op.done or op._outcome is not None or _opened_by_running_work(op):
                 continue
-            lines.append(f"{_KINDS[op._kind]} {runtime._describe_locked(op)}")
+            lines.append(f"{_KINDS[op._kind]} {describe_locked(runtime, op)}")
     return lines
 
 

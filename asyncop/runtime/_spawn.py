@@ -127,7 +127,6 @@ def new_operation(
         # The live context in the parent's own code, else a copy of the parent's.
         running = state.op if state.task is None else state.task.current
         ctx = _copy_context() if running is parent else parent._ctx.copy()
-    # The state it is born in (see the module docstring).
     born = _running if kind is _scope else _pending if submit else OperationState.CREATED
     op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
     if shield:
@@ -137,6 +136,7 @@ def new_operation(
     elif kind is _scope:
         op._propagates = False  # its error leaves through the block, not to the parent
         op._task = task
+        op._started_at = op._created_at  # (born RUNNING)
     if supervise:
         if kind is _scope:
             op._supervise = True

@@ -68,6 +68,7 @@ from ..operations import (
 )
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
+from ._usage import CpuMeter, charge
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ class TaskState(Waker):
         return f"<TaskState of {self.task.name!r} {self.status.name}>"
 
 
+# What a task that returned yielded, for step(): it never reaches a coroutine.
+_RETURNED: Any = object()
+
 # Stands in a woken waker's error for a Cancelled still to be made; never raised.
 CANCEL_LATER = Cancelled()
 
@@ -169,7 +173,10 @@ def on_cancel_running(
         # next cancel walk wakes it again, and step() drops the stale
         # queue entry, as it runs only a QUEUED waker.
         waker.runtime._push_locked(waker.task, resumed=True)
-        return waker._transition_to_queued()
+        if not waker._transition_to_queued():
+            return False
+        task.task._wakes += 1
+        return True
     if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
@@ -232,25 +239,29 @@ def step(
     runtime: Kernel,
     op: AsyncOperation,
     state: ThreadState,
+    meter: CpuMeter,
     _value: Outcome = Outcome.VALUE,
-    _cancelled: Outcome = Outcome.CANCELLED,
 ) -> None:
-    """Resume a coroutine task until it suspends or ends.
+    """Resume a coroutine task until it suspends or ends; charge ``op.stats`` for it.
 
-    ``state`` is the stepping worker's thread state. The path of a task that
-    awaits checkpoints and returns a value stays in this function; the first
-    step's coroutine is made by ``_first_coroutine``, any other await goes
-    through ``_wait_on``, and a failure through ``_fail``.
+    ``state`` and ``meter`` are the stepping worker's. The path of a task that
+    awaits checkpoints and returns a value stays in this function; see
+    ``_first_coroutine``, ``_wait_on`` and ``_raised`` for the rest. The time is
+    charged as the task yields (before anything hands it to another worker)
+    and as it ends (before the operation does).
+
+    The lock is taken with acquire()/release(), half the cost of a
+    with-statement: safe only on a worker thread, which never runs signal
+    handlers (on the main thread a Ctrl-C raised as acquire() returns would
+    skip the release). Once the task has ended, this frame lets go of it:
+    CPython 3.12 and 3.13 also link a finished coroutine's frame to the
+    frame that stepped it.
     """
     task: TaskState | None = op._task
     if task is None:
         return  # already final: cancelled while queued (its waker IGNORED)
     waker = task
     lock = runtime._lock
-    # The runtime lock is taken with acquire()/release() on the hot paths: a
-    # with-statement costs twice as much for a C lock. That is safe only on
-    # a worker thread, which never runs signal handlers; on the main thread a
-    # Ctrl-C raised as acquire() returns would skip the release.
     lock.acquire()
     try:
         # No coroutine yet: its first step, unless a cancel ended its work
@@ -261,22 +272,21 @@ def step(
             return
     finally:
         lock.release()
+    op._steps += 1
+    start = meter.last  # (the step's time starts at the worker's last reading)
     ctx = op._ctx
     assert ctx is not None
     if not first:
         value, error = waker.result, waker.error
+        if error is not None or waker.events:
+            error = _resumed(task, error)
         waker.result = waker.error = None
-        if error is not None:
-            error = _resumed_error(task, error)
-        if waker.events:
-            waker._disarm_all()
         coro: Any = task.coro
     else:
         value = error = None
-        coro = _first_coroutine(task, op, ctx)
+        coro = _first_coroutine(task, op, ctx, meter, start)
         if coro is None:
-            # It ended at once, perhaps failing with frames that keep this
-            # one: let go of the task here too (see _first_coroutine).
+            # It ended at once: let go of the task here too (see _first_coroutine).
             del op, task, waker
             return
     inline = 0
@@ -290,23 +300,24 @@ def step(
             else:
                 ev = ctx.run(coro.throw, error)
         except StopIteration as stop:
-            _finish(task, _value, stop.value, None)
-            return
+            ev, value = _RETURNED, stop.value  # (ended: charged first, below)
         except BaseException as exc:
             # This frame is in the exception's traceback, and ``error`` may be
             # that exception: drop it, or the task's frames and locals would
             # wait for the collector instead of going with the task.
             error = None
-            if isinstance(exc, Cancelled):
-                _finish(task, _cancelled, None, None)
-            else:
-                _fail(task, exc)
-            # Let go of the task too: CPython 3.12 and 3.13 also link a
-            # finished coroutine's frame to the frame that stepped it.
+            _raised(task, exc, state, meter, start)
             del op, task, waker
             return
-        finally:
-            state.task = None
+        now = charge(op, meter, start)
+        if ev is _RETURNED:
+            try:
+                _finish(task, _value, value, None)
+            finally:
+                state.task = None
+            return
+        state.task = None
+        start = now
         task.checkpoints += 1
         value = error = None
         if ev is CHECKPOINT:
@@ -318,6 +329,28 @@ def step(
         value, error, inline = _wait_on(task, ev, inline)
         if value is _NOT_READY:
             return
+
+
+def _raised(
+    task: TaskState,
+    exc: BaseException,
+    state: ThreadState,
+    meter: CpuMeter,
+    start: float,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
+    """End the task with what its coroutine raised (``step``'s own path is for a return).
+
+    The step is charged first, and the task stays the thread's until it has ended.
+    """
+    try:
+        charge(task.task, meter, start)
+        if isinstance(exc, Cancelled):
+            _finish(task, _cancelled, None, None)
+        else:
+            _fail(task, exc)
+    finally:
+        state.task = None
 
 
 def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
@@ -370,12 +403,13 @@ def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseExc
 
 
 def _first_coroutine(
-    task: TaskState, op: AsyncOperation, ctx: Context
+    task: TaskState, op: AsyncOperation, ctx: Context, meter: CpuMeter, start: float
 ) -> Coroutine[Any, Any, Any] | None:
     """Make the coroutine of a task's first step; None if the task ended instead.
 
     The task ends at once when its function raises, or returns something
-    other than a coroutine (a plain function's value).
+    other than a coroutine (a plain function's value); the step is charged
+    to it first (``meter``, from ``start``).
     """
     fn = op._fn
     assert fn is not None
@@ -388,6 +422,7 @@ def _first_coroutine(
         else:
             coro = ctx.run(fn, *op._args)
     except BaseException as exc:
+        charge(op, meter, start)
         _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
         # The failure's traceback keeps the frame that raised it, and that
         # frame keeps this one (its f_back) with the locals it has when it
@@ -396,19 +431,24 @@ def _first_coroutine(
         del op, task
         return None
     if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
+        charge(op, meter, start)
         _finish(task, Outcome.VALUE, coro, None)
         return None
     task.coro = coro
     return coro
 
 
-def _resumed_error(task: TaskState, error: BaseException) -> BaseException:
-    """The error to throw into a task woken with ``error``.
+def _resumed(task: TaskState, error: BaseException | None) -> BaseException | None:
+    """Disarm a resumed task's wait, and make the error to throw into it, if any.
 
     ``CANCEL_LATER`` becomes the ``Cancelled`` it stands for (as
     ``deliver_cancel`` makes it), and a ``Cancelled`` from its own cancel
     marks the task (``note_cancel``).
     """
+    if task.events:
+        task._disarm_all()
+    if error is None:
+        return None
     if error is CANCEL_LATER:
         current = task.current
         error = cancelled_for(current.name, current.cancel_reason)
@@ -590,12 +630,11 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     return failure
 
 
-def describe_wait(task: TaskState) -> str:
-    """What a parked task waits on, and where, for ``dump()``."""
+def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
+    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
     waker = task
     if waker.status is not WakerStatus.WAITING:
-        return ""
+        return None
     what = ", ".join(describe_event(sub.event) for sub in list(waker.events or ())) or "?"
     point = task.suspension_point()
-    where = f" at {point[0]}:{point[1]}" if point else ""
-    return f" waiting on {what}{where}"
+    return what, (f"{point[0]}:{point[1]}" if point else None)

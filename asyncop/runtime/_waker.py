@@ -396,6 +396,7 @@ class Waker:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             if self._transition_to_queued():
+                self.task._wakes += 1
                 self.triggered = sub.event
                 self.result = result
                 self.error = error

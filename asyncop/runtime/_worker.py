@@ -93,8 +93,8 @@ runtime lock, and each says whether it happened (``_unpark_locked`` in
 ``_pool.py`` counts a worker active again only if it was parked). ``item``,
 ``item_seq``, ``stepping``, ``in_sync`` and ``replaced`` are written by the
 worker itself and read by the monitor; ``cpu_clock``, ``thread_state`` and
-``steps_only`` are set once when the thread starts; everything else is
-written under the runtime lock.
+``steps_only`` are set once when the thread starts; ``meter`` is used by the
+worker's thread alone; everything else is written under the runtime lock.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ from typing import TYPE_CHECKING, Any, final
 from ..operations import ThreadState, thread_state
 from ..platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
 from ._items import _log_exception, run_sync, step_batch
+from ._usage import CpuMeter
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -160,6 +161,7 @@ class Worker:
         "index",
         "item",
         "item_seq",
+        "meter",
         "parked_at",
         "replaced",
         "runtime",
@@ -198,6 +200,8 @@ class Worker:
         # True once the monitor started a replacement for the current item.
         self.replaced = False
         self.parked_at = 0.0
+        # Charges each item's time to its operation (see _usage.py).
+        self.meter = CpuMeter()
 
     @property
     def parked(

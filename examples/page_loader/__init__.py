@@ -7,6 +7,8 @@ Run it from the repository root::
     python -m examples.page_loader --switch-to 2        # cancel page 1, load page 2
     python -m examples.page_loader --fail body          # the body answers 503
     python -m examples.page_loader --tls                # the same over HTTPS (needs trustme)
+    python -m examples.page_loader --console /tmp/pl.sock --latency 2   # then, elsewhere:
+    python -m asyncop top /tmp/pl.sock                  # watch its tree live
 
 The program starts its own HTTP/1.1 server on 127.0.0.1, then loads a page
 as an operation tree: ``load_page(<id>)`` with children ``fetch_header``,
@@ -31,8 +33,8 @@ The modules, in reading order:
 - ``app``: the command line, the watch loop and the cancels.
 
 Exit status: 0 when the page loaded or was cancelled by ``--cancel-after``,
-1 when the load failed, 2 when ``--tls`` lacks ``trustme``, 130 after Ctrl-C,
-143 after SIGTERM.
+1 when the load failed, 2 when ``--tls`` lacks ``trustme`` or the
+``--console`` socket cannot be made, 130 after Ctrl-C, 143 after SIGTERM.
 """
 
 from __future__ import annotations

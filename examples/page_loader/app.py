@@ -20,11 +20,13 @@ the same single call, ``root.cancel(reason)``, which cancels the whole tree:
   and counts it like a Ctrl-C, so the tree stops the same way.
 
 ``--tls`` serves and loads the pages over HTTPS, with a certificate made at
-start (see ``tls``).
+start (see ``tls``). ``--console PATH`` serves the runtime's live tree on a
+Unix socket, for ``python -m asyncop ps|tree|top PATH`` in another terminal.
 
 Exit status: 0 when the page loaded, or when the load was cancelled by
 ``--cancel-after``; 1 when the load failed; 2 when ``--tls`` cannot be
-served (``trustme`` is missing); 130 after Ctrl-C; 143 after SIGTERM.
+served (``trustme`` is missing) or the ``--console`` socket cannot be made;
+130 after Ctrl-C; 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -281,6 +283,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="serve and load over HTTPS, with a certificate made at start (needs trustme)",
     )
+    parser.add_argument(
+        "--console",
+        metavar="PATH",
+        help="serve the live tree on a Unix socket at PATH: python -m asyncop top PATH",
+    )
     args = parser.parse_args(argv)
     if args.page < 1 or (args.switch_to is not None and args.switch_to < 1):
         parser.error("pages are numbered from 1")
@@ -305,9 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         except TLSUnavailable as exc:
             print(exc, file=sys.stderr)
             return EXIT_USAGE
+    try:
+        runtime = asyncop.Runtime(2, name="page-loader", console=args.console)
+    except (OSError, ValueError) as exc:  # the console's path is taken, or cannot be made
+        print(f"--console: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     with (
         running_server(site, ssl_context=server_context) as server,
-        asyncop.Runtime(2, name="page-loader") as runtime,
+        runtime,
         CtrlC() as ctrl_c,
         open_signal_receiver(signal.SIGTERM) as sigterm,
     ):

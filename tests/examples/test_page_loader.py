@@ -352,3 +352,55 @@ def test_tls_without_trustme_says_what_to_install() -> None:
     )
     assert done.returncode == 2
     assert "pip install trustme" in done.stderr
+
+
+# -- the live console -------------------------------------------------------------
+
+
+def test_console_serves_the_tree_while_the_page_loads(tmp_path: Path) -> None:
+    path = str(tmp_path / "pl.sock")
+    proc = subprocess.Popen(
+        _command("--console", path, "--latency", "1.0"),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _read_until(proc, "loading page 1", timeout=15)
+        deadline = time.monotonic() + 10
+        while True:
+            tree = subprocess.run(
+                [sys.executable, "-m", "asyncop", "tree", path],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            if "fetch_body" in tree.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        rest, errors = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[0].startswith("runtime page-loader (pid ")
+    root = next(line for line in lines if "load_page(1) [RUNNING] task" in line)
+    body = next(line for line in lines if "fetch_body [RUNNING] task" in line)
+    assert body.index("fetch_body") > root.index("load_page(1)")  # under it
+    assert proc.returncode == 0, errors
+    assert "threads left: none" in rest
+    assert not os.path.lexists(path)  # removed at shutdown
+
+
+def test_a_console_path_that_is_taken_is_a_usage_error(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    done, _ = run_app("--console", str(taken))
+    assert done.returncode == 2
+    assert done.stderr.startswith("--console: cannot make the console socket ")
+    assert "is not a socket" in done.stderr

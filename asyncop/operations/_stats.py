@@ -1,0 +1,98 @@
+"""What an operation has cost so far: ``op.stats``, always on.
+
+::
+
+    op.stats
+    # OperationStatistics(steps=3, busy_s=0.00041, cpu_s=0.00039, wakes=2,
+    #                     created_at=1052.61, started_at=1052.61, ended_at=1052.72)
+
+The counters live on the node itself, in the slots of :class:`Usage`, the
+base ``AsyncOperation`` inherits them from: counting costs a few slot
+writes per step, and nothing is made until somebody reads ``op.stats``,
+which builds a frozen :class:`OperationStatistics` from them at that
+instant (a value, like the primitives' ``statistics()``: the operation
+moves on, the snapshot does not).
+
+Who writes what
+---------------
+- ``_created_at``: the node's constructor, on the runtime's clock.
+- ``_started_at``: the transition to RUNNING (the first step, the start of
+  a callback, a scope's birth), on the runtime's clock; unset until then,
+  which saves the node's constructor a write.
+- ``_ended_at``: the runtime, as the node becomes final; unset until then.
+- ``_steps``, ``_busy``, ``_cpu``: the worker running the work, one step
+  or callback at a time (see ``runtime/_usage.py`` for how CPU time is
+  measured); a task's next step starts only once its last one was counted.
+- ``_wakes``: whoever wakes the parked task, under the runtime lock.
+
+Readers take no lock: each field is one reference, and a snapshot taken
+while the operation runs may mix one step's counts with the next one's.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["OperationStatistics", "Usage"]
+
+
+@attrs.frozen
+class OperationStatistics:
+    """What an operation has cost so far, from ``op.stats``.
+
+    Attributes:
+        steps: how many times its code ran: coroutine steps (from one
+            resumption to the next await that suspends it) for a task, 1
+            for a sync callback once it has run, 0 for a scope (its block
+            runs in the steps of the task that entered it).
+        busy_s: wall time spent in those steps, or in the callback, in
+            seconds of real time (whatever the runtime's clock).
+        cpu_s: CPU time its thread used while running them; a blocking
+            callback or step has ``cpu_s`` well below ``busy_s``.
+        wakes: how many times the task was woken from a park (an event
+            fired, or a cancel); a checkpoint is not a park.
+        created_at: when the operation was made, on the runtime's clock
+            (``runtime.now()``).
+        started_at: when it started running (None until then).
+        ended_at: when it became final (None until then).
+    """
+
+    __module__ = "asyncop"
+
+    steps: int
+    busy_s: float
+    cpu_s: float
+    wakes: int
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+
+
+@attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=False)
+class Usage:
+    """The counters behind ``op.stats``: a slotted base of ``AsyncOperation``.
+
+    ``AsyncOperation.__init__`` sets every slot but ``_started_at`` and
+    ``_ended_at`` (see the module docstring for who writes each one).
+    """
+
+    _steps: int
+    _busy: float
+    _cpu: float
+    _wakes: int
+    _created_at: float
+    _started_at: float | None
+    _ended_at: float | None
+
+    @property
+    def stats(self) -> OperationStatistics:
+        """What the operation has cost so far: a snapshot (see ``OperationStatistics``)."""
+        return OperationStatistics(
+            self._steps,
+            self._busy,
+            self._cpu,
+            self._wakes,
+            self._created_at,
+            getattr(self, "_started_at", None),
+            getattr(self, "_ended_at", None),
+        )
