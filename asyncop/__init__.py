@@ -31,6 +31,7 @@ from .operations import CancellationError as CancellationError
 from .operations import Cancelled as Cancelled
 from .operations import CancelToken as CancelToken
 from .operations import ClosedResourceError as ClosedResourceError
+from .operations import DeadlockError as DeadlockError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
@@ -109,6 +110,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "DeadlockError",
     "Condition",
     "ConditionStatistics",
     "EndOfChannel",

@@ -3001,6 +3001,74 @@ CASES += [
 ]
 
 
+# -- deadlocks ------------------------------------------------------------------
+
+
+def t_deadlock_mode_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock=True)
+
+
+def t_deadlock_mode_unknown(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock="loud")
+
+
+def t_deadlock_after_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock_after="1")
+
+
+def t_deadlock_after_negative(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock_after=-1)
+
+
+def t_primitive_name_type(c: Ctx) -> BaseException:
+    return caught(Event, name=3)
+
+
+def t_lock_cycle(c: Ctx) -> BaseException:
+    first, second = Lock("cycle_a"), Lock("cycle_b")
+    assert second.acquire(1)
+    try:
+
+        def holds_first_then_waits_for_second() -> None:
+            with first:
+                assert second.acquire(5)
+                second.release()
+
+        thread, box = in_thread(holds_first_then_waits_for_second)
+        deadline = time.monotonic() + 5
+        while second.statistics().tasks_waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return caught(first.acquire, 1)
+    finally:
+        second.release()
+        thread.join(5)
+        assert "error" not in box, box
+
+
+def t_deadlock_stuck(c: Ctx) -> BaseException:
+    rt = asyncop.Runtime(1, name="stuck_rt", deadlock="raise", clock=VirtualClock(autojump=True))
+    never_set = Event(name="never_set")
+
+    async def waits_for_nobody() -> None:
+        await never_set.wait_async()
+
+    try:
+        return caught(rt.run, waits_for_nobody)
+    finally:
+        rt.shutdown(timeout=5)
+
+
+CASES += [
+    Case("deadlock-mode-type", t_deadlock_mode_type, TypeError, "bool"),
+    Case("deadlock-mode-unknown", t_deadlock_mode_unknown, ValueError, "'loud'"),
+    Case("deadlock-after-type", t_deadlock_after_type, TypeError, "str"),
+    Case("deadlock-after-negative", t_deadlock_after_negative, ValueError, "=-1"),
+    Case("primitive-name-type", t_primitive_name_type, TypeError, "Event(name=...)"),
+    Case("lock-cycle", t_lock_cycle, asyncop.DeadlockError, "'cycle_a'"),
+    Case("deadlock-stuck", t_deadlock_stuck, asyncop.DeadlockError, "'stuck_rt'", "outcome"),
+]
+
+
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 
 

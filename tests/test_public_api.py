@@ -60,6 +60,7 @@ TOP_LEVEL = {
     "fail_after",
     "sleep_forever",
     "dump_on_signal",
+    "DeadlockError",
 }
 # Cancel with a grace period: what asked work reads and waits on.
 TOP_LEVEL |= {"stop_requested", "wait_stop_requested"}

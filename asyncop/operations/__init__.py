@@ -33,6 +33,7 @@ from ._current import RAISE as RAISE
 from ._current import ThreadState as ThreadState
 from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation
+from ._current import every_thread_state as every_thread_state
 from ._current import state_of as state_of
 from ._current import thread_state as thread_state
 from ._errors import SPAWN_KEYWORDS as SPAWN_KEYWORDS
@@ -41,6 +42,7 @@ from ._errors import BusyResourceError as BusyResourceError
 from ._errors import CancellationError as CancellationError
 from ._errors import Cancelled as Cancelled
 from ._errors import ClosedResourceError as ClosedResourceError
+from ._errors import DeadlockError as DeadlockError
 from ._errors import EndOfChannel as EndOfChannel
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import WouldBlock as WouldBlock
@@ -51,6 +53,7 @@ from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._face import RuntimeFace as RuntimeFace
 from ._face import ScopeFace as ScopeFace
+from ._finalize import line_of as line_of
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
@@ -92,6 +95,7 @@ from ._typing import R as R
 from ._typing import T as T
 from ._typing import Ts as Ts
 from ._typing import V as V
+from ._waiting import TreeWait as TreeWait
 from ._warn import warn_user as warn_user
 
 __all__ = [
@@ -104,6 +108,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "DeadlockError",
     "EndOfChannel",
     "InvalidStateError",
     "OperationState",

@@ -102,6 +102,10 @@ class CancelToken:
         "_waiters",
     )
 
+    # A thread in wait() waits for a cancel and nothing else: the runtime's
+    # deadlock watch does not count it as stuck (see runtime/_waitgraph.py).
+    ends_by_cancel = True
+
     def __init__(
         self,
         lock: RecursiveLock,
@@ -251,7 +255,7 @@ class CancelToken:
                     self._waiters = [waiter]
                 else:
                     self._waiters.append(waiter)
-            park(waiter, limit, op)
+            park(waiter, limit, op, self)
         finally:
             # Also on a Ctrl-C: no released-for-nobody lock stays queued.
             with self._lock:
@@ -293,6 +297,10 @@ class CancelToken:
             after.extend(self._callbacks.values())
             self._callbacks = None
         return True
+
+    def _describe(self) -> str:
+        """What a thread in ``wait()`` waits on, for the deadlock report."""
+        return "a cancel (CancelToken.wait())"
 
     def __repr__(self) -> str:
         return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"

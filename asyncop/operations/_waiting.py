@@ -9,6 +9,9 @@ operation ends the wait), ``_add_waiter_locked`` and ``_remove_waiter``
 keep the list of what to wake when the operation is final (a held lock to
 release, or a callback to run once the runtime lock is free), and
 ``_snapshot`` and ``_observe`` read the result and mark a failure as seen.
+A thread that waits for its tree to end (``run()``, ``shutdown()``, a
+scope's exit) is marked with a :class:`TreeWait`, which the runtime's
+deadlock watch does not count as a thread that could wake a task.
 
 The finalization (``_finalize.py``) takes the waiter list and wakes it, the
 last waiter first.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import _thread
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from ._current import ThreadState, thread_state
 from ._park import park, release_quietly
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from ._node import AsyncOperation
 
 __all__ = [
+    "TreeWait",
     "add_waiter_locked",
     "block_until_final",
     "check_can_block",
@@ -64,8 +68,32 @@ def check_can_block(self: AsyncOperation, what: str, state: ThreadState | None =
         node = node.parent
 
 
+@final
+class TreeWait:
+    """A thread waiting for its tree to end: in ``run()``, ``shutdown()``, a scope's exit.
+
+    What such a thread waits on (``ThreadState.waits_on``). It goes on only
+    once the tree has moved, so the runtime's deadlock watch does not count
+    it as a thread that could wake a task; ``call`` names the wait in the
+    deadlock report. (``op.wait()`` without a timeout is the same kind of
+    wait, marked with the operation itself.)
+    """
+
+    __slots__ = ("call", "op")
+
+    def __init__(self, op: AsyncOperation, call: str) -> None:
+        self.op = op
+        self.call = call
+
+    def _describe(self) -> str:
+        return f"the end of operation {self.op.name!r}, in {self.call}"
+
+
 def block_until_final(
-    self: AsyncOperation, timeout: float | None, caller: AsyncOperation | None = None
+    self: AsyncOperation,
+    timeout: float | None,
+    caller: AsyncOperation | None = None,
+    what: TreeWait | None = None,
 ) -> bool:
     """Park the calling thread until the operation is final, or time out.
 
@@ -73,7 +101,10 @@ def block_until_final(
     operation the thread runs), a cancel of the caller ends the wait
     early too: it returns False and the caller tells which from its
     token. A KeyboardInterrupt removes the waiter and propagates; the
-    main thread waits in slices, so it notices one promptly.
+    main thread waits in slices, so it notices one promptly. ``what``
+    says which of the runtime's own waits for a tree this is; without it,
+    a wait with no timeout is marked with the operation (an ``op.wait()``
+    that goes on only once the tree moves) and a timed one with nothing.
     """
     waiter = _thread.allocate_lock()
     waiter.acquire()
@@ -88,7 +119,7 @@ def block_until_final(
             if self._state.final:
                 return True
             self._add_waiter_locked(wake)
-        park(waiter, timeout, caller)
+        park(waiter, timeout, caller, what if what is not None or timeout is not None else self)
     finally:
         # Also after a Ctrl-C that landed as the waiter was queued.
         if not self._state.final:  # else the finalizer took the list

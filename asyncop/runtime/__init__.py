@@ -130,6 +130,7 @@ from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
 from ._scope import ScopeState as ScopeState
 from ._scope import scope as scope
+from ._semaphore import Semaphore as Semaphore
 from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from ._start import TaskStatus as TaskStatus
 from ._start import start as _start
@@ -144,7 +145,6 @@ from ._subscribe import waker_new as waker_new
 from ._sync import Event as Event
 from ._sync import Lock as Lock
 from ._sync import LockGuard as LockGuard
-from ._sync import Semaphore as Semaphore
 from ._timeout_scope import TimeoutScope as TimeoutScope
 from ._timeout_scope import fail_after as fail_after
 from ._timeout_scope import fail_at as fail_at

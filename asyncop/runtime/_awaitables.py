@@ -271,6 +271,9 @@ class SleepForever(WaitEvent[NoReturn]):
     __slots__ = ()
 
     arms_locked = True
+    # Only a cancel ends it: a tree waiting on nothing else is not stuck
+    # but waiting for Ctrl-C (the deadlock watch, _waitgraph.py).
+    ends_by_cancel = True
 
     def _arm(self, sub: Subscription) -> None:
         pass

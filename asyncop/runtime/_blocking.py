@@ -242,11 +242,14 @@ class Blocking(WaitEvent):
             else:
                 result = (value, None)
             limiter.release_on_behalf_of(borrower)
-            with runtime._lock:
-                runtime._outside_work -= 1
+            # One hold of the lock for both (fire() takes it again, re-entrant):
+            # the call must not look ended before its task is queued, or a
+            # virtual clock's jump or the deadlock watch could look between.
             # A late result of an abandoned call finds the waker claimed by
             # the cancel and is dropped here, silently.
-            sub.fire(*result)
+            with runtime._lock:
+                runtime._outside_work -= 1
+                sub.fire(*result)
 
         def label() -> str:
             return f"spawn_blocking({describe_fn(fn)}) for task {waker.task.name!r}"

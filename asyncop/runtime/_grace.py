@@ -195,6 +195,9 @@ class StopRequestedWait(WaitEvent[None]):
     __slots__ = ()
 
     arms_locked = True
+    # Only a stop request or a cancel ends it: a tree waiting on nothing else
+    # is not stuck but waiting to be stopped (the deadlock watch, _waitgraph.py).
+    ends_by_cancel = True
 
     def _arm(self, sub: Subscription) -> None:
         with sub.waker.runtime._lock:

@@ -16,7 +16,9 @@ A :class:`Kernel` holds:
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
   parked worker waiting in the I/O multiplexer;
 - the **roots**: the live top-level operations, in insertion order, so that
-  ``shutdown`` can cancel them and ``dump`` can show them.
+  ``shutdown`` can cancel them and ``dump`` can show them;
+- the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
+  monitor asks at each look whether the runtime is stuck.
 
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
@@ -75,6 +77,7 @@ from ..operations import (
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
+from ._deadlock import DeadlockMode, DeadlockWatch
 from ._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from ._introspect import owner_of
 from ._items import _log_exception
@@ -118,7 +121,15 @@ class Kernel(WorkerPool):
     """
 
     def __init__(
-        self, workers: int, *, name: str, clock: Any, parallel: bool, max_threads: int
+        self,
+        workers: int,
+        *,
+        name: str,
+        clock: Any,
+        parallel: bool,
+        max_threads: int,
+        deadlock: DeadlockMode = DeadlockMode.WARN,
+        deadlock_after: float = 1.0,
     ) -> None:
         self.name = name
         self._max_threads = max_threads
@@ -178,6 +189,8 @@ class Kernel(WorkerPool):
         # for them (I/O waits, blocking calls in other threads).
         self._outside_work = 0
         self._state = RuntimeState.RUNNING
+        # Whether the runtime is stuck, looked at by the monitor (_deadlock.py).
+        self._deadlocks = DeadlockWatch(self, deadlock, deadlock_after)
         self._monitor = Monitor(self)
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)

@@ -21,12 +21,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..operations import (
     SPAWN_KEYWORDS,
     AsyncOperation,
     C,
+    OperationState,
     R,
     Ts,
     keywords_refused,
@@ -39,6 +40,7 @@ from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
 from ._console import Console, attach, console_path
+from ._deadlock import check_deadlock_args
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
@@ -178,13 +180,20 @@ class Runtime(Kernel):
             PATH``; made with mode 0600, removed at shutdown. Defaults to
             the environment variable ``ASYNCOP_CONSOLE``, if set. Runtimes
             of one process given the same path share its socket.
+        deadlock: when every task waits and nothing can wake one for
+            ``deadlock_after`` seconds (0 or more; at once on an autojumping
+            clock): ``"warn"`` logs the wait-for graph once, ``"raise"``
+            cancels the tree and ``run()`` raises ``DeadlockError``, ``"off"``
+            neither, nor the lock-cycle check (see ``_deadlock.py``).
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
-            (1024), or ``max_threads`` is below ``workers``.
+            (1024), ``max_threads`` is below ``workers``, ``deadlock`` is
+            not a mode, or ``deadlock_after`` is negative or NaN.
         TypeError: ``workers`` or ``max_threads`` is not an integer,
-            ``parallel`` is not a bool, or ``asyncio_loop_factory`` is not
-            callable.
+            ``parallel`` is not a bool, ``asyncio_loop_factory`` is not
+            callable, ``deadlock`` is not a str or ``deadlock_after`` not a
+            number.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
         FileExistsError: the ``console`` path exists and is not a stale
@@ -208,10 +217,13 @@ class Runtime(Kernel):
         max_threads: int | None = None,
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
         console: str | os.PathLike[str] | None = None,
+        deadlock: Literal["warn", "raise", "off"] = "warn",
+        deadlock_after: float = 1.0,
     ) -> None:
         workers = _check_workers(workers)
         console_at = console_path(console, "Runtime")
         _check_loop_factory(asyncio_loop_factory)
+        mode, after = check_deadlock_args(deadlock, deadlock_after)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -224,6 +236,8 @@ class Runtime(Kernel):
             clock=clock,
             parallel=parallel,
             max_threads=_check_max_threads(max_threads, workers),
+            deadlock=mode,
+            deadlock_after=after,
         )
         self._asyncio_loop_factory = asyncio_loop_factory
         # The host loop of asyncop.asyncio_bridge, made by its first call
@@ -415,6 +429,10 @@ class Runtime(Kernel):
         Raises:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
+            DeadlockError: with ``deadlock="raise"``, the runtime was stuck
+                and the tree was cancelled (bare, never in a group).
+            KeyboardInterrupt: a Ctrl-C, with a note (PEP 678) that shows
+                the tree as it was when it arrived.
             TypeError: ``fn`` is not callable, or a keyword argument is
                 meant for ``fn``.
         """
@@ -432,6 +450,9 @@ class Runtime(Kernel):
             op = self.spawn(fn, *args)
             op._check_can_block("Runtime.run()")
             wait_for_tree(op)
+        deadlock = self._deadlocks.take_error(op)
+        if deadlock is not None:
+            raise deadlock from (op.error if op.state is OperationState.FAILED else None)
         return op.result()
 
     def scope(

@@ -17,7 +17,9 @@ decides what the ``with`` statement raises, in this order:
 
 1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
    Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
-   re-raised as themselves, carrying any failure group as ``__context__``.
+   re-raised as themselves, carrying any failure group as ``__context__``;
+   a KeyboardInterrupt also carries a note with ``dump()`` taken when it
+   arrived (``_interrupt.tree_note``).
    So is the GeneratorExit that closes an async generator suspended in the
    block. A second Ctrl-C at a sync exit stops the wait and gives up on
    the runtime's work (``_interrupt.py``): the runtime shuts down without
@@ -35,6 +37,9 @@ decides what the ``with`` statement raises, in this order:
    (``_timeout_scope.py``) tells its expiry by that, and swallows it.
 5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
    stops here.
+
+A root scope that ``Runtime(deadlock="raise")`` cancelled because the runtime
+was stuck raises the ``DeadlockError`` instead of 2 to 5 (``_deadlock.py``).
 
 A scope's error is raised out of its block only: it is not handed to the
 enclosing operation as a failing child, so code that catches it goes on.
@@ -73,6 +78,7 @@ from ..operations import (
     OperationState,
     OpKind,
     Outcome,
+    TreeWait,
     _thread_local,
     cancelled_for,
     keywords_refused,
@@ -83,7 +89,8 @@ from ..operations import (
 from ..platform import check_deadline, check_timeout
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
 from ._block import enter_in_task
-from ._interrupt import gave_up, give_up, interrupt_tree
+from ._deadlock import deadlock_error_for
+from ._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
 from ._introspect import owner_of
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
@@ -312,6 +319,8 @@ class Scope:
         if op is None:
             raise RuntimeError("scope exited without being entered; use it in a with statement")
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        # The tree as the first Ctrl-C found it, for the KeyboardInterrupt's note.
+        note = tree_note(op) if isinstance(interrupt, KeyboardInterrupt) else None
         waited = False
         while True:
             # Everything, the first line included, inside the try: a Ctrl-C
@@ -337,7 +346,13 @@ class Scope:
                 # A first Ctrl-C, wherever it landed: the next round ends
                 # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
+                note = note if note is not None else tree_note(op)
         verdict = self._verdict(op, exc, interrupt)
+        if isinstance(verdict, KeyboardInterrupt):
+            add_tree_note(verdict, note)
+        elif interrupt is None:
+            # A root scope that deadlock="raise" cancelled leaves with the DeadlockError.
+            verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
                 _throw(verdict)
@@ -540,7 +555,9 @@ def _wait_final(op: AsyncOperation) -> None:
             return
         op._add_waiter_locked(waiter)
     try:
-        park(waiter, None, None)  # (marks the thread blocked: a worker's sync slot is free)
+        # (Marks the thread blocked: a worker's sync slot is free. A wait for
+        # the tree: no thread that could wake a task, for the deadlock watch.)
+        park(waiter, None, None, TreeWait(op, "the exit of its with-block"))
     except BaseException:
         op._remove_waiter(waiter)
         raise

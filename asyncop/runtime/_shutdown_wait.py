@@ -25,7 +25,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..operations import AsyncOperation, OperationState, OpKind, check_cancel_grace, walk
+from ..operations import (
+    AsyncOperation,
+    OperationState,
+    OpKind,
+    TreeWait,
+    check_cancel_grace,
+    walk,
+)
 from ._grace import request_stop
 from ._snapshot import describe_locked
 
@@ -119,7 +126,9 @@ def wait_for_roots(runtime: Runtime, roots: list[AsyncOperation], end: float | N
     for root in roots:
         while True:
             until = report_at if end is None else min(end, report_at)
-            if root._block_until_final(max(0.0, until - time.monotonic())):
+            if root._block_until_final(
+                max(0.0, until - time.monotonic()), None, TreeWait(root, "shutdown()")
+            ):
                 break
             now = time.monotonic()
             if end is not None and now >= end:

@@ -52,7 +52,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
-from ..operations import AsyncOperation, OperationState, thread_state
+from ..operations import AsyncOperation, OperationState, TreeWait, thread_state
 from ._interrupt import wait_after_interrupt
 from ._introspect import owner_of
 from ._kinds import describe_fn
@@ -258,6 +258,9 @@ def _start_blocking(
     target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
 ) -> Any:
     status = _launch(target, fn, args, name)
+    if status._op is not None:
+        # The thread waits for the tree: no thread that could wake a task.
+        status._ready._purpose = TreeWait(status._op, "start()")
     try:
         status._ready.wait()
     except BaseException as exc:
@@ -266,7 +269,7 @@ def _start_blocking(
             if isinstance(exc, KeyboardInterrupt):
                 wait_after_interrupt(status._op)  # a second Ctrl-C stops the wait
             else:
-                status._op._block_until_final(None)
+                status._op._block_until_final(None, None, TreeWait(status._op, "start()"))
             status._op._observe()
         raise
     return status._outcome()

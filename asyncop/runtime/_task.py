@@ -109,20 +109,26 @@ class TaskState(Waker):
         self.saw_cancel = False
 
     def suspension_point(self) -> tuple[str, int] | None:
-        """Where the coroutine is suspended: its innermost awaiting frame."""
+        """Where the coroutine is suspended: its innermost awaiting frame.
+
+        The innermost user frame, not asyncop's own ``__await__``, nor
+        anyio's (an ``await event.wait()`` of anyio's names the line that
+        awaits it); anyio's, if the task runs anyio's code alone.
+        """
         coro: Any = self.coro
-        frame = None
+        user = other = None
         while coro is not None:
             inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-            # Report the innermost user frame, not asyncop's own __await__
-            # (whose frame, compiled, is a stand-in with no line).
-            if (
-                inner is not None
-                and type(coro) not in _COMPILED_AWAITING
-                and not inner.f_globals.get("__name__", "").startswith("asyncop.")
-            ):
-                frame = inner
+            # Not asyncop's own __await__ (whose frame, compiled, is a
+            # stand-in with no line).
+            if inner is not None and type(coro) not in _COMPILED_AWAITING:
+                module = inner.f_globals.get("__name__", "")
+                if not module.startswith("asyncop."):
+                    other = inner
+                    if not (module == "anyio" or module.startswith("anyio.")):
+                        user = inner
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        frame = user or other
         if frame is None:
             return None
         return frame.f_code.co_filename, frame.f_lineno

@@ -589,3 +589,19 @@ def test_a_shutdown_that_waits_names_what_it_waits_for(
         assert "callback stubborn [RUNNING]" in text and "test_grace.py:" in text, text
     for text in (expired, waiting):
         assert "task parked [RUNNING]" in text and "waiting on sleep(0.3)" in text, text
+
+
+@pytest.mark.timeout(20)
+def test_a_tree_waiting_to_be_asked_to_stop_is_not_a_deadlock() -> None:
+    # A server that waits for its stop request waits for its user, as
+    # sleep_forever() does: the deadlock watch must not call it stuck.
+    async def serve() -> str:
+        await asyncop.wait_stop_requested()
+        return "stopped"
+
+    with asyncop.Runtime(workers=1, deadlock="raise", deadlock_after=0.02) as runtime:
+        op = runtime.spawn(serve)
+        time.sleep(0.3)  # nothing in the runtime can end the wait meanwhile
+        assert not op.done
+        op.cancel(grace=1)
+        assert op.wait(5).value == "stopped"
