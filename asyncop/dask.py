@@ -290,7 +290,7 @@ class _DaskJob(RemoteJob):
         return f"{self.name} {state} as {self.where()}"
 
     def _on_cancel(self) -> None:
-        if self._mark(JobState.CANCELLING):
+        if self._transition_to_cancelling():
             # Scheduler round trips: on the client's event loop, concurrently
             # for every job a cancel reaches, never in the cancelling thread.
             try:

@@ -877,6 +877,21 @@ def t_waker_new_sync_operation(c: Ctx) -> BaseException:
     return caught(lowlevel.waker_new, c.rt.create(noop_callback, name="plain_op"))
 
 
+def t_waker_new_task_not_running(c: Ctx) -> BaseException:
+    gate = Event()
+
+    async def parked_task() -> None:
+        await gate.wait_async()
+
+    op = c.rt.spawn(parked_task, name="parked_op")
+    wait_until(lambda: op._task is not None and op._task.status is asyncop.WakerStatus.WAITING)
+    try:
+        return caught(lowlevel.waker_new, op)
+    finally:
+        gate.set()
+        op.wait(5)
+
+
 def t_resume_when_not_event(c: Ctx) -> BaseException:
     task = c.rt.create(async_callback, name="coro_op")
     return caught(lowlevel.resume_when, task, 5)
@@ -1897,6 +1912,7 @@ CASES = [
     ),
     # lowlevel and testing
     Case("waker-new-sync-operation", t_waker_new_sync_operation, TypeError, "'plain_op'"),
+    Case("waker-new-not-running", t_waker_new_task_not_running, RuntimeError, "'parked_op'"),
     Case("resume-when-not-event", t_resume_when_not_event, TypeError, "int"),
     Case("lowlevel-timeout", t_lowlevel_timeout, TimeoutError, "timed_waiter'", "outcome"),
     Case("clock-backwards", t_clock_backwards, ValueError, "VirtualClock.advance()"),

@@ -11,9 +11,11 @@ and the services the runtime installs in ``_hooks.py``.
 Where things are: ``_node.py`` defines ``AsyncOperation`` (its fields and
 public face); the machinery behind it is in ``_cancel.py`` (the cancel
 walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
-``_finalize.py`` (how a node ends and hands its failure up), and
-``_stop.py`` (who was asked to stop by a cancel with a grace). ``_state.py``
-has the states, the result snapshot and the node's kinds; ``_token.py``
+``_finalize.py`` (how a node ends and hands its failure up, and the
+transition of its outcome), and ``_stop.py`` (who was asked to stop by a
+cancel with a grace). ``_state.py`` has the states and their transitions,
+the only code that writes a node's state, the result snapshot and the
+node's kinds; ``_token.py``
 the cancel token; ``_park.py`` how a blocked thread is parked so that a
 cancel wakes it; ``_current.py`` the per-thread state (the current
 operation); ``_errors.py`` the exceptions; ``_warn.py`` warnings that
@@ -74,7 +76,6 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
-from ._state import _is_final as _is_final
 from ._stats import OperationStatistics as OperationStatistics
 from ._stop import check_cancel_grace as check_cancel_grace
 from ._stop import stop_requested_of as stop_requested_of

@@ -10,7 +10,8 @@ subtree to stop and calls ``cancel()`` again when the grace runs out (see
 
 The walk goes down the subtree with an explicit stack, however deep, and
 leaves shielded subtrees alone. A CREATED or PENDING node ends its work
-CANCELLED at once and is finalized with the unstarted nodes below it; a
+CANCELLED at once (``_transition_to_ended``, whose answer says whether this
+walk ended it) and is finalized with the unstarted nodes below it; a
 RUNNING one has its token cancelled, and the runtime wakes it where it
 waits (``_on_cancel_running_locked``). On the main thread a Ctrl-C can cut
 the walk short anywhere: the node it started from stays flagged
@@ -26,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._hooks import run_after
-from ._state import OperationState, OpKind, Outcome, _is_final
+from ._state import OperationState, OpKind, Outcome
 from ._stop import check_cancel_grace
 
 if TYPE_CHECKING:
@@ -40,13 +41,6 @@ __all__ = [
     "expire",
     "finish_token_cancel_locked",
 ]
-
-_CREATED = OperationState.CREATED
-_PENDING = OperationState.PENDING
-_RUNNING = OperationState.RUNNING
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
-_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
 
 
 def cancel(self: AsyncOperation, reason: object = None, *, grace: float | None = None) -> None:
@@ -96,7 +90,13 @@ def cancel(self: AsyncOperation, reason: object = None, *, grace: float | None =
 
 
 def cancel_locked(
-    self: AsyncOperation, reason: object, after: After, *, again: bool = False
+    self: AsyncOperation,
+    reason: object,
+    after: After,
+    again: bool = False,
+    _running: OperationState = OperationState.RUNNING,
+    _cancelled: Outcome = Outcome.CANCELLED,
+    _remote: OpKind = OpKind.REMOTE,
 ) -> None:
     """Walk the subtree iteratively and cancel every live node.
 
@@ -119,7 +119,7 @@ def cancel_locked(
     not final, and a final node still flagged, which is still linked
     where the walk meets it, or is this node.
     """
-    if _is_final(self._state):
+    if self._state.final:
         if self._cancel_unfinished:
             self._try_finalize_locked(after)
         return
@@ -136,18 +136,8 @@ def cancel_locked(
         if not node._cancel_token_locked(after) and redo:
             node._finish_token_cancel_locked(after)
         state = node._state
-        if state is _CREATED or state is _PENDING:
-            if node._outcome is _NO_OUTCOME:
-                node._outcome = _CANCELLED_OUTCOME
-                node._fn = None
-                node._args = ()
-                unstarted.append(node)
-                node.runtime._on_cancel_running_locked(node, after)
-            elif redo and node._outcome is _CANCELLED_OUTCOME:
-                unstarted.append(node)
-                node.runtime._on_cancel_running_locked(node, after)
-        elif state is _RUNNING:
-            if node._kind is _REMOTE:
+        if state is _running:
+            if node._kind is _remote:
                 # Its job (see OpKind.REMOTE) applies its executor's rule,
                 # once the lock is released, like an on_cancel callback.
                 job = node._task
@@ -155,11 +145,17 @@ def cancel_locked(
                     after.append(job._on_cancel)
             else:
                 node.runtime._on_cancel_running_locked(node, after)
-            if redo and node._outcome is not _NO_OUTCOME:
+            if redo and node._outcome is not None:
                 unstarted.append(node)  # its work has ended: finalize it if it can
-        else:
+        elif state.final:
             # Final yet linked: a Ctrl-C cut its settling short.
             unstarted.append(node)
+        elif node._transition_to_ended(_cancelled, None, None) or (
+            redo and node._outcome is _cancelled
+        ):
+            # CREATED or PENDING: its work ends CANCELLED, and it never runs.
+            unstarted.append(node)
+            node.runtime._on_cancel_running_locked(node, after)
         child = node.first_child
         while child is not None:
             # Read first: a cancel of the child may unlink it.
@@ -185,7 +181,7 @@ def expire(self: AsyncOperation) -> None:
     after: After = []
     runtime = self.runtime
     with runtime._lock:
-        if _is_final(self._state):
+        if self._state.final:
             return
         now = runtime.now()
         # When an outer deadline is due at the same instant, the outer

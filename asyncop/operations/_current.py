@@ -39,7 +39,6 @@ class ThreadState:
     __slots__ = (
         "__weakref__",
         "blocked",
-        "keep_next_push",
         "op",
         "parked_on",
         "task",
@@ -55,9 +54,6 @@ class ThreadState:
         # While it is set, the current operation is the task's innermost
         # scope, and blocking waits refuse to run (they would block a worker).
         self.task: Any = None
-        # Set by a worker that is about to run the ready queue itself: the
-        # next push from this thread need not wake another worker for it.
-        self.keep_next_push = False
         # The runtime Worker whose thread this is, or None on any other thread.
         self.worker: Any = None
         # True while the thread waits inside one of asyncop's blocking calls.

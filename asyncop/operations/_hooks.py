@@ -68,36 +68,27 @@ class RuntimeHooks(Protocol):
         self,
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
-        *,
         parent: AsyncOperation | None,
         name: str | None,
-        kind: OpKind | None = None,
         submit: bool = False,
         supervise: bool = False,
+        kind: OpKind | None = None,
     ) -> AsyncOperation:
-        """Make an operation; with ``submit``, link and queue it in one locked step.
+        """Make an operation and link it; with ``submit``, queue it in the same locked step.
 
         ``kind`` is worked out from ``fn`` unless given.
         """
-        ...
-
-    def _spawn(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        parent: AsyncOperation,
-        name: str | None,
-        supervise: bool,
-    ) -> AsyncOperation:
-        """Make a child of ``parent`` that runs ``fn(*args)``, link it and queue it."""
         ...
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 
     def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...
 
-    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
-        """A RUNNING, CREATED or PENDING operation's token was just cancelled."""
+    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> bool:
+        """A RUNNING, CREATED or PENDING operation's token was just cancelled.
+
+        Returns whether a task was woken (or, never started, marked never to run).
+        """
         ...
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ._current import ThreadState, thread_state
 from ._park import park, release_quietly
-from ._state import AsyncResult, OperationState, _is_final
+from ._state import AsyncResult, OperationState
 from ._typing import V
 
 if TYPE_CHECKING:
@@ -41,9 +41,6 @@ __all__ = [
     "remove_waiter",
     "snapshot",
 ]
-
-_COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
 
 # The results that carry nothing but a state, made once: results are
 # immutable, and a callback that returns None is the common case.
@@ -119,15 +116,15 @@ def block_until_final(
     try:
         # A with-statement: see _end_work.
         with self.runtime._lock:
-            if _is_final(self._state):
+            if self._state.final:
                 return True
             self._add_waiter_locked(wake)
         park(waiter, timeout, caller, what if what is not None or timeout is not None else self)
     finally:
         # Also after a Ctrl-C that landed as the waiter was queued.
-        if not _is_final(self._state):  # else the finalizer took the list
+        if not self._state.final:  # else the finalizer took the list
             self._remove_waiter(wake)
-    return _is_final(self._state)
+    return self._state.final
 
 
 def add_waiter_locked(self: AsyncOperation, fn: Callable[[], object] | _thread.LockType) -> None:
@@ -149,12 +146,17 @@ def remove_waiter(self: AsyncOperation, fn: Callable[[], object] | _thread.LockT
                 pass
 
 
-def snapshot(self: AsyncOperation[V], *, observe: bool) -> AsyncResult[V]:
+def snapshot(
+    self: AsyncOperation[V],
+    observe: bool,
+    _completed: OperationState = OperationState.COMPLETED,
+    _failed: OperationState = OperationState.FAILED,
+) -> AsyncResult[V]:
     state = self._state
-    if state is _COMPLETED:
+    if state is _completed:
         value = self._value
         return _COMPLETED_NONE if value is None else AsyncResult(state, value, None)
-    if state is _FAILED:
+    if state is _failed:
         if observe:
             self._observe()
         return AsyncResult(state, None, self._error)

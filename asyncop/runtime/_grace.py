@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, final
 
 from ..operations import (
     AsyncOperation,
-    _is_final,
     safe_str,
     stop_requested_of,
     thread_state,
@@ -118,7 +117,7 @@ def request_stop(
     stays. Returns the request, or None when there was nothing to ask.
     """
     with runtime._lock:
-        if _is_final(op._state) or op._cancelled:
+        if op._state.final or op._cancelled:
             return None
         deadline = _INF if grace is None else runtime._now() + grace
         requests = runtime._stop_requests

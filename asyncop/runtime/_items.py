@@ -56,8 +56,6 @@ BATCH = 64
 OVERTAKE = 4
 _INF = float("inf")
 _modules = sys.modules
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
 
 
 # The hooks run before each sync callback. A tuple, replaced whole under
@@ -210,7 +208,15 @@ def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     # A slot is free again: a callback that waits for one runs next, here.
 
 
-def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: Worker) -> None:
+def _call_sync(
+    rt: Kernel,
+    op: AsyncOperation[Any],
+    state: ThreadState,
+    worker: Worker,
+    _value: Outcome = Outcome.VALUE,
+    _error: Outcome = Outcome.ERROR,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
     fn = op._fn
     args = op._args
     ctx = op._ctx
@@ -226,11 +232,11 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
         if value is not None and isinstance(value, _NOT_A_RESULT):
             raise _unrun_result_refused(op.name, value) from None
     except Cancelled:
-        outcome, value, error = _CANCELLED_OUTCOME, None, None
+        outcome, value, error = _cancelled, None, None
     except BaseException as exc:
-        outcome, value, error = _ERROR, None, strip_own_frame(exc)
+        outcome, value, error = _error, None, strip_own_frame(exc)
     else:
-        outcome, error = _VALUE, None
+        outcome, error = _value, None
     finally:
         state.op = None
     # (Charged before it ends: whoever it wakes finds its stats complete.)

@@ -42,8 +42,6 @@ from ._waker import WakerStatus
 
 __all__ = ["cycle_error", "holder_text"]
 
-_WAITING = WakerStatus.WAITING
-_NO_STATUS = WakerStatus.NO_STATUS
 # Links followed at most: far more locks than any real cycle has.
 _MAX_LINKS = 1000
 
@@ -63,7 +61,7 @@ def holder_text(owner: object) -> str:
 def _lock_awaited_by(holder: object) -> Any:
     """The lock ``holder`` waits for right now, or None."""
     if isinstance(holder, TaskState):
-        if holder.status is not _WAITING and holder.status is not _NO_STATUS:
+        if holder.status is not WakerStatus.WAITING and holder.status is not WakerStatus.NO_STATUS:
             return None  # running after a wake, or queued: it waits for nothing
         events: Any = holder.events
         try:

@@ -28,8 +28,6 @@ from ..operations import (
     AsyncOperation,
     C,
     OperationState,
-    OpKind,
-    Outcome,
     R,
     Ts,
     keywords_refused,
@@ -51,7 +49,6 @@ from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
 from ._snapshot import render_dump, take_snapshot
 from ._waker import let_go
 from ._worker import (
-    WorkerState,
     join_by,
     monotonic,
 )
@@ -65,11 +62,6 @@ __all__ = ["Runtime"]
 
 logger = logging.getLogger("asyncop")
 
-_RUNNING = OperationState.RUNNING
-_CORO = OpKind.CORO
-_BUSY = WorkerState.BUSY
-_SYNC = OpKind.SYNC
-_SCOPE = OpKind.SCOPE
 # How long interpreter exit waits for cancelled work before abandoning it.
 EXIT_GRACE = 1.0
 # The most worker threads a Runtime takes. Far more than any CPU count; a
@@ -333,7 +325,7 @@ class Runtime(Kernel):
             RuntimeError: ``parent`` has ended or belongs to another runtime.
         """
         op = self._new_operation(callback, (), parent=parent, name=name, seed_shape=True)
-        if op._outcome is Outcome.NONE:
+        if op._outcome is None:
             op._args = (op, context)
         return op
 
@@ -610,10 +602,14 @@ class Runtime(Kernel):
 
     def _shutdown(self, cancel: bool, limit: float | None, grace: float | None = None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
+        callbacks: list[Callable[[], object]] = []
         with self._lock:
-            self._transition_to_closing_locked()
+            if self._transition_to_closing_locked():
+                # The first pass takes the at_shutdown() callbacks, in the same
+                # step (no call in between, where a Ctrl-C could land): none
+                # is added once the runtime is CLOSING.
+                callbacks, self._at_shutdown = self._at_shutdown[::-1], []
             roots = list(self._roots)
-            callbacks, self._at_shutdown = self._at_shutdown[::-1], []
         run_isolated(callbacks, "a Runtime.at_shutdown() callback")
         end = None if limit is None else monotonic() + limit
         if cancel and grace is not None:

@@ -29,7 +29,6 @@ from ..operations import (
     AsyncOperation,
     OperationState,
     OpKind,
-    Outcome,
     TreeWait,
     check_cancel_grace,
     walk,
@@ -164,7 +163,7 @@ def waited_for(runtime: Runtime, roots: list[AsyncOperation]) -> list[str]:
     lines: list[str] = []
     with runtime._lock:
         for op, _depth in walk(roots):
-            if op.done or op._outcome is not Outcome.NONE or _opened_by_running_work(op):
+            if op.done or op._outcome is not None or _opened_by_running_work(op):
                 continue
             lines.append(f"{_KINDS[op._kind]} {describe_locked(runtime, op)}")
     return lines
@@ -181,7 +180,7 @@ def _opened_by_running_work(op: AsyncOperation) -> bool:
     node = op.parent
     while node is not None and node._kind is OpKind.SCOPE:
         node = node.parent
-    return node is not None and node._outcome is Outcome.NONE
+    return node is not None and node._outcome is None
 
 
 def _summary(lines: list[str]) -> str:

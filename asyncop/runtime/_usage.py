@@ -126,8 +126,7 @@ class CpuMeter:
 def charge(op: AsyncOperation, meter: CpuMeter, start: float) -> float:
     """Charge ``op`` the wall and CPU time from ``start`` to now; return now.
 
-    The caller counts the step. ``_task.step`` writes this out for the
-    commonest case, a task that yields: keep the two alike.
+    The caller counts the step.
     """
     meter.last = now = wall_clock()
     wall = now - start

@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["WaitGraph", "wait_graph_locked", "waits_for_tree"]
 
-_WAITING = WakerStatus.WAITING
-_SCOPE = OpKind.SCOPE
-_SYNC = OpKind.SYNC
 # Levels the report indents; deeper lines show their depth instead.
 _INDENT = 32
 
@@ -113,7 +110,7 @@ def _task_line(op: AsyncOperation, graph: WaitGraph) -> str:
     task = op._task
     if task.coro is None:
         return f"task {op.name!r} has returned; it waits for its children to end"
-    if task.status is not _WAITING:
+    if task.status is not WakerStatus.WAITING:
         return f"task {op.name!r} is {task.status.name}"
     events = [sub.event for sub in list(task.events or ())]
     graph.waits += sum(1 for event in events if not _ends_by_cancel(event))
@@ -152,14 +149,14 @@ def wait_graph_locked(runtime: Kernel) -> WaitGraph:
     threads: dict[AsyncOperation, tuple[str, int | None, Any]] = {}
     for worker in runtime._workers:
         item = worker.item
-        if item is not None and item._kind is _SYNC and worker.handle is not None:
+        if item is not None and item._kind is OpKind.SYNC and worker.handle is not None:
             threads[item] = (worker.handle.name, worker.handle.ident, worker.thread_state)
     outside: list[tuple[int, ThreadState]] = []
     # (threading.enumerate() takes threading's own lock only: safe under ours.)
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     for ident, state in every_thread_state():
         op = state.op
-        if op is not None and op._kind is _SCOPE and op not in threads:
+        if op is not None and op._kind is OpKind.SCOPE and op not in threads:
             threads[op] = (names.get(ident, f"{ident}"), ident, state)
         elif state.worker is None and state.blocked and waits_for_tree(state, runtime):
             outside.append((ident, state))
@@ -184,11 +181,11 @@ def _op_line(
     if task is not None and task.task is op:
         return _task_line(op, graph)
     thread = threads.get(op)
-    if op._kind is _SYNC:
+    if op._kind is OpKind.SYNC:
         if thread is None:
             return f"callback {op.name!r} [{op.state.name}]"
         return _thread_line("callback", op, thread, graph, frames)
-    if op._kind is _SCOPE:
+    if op._kind is OpKind.SCOPE:
         if task is not None:
             return f"scope {op.name!r} in task {task.task.name!r}"
         if thread is not None:

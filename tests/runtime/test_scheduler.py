@@ -17,7 +17,7 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, OperationState, current_operation
-from asyncop.runtime import _kernel, _snapshot
+from asyncop.runtime import _snapshot, _spawn
 from asyncop.testing import VirtualClock
 from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode
@@ -162,17 +162,17 @@ def test_a_submit_from_a_thread_wakes_a_worker_before_building_the_operation() -
     with asyncop.Runtime(1, name=fresh_name("early")) as rt:
         (worker,) = rt._workers
         assert eventually(lambda: worker.parked)
-        original = _kernel.AsyncOperation
+        original = _spawn.AsyncOperation
 
         def spy(*args: Any) -> Any:
             woken_before_build.append(not worker.parked)
             return original(*args)
 
-        _kernel.AsyncOperation = spy  # type: ignore[misc]
+        _spawn.AsyncOperation = spy  # type: ignore[misc]
         try:
             op = rt.spawn(time.monotonic)
         finally:
-            _kernel.AsyncOperation = original  # type: ignore[misc]
+            _spawn.AsyncOperation = original  # type: ignore[misc]
         assert op.wait(10).state is OperationState.COMPLETED
     assert woken_before_build == [True]
 
