@@ -74,7 +74,7 @@ from ..operations import (
     ThreadState,
     thread_state,
 )
-from ..platform import RecursiveLock
+from ..platform import RecursiveLock, ThreadHandle
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
 from ._deadlock import DeadlockMode, DeadlockWatch
@@ -178,6 +178,9 @@ class Kernel(WorkerPool):
         # other worker runs a callback, if any (see _give_steps_a_thread_locked).
         self._stepper: Worker | None = None
         self._workers: list[Worker] = []
+        # Threads of workers that left the pool and may still be on their
+        # way out: shutdown() joins them too (the dead ones are dropped).
+        self._leaving: list[ThreadHandle] = []
         self._worker_seq = 0
         self._active = 0  # workers not parked
         self._timers = TimerHeap()

@@ -624,6 +624,7 @@ class Runtime(Kernel):
             # (Read with the stop: no host is made for a stopped runtime.)
             host = self._asyncio_host
             workers = list(self._workers)
+            leaving = list(self._leaving)
             for worker in workers:
                 worker.event.set()
             if self._poller is not None and self._reactor is not None:
@@ -631,6 +632,9 @@ class Runtime(Kernel):
             monitor = self._monitor.stop()
         if host is not None and not host.shutdown(end):
             ended = False
+        for handle in leaving:
+            if not join_by(handle, end):
+                ended = False
         for worker in workers:
             if worker.handle is not None and not join_by(worker.handle, end):
                 ended = False

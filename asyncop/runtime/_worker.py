@@ -388,6 +388,9 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
     thread_state().worker = None
     if worker in rt._workers:
         rt._workers.remove(worker)
+        if worker.handle is not None:
+            rt._leaving = [handle for handle in rt._leaving if handle.is_alive()]
+            rt._leaving.append(worker.handle)
     if worker in rt._idle:
         rt._idle.remove(worker)
     else:

@@ -300,15 +300,19 @@ def test_cancel_with_grace_on_an_operation_that_ended_or_is_cancelled_does_nothi
 
 
 def test_nothing_stays_registered_once_the_asked_work_has_ended(rt: asyncop.Runtime) -> None:
-    log: list[str] = []
+    counts: list[int] = []
+
+    async def asked() -> None:
+        await asyncop.wait_stop_requested()
+        # Its wait is over, and the grace's timer runs until the task ends.
+        counts.append(rt.registrations())
 
     async def main() -> list[int]:
-        counts = [rt.registrations()]
-        child = me().spawn(until_stop_requested, log)
+        counts.append(rt.registrations())
+        child = me().spawn(asked)
         await wait_all_blocked()
         counts.append(rt.registrations())  # the task parked in wait_stop_requested()
         child.cancel(grace=30)
-        counts.append(rt.registrations())  # the grace's timer
         await child
         counts.append(rt.registrations())  # ended within the grace: nothing left
         return counts
