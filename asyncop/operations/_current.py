@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Literal, final, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-@final
+# Final: an extension type when compiled (see _current.pxd), which no class extends.
 class ThreadState:
     """One thread's view of what it is running."""
 

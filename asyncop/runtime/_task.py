@@ -50,7 +50,7 @@ from collections.abc import Coroutine
 from contextvars import Context
 from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType, GeneratorType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any
 
 from ..operations import (
     OWN_COROUTINE,
@@ -69,7 +69,14 @@ from ..operations import (
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
 from ._usage import CpuMeter, charge
-from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
+from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
+if TYPE_CHECKING or not cython.compiled:  # (compiled, _task.pxd cimports it: TaskState's C base)
+    from ._waker import Waker
 
 if TYPE_CHECKING:
     from ..operations import After
@@ -83,7 +90,7 @@ _MAX_INLINE = 32
 _COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
 
 
-@final
+# Final: an extension type when compiled (see _task.pxd), which no class extends.
 class TaskState(Waker):
     """The coroutine side of a coroutine operation, and its one waker."""
 

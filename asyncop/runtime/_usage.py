@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -64,7 +64,7 @@ wall_clock = time.monotonic
 _cpu_clock = time.thread_time
 
 
-@final
+# Final: an extension type when compiled (see _usage.pxd), which no class extends.
 class CpuMeter:
     """One worker thread's wall and CPU clock readings, and the ratio it charges short items."""
 

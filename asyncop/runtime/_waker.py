@@ -85,7 +85,7 @@ import sys
 import warnings
 from collections.abc import Callable, Generator, Iterable
 from types import CoroutineType, FrameType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, final
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from ..operations import (
     Cancelled,
@@ -202,7 +202,7 @@ class WaitEvent(Generic[T]):
         return type(self).__name__
 
 
-@final
+# Final: an extension type when compiled (see _waker.pxd), which no class extends.
 class Subscription:
     """One waker subscribed to one event for one wait."""
 

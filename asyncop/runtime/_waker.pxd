@@ -1,0 +1,39 @@
+cimport cython
+
+# C declarations for the compiled form of _waker.py (Cython's pure-Python
+# mode: this file types the classes and locals of the .py beside it, which
+# runs unchanged as Python). The waker and its subscriptions are extension
+# types, so that the stepper reads and writes their fields in C.
+
+@cython.final
+cdef class Subscription:
+    cdef public Waker waker
+    cdef public object event
+    cdef public object callback
+    cdef public Py_ssize_t generation
+    cdef public object handle
+
+
+cdef class Waker:
+    cdef public object task
+    cdef public object runtime
+    cdef public object status
+    cdef public list events
+    cdef public object triggered
+    cdef public object result
+    cdef public object error
+    cdef public object filename
+    cdef public object lineno
+    cdef public Py_ssize_t generation
+    cdef public Py_ssize_t queued_at
+
+    cpdef bint _transition_to_no_status(self, _no_status=*, _result=*)
+    cpdef bint _transition_to_waiting(self, _no_status=*, _waiting=*)
+    cpdef bint _transition_to_queued(self, _waiting=*, _queued=*)
+    cpdef bint _transition_to_requeued(self, _no_status=*, _result=*, _queued=*)
+    cpdef bint _transition_to_result_early(self, _no_status=*, _result=*)
+    cpdef bint _transition_to_ignored(self, _result=*, _ignored=*)
+    cpdef bint _transition_to_result(self, _queued=*, _result=*)
+    cpdef bint _complete(self, Subscription sub, result, error)
+    cpdef Subscription _new_wait(self, event, callback)
+    cpdef _disarm_all(self)
