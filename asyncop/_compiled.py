@@ -11,8 +11,12 @@ when the source must win instead:
   asyncop module is imported from its ``.py`` file;
 - an editable install whose sources changed since they were compiled (the
   build wrote each source's size and time in ``.sources<suffix>.json``
-  beside this file): those modules run from their ``.py`` file, with a
-  warning to rebuild. A wheel has no such record, and pays nothing.
+  beside this file): every module it compiled then runs from its ``.py``
+  file, with a warning to rebuild. Not only the edited ones: the compiled
+  modules share extension types (a ``.pxd`` cimports another module's
+  type), and a compiled module cannot load beside the Python class that
+  stands for a type it was compiled against. A wheel has no such record,
+  and pays nothing.
 
 The finder answers only for asyncop's own plain modules that have a ``.py``
 file, and declines everything else, so the rest of the import machinery is
@@ -74,15 +78,21 @@ def is_compiled() -> bool:
     return isinstance(getattr(module, "__loader__", None), importlib.machinery.ExtensionFileLoader)
 
 
-def _stale_modules(here: str) -> frozenset[str]:
-    """The compiled modules of an editable install whose source changed since."""
+def _compiled_sources(here: str) -> dict[str, list[int]]:
+    """The record of an editable install: each compiled module's source size and time."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     record = os.path.join(here, f".sources{suffix.removesuffix('.so')}.json")
     try:
         with open(record, encoding="utf-8") as file:
-            sources = json.load(file)
+            sources: dict[str, list[int]] = json.load(file)
     except (OSError, ValueError):
-        return frozenset()  # a wheel, or an install that compiled nothing
+        return {}  # a wheel, or an install that compiled nothing
+    return sources
+
+
+def _stale_modules(here: str) -> frozenset[str]:
+    """The compiled modules of an editable install whose source changed since."""
+    sources = _compiled_sources(here)
     root = os.path.dirname(here)
     stale = set()
     for name, (mtime, size) in sources.items():
@@ -103,13 +113,15 @@ def install() -> None:
     if os.environ.get("ASYNCOP_NO_EXTENSIONS", "") not in ("", "0"):
         sys.meta_path.insert(0, SourceFinder(None))
         return
-    stale = _stale_modules(os.path.dirname(__file__))
+    here = os.path.dirname(__file__)
+    stale = _stale_modules(here)
     if stale:
-        sys.meta_path.insert(0, SourceFinder(stale))
+        # Every compiled module, not only the edited ones (see the module docstring).
+        sys.meta_path.insert(0, SourceFinder(frozenset(_compiled_sources(here))))
         warnings.warn(
             f"asyncop: {len(stale)} compiled module(s) are older than their source "
-            f"({', '.join(sorted(stale))}) and run from the .py files instead; "
-            "reinstall (pip install -e .) to compile them again",
+            f"({', '.join(sorted(stale))}), so every core module runs from its .py "
+            "file instead; reinstall (pip install -e .) to compile them again",
             RuntimeWarning,
             stacklevel=2,
         )

@@ -13,6 +13,7 @@ import ast
 import importlib.machinery
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,39 @@ def test_a_source_edited_since_its_compile_is_stale(tmp_path: Path) -> None:
     assert _compiled._stale_modules(str(package)) == frozenset()
     source.write_text("x = 2  # edited\n")
     assert _compiled._stale_modules(str(package)) == {"asyncop._core"}
+
+
+@pytest.mark.skipif(
+    not asyncop.lowlevel.is_compiled()
+    or not (ROOT / "asyncop" / f".sources{SUFFIX.removesuffix('.so')}.json").exists(),
+    reason="needs an editable install that compiled the core",
+)
+def test_one_edited_core_source_runs_every_core_module_from_source(tmp_path: Path) -> None:
+    # The waker's extension type is cimported by the task module: a compiled
+    # task module cannot load beside a waker run from its edited source.
+    shutil.copytree(ROOT / "asyncop", tmp_path / "asyncop", ignore=shutil.ignore_patterns("*.c"))
+    with open(tmp_path / "asyncop" / "runtime" / "_waker.py", "a", encoding="utf-8") as file:
+        file.write("# edited\n")
+    code = (
+        "import warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "import asyncop, asyncop.lowlevel\n"
+        "async def main():\n"
+        "    await asyncop.checkpoint()\n"
+        "    return 7\n"
+        "with asyncop.Runtime(1) as rt:\n"
+        "    print(rt.run(main), asyncop.lowlevel.is_compiled())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "ASYNCOP_NO_EXTENSIONS"},
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["7", "False"]
 
 
 def test_a_wheel_without_a_record_of_sources_has_nothing_stale(tmp_path: Path) -> None:
