@@ -11,17 +11,31 @@ asyncop's hot modules compile with Cython in pure-Python mode (see
 Compiled, ``import cython`` is Cython's own: ``cython.compiled`` is True, and
 its decorators would declare C types. Run as Python, it is Cython's
 ``Shadow`` module when Cython is installed, and this namespace when it is
-not, with ``compiled`` False. Only the names asyncop uses are here (so far
-``compiled``): ``tests/test_compiled.py`` checks that every ``cython.X`` in
-asyncop has its stand-in, which does nothing.
+not, with ``compiled`` False. Only the names asyncop uses are here
+(``compiled``, ``locals``): ``tests/test_compiled.py`` checks that every
+``cython.X`` in asyncop has its stand-in, which does nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 __all__ = ["pure_cython"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _unchanged(fn: _F) -> _F:
+    return fn
 
 
 class pure_cython:  # (lower case: it stands in for the module ``cython``)
     """What ``import cython`` gives a pure-Python run: nothing is compiled."""
 
     compiled = False
+
+    @staticmethod
+    def locals(**types: object) -> Callable[[_F], _F]:
+        """``@cython.locals(name=type)``: C types of a function's locals; none here."""
+        return _unchanged

@@ -89,6 +89,11 @@ from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import IDLE_RETIRE, Worker, WorkerState
 
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ..platform import pure_cython as cython
+
 if TYPE_CHECKING:
     from ..operations import After
 
@@ -339,6 +344,8 @@ class Kernel(WorkerPool):
                 self._track_root_locked(op)
             self._push_locked(op)
 
+    # (Compiled, the thread's state and the task state are read in C: see _kernel.pxd.)
+    @cython.locals(state="CThreadState", task="CTaskState")
     def _push_locked(
         self,
         op: AsyncOperation,
@@ -360,7 +367,8 @@ class Kernel(WorkerPool):
         if op._kind is _coro:
             ready = self._woken if resumed else self._ready
             # (A task is queued only while it is live: it has its task state.)
-            self._queue_seq = op._task.queued_at = self._queue_seq + 1
+            task = op._task
+            self._queue_seq = task.queued_at = self._queue_seq + 1
         else:
             ready = self._sync_ready
         ready.append(op)
