@@ -89,10 +89,13 @@ from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import IDLE_RETIRE, Worker, WorkerState
 
-try:
-    import cython  # pyright: ignore[reportMissingImports]
-except ImportError:  # run as Python, without Cython installed
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
     from ..platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ..platform import pure_cython as cython
 
 if TYPE_CHECKING:
     from ..operations import After
