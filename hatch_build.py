@@ -3,8 +3,12 @@
 The modules listed under ``[tool.hatch.build.targets.wheel.hooks.custom]``
 in ``pyproject.toml`` (``modules``) are plain ``.py`` files written in
 Cython's pure-Python mode: the same file runs as it is, or compiles to an
-extension module. This hook compiles them when it can, and otherwise leaves
-the wheel pure:
+extension module. A ``.pxd`` file beside a module gives the compiled form
+its C types (extension types with typed fields, C functions, typed locals)
+without changing the ``.py``; it may cimport another core module's types,
+so the modules compile together, and a ``.pxd`` edit recompiles the
+modules that cimport it. This hook compiles them when it can, and
+otherwise leaves the wheel pure:
 
 - ``ASYNCOP_NO_EXTENSIONS=1`` in the build's environment, or no working C
   compiler: nothing is compiled and the wheel is pure Python.
