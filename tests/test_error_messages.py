@@ -1462,6 +1462,28 @@ def t_at_shutdown_late(c: Ctx) -> BaseException:
     return caught(rt.at_shutdown, print)
 
 
+class _Listener:
+    def ended(self, op: asyncop.AsyncOperation[Any]) -> None:
+        pass
+
+
+def t_instrument_without_hooks(c: Ctx) -> BaseException:
+    return caught(c.rt.add_instrument, object())
+
+
+def t_instrument_added_twice(c: Ctx) -> BaseException:
+    listener = _Listener()
+    c.rt.add_instrument(listener)
+    try:
+        return caught(c.rt.add_instrument, listener)
+    finally:
+        c.rt.remove_instrument(listener)
+
+
+def t_instrument_not_added(c: Ctx) -> BaseException:
+    return caught(c.rt.remove_instrument, _Listener())
+
+
 def _anyio_failure(c: Ctx, main: Callable[[], Any]) -> BaseException:
     """The error ``main`` raises under ``anyio.run`` on the asyncop backend."""
     anyio = pytest.importorskip("anyio")
@@ -2340,6 +2362,9 @@ CASES += [
     Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "Thread-"),
     Case("at-shutdown-not-callable", t_at_shutdown_not_callable, TypeError, "'errors_rt'"),
     Case("at-shutdown-late", t_at_shutdown_late, RuntimeError, "'late_rt'"),
+    Case("instrument-without-hooks", t_instrument_without_hooks, TypeError, "'errors_rt'"),
+    Case("instrument-added-twice", t_instrument_added_twice, ValueError, "'errors_rt'"),
+    Case("instrument-not-added", t_instrument_not_added, ValueError, "'errors_rt'"),
     Case("anyio-process-max-bytes", t_anyio_process_max_bytes, ValueError, "max_bytes"),
     Case("anyio-process-extra-keyword", t_anyio_process_extra_keyword, TypeError, "close_fds"),
     Case("anyio-process-windows-only", t_anyio_process_windows_only, ValueError, "creationflags"),

@@ -53,6 +53,9 @@ class RuntimeHooks(Protocol):
     _now: Callable[[], float]
     # The same clock for op.stats' timestamps, read where it must not raise.
     _stamp: Callable[[], float]
+    # The runtime's instruments, None when none is installed (see the
+    # runtime's _instruments.py): the cancel walk tells them of each cancel.
+    _instruments: Any
 
     def now(self) -> float: ...
 

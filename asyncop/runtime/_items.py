@@ -28,8 +28,9 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import Cancelled, Outcome, ThreadState
-from ._task import step, strip_own_frame
-from ._usage import charge
+from ._instruments import flush_ended
+from ._task import park_reason, step, strip_own_frame
+from ._usage import CpuMeter, charge
 from ._waker import WaitEvent, describe_event
 
 if TYPE_CHECKING:
@@ -161,7 +162,10 @@ def step_batch(
         worker.item = op
         worker.item_seq += 1
         try:
-            step(rt, op, state, meter)
+            if rt._instruments is None:
+                step(rt, op, state, meter)
+            else:
+                _step_instrumented(rt, op, state, meter, worker)
         except BaseException:  # pragma: no cover - a bug in asyncop
             _log_exception("asyncop: worker failed stepping %r", op)
         # Do not keep the last item alive from this frame (an unobserved
@@ -176,6 +180,34 @@ def step_batch(
     worker.stepping = False
     if sniffio is not None:
         sniffio.thread_local.name = None
+
+
+def _step_instrumented(
+    rt: Kernel, op: AsyncOperation[Any], state: ThreadState, meter: CpuMeter, worker: Worker
+) -> None:
+    """``step``, told to the instruments: ``step_started``, ``parked``, ``step_ended``.
+
+    An operation that ends in the step is reported ``ended`` after it.
+    """
+    task = op._task
+    if task is None:
+        return  # already final: nothing runs
+    steps = op._steps
+    instruments = rt._instruments
+    if instruments is not None:
+        instruments.emit(rt, instruments.step_started, op)
+    try:
+        step(rt, op, state, meter)
+    finally:
+        instruments = rt._instruments
+        if instruments is not None:
+            if op._steps != steps and instruments.parked:
+                reason = park_reason(task)
+                if reason is not None:
+                    instruments.emit(rt, instruments.parked, op, reason)
+            instruments.emit(rt, instruments.step_ended, op)
+        if worker.ended_later:
+            flush_ended(rt, worker.ended_later)
 
 
 def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
@@ -220,6 +252,9 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
     state.op = op
     meter = worker.meter
     op._steps = 1
+    instruments = rt._instruments
+    if instruments is not None:
+        instruments.emit(rt, instruments.step_started, op)
     start = meter.start_run()
     try:
         value = ctx.run(fn, *args)
@@ -236,6 +271,9 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
     # (Charged before it ends: whoever it wakes finds its stats complete.)
     charge(op, meter, start)
     meter.end_run()
+    instruments = rt._instruments
+    if instruments is not None:
+        instruments.emit(rt, instruments.step_ended, op)
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.

@@ -73,6 +73,9 @@ from ..operations import (
 from ..platform import RecursiveLock
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
+from ._instruments import Instruments
+from ._instruments import add_instrument as _add_instrument
+from ._instruments import remove_instrument as _remove_instrument
 from ._introspect import owner_of
 from ._items import _log_exception
 from ._kinds import describe_fn, kind_of
@@ -198,10 +201,43 @@ class Kernel(WorkerPool):
         # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
         # first shutdown() pass. Invariant: none is added once CLOSING.
         self._at_shutdown: list[Callable[[], object]] = []
+        # The instruments (see _instruments.py): None while none is installed,
+        # which every event tests, and all it costs then.
+        self._instruments: Instruments | None = None
 
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""
         return self._now()
+
+    def add_instrument(self, obj: object) -> None:
+        """Tell ``obj`` of every operation's life in this runtime, from now on.
+
+        ``obj`` has any of the methods ``spawned(op)``, ``step_started(op)``,
+        ``step_ended(op)``, ``parked(op, reason)``, ``woken(op)``,
+        ``cancelled(op, reason)`` and ``ended(op)``; each is called on the
+        thread where its event happens, outside the runtime lock. A method
+        that raises gets its instrument removed, and the error logged on the
+        ``asyncop`` logger. May be called from any thread, while the runtime
+        runs; with no instrument installed the runtime pays nothing for them.
+        Not a cancellation point.
+
+        Raises:
+            TypeError: ``obj`` has none of those methods.
+            ValueError: ``obj`` is installed already.
+        """
+        _add_instrument(self, obj)
+
+    def remove_instrument(self, obj: object) -> None:
+        """Stop telling ``obj`` of the runtime's operations (see ``add_instrument``).
+
+        A hook that another thread has already picked up may still run once.
+        Not a cancellation point.
+
+        Raises:
+            ValueError: ``obj`` is not installed (never added, removed already,
+                or removed when one of its methods raised).
+        """
+        _remove_instrument(self, obj)
 
     def _extra_registrations_locked(self) -> int:
         reactor = self._reactor
@@ -282,17 +318,34 @@ class Kernel(WorkerPool):
             op._supervised = True
         if kind is _CORO:
             op._task = TaskState(op, self)
+        instruments = self._instruments
         if parent is None and kind is not _SCOPE and not submit:
+            if instruments is not None:
+                instruments.emit(self, instruments.spawned, op)
             return op
         after: After = []
         # A with-statement: on the main thread, a Ctrl-C raised as acquire() returns
         # would land before a try and leave the lock held for good.
         with self._lock:
             self._link_new_locked(
-                op, parent, shield=shield, submit=submit, state=state, after=after, woken=woken
+                op,
+                parent,
+                shield=shield,
+                submit=submit,
+                state=state,
+                after=after,
+                woken=woken,
+                queue=instruments is None,
             )
         if after:
             run_after(after)
+        if instruments is not None:
+            # Told before it is queued, so that no step of it comes first.
+            instruments.emit(self, instruments.spawned, op)
+            if submit:
+                with self._lock:
+                    if op._state is OperationState.PENDING and op._outcome is Outcome.NONE:
+                        self._push_locked(op, state)
         return op
 
     def _link_new_locked(
@@ -305,8 +358,13 @@ class Kernel(WorkerPool):
         state: ThreadState,
         after: After,
         woken: Worker | None = None,
+        queue: bool = True,
     ) -> None:
-        """Link a new operation under ``parent``, apply born-cancelled, maybe queue it."""
+        """Link a new operation under ``parent``, apply born-cancelled, maybe queue it.
+
+        With ``submit`` but not ``queue``, it is left PENDING for the caller
+        to queue (once the instruments were told of it).
+        """
         kind = op._kind
         if parent is not None:
             parent._link_child_locked(op)
@@ -336,7 +394,8 @@ class Kernel(WorkerPool):
             if parent is None:
                 self._roots[op] = None
             op._transition_to_pending()
-            self._push_locked(op, state, woken)
+            if queue:
+                self._push_locked(op, state, woken)
 
     # AsyncOperation.spawn: see _spawn.py.
     _spawn = spawn_child
@@ -522,6 +581,9 @@ class Kernel(WorkerPool):
         if op.parent is None:
             self._roots.pop(op, None)
         op._ended_at = self._stamp()
+        instruments = self._instruments
+        if instruments is not None:
+            instruments.note_ended_locked(op, after)
         # Break the operation <-> task state <-> waker cycle, and drop the
         # context: a finished operation is then freed by reference counting
         # alone, without waiting for (and feeding) the garbage collector.

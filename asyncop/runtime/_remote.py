@@ -334,6 +334,9 @@ class RemoteExecutor:
             op = AsyncOperation(runtime, _REMOTE, None, (), label, None, code, lasti)  # type: ignore[arg-type]
             if supervise:
                 op._supervised = True
+            instruments = runtime._instruments
+            if instruments is not None:
+                instruments.emit(runtime, instruments.spawned, op)
         else:
             op = runtime._new_operation(
                 None, (), parent=parent, name=label, kind=_REMOTE, supervise=supervise

@@ -578,16 +578,19 @@ def _new_scope(
         if parent is None:
             op._transition_to_running()
             runtime._track_root_locked(op)
-            return op
-        parent._link_child_locked(op)
-        op._transition_to_running()
-        if parent._cancelled and not shield:
-            op.cancel_reason = parent.cancel_reason
-            op._cancel_token_locked(after)
-            # Born cancelled: only a cancel of the enclosing operation does that.
-            op._outside_cancel = True
+        else:
+            parent._link_child_locked(op)
+            op._transition_to_running()
+            if parent._cancelled and not shield:
+                op.cancel_reason = parent.cancel_reason
+                op._cancel_token_locked(after)
+                # Born cancelled: only a cancel of the enclosing operation does that.
+                op._outside_cancel = True
     if after:
         run_after(after)
+    instruments = runtime._instruments
+    if instruments is not None:
+        instruments.emit(runtime, instruments.spawned, op)
     return op
 
 

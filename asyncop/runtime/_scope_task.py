@@ -72,6 +72,9 @@ def open_in_task(
         lock.release()
     if after:
         run_after(after)
+    instruments = runtime._instruments
+    if instruments is not None:
+        instruments.emit(runtime, instruments.spawned, op)
     return op
 
 

@@ -66,6 +66,7 @@ def spawn_child(
         or fn.__code__.co_flags & _ASYNC_FLAGS != CO_COROUTINE
         or state.worker is None
         or not (name is None or type(name) is str)
+        or self._instruments is not None  # (_new_operation tells them)
     ):
         return self._new_operation(
             fn, args, parent=parent, name=name, submit=True, supervise=supervise

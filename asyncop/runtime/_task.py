@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from contextvars import Context
+from functools import partial
 from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType, GeneratorType
 from typing import TYPE_CHECKING, Any, final
@@ -77,7 +78,14 @@ if TYPE_CHECKING:
     from ..operations import After
     from ._kernel import Kernel
 
-__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
+__all__ = [
+    "TaskState",
+    "describe_wait",
+    "on_cancel_running",
+    "park_reason",
+    "step",
+    "strip_own_frame",
+]
 
 # Enum members read once: on Python 3.11 reading one through its class goes
 # through the enum metaclass's __getattr__ hook, ten times slower than a global.
@@ -193,6 +201,9 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         waker.runtime._push_locked(waker.task, resumed=True)
         if waker._transition_to_queued():
             task.task._wakes += 1
+            instruments = waker.runtime._instruments
+            if instruments is not None and instruments.woken:
+                after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
     elif waker.error is CANCEL_LATER and waker.status is _QUEUED:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
@@ -633,6 +644,22 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     )
     failure.__context__ = error
     return failure
+
+
+def park_reason(task: TaskState) -> str | None:
+    """What a task that has just ended a step parked on; None if it did not park.
+
+    For the instruments' ``parked``: a task that yielded (a checkpoint) or
+    ended did not park; one that another thread has already woken did.
+    """
+    if task.coro is None:
+        return None  # it ended
+    status = task.status
+    if status is _WAITING:
+        return ", ".join(describe_event(sub.event) for sub in list(task.events or ())) or "?"
+    if (status is _QUEUED or status is _RESULT) and task.triggered is not None:
+        return describe_event(task.triggered)
+    return None
 
 
 def describe_wait(task: TaskState) -> str:
