@@ -30,9 +30,8 @@ first step, the start of its callback, a scope's birth) to its end:
   scope's children, not the current span in the block.
 - **End**: a failure sets the status to ERROR with the exception recorded;
   a cancel sets the attribute ``asyncop.cancel_reason``; every span gets
-  ``asyncop.state`` (``completed``, ``failed`` or ``cancelled``) and the
-  operation's ``op.stats`` (``asyncop.steps``, ``asyncop.busy_s``,
-  ``asyncop.cpu_s``).
+  ``asyncop.state`` (``completed``, ``failed`` or ``cancelled``). Nothing
+  more: each attribute costs the SDK microseconds.
 
 ``instrument`` returns an :class:`Instrumentation`: ``close()`` (or leaving
 its ``with`` block) stops making spans, and ends the spans still open. It is
@@ -196,9 +195,6 @@ class _Hooks:
 
     def _start(self, op: Op) -> Span:
         span = self._tracer.start_span(op.name, context=self._parent_context(op))
-        span.set_attribute("asyncop.kind", op._kind.name.lower())
-        span.set_attribute("code.filepath", op.filename)
-        span.set_attribute("code.lineno", op.lineno)
         self._spans[op] = span
         return span
 
@@ -231,7 +227,7 @@ def _make_current(span: Span) -> None:
 def _finish(span: Span, op: Op) -> None:
     """End ``op``'s span with how the operation ended and what it cost."""
     state = op.state
-    span.set_attribute("asyncop.state", _STATE_NAMES.get(state, state.name.lower()))
+    attributes: dict[str, str] = {"asyncop.state": _STATE_NAMES.get(state, state.name.lower())}
     if state is OperationState.FAILED:
         # Read without observing it: whoever waits for the operation still
         # gets the failure, and it is still reported if nobody does.
@@ -240,11 +236,8 @@ def _finish(span: Span, op: Op) -> None:
             span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
     elif state is OperationState.CANCELLED and op.cancel_reason is not None:
-        span.set_attribute("asyncop.cancel_reason", str(op.cancel_reason))
-    stats = op.stats
-    span.set_attribute("asyncop.steps", stats.steps)
-    span.set_attribute("asyncop.busy_s", stats.busy_s)
-    span.set_attribute("asyncop.cpu_s", stats.cpu_s)
+        attributes["asyncop.cancel_reason"] = str(op.cancel_reason)
+    span.set_attributes(attributes)
     span.end()
 
 

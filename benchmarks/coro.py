@@ -80,7 +80,13 @@ from ._floor import run_floor
 from ._registry import Metrics, Ratio, workload
 from ._timing import Stopwatch
 
-__all__ = ["CANCEL_SLEEPERS", "DEEP_TREE", "SPAWN_JOIN"]
+__all__ = [
+    "CANCEL_SLEEPERS",
+    "DEEP_TREE",
+    "SPAWN_JOIN",
+    "spawn_join_main",
+    "spawn_join_reading_stats",
+]
 
 # The chunked variants checkpoint after this many spawns: no step then
 # runs long enough (BLOCKED_AFTER, 50 ms) for the watchdog to add a worker.
@@ -138,8 +144,12 @@ class _Stop(Exception):
 # ----------------------------------------------------------------------
 
 
-async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
-    """Spawn n children from one scope; with ``chunk``, checkpoint every ``chunk`` spawns."""
+async def _spawn_join_asyncop_in(n: int, chunk: int, read_stats: bool = False) -> Metrics:
+    """Spawn n children from one scope; with ``chunk``, checkpoint every ``chunk`` spawns.
+
+    With ``read_stats``, keep the children and read every one's ``op.stats``
+    once they have ended, as a console would (``diag.py``).
+    """
     ran = Counter()
     bump = ran.bump
     checkpoint = asyncop.checkpoint
@@ -159,6 +169,8 @@ async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
                     for _ in range(min(chunk, n - start)):
                         spawn(child)
                     await checkpoint()
+            elif read_stats:
+                children = [spawn(child) for _ in range(n)]
             else:
                 for _ in range(n):
                     spawn(child)
@@ -166,12 +178,23 @@ async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
             # A spawn loop this long is one long step, so the watchdog may
             # have added workers beside the Runtime's own: count the threads.
             threads = threading.active_count()
+        if read_stats:
+            steps = sum(op.stats.steps for op in children)
+            expect(steps == 2 * n, f"the children counted {steps} steps, not {2 * n}")
     expect(ran.value() == n + WARMUP, "not every child ran to its end")
     return watch.metrics(spawn_s=spawned, threads=threads)
 
 
 async def _spawn_join_asyncop(n: int) -> Metrics:
     return await _spawn_join_asyncop_in(n, 0)
+
+
+async def spawn_join_reading_stats(n: int) -> Metrics:
+    """spawn_join, then ``op.stats`` read for every child (``asyncop_stats`` in ``diag.py``)."""
+    return await _spawn_join_asyncop_in(n, 0, read_stats=True)
+
+
+spawn_join_main = _spawn_join_asyncop
 
 
 async def _spawn_join_asyncop_chunked(n: int) -> Metrics:

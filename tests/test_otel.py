@@ -113,7 +113,6 @@ def test_spans_follow_the_tree_across_threads_and_user_spans_nest(
     assert threads["blocking"] != threads["callback"]
     assert spans["child"].attributes is not None
     assert spans["child"].attributes["asyncop.state"] == "completed"
-    assert spans["child"].attributes["asyncop.steps"] >= 3
     # The context was never attached to a thread and detached elsewhere.
     assert not [r for r in caplog.records if "detach" in r.getMessage().lower()]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -682,8 +682,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         assert self._state is _PENDING or (
             self._state is _CREATED and (self._kind is _SCOPE or self._kind is _REMOTE)
         ), self._state
-        self._started_at = self.runtime._stamp()
-        self._state = _RUNNING
+        self._state = _RUNNING  # (its caller sets _started_at, from a clock read it has)
         return True
 
     # ------------------------------------------------------------------

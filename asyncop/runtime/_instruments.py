@@ -46,7 +46,8 @@ had already read may still be called once right after its instrument was
 removed.
 
 ``ended`` of an operation that ends in its own step waits, on that
-thread, until the step's ``step_ended`` (``flush_ended``).
+thread, until the step's ``step_ended`` (``flush_ended``). When no
+instrument listens to steps, the workers step tasks as without any.
 """
 
 from __future__ import annotations
@@ -57,12 +58,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import After, thread_state
+from ..operations import After, _thread_local, thread_state
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
 
-__all__ = ["HOOKS", "Instruments", "add_instrument", "remove_instrument"]
+__all__ = ["HOOKS", "Instruments", "add_instrument", "failed", "flush_ended", "remove_instrument"]
 
 logger = logging.getLogger("asyncop")
 
@@ -77,7 +78,7 @@ class Instruments:
     """The instruments of one runtime, and their hooks by event; never changed in place."""
 
     __slots__ = ("cancelled", "ended", "objects", "parked", "spawned", "step_ended",
-                 "step_started", "woken")  # fmt: skip
+                 "step_started", "stepping", "woken")  # fmt: skip
 
     objects: tuple[object, ...]
     spawned: Hooks
@@ -87,6 +88,8 @@ class Instruments:
     step_ended: Hooks
     cancelled: Hooks
     ended: Hooks
+    # Whether any instrument listens to steps: else they run as without any.
+    stepping: bool
 
     def __init__(self, objects: tuple[object, ...]) -> None:
         self.objects = objects
@@ -95,23 +98,21 @@ class Instruments:
                 getattr(obj, hook) for obj in objects if callable(getattr(obj, hook, None))
             )
             setattr(self, hook, bound)
+        self.stepping = bool(self.step_started or self.step_ended or self.parked)
 
     # Each event: call its hooks in turn.
 
     def emit(self, runtime: Any, hooks: Hooks, *args: object) -> None:
-        """Call each of ``hooks`` with ``args``; remove the instrument of any that raises."""
+        """Call each of ``hooks`` with ``args``; remove the instrument of any that raises.
+
+        The steps' hooks, the commonest, are called the same way inline
+        (``_items.py``), with ``failed`` for a hook that raises.
+        """
         for hook in hooks:
             try:
                 hook(*args)
             except Exception:
-                owner = getattr(hook, "__self__", hook)
-                logger.exception(
-                    "asyncop: instrument %r raised in %s() and was removed from runtime %r",
-                    owner,
-                    getattr(hook, "__name__", "?"),
-                    getattr(runtime, "name", runtime),
-                )
-                _discard(runtime, owner)
+                failed(runtime, hook)
 
     def note_cancelled_locked(self, op: AsyncOperation, after: After) -> None:
         """``cancelled(op, reason)`` once the lock is released (the cancel walk holds it)."""
@@ -121,25 +122,41 @@ class Instruments:
             )
 
     def note_ended_locked(self, op: AsyncOperation, after: After) -> None:
-        """``ended(op)`` once the lock is released, or after the step it ends in."""
-        if self.ended:
-            after.append(functools.partial(_ended, self, op))
+        """``ended(op)`` once the lock is released; or after the step it ends in.
 
-
-def _ended(instruments: Instruments, op: AsyncOperation) -> None:
-    """Report that ``op`` ended, unless it ended in its own step: then after the step."""
-    state = thread_state()
-    task = state.task
-    if task is not None and task.task is op:
-        deferred: list[Any] | None = getattr(state.worker, "ended_later", None)
-        if deferred is not None:
-            deferred.append(op)
+        An operation that ends in its own step, on the worker stepping it,
+        is reported after that step's ``step_ended`` (``flush_ended``), when
+        an instrument listens to steps.
+        """
+        if not self.ended:
             return
-    instruments.emit(op.runtime, instruments.ended, op)
+        if self.stepping:
+            try:
+                state = _thread_local.state  # (thread_state(), inline)
+            except AttributeError:
+                state = thread_state()
+            task = state.task
+            worker = state.worker
+            if task is not None and task.task is op and worker is not None:
+                worker.ended_later.append(op)
+                return
+        after.append(functools.partial(self.emit, op.runtime, self.ended, op))
+
+
+def failed(runtime: Any, hook: Callable[..., object]) -> None:
+    """``hook`` raised the exception being handled: log it, and remove its instrument."""
+    owner = getattr(hook, "__self__", hook)
+    logger.exception(
+        "asyncop: instrument %r raised in %s() and was removed from runtime %r",
+        owner,
+        getattr(hook, "__name__", "?"),
+        getattr(runtime, "name", runtime),
+    )
+    _discard(runtime, owner)
 
 
 def flush_ended(runtime: Any, deferred: list[Any]) -> None:
-    """Report the operations that ended in the step just ended (see ``_ended``)."""
+    """Report the operations that ended in the step just ended (see ``note_ended_locked``)."""
     ops = deferred[:]
     deferred.clear()
     instruments = runtime._instruments

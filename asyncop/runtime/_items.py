@@ -13,7 +13,10 @@
   ``from_thread`` does, marks the thread there).
 
 Both mark the worker busy with the item (``item``, ``item_seq`` odd) for the
-monitor, which times items by that number. Neither raises: an error in
+monitor, which times items by that number, and charge it to its
+operation's ``op.stats`` (``_usage.py``). While an instrument listens to
+steps, each step goes through ``_step_instrumented``, which tells it
+(``_instruments.py``); a callback tells it itself. Neither raises: an error in
 asyncop itself is logged (:func:`_log_exception`) and the worker goes on.
 """
 
@@ -28,10 +31,10 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import Cancelled, Outcome, ThreadState
-from ._instruments import flush_ended
+from ._instruments import failed, flush_ended
 from ._task import park_reason, step, strip_own_frame
-from ._usage import CpuMeter, charge
-from ._waker import WaitEvent, describe_event
+from ._usage import FRESH, LONG, CpuMeter, wall_clock
+from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -59,6 +62,7 @@ _INF = float("inf")
 _modules = sys.modules
 # (An enum member read through its class costs a lookup: hot paths use these.)
 _VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
+_WAITING_STATUS = WakerStatus.WAITING
 
 
 # The hooks run before each sync callback. A tuple, replaced whole under
@@ -162,7 +166,8 @@ def step_batch(
         worker.item = op
         worker.item_seq += 1
         try:
-            if rt._instruments is None:
+            instruments = rt._instruments
+            if instruments is None or not instruments.stepping:
                 step(rt, op, state, meter)
             else:
                 _step_instrumented(rt, op, state, meter, worker)
@@ -195,18 +200,31 @@ def _step_instrumented(
     steps = op._steps
     instruments = rt._instruments
     if instruments is not None:
-        instruments.emit(rt, instruments.step_started, op)
+        for hook in instruments.step_started:  # (Instruments.emit, inline)
+            try:
+                hook(op)
+            except Exception:
+                failed(rt, hook)
     try:
         step(rt, op, state, meter)
     finally:
         instruments = rt._instruments
         if instruments is not None:
-            if op._steps != steps and instruments.parked:
+            if (
+                instruments.parked
+                and op._steps != steps
+                and (task.status is _WAITING_STATUS or task.triggered is not None)
+            ):
+                # (Not a yield: a checkpoint left it QUEUED with no event.)
                 reason = park_reason(task)
                 if reason is not None:
                     instruments.emit(rt, instruments.parked, op, reason)
-            instruments.emit(rt, instruments.step_ended, op)
-        if worker.ended_later:
+            for hook in instruments.step_ended:
+                try:
+                    hook(op)
+                except Exception:
+                    failed(rt, hook)
+        if worker.ended_later:  # (it ended in this step: report it now)
             flush_ended(rt, worker.ended_later)
 
 
@@ -255,7 +273,11 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
     instruments = rt._instruments
     if instruments is not None:
         instruments.emit(rt, instruments.step_started, op)
-    start = meter.start_run()
+    # meter.start_run(), written out; on the real clock its reading is the start too.
+    meter.run_start = meter.last = start = wall_clock()
+    if start - meter.wall_mark > FRESH:
+        meter.refresh(start)
+    op._started_at = start if rt._stamp is wall_clock else rt._stamp()
     try:
         value = ctx.run(fn, *args)
         if value is not None and isinstance(value, _NOT_A_RESULT):
@@ -268,9 +290,16 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
         outcome, error = _VALUE, None
     finally:
         state.op = None
-    # (Charged before it ends: whoever it wakes finds its stats complete.)
-    charge(op, meter, start)
-    meter.end_run()
+    # charge() and meter.end_run(), written out, before it ends: whoever it
+    # wakes finds its stats complete.
+    meter.last = now = wall_clock()
+    wall = now - start
+    op._busy += wall
+    if wall < LONG:
+        op._cpu += wall * meter.ratio
+        meter.since += wall
+    else:
+        meter.charge_long(op, wall, now)
     instruments = rt._instruments
     if instruments is not None:
         instruments.emit(rt, instruments.step_ended, op)

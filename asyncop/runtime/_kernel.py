@@ -16,7 +16,10 @@ A :class:`Kernel` holds:
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
   parked worker waiting in the I/O multiplexer;
 - the **roots**: the live top-level operations, in insertion order, so that
-  ``shutdown`` can cancel them and ``dump`` can show them.
+  ``shutdown`` can cancel them and ``dump`` can show them;
+- the **instruments** (``_instruments``): None while none is installed,
+  which is all an event then costs (``add_instrument``; see
+  ``_instruments.py``).
 
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
@@ -380,6 +383,7 @@ class Kernel(WorkerPool):
             # under a cancelled parent it is born with a cancelled token
             # (unless shielded) and still runs its block.
             op._transition_to_running()
+            op._started_at = op._created_at
             if parent is None:
                 self._track_root_locked(op)
             elif parent._cancelled and not shield:

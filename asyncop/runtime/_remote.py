@@ -176,6 +176,7 @@ class RemoteJob:
             # _transition_to_running(), written out: CREATED -> RUNNING (never
             # PENDING: no worker ever pops it).
             op._state = _OP_RUNNING
+            op._started_at = runtime._stamp()
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
             early = self._cancel_while_sending

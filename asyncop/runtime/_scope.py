@@ -573,6 +573,7 @@ def _new_scope(
         op._shield = True
     if supervise:
         op._supervise = True
+    op._started_at = op._created_at  # (RUNNING from birth, below)
     after: After = []
     with runtime._lock:
         if parent is None:

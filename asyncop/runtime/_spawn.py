@@ -55,7 +55,9 @@ def spawn_child(
     worker's spawn of an ``async def`` function under a running parent that
     is not cancelled: a worker never runs signal handlers, so the lock is
     taken with acquire() then try, and a worker runs the ready queue
-    itself, so nobody is woken early.
+    itself, so nobody is woken early. With instruments installed, only a
+    task's spawn in the default mode takes it: the child cannot run before
+    the task's step ends, so ``spawned`` still comes before its first step.
     """
     try:
         state = _thread_local.state  # (thread_state(), inline)
@@ -66,7 +68,7 @@ def spawn_child(
         or fn.__code__.co_flags & _ASYNC_FLAGS != CO_COROUTINE
         or state.worker is None
         or not (name is None or type(name) is str)
-        or self._instruments is not None  # (_new_operation tells them)
+        or (self._instruments is not None and (self._parallel or state.task is None))
     ):
         return self._new_operation(
             fn, args, parent=parent, name=name, submit=True, supervise=supervise
@@ -108,12 +110,17 @@ def spawn_child(
                 self._ready.append(op)
             else:
                 self._push_locked(op, state)
-            return op
-        # Final (refused), cancelled (born cancelled) or not started yet.
-        after = []
-        self._link_new_locked(op, parent, shield=False, submit=True, state=state, after=after)
+        else:
+            # Final (refused), cancelled (born cancelled) or not started yet.
+            after = []
+            self._link_new_locked(op, parent, shield=False, submit=True, state=state, after=after)
     finally:
         lock.release()
     if after:
         run_after(after)
+    instruments = self._instruments
+    if instruments is not None:
+        # Queued already, but no other worker steps it before this task's
+        # step ends: this worker holds the lane (see the check above).
+        instruments.emit(self, instruments.spawned, op)
     return op

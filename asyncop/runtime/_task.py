@@ -37,6 +37,13 @@ raise) gets a TypeError thrown in at that await, never an exception out of
 ``step``: an exception escaping here would leave the task RUNNING with
 nobody to step it again.
 
+Statistics
+----------
+``step`` counts each step in ``op.stats`` and charges it the time of the
+task's code (``_usage.py``), each time the coroutine yields, before anything
+can hand the task to another worker, and as it ends, before the operation
+does: whoever the end wakes finds the counts complete.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of

@@ -92,7 +92,7 @@ class CpuMeter:
         """
         now = wall_clock()
         if now - self.wall_mark > FRESH:
-            self._refresh(now)
+            self.refresh(now)
         self.run_start = self.last = now
         return now
 
@@ -100,7 +100,7 @@ class CpuMeter:
         """The run of items ends (at ``last``): count its wall time."""
         self.since += self.last - self.run_start
 
-    def _refresh(self, now: float) -> None:
+    def refresh(self, now: float) -> None:
         """Read the CPU clock; the items since the last reading give the new ratio."""
         cpu = _cpu_clock()
         since = self.since
