@@ -85,7 +85,6 @@ __all__ = [
     "DEEP_TREE",
     "SPAWN_JOIN",
     "spawn_join_main",
-    "spawn_join_reading_stats",
 ]
 
 # The chunked variants checkpoint after this many spawns: no step then
@@ -144,12 +143,8 @@ class _Stop(Exception):
 # ----------------------------------------------------------------------
 
 
-async def _spawn_join_asyncop_in(n: int, chunk: int, read_stats: bool = False) -> Metrics:
-    """Spawn n children from one scope; with ``chunk``, checkpoint every ``chunk`` spawns.
-
-    With ``read_stats``, keep the children and read every one's ``op.stats``
-    once they have ended, as a console would (``diag.py``).
-    """
+async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
+    """Spawn n children from one scope; with ``chunk``, checkpoint every ``chunk`` spawns."""
     ran = Counter()
     bump = ran.bump
     checkpoint = asyncop.checkpoint
@@ -169,8 +164,6 @@ async def _spawn_join_asyncop_in(n: int, chunk: int, read_stats: bool = False) -
                     for _ in range(min(chunk, n - start)):
                         spawn(child)
                     await checkpoint()
-            elif read_stats:
-                children = [spawn(child) for _ in range(n)]
             else:
                 for _ in range(n):
                     spawn(child)
@@ -178,20 +171,12 @@ async def _spawn_join_asyncop_in(n: int, chunk: int, read_stats: bool = False) -
             # A spawn loop this long is one long step, so the watchdog may
             # have added workers beside the Runtime's own: count the threads.
             threads = threading.active_count()
-        if read_stats:
-            steps = sum(op.stats.steps for op in children)
-            expect(steps == 2 * n, f"the children counted {steps} steps, not {2 * n}")
     expect(ran.value() == n + WARMUP, "not every child ran to its end")
     return watch.metrics(spawn_s=spawned, threads=threads)
 
 
 async def _spawn_join_asyncop(n: int) -> Metrics:
     return await _spawn_join_asyncop_in(n, 0)
-
-
-async def spawn_join_reading_stats(n: int) -> Metrics:
-    """spawn_join, then ``op.stats`` read for every child (``asyncop_stats`` in ``diag.py``)."""
-    return await _spawn_join_asyncop_in(n, 0, read_stats=True)
 
 
 spawn_join_main = _spawn_join_asyncop

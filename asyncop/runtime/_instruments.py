@@ -21,8 +21,9 @@ its event happens:
 - ``step_started(op)`` / ``step_ended(op)``: around each coroutine step
   and each sync callback, on the worker that runs it;
 - ``parked(op, reason)``: the task suspended on a wait that did not end at
-  once (``reason`` says on what, as ``dump()`` does), at the end of its
-  step, before ``step_ended``;
+  once, at the end of its step, before ``step_ended``; ``str(reason)``
+  says on what, as ``dump()`` does, and ``reason.events`` are the
+  awaitables (a ``ParkReason``: the text is made only when asked);
 - ``woken(op)``: a parked task was woken, on the waking thread. Another
   thread may wake a task before its stepping thread has reported the
   park: order the two by ``op.stats.wakes`` if it matters;

@@ -218,7 +218,8 @@ class Kernel(WorkerPool):
         ``obj`` has any of the methods ``spawned(op)``, ``step_started(op)``,
         ``step_ended(op)``, ``parked(op, reason)``, ``woken(op)``,
         ``cancelled(op, reason)`` and ``ended(op)``; each is called on the
-        thread where its event happens, outside the runtime lock. A method
+        thread where its event happens, outside the runtime lock. A park's
+        ``reason`` describes what the task waits on when made a ``str``. A method
         that raises gets its instrument removed, and the error logged on the
         ``asyncop`` logger. May be called from any thread, while the runtime
         runs; with no instrument installed the runtime pays nothing for them.

@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from ._kernel import Kernel
 
 __all__ = [
+    "ParkReason",
     "TaskState",
     "describe_wait",
     "on_cancel_running",
@@ -653,7 +654,28 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     return failure
 
 
-def park_reason(task: TaskState) -> str | None:
+@final
+class ParkReason:
+    """What a parked task waits on, for the instruments' ``parked(op, reason)``.
+
+    ``str(reason)`` says it as ``dump()`` does; the text is made only when
+    asked, since most instruments never read it and a description costs
+    more than the rest of a park. ``events`` are the awaitables themselves.
+    """
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: tuple[Any, ...]) -> None:
+        self.events = events
+
+    def __str__(self) -> str:
+        return ", ".join(describe_event(event) for event in self.events) or "?"
+
+    def __repr__(self) -> str:
+        return f"<ParkReason {self}>"
+
+
+def park_reason(task: TaskState) -> ParkReason | None:
     """What a task that has just ended a step parked on; None if it did not park.
 
     For the instruments' ``parked``: a task that yielded (a checkpoint) or
@@ -663,9 +685,9 @@ def park_reason(task: TaskState) -> str | None:
         return None  # it ended
     status = task.status
     if status is _WAITING:
-        return ", ".join(describe_event(sub.event) for sub in list(task.events or ())) or "?"
+        return ParkReason(tuple([sub.event for sub in list(task.events or ())]))
     if (status is _QUEUED or status is _RESULT) and task.triggered is not None:
-        return describe_event(task.triggered)
+        return ParkReason((task.triggered,))
     return None
 
 
