@@ -60,11 +60,24 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import After, _thread_local, thread_state
+from ._waker import WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
+    from ._task import TaskState
 
-__all__ = ["HOOKS", "Instruments", "add_instrument", "failed", "flush_ended", "remove_instrument"]
+__all__ = [
+    "HOOKS",
+    "Instruments",
+    "ParkReason",
+    "add_instrument",
+    "failed",
+    "flush_ended",
+    "park_reason",
+    "remove_instrument",
+]
+
+_WAITING, _QUEUED, _RESULT = WakerStatus.WAITING, WakerStatus.QUEUED, WakerStatus.RESULT
 
 logger = logging.getLogger("asyncop")
 
@@ -164,6 +177,43 @@ def flush_ended(runtime: Any, deferred: list[Any]) -> None:
     if instruments is not None:
         for op in ops:
             instruments.emit(runtime, instruments.ended, op)
+
+
+@final
+class ParkReason:
+    """What a parked task waits on, for the instruments' ``parked(op, reason)``.
+
+    ``str(reason)`` says it as ``dump()`` does; the text is made only when
+    asked, since most instruments never read it and a description costs
+    more than the rest of a park. ``events`` are the awaitables themselves.
+    """
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: tuple[Any, ...]) -> None:
+        self.events = events
+
+    def __str__(self) -> str:
+        return ", ".join(describe_event(event) for event in self.events) or "?"
+
+    def __repr__(self) -> str:
+        return f"<ParkReason {self}>"
+
+
+def park_reason(task: TaskState) -> ParkReason | None:
+    """What a task that has just ended a step parked on; None if it did not park.
+
+    For the instruments' ``parked``: a task that yielded (a checkpoint) or
+    ended did not park; one that another thread has already woken did.
+    """
+    if task.coro is None:
+        return None  # it ended
+    status = task.status
+    if status is _WAITING:
+        return ParkReason(tuple([sub.event for sub in list(task.events or ())]))
+    if (status is _QUEUED or status is _RESULT) and task.triggered is not None:
+        return ParkReason((task.triggered,))
+    return None
 
 
 # -- adding and removing -------------------------------------------------------

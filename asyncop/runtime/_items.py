@@ -31,8 +31,8 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import Cancelled, Outcome, ThreadState
-from ._instruments import failed, flush_ended
-from ._task import park_reason, step, strip_own_frame
+from ._instruments import failed, flush_ended, park_reason
+from ._task import step, strip_own_frame
 from ._usage import FRESH, LONG, CpuMeter, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event
 

@@ -86,11 +86,9 @@ if TYPE_CHECKING:
     from ._kernel import Kernel
 
 __all__ = [
-    "ParkReason",
     "TaskState",
     "describe_wait",
     "on_cancel_running",
-    "park_reason",
     "step",
     "strip_own_frame",
 ]
@@ -652,43 +650,6 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     )
     failure.__context__ = error
     return failure
-
-
-@final
-class ParkReason:
-    """What a parked task waits on, for the instruments' ``parked(op, reason)``.
-
-    ``str(reason)`` says it as ``dump()`` does; the text is made only when
-    asked, since most instruments never read it and a description costs
-    more than the rest of a park. ``events`` are the awaitables themselves.
-    """
-
-    __slots__ = ("events",)
-
-    def __init__(self, events: tuple[Any, ...]) -> None:
-        self.events = events
-
-    def __str__(self) -> str:
-        return ", ".join(describe_event(event) for event in self.events) or "?"
-
-    def __repr__(self) -> str:
-        return f"<ParkReason {self}>"
-
-
-def park_reason(task: TaskState) -> ParkReason | None:
-    """What a task that has just ended a step parked on; None if it did not park.
-
-    For the instruments' ``parked``: a task that yielded (a checkpoint) or
-    ended did not park; one that another thread has already woken did.
-    """
-    if task.coro is None:
-        return None  # it ended
-    status = task.status
-    if status is _WAITING:
-        return ParkReason(tuple([sub.event for sub in list(task.events or ())]))
-    if (status is _QUEUED or status is _RESULT) and task.triggered is not None:
-        return ParkReason((task.triggered,))
-    return None
 
 
 def describe_wait(task: TaskState) -> str:
