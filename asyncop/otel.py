@@ -128,7 +128,11 @@ class Instrumentation:
         return self._closed
 
     def close(self) -> None:
-        """Stop making spans; end those still open. Idempotent."""
+        """Stop making spans; end those still open. Idempotent.
+
+        A worker reporting an operation's end at that very moment may end
+        its span just after ``close()`` returns.
+        """
         if self._closed:
             return
         self._closed = True

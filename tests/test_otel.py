@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +42,15 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider
     provider.shutdown()
+
+
+def finished(exporter: InMemorySpanExporter, name: str) -> None:
+    """Wait until ``name``'s span has ended: its operation's end is reported after
+    its last step, which may be just after a thread waiting for it was woken."""
+    deadline = time.monotonic() + 5
+    while name not in {span.name for span in exporter.get_finished_spans()}:
+        assert time.monotonic() < deadline, f"span {name!r} never ended"
+        time.sleep(0.001)
 
 
 def by_name(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
@@ -131,6 +141,7 @@ def test_a_failure_sets_error_and_stays_the_callers(
         op.wait(5)
         with pytest.raises(ValueError, match="bad input"):
             op.result()
+        finished(exporter, "broken")
     span = by_name(exporter)["broken"]
     assert span.status.status_code is StatusCode.ERROR
     assert "bad input" in (span.status.description or "")
@@ -180,6 +191,7 @@ def test_select_skips_operations_and_parents_by_the_nearest_selected_ancestor(
 
     with otel.instrument(runtime, tracer_provider=provider, select=chosen):
         runtime.spawn(top, name="traced_top").wait(5)
+        finished(exporter, "traced_top")
     spans = by_name(exporter)
     assert set(spans) == {"traced_top", "traced_leaf"}
     assert parent_of(spans, "traced_leaf") == "traced_top"
@@ -202,6 +214,7 @@ def test_close_stops_the_spans_and_ends_those_open(
     gate.set()
     op.wait(5)
     runtime.spawn(lambda: None, name="after").wait(5)
+    time.sleep(0.01)  # (had it been traced, its end would be reported by now)
     assert [span.name for span in exporter.get_finished_spans()] == ["open"]
 
 

@@ -29,7 +29,8 @@ its event happens:
   park: order the two by ``op.stats.wakes`` if it matters;
 - ``cancelled(op, reason)``: the operation's token was cancelled, on the
   cancelling thread (a task is cancelled once per cancel of its subtree);
-- ``ended(op)``: the operation became final, after its last ``step_ended``.
+- ``ended(op)``: the operation became final, after its last ``step_ended``;
+  a thread that waited for the operation may already have been woken.
 
 The hooks run outside the runtime lock, and may call into the runtime
 (read ``op.stats``, spawn, cancel). An instrument whose hook raises is

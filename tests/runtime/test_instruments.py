@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -60,6 +62,15 @@ class Recorder:
             return [event for event, op_name, _ in self.events if op_name == name]
 
 
+def eventually(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition``: an operation's end may be reported just after a
+    thread waiting for it was woken."""
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.001)
+
+
 async def napper() -> None:
     await asyncop.checkpoint()
     await asyncop.sleep(1)
@@ -93,6 +104,7 @@ def test_each_event_comes_on_the_thread_where_it_happens(runtime: asyncop.Runtim
     runtime.add_instrument(recorder)
     op = runtime.spawn(lambda: None, name="callback")
     op.wait(5)
+    eventually(lambda: "ended" in recorder.of("callback"))
     threads = {event: thread for event, name, thread in recorder.events if name == "callback"}
     assert threads["spawned"] == threading.current_thread().name
     assert threads["step_started"] == threads["step_ended"] != threads["spawned"]
@@ -172,6 +184,7 @@ def test_an_instrument_gets_only_the_hooks_it_has(runtime: asyncop.Runtime) -> N
     ends = EndsOnly()
     runtime.add_instrument(ends)
     runtime.spawn(lambda: None, name="one").wait(5)
+    eventually(lambda: ends.ended_ops == ["one"])
     runtime.remove_instrument(ends)
     runtime.spawn(lambda: None, name="two").wait(5)
     assert ends.ended_ops == ["one"]
