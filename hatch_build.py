@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -53,6 +54,12 @@ DIRECTIVES = {
 
 def _disabled() -> bool:
     return os.environ.get("ASYNCOP_NO_EXTENSIONS", "") not in ("", "0")
+
+
+def _compiler() -> str:
+    """The C compiler a build would run: $CC, else the one Python was built with."""
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return command.split()[0]
 
 
 def _free_threaded() -> bool:
@@ -104,6 +111,10 @@ class CythonBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         """The modules to compile here; none when compiling is turned off."""
         if _disabled():
             self._say("ASYNCOP_NO_EXTENSIONS is set: building pure Python")
+            return []
+        compiler = _compiler()
+        if shutil.which(compiler) is None:
+            self._say(f"no C compiler ({compiler!r} not found): building pure Python")
             return []
         modules = list(self.config.get("modules", []))
         if _free_threaded():

@@ -31,6 +31,7 @@ from .operations import CancellationError as CancellationError
 from .operations import Cancelled as Cancelled
 from .operations import CancelToken as CancelToken
 from .operations import ClosedResourceError as ClosedResourceError
+from .operations import DeadlockError as DeadlockError
 from .operations import EndOfChannel as EndOfChannel
 from .operations import InvalidStateError as InvalidStateError
 from .operations import OperationState as OperationState
@@ -73,6 +74,7 @@ from .runtime import current_default_limiter as current_default_limiter
 from .runtime import current_runtime as current_runtime
 from .runtime import current_time as current_time
 from .runtime import default_runtime as default_runtime
+from .runtime import dump_on_signal as dump_on_signal
 from .runtime import fail_after as fail_after
 from .runtime import fail_at as fail_at
 from .runtime import move_on_after as move_on_after
@@ -87,7 +89,9 @@ from .runtime import sleep as sleep
 from .runtime import sleep_forever as sleep_forever
 from .runtime import sleep_until as sleep_until
 from .runtime import spawn_blocking as spawn_blocking
+from .runtime import stop_requested as stop_requested
 from .runtime import timeout as timeout
+from .runtime import wait_stop_requested as wait_stop_requested
 from .runtime import writable as writable
 
 __all__ = [
@@ -106,6 +110,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "DeadlockError",
     "Condition",
     "ConditionStatistics",
     "EndOfChannel",
@@ -143,6 +148,7 @@ __all__ = [
     "current_runtime",
     "current_time",
     "default_runtime",
+    "dump_on_signal",
     "fail_after",
     "fail_at",
     "move_on_after",
@@ -157,7 +163,9 @@ __all__ = [
     "sleep_forever",
     "sleep_until",
     "spawn_blocking",
+    "stop_requested",
     "timeout",
+    "wait_stop_requested",
     "writable",
 ]
 

@@ -185,6 +185,8 @@ def _scheduler_state(key: str, dask_scheduler: Any = None) -> tuple[str | None, 
 
 @final
 class _DaskJob(RemoteJob):
+    kind = "cluster"
+
     def __init__(self, executor: DaskExecutor, payload: bytes, name: str, abandon: bool) -> None:
         super().__init__(name, abandon)
         self.executor = executor
@@ -288,7 +290,7 @@ class _DaskJob(RemoteJob):
         return f"{self.name} {state} as {self.where()}"
 
     def _on_cancel(self) -> None:
-        if self._mark(JobState.CANCELLING):
+        if self._transition_to_cancelling():
             # Scheduler round trips: on the client's event loop, concurrently
             # for every job a cancel reaches, never in the cancelling thread.
             try:

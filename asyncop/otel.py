@@ -65,9 +65,9 @@ __all__ = ["Instrumentation", "instrument"]
 
 Op = AsyncOperation[Any]
 
-# Operations that run no code of their own (a scope's block is its task's;
-# a remote job runs elsewhere): their span starts as they are made.
-_NO_STEPS = (OpKind.SCOPE, OpKind.REMOTE)
+# The kinds of operation that run no code of their own (a scope's block is
+# its task's, a remote job runs elsewhere): their span starts as they are made.
+_RUNS_NO_CODE = frozenset({OpKind.SCOPE, OpKind.REMOTE})
 _STATE_NAMES = {
     OperationState.COMPLETED: "completed",
     OperationState.FAILED: "failed",
@@ -171,7 +171,7 @@ class _Hooks:
         select = self._select
         if select is not None and not select(op):
             return
-        if op._kind in _NO_STEPS:
+        if op._kind in _RUNS_NO_CODE:
             self._start(op)
         else:
             self._waiting[op] = None

@@ -20,6 +20,13 @@ that runtime, named after the test; ``current_operation()`` in it is that
 root. After the function returns, the root waits for the children the test
 spawned on it, as any operation does, and their failures fail the test.
 
+The runtime is made with ``deadlock="raise"``: a test whose tasks all wait
+for something nothing can do any more fails with ``DeadlockError`` and the
+wait-for graph (after ``deadlock_after``, one second; at once with the
+``autojump_clock``), instead of hanging until a timeout. Between the test's
+phases (the setup and teardown of its fixtures, which pytest drives from
+outside the runtime) the runtime does not count as stuck.
+
 Async fixtures (``async def``, plain or with ``yield``) requested by an
 asyncop test run in the same runtime and tree: each is a task started under
 the test's root with ``root.start()`` before the test runs, so the fixture's
@@ -192,6 +199,8 @@ async def _run_test(op: AsyncOperation[Any], tree: _TestTree) -> None:
             tree.error = errors[0]
         elif errors:
             tree.error = BaseExceptionGroup(f"test {op.name!r} failed", errors)
+        # Before the main thread learns of it: teardown drives the fixtures next.
+        tree.runtime._deadlocks.hold(True)
         tree.body_done.set()
 
 
@@ -226,12 +235,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if root.done:
         # A fixture task failed before the test could start, and cancelled it.
         root.result()
+    tree.runtime._deadlocks.hold(False)  # the test runs: a stuck runtime fails it
     tree.runtime.submit(root)
     try:
         _wait(tree.body_done)
     except KeyboardInterrupt:
         root.cancel("KeyboardInterrupt")
         raise
+    deadlock = tree.runtime._deadlocks.take_error(root)
+    if deadlock is not None:
+        raise tree.report(deadlock)
     if tree.error is not None:
         raise tree.report(tree.error)
     return True
@@ -405,7 +418,10 @@ def asyncop_runtime(request: pytest.FixtureRequest) -> Iterator[Runtime]:
     logger = logging.getLogger("asyncop")
     logger.addHandler(handler)
     threads_before = set(threading.enumerate())
-    runtime = Runtime(name=f"asyncop-test-{request.node.name}", clock=clock)
+    runtime = Runtime(name=f"asyncop-test-{request.node.name}", clock=clock, deadlock="raise")
+    # Between the test's phases (fixture setup, teardown), pytest drives the
+    # fixtures' tasks from outside: the runtime does not count as stuck then.
+    runtime._deadlocks.hold(True)
     tree = _TestTree(request.node.name, runtime)
     request.node.stash[_TREE] = tree
     problems: list[str] = []

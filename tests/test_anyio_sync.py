@@ -246,9 +246,9 @@ def test_limiter_totals_wake_waiters_and_accept_zero_and_infinity() -> None:
                 await anyio.sleep(1)
 
         async with anyio.create_task_group() as tg:
-            for n in range(3):
+            for n in range(3):  # one by one: they queue in this order
                 tg.start_soon(worker, n)
-            await anyio.wait_all_tasks_blocked()
+                await anyio.wait_all_tasks_blocked()
             assert entered == [] and limiter.statistics().tasks_waiting == 3
             limiter.total_tokens = 2
             await anyio.wait_all_tasks_blocked()

@@ -146,6 +146,8 @@ def test_running_task_sees_its_token_within_a_poll(
     wait_for(lambda: Path(str(seen) + ".started").exists())
     text = runtime.dump()
     assert "poll_token [RUNNING]" in text and "Dask task poll_token-" in text
+    (row,) = runtime.snapshot()["operations"]
+    assert row["kind"] == "cluster"
     cancelled_at = time.time()
     op.cancel()
     assert op.wait(10).state is OperationState.CANCELLED

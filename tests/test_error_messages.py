@@ -77,6 +77,7 @@ from tests.runtime import _remote_jobs as remote_jobs
 
 from ._anyio_net_errors import ANYIO_NET_CASES
 from ._bridge_errors import BRIDGE_CASES
+from ._console_errors import CONSOLE_CASES
 from ._net_errors import NET_CASES
 
 pytestmark = pytest.mark.timeout(30)
@@ -874,6 +875,21 @@ def t_channel_closed_under_receiver(c: Ctx) -> BaseException:
 
 def t_waker_new_sync_operation(c: Ctx) -> BaseException:
     return caught(lowlevel.waker_new, c.rt.create(noop_callback, name="plain_op"))
+
+
+def t_waker_new_task_not_running(c: Ctx) -> BaseException:
+    gate = Event()
+
+    async def parked_task() -> None:
+        await gate.wait_async()
+
+    op = c.rt.spawn(parked_task, name="parked_op")
+    wait_until(lambda: op._task is not None and op._task.status is asyncop.WakerStatus.WAITING)
+    try:
+        return caught(lowlevel.waker_new, op)
+    finally:
+        gate.set()
+        op.wait(5)
 
 
 def t_resume_when_not_event(c: Ctx) -> BaseException:
@@ -1940,6 +1956,7 @@ CASES = [
     ),
     # lowlevel and testing
     Case("waker-new-sync-operation", t_waker_new_sync_operation, TypeError, "'plain_op'"),
+    Case("waker-new-not-running", t_waker_new_task_not_running, RuntimeError, "'parked_op'"),
     Case("resume-when-not-event", t_resume_when_not_event, TypeError, "int"),
     Case("lowlevel-timeout", t_lowlevel_timeout, TimeoutError, "timed_waiter'", "outcome"),
     Case("clock-backwards", t_clock_backwards, ValueError, "VirtualClock.advance()"),
@@ -2436,6 +2453,7 @@ CASES += [Case(*row) for row in NET_CASES]
 # So do the asyncio bridge's, and those of anyio's networking on asyncop.
 CASES += [Case(*row) for row in BRIDGE_CASES]
 CASES += [Case(*row) for row in ANYIO_NET_CASES]
+CASES += [Case(*row) for row in CONSOLE_CASES]
 
 
 def t_token_wait_in_coroutine(c: Ctx) -> BaseException:
@@ -2991,6 +3009,115 @@ CASES += [
     Case("anyio-from-thread-in-task", t_anyio_from_thread_in_task, RuntimeError, "run_sync()"),
     Case("anyio-token-type", t_anyio_token_type, TypeError, "str"),
 ]
+
+
+# -- cancel with a grace --------------------------------------------------------------
+
+
+def t_cancel_grace_type(c: Ctx) -> BaseException:
+    op = c.rt.create(noop, name="graced")
+    try:
+        return caught(op.cancel, grace="5")
+    finally:
+        op.cancel()
+
+
+def t_cancel_grace_negative(c: Ctx) -> BaseException:
+    op = c.rt.create(noop, name="graced")
+    try:
+        return caught(op.cancel, grace=-1)
+    finally:
+        op.cancel()
+
+
+def t_stop_requested_outside(c: Ctx) -> BaseException:
+    return caught(asyncop.stop_requested)
+
+
+def t_shutdown_grace_without_cancel(c: Ctx) -> BaseException:
+    return caught(c.rt.shutdown, cancel=False, grace=5)
+
+
+CASES += [
+    Case("cancel-grace-type", t_cancel_grace_type, TypeError, "'graced'"),
+    Case("cancel-grace-negative", t_cancel_grace_negative, ValueError, "'graced'"),
+    Case("stop-requested-outside", t_stop_requested_outside, RuntimeError, "stop_requested()"),
+    Case(
+        "shutdown-grace-without-cancel",
+        t_shutdown_grace_without_cancel,
+        ValueError,
+        "'errors_rt'",
+    ),
+]
+
+
+# -- deadlocks ------------------------------------------------------------------
+
+
+def t_deadlock_mode_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock=True)
+
+
+def t_deadlock_mode_unknown(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock="loud")
+
+
+def t_deadlock_after_type(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock_after="1")
+
+
+def t_deadlock_after_negative(c: Ctx) -> BaseException:
+    return caught(asyncop.Runtime, 1, deadlock_after=-1)
+
+
+def t_primitive_name_type(c: Ctx) -> BaseException:
+    return caught(Event, name=3)
+
+
+def t_lock_cycle(c: Ctx) -> BaseException:
+    first, second = Lock("cycle_a"), Lock("cycle_b")
+    assert second.acquire(1)
+    try:
+
+        def holds_first_then_waits_for_second() -> None:
+            with first:
+                assert second.acquire(5)
+                second.release()
+
+        thread, box = in_thread(holds_first_then_waits_for_second)
+        deadline = time.monotonic() + 5
+        while second.statistics().tasks_waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return caught(first.acquire, 1)
+    finally:
+        second.release()
+        thread.join(5)
+        assert "error" not in box, box
+
+
+def t_deadlock_stuck(c: Ctx) -> BaseException:
+    rt = asyncop.Runtime(1, name="stuck_rt", deadlock="raise", clock=VirtualClock(autojump=True))
+    never_set = Event(name="never_set")
+
+    async def waits_for_nobody() -> None:
+        await never_set.wait_async()
+
+    try:
+        return caught(rt.run, waits_for_nobody)
+    finally:
+        rt.shutdown(timeout=5)
+
+
+CASES += [
+    Case("deadlock-mode-type", t_deadlock_mode_type, TypeError, "bool"),
+    Case("deadlock-mode-unknown", t_deadlock_mode_unknown, ValueError, "'loud'"),
+    Case("deadlock-after-type", t_deadlock_after_type, TypeError, "str"),
+    Case("deadlock-after-negative", t_deadlock_after_negative, ValueError, "=-1"),
+    Case("primitive-name-type", t_primitive_name_type, TypeError, "Event(name=...)"),
+    Case("lock-cycle", t_lock_cycle, asyncop.DeadlockError, "'cycle_a'"),
+    Case("deadlock-stuck", t_deadlock_stuck, asyncop.DeadlockError, "'stuck_rt'", "outcome"),
+]
+
 
 MISUSE = [case for case in CASES if case.kind == "misuse"]
 

@@ -20,7 +20,18 @@ imports form no cycle.
 The runtime's face loads its network, process and signal names on first
 use, so that ``import asyncop`` does not load ssl; the last tests check
 that part in a fresh interpreter. Everything else here reads the source
-with ``ast`` and imports nothing. The allowlists below name every known
+with ``ast`` and imports nothing.
+
+Each state machine (an operation's state and outcome, a waker's status, a
+timer's, a worker's, the runtime's...) has one owner: the module whose
+transitions write its field. A transition is a function named
+``_transition_to_...`` that says whether it happened, and its callers use
+that answer; nothing else writes the field, and no module keeps an alias of
+an enum member (``_RUNNING = OperationState.RUNNING``) for a reader to
+mistake for another state of the same name. (A hot function may take the
+members it tests as default arguments: named in its own signature, they
+read as locals where the class attribute costs ten times that on CPython
+3.11.) The allowlists below name every known
 exception with its reason, and each test also fails on an entry that no
 longer matches anything, so the lists only shrink.
 """
@@ -86,6 +97,10 @@ FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
         "runs only under a trio host loop, which has imported trio; "
         "asyncop.anyio does not depend on trio"
     ),
+    ("asyncop._console_client", "asyncop._console_draw"): (
+        "draws with rich, the optional console extra: python -m asyncop says rich is "
+        "missing instead of failing at import, and its dump command needs no rich"
+    ),
     ("asyncop.runtime", COMPUTED): (
         "the face loads the network, process and signal modules on first use, "
         "so that import asyncop does not load ssl and subprocess"
@@ -117,6 +132,64 @@ LONG_MODULES: dict[str, int] = {}
 
 #: "module:qualified.name" of functions longer than MAX_FUNCTION_LINES -> their length now.
 LONG_FUNCTIONS: dict[str, int] = {}
+
+#: Every state field, as (the class whose instances hold it, the field) -> the
+#: module that owns it. The owner writes it only in its transitions; the
+#: holder's ``__init__`` (wherever the class is) sets the first state. A
+#: scope's state is read from its operation, and a task's is its waker's: they
+#: have no field of their own.
+STATE_FIELDS: dict[tuple[str, str], str] = {
+    ("AsyncOperation", "_state"): "asyncop.operations._state",
+    ("AsyncOperation", "_outcome"): "asyncop.operations._finalize",
+    ("Waker", "status"): "asyncop.runtime._waker",
+    ("Timer", "state"): "asyncop.runtime._timers",
+    ("Worker", "state"): "asyncop.runtime._worker",
+    ("Kernel", "_state"): "asyncop.runtime._kernel",
+    ("RemoteJob", "state"): "asyncop.runtime._remote",
+    ("SignalReceiver", "_state"): "asyncop.runtime._signals",
+    ("_Status", "_state"): "asyncop.runtime._start",
+    ("AsyncioCall", "state"): "asyncop.runtime._asyncio_call",
+    ("AsyncioHost", "_state"): "asyncop.runtime._asyncio_host",
+    ("TLSStream", "_state"): "asyncop.runtime._tls",
+    ("_Call", "state"): "asyncop.platform._main_calls",
+}
+
+#: State fields whose owner writes them in its plain methods, not in
+#: transitions -> why. No other module writes them either.
+OWNER_WRITES_INLINE: dict[tuple[str, str], str] = {
+    ("AsyncioCall", "state"): (
+        "one asyncio call's QUEUED -> RUNNING -> DONE, each step taken where the call "
+        "moves (on the host loop or in the waiting task), none of them racing another"
+    ),
+    ("AsyncioHost", "_state"): (
+        "the host loop's thread and its shutdown write it under the host's own lock, "
+        "where the loop's life is decided; give it transitions when it next changes"
+    ),
+    ("TLSStream", "_state"): (
+        "OPEN goes to BROKEN, UNWRAPPED or CLOSED from the stream's own methods, "
+        "and breaking a stream that is not open is meant to do nothing"
+    ),
+    ("_Call", "state"): (
+        "a call handed to the main thread, in the platform layer, which has no "
+        "runtime lock: its run() and its refusal write it under the call's own lock"
+    ),
+}
+
+#: "module:function field" of a write of a field named like a state field that
+#: is no state machine's -> why it stands.
+STATE_WRITE_EXCEPTIONS: dict[str, str] = {
+    "asyncop.operations._current:thread_state state": (
+        "the thread's ThreadState kept on the thread-local: no machine's field"
+    ),
+}
+
+#: "module: what" of a transition whose answer is dropped -> why it stands.
+DROPPED_ANSWERS: dict[str, str] = {
+    "asyncop.runtime._scheduler: _transition_to_stopped_locked() called as a statement": (
+        "every pass of shutdown() tells the threads to stop, the first and any after "
+        "one a Ctrl-C cut short, so a pass that finds the runtime stopped goes on alike"
+    ),
+}
 
 
 # ----------------------------------------------------------------------
@@ -519,6 +592,248 @@ def test_functions_stay_short() -> None:
         check_sizes(dict(function_sizes()), MAX_FUNCTION_LINES, LONG_FUNCTIONS),
         "a function grew too long",
     )
+
+
+# ----------------------------------------------------------------------
+# State machines
+# ----------------------------------------------------------------------
+
+
+def is_transition(name: str) -> bool:
+    """Whether a function of this name is a transition of a state machine."""
+    return name.lstrip("_").startswith("transition_to_")
+
+
+def called_name(node: ast.expr) -> str | None:
+    """The name a call calls (``f(...)`` or ``x.f(...)``), or None for anything else."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def assigned(node: ast.AST) -> Iterator[ast.expr]:
+    """The targets a statement writes, tuples unpacked, and ``setattr``'s."""
+    if isinstance(node, ast.Assign):
+        stack = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        stack = [node.target]
+    elif (
+        isinstance(node, ast.Expr)
+        and called_name(node.value) == "setattr"
+        and len(node.value.args) == 3  # type: ignore[attr-defined]
+    ):
+        obj, field, _ = node.value.args  # type: ignore[attr-defined]
+        if isinstance(field, ast.Constant) and isinstance(field.value, str):
+            stack = [ast.Attribute(value=obj, attr=field.value, ctx=ast.Store())]
+        else:
+            stack = []
+    else:
+        stack = []
+    while stack:
+        target = stack.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            stack.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            stack.append(target.value)
+        else:
+            yield target
+
+
+def state_writes(
+    module: str,
+    tree: ast.Module,
+    fields: dict[tuple[str, str], str],
+    inline: frozenset[tuple[str, str]] = frozenset(),
+) -> Iterator[tuple[str, int]]:
+    """``"module:function field"`` and the line of every write of a state field
+    that its owner's transitions do not make (nor its holder's ``__init__``).
+
+    The owner of a field in ``inline`` may write it in any of its functions.
+    """
+    names = {field for _, field in fields}
+
+    def visit(node: ast.AST, cls: str, fn: str) -> Iterator[tuple[str, int]]:
+        for target in assigned(node):
+            if not (isinstance(target, ast.Attribute) and target.attr in names):
+                continue
+            field = target.attr
+            if fn == "__init__" and (cls, field) in fields:
+                continue  # the first state
+            owned = [key for key, owner in fields.items() if key[1] == field and owner == module]
+            if any(key in inline for key in owned):
+                continue
+            on_self = isinstance(target.value, ast.Name) and target.value.id == "self"
+            if owned and on_self and is_transition(fn):
+                continue
+            yield f"{module}:{fn or '<module>'} {field}", node.lineno
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                yield from visit(child, child.name, fn)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from visit(child, cls, child.name)
+            else:
+                yield from visit(child, cls, fn)
+
+    yield from visit(tree, "", "")
+
+
+def dropped_transitions(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """Each call of a transition whose answer is dropped, and its line.
+
+    Dropped: called as a statement, or inside an ``assert``, which
+    ``python -O`` strips with the call in it. Also a transition defined
+    without saying (``-> bool``) whether it happened.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and is_transition(called_name(node.value) or ""):
+            yield f"{called_name(node.value)}() called as a statement", node.lineno
+        elif isinstance(node, ast.Assert):
+            for inner in ast.walk(node):
+                if is_transition(called_name(inner) or ""):  # type: ignore[arg-type]
+                    yield f"{called_name(inner)}() called in an assert", node.lineno  # type: ignore[arg-type]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_transition(node.name):
+            returns = node.returns
+            if not (isinstance(returns, ast.Name) and returns.id == "bool"):
+                yield f"{node.name}() does not return bool", node.lineno
+
+
+def enum_classes() -> set[str]:
+    """The names of asyncop's enum classes."""
+    found = set()
+    for _, tree in sources().values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                (isinstance(base, ast.Name) and base.id.endswith("Enum"))
+                or (isinstance(base, ast.Attribute) and base.attr.endswith("Enum"))
+                for base in node.bases
+            ):
+                found.add(node.name)
+    return found
+
+
+def enum_aliases(tree: ast.Module, enums: set[str]) -> Iterator[tuple[str, int]]:
+    """Each module-level name bound to a member of one of ``enums``, and its line."""
+
+    def members(value: ast.expr | None) -> list[ast.expr]:
+        return list(value.elts) if isinstance(value, ast.Tuple) else [value] if value else []
+
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            stack.extend(node.body + node.orelse + getattr(node, "finalbody", []))
+            continue
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        for value in members(node.value):
+            if (
+                isinstance(value, ast.Attribute)
+                and isinstance(value.value, ast.Name)
+                and value.value.id in enums
+            ):
+                yield f"{value.value.id}.{value.attr}", node.lineno
+
+
+def test_state_rule_checker_finds_writes_outside_transitions() -> None:
+    fields = {("Worker", "state"): "pkg.worker"}
+    worker = ast.parse(
+        "class Worker:\n"
+        "    def __init__(self):\n"
+        "        self.state = 1\n"
+        "    def _transition_to_parked(self) -> bool:\n"
+        "        self.state = 2\n"
+        "        return True\n"
+        "    def park(self):\n"
+        "        self.state = 3\n"
+        "def retire(worker):\n"
+        "    worker.state = 4\n"
+    )
+    pool = ast.parse("def unpark(worker):\n    worker.busy, worker.state = True, 1\n")
+    assert list(state_writes("pkg.worker", worker, fields)) == [
+        ("pkg.worker:park state", 8),
+        ("pkg.worker:retire state", 10),
+    ]
+    assert list(state_writes("pkg.pool", pool, fields)) == [("pkg.pool:unpark state", 2)]
+    inline = frozenset(fields)
+    assert list(state_writes("pkg.worker", worker, fields, inline)) == []
+    assert list(state_writes("pkg.pool", pool, fields, inline)) == [("pkg.pool:unpark state", 2)]
+
+
+def test_state_rule_checker_finds_dropped_answers() -> None:
+    tree = ast.parse(
+        "def _transition_to_busy(self) -> bool: ...\n"
+        "def _transition_to_retired(self): ...\n"
+        "w._transition_to_busy()\n"
+        "assert w._transition_to_busy()\n"
+        "if w._transition_to_busy():\n"
+        "    pass\n"
+        "done = w._transition_to_busy()\n"
+    )
+    assert sorted(dropped_transitions(tree), key=lambda found: found[1]) == [
+        ("_transition_to_retired() does not return bool", 2),
+        ("_transition_to_busy() called as a statement", 3),
+        ("_transition_to_busy() called in an assert", 4),
+    ]
+
+
+def test_alias_checker_finds_module_level_members_only() -> None:
+    tree = ast.parse(
+        "_RUNNING = State.RUNNING\n"
+        "_A, _B = State.A, Other.B\n"
+        "FINAL = frozenset({State.DONE})\n"
+        "def f():\n"
+        "    running = State.RUNNING\n"
+    )
+    assert sorted(enum_aliases(tree, {"State", "Other"})) == [
+        ("Other.B", 2),
+        ("State.A", 2),
+        ("State.RUNNING", 1),
+    ]
+
+
+def test_state_fields_name_real_classes_and_owners() -> None:
+    classes = {
+        node.name
+        for _, tree in sources().values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+    for (holder, field), owner in STATE_FIELDS.items():
+        assert holder in classes, f"no class {holder} holds {field}"
+        assert owner in sources(), f"no module {owner} owns {holder}.{field}"
+    assert set(OWNER_WRITES_INLINE) <= set(STATE_FIELDS)
+
+
+def test_state_fields_are_written_only_by_their_owners_transitions() -> None:
+    found: dict[str, list[int]] = {}
+    inline = frozenset(OWNER_WRITES_INLINE)
+    for module, (_, tree) in sources().items():
+        for where, line in state_writes(module, tree, STATE_FIELDS, inline):
+            found.setdefault(where, []).append(line)
+    problems = unexpected(found, set(STATE_WRITE_EXCEPTIONS))
+    require_none(problems, "a state field is written outside its owner's transitions")
+
+
+def test_every_transitions_answer_is_used() -> None:
+    found: dict[str, list[int]] = {}
+    for module, (_, tree) in sources().items():
+        for what, line in dropped_transitions(tree):
+            found.setdefault(f"{module}: {what}", []).append(line)
+    require_none(unexpected(found, set(DROPPED_ANSWERS)), "a transition's answer is dropped")
+
+
+def test_no_module_keeps_an_alias_of_an_enum_member() -> None:
+    enums = enum_classes()
+    assert {"OperationState", "WakerStatus", "TimerState"} <= enums
+    problems = [
+        f"{module}:{line}: {member}"
+        for module, (_, tree) in sources().items()
+        for member, line in enum_aliases(tree, enums)
+    ]
+    require_none(problems, "a module keeps an alias of an enum member; name the member")
 
 
 # ----------------------------------------------------------------------

@@ -61,7 +61,11 @@ TOP_LEVEL = {
     "move_on_after",
     "fail_after",
     "sleep_forever",
+    "dump_on_signal",
+    "DeadlockError",
 }
+# Cancel with a grace period: what asked work reads and waits on.
+TOP_LEVEL |= {"stop_requested", "wait_stop_requested"}
 # Beyond the contract: the _at spellings of trio and anyio, and the type they return.
 TOP_LEVEL |= {"move_on_at", "fail_at", "TimeoutScope"}
 # Beyond the contract: what the primitives' statistics() return, named as trio's.
@@ -147,6 +151,14 @@ def test_signals_module_exports_its_contract_names() -> None:
     assert set(asyncop.signals.__all__) == SIGNALS
     assert asyncop.signals.open_signal_receiver.__module__ == "asyncop.signals"
     assert asyncop.signals.SignalReceiver.__module__ == "asyncop.signals"
+
+
+def test_cancel_and_shutdown_take_a_keyword_only_grace() -> None:
+    for call in (asyncop.AsyncOperation.cancel, asyncop.Runtime.shutdown, asyncop.async_cancel):
+        grace = inspect.signature(call).parameters["grace"]
+        assert grace.kind is inspect.Parameter.KEYWORD_ONLY and grace.default is None, call
+    assert asyncop.stop_requested.__module__ == "asyncop"
+    assert asyncop.wait_stop_requested.__module__ == "asyncop"
 
 
 def test_testing_module_exports_the_virtual_clock() -> None:

@@ -237,6 +237,10 @@ def format_signature(obj: Any) -> str | None:
     shown = []
     for param in sig.parameters.values():
         annotation: Any = param.annotation
+        if param.name == "self":
+            # A method written as a module function bound by its class
+            # annotates self, which a method defined in the class would not.
+            annotation = param.empty
         if annotation is not param.empty:
             annotation = _Raw(_annotation(annotation))
         default: Any = param.default

@@ -10,7 +10,15 @@ __all__ = ["RUNTIME_OPTIONS", "runtime_for"]
 
 
 #: What ``backend_options`` may hold: ``Runtime``'s arguments, or a runtime.
-RUNTIME_OPTIONS = ("workers", "parallel", "max_threads", "clock", "name")
+RUNTIME_OPTIONS = (
+    "workers",
+    "parallel",
+    "max_threads",
+    "clock",
+    "name",
+    "deadlock",
+    "deadlock_after",
+)
 
 
 def runtime_for(options: dict[str, Any]) -> tuple[Runtime, bool]:

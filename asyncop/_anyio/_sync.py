@@ -126,7 +126,7 @@ class Event(BaseEvent):
 
 def _already_held(lock: _Lock) -> RuntimeError:
     return RuntimeError(
-        f"Attempted to acquire an already held Lock ({lock.name!r}); release it first: "
+        f"Attempted to acquire an already held Lock ({lock._label()}); release it first: "
         "a Lock is not re-entrant"
     )
 

@@ -37,8 +37,6 @@ from ..runtime import Scope, current_runtime, scope, sleep
 
 __all__ = ["AsyncopTaskInfo", "CancelScope", "TaskGroup", "running_task_infos", "task_info"]
 
-_CANCELLED = OperationState.CANCELLED
-
 
 class CancelScope(BaseCancelScope):
     """anyio's ``CancelScope`` on an asyncop scope; see the module docstring."""
@@ -358,7 +356,7 @@ class TaskGroup(abc.TaskGroup):
             self._caught = True
             return True
         except Cancelled:
-            if exc_val is None and op is not None and op.state is not _CANCELLED:
+            if exc_val is None and op is not None and op.state is not OperationState.CANCELLED:
                 # A cancel from outside that interrupted nothing (no task,
                 # and nothing raised in the block): anyio's group leaves
                 # quietly, and the next await raises.
@@ -381,7 +379,11 @@ class TaskGroup(abc.TaskGroup):
             self._active = False
             del exc_val, exc_tb
         op = made._op
-        if self._group_scope._cancel_called and op is not None and op.state is _CANCELLED:
+        if (
+            self._group_scope._cancel_called
+            and op is not None
+            and op.state is OperationState.CANCELLED
+        ):
             self._caught = True  # its own cancel interrupted something, and stopped here
         return swallowed
 

@@ -11,8 +11,11 @@ and the services the runtime installs in ``_hooks.py``.
 Where things are: ``_node.py`` defines ``AsyncOperation`` (its fields and
 public face); the machinery behind it is in ``_cancel.py`` (the cancel
 walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
-``_finalize.py`` (how a node ends and hands its failure up). ``_state.py``
-has the states, the result snapshot and the node's kinds; ``_token.py``
+``_finalize.py`` (how a node ends and hands its failure up, and the
+transition of its outcome), and ``_stop.py`` (who was asked to stop by a
+cancel with a grace). ``_state.py`` has the states and their transitions,
+the only code that writes a node's state, the result snapshot and the
+node's kinds; ``_token.py``
 the cancel token; ``_park.py`` how a blocked thread is parked so that a
 cancel wakes it; ``_current.py`` the per-thread state (the current
 operation); ``_errors.py`` the exceptions; ``_warn.py`` warnings that
@@ -30,6 +33,7 @@ from ._current import RAISE as RAISE
 from ._current import ThreadState as ThreadState
 from ._current import _thread_local as _thread_local
 from ._current import current_operation as current_operation
+from ._current import every_thread_state as every_thread_state
 from ._current import state_of as state_of
 from ._current import thread_state as thread_state
 from ._errors import SPAWN_KEYWORDS as SPAWN_KEYWORDS
@@ -38,6 +42,7 @@ from ._errors import BusyResourceError as BusyResourceError
 from ._errors import CancellationError as CancellationError
 from ._errors import Cancelled as Cancelled
 from ._errors import ClosedResourceError as ClosedResourceError
+from ._errors import DeadlockError as DeadlockError
 from ._errors import EndOfChannel as EndOfChannel
 from ._errors import InvalidStateError as InvalidStateError
 from ._errors import WouldBlock as WouldBlock
@@ -48,6 +53,7 @@ from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._face import RuntimeFace as RuntimeFace
 from ._face import ScopeFace as ScopeFace
+from ._finalize import line_of as line_of
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
@@ -70,8 +76,9 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
-from ._state import _is_final as _is_final
 from ._stats import OperationStatistics as OperationStatistics
+from ._stop import check_cancel_grace as check_cancel_grace
+from ._stop import stop_requested_of as stop_requested_of
 from ._suspend import OWN_COROUTINE as OWN_COROUTINE
 from ._suspend import OWN_GENERATOR as OWN_GENERATOR
 from ._suspend import SUSPEND_CODE as SUSPEND_CODE
@@ -88,6 +95,7 @@ from ._typing import R as R
 from ._typing import T as T
 from ._typing import Ts as Ts
 from ._typing import V as V
+from ._waiting import TreeWait as TreeWait
 from ._warn import warn_user as warn_user
 
 __all__ = [
@@ -100,6 +108,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "DeadlockError",
     "EndOfChannel",
     "InvalidStateError",
     "OperationState",

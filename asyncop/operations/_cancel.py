@@ -1,13 +1,17 @@
 """The cancel walk: how a cancel reaches an operation's subtree.
 
-``AsyncOperation.cancel()`` (in ``_node.py``) takes the runtime lock and
-calls ``_cancel_locked``, the walk below, which the class binds as a method
-like every function here (``_cancel_locked``, ``_expire``,
-``_cancel_token_locked``, ``_finish_token_cancel_locked``).
+``AsyncOperation.cancel()`` (``cancel`` below) takes the runtime lock and
+calls ``_cancel_locked``, the walk, which the class binds as a method
+like every function here (``cancel``, ``_cancel_locked``, ``_expire``,
+``_cancel_token_locked``, ``_finish_token_cancel_locked``). With a grace,
+``cancel()`` hands the operation to the runtime instead, which asks the
+subtree to stop and calls ``cancel()`` again when the grace runs out (see
+``_stop.py``).
 
 The walk goes down the subtree with an explicit stack, however deep, and
 leaves shielded subtrees alone. A CREATED or PENDING node ends its work
-CANCELLED at once and is finalized with the unstarted nodes below it; a
+CANCELLED at once (``_transition_to_ended``, whose answer says whether this
+walk ended it) and is finalized with the unstarted nodes below it; a
 RUNNING one has its token cancelled, and the runtime wakes it where it
 waits (``_on_cancel_running_locked``). On the main thread a Ctrl-C can cut
 the walk short anywhere: the node it started from stays flagged
@@ -23,24 +27,76 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._hooks import run_after
-from ._state import OperationState, OpKind, Outcome, _is_final
+from ._state import OperationState, OpKind, Outcome
+from ._stop import check_cancel_grace
 
 if TYPE_CHECKING:
     from ._hooks import After
     from ._node import AsyncOperation
 
-__all__ = ["cancel_locked", "cancel_token_locked", "expire", "finish_token_cancel_locked"]
+__all__ = [
+    "cancel",
+    "cancel_locked",
+    "cancel_token_locked",
+    "expire",
+    "finish_token_cancel_locked",
+]
 
-_CREATED = OperationState.CREATED
-_PENDING = OperationState.PENDING
-_RUNNING = OperationState.RUNNING
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
-_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
+
+def cancel(self: AsyncOperation, reason: object = None, *, grace: float | None = None) -> None:
+    """Cancel this operation and its whole subtree; with ``grace``, ask it to stop first.
+
+    CREATED and PENDING nodes end CANCELLED at once and never run;
+    RUNNING nodes have their token cancelled and stop at their next
+    cancellation point. Shielded subtrees below this node are left alone.
+    Idempotent, callable from any thread, and it never kills a thread.
+
+    With ``grace`` (seconds on the runtime's clock), nothing is cancelled
+    yet: the subtree is *asked* to stop. Inside it, ``asyncop.stop_requested()``
+    and ``token.stop_requested`` are True and ``await
+    asyncop.wait_stop_requested()`` returns, while ``token.cancelled`` stays
+    False, so work that returns within the grace ends COMPLETED with its
+    value; servers (``asyncop.net.serve_tcp``...) close their listeners and
+    let running handlers finish. Operations spawned into the subtree later
+    are asked too. When the grace runs out, whatever still runs is cancelled
+    as if ``cancel(reason)`` were called then. A later ``cancel()`` without
+    grace cancels at once; a later grace can only bring the end nearer.
+    A shielded subtree is neither asked nor cancelled from above (its own
+    ``cancel(grace=...)`` works). On an operation that has ended, or is
+    already cancelled, it does nothing.
+
+    Args:
+        reason: kept as ``cancel_reason`` and shown by ``dump()``.
+        grace: seconds the subtree has to stop by itself; None (the
+            default) or 0 cancel at once, ``math.inf`` only asks.
+
+    Raises:
+        TypeError: ``grace`` is not a number.
+        ValueError: ``grace`` is NaN or negative.
+    """
+    if grace is not None:
+        seconds = check_cancel_grace(grace, f"operation {self.name!r}.cancel(grace=...)")
+        if seconds != 0.0:
+            self.runtime._request_stop(self, reason, seconds)
+            return
+    after: After = []
+    try:
+        with self.runtime._lock:
+            self._cancel_locked(reason, after)
+    finally:
+        # Also when a Ctrl-C cut the walk short: the wake-ups it queued
+        # still run (the walk itself is redone by the next cancel).
+        run_after(after)
 
 
 def cancel_locked(
-    self: AsyncOperation, reason: object, after: After, *, again: bool = False
+    self: AsyncOperation,
+    reason: object,
+    after: After,
+    again: bool = False,
+    _running: OperationState = OperationState.RUNNING,
+    _cancelled: Outcome = Outcome.CANCELLED,
+    _remote: OpKind = OpKind.REMOTE,
 ) -> None:
     """Walk the subtree iteratively and cancel every live node.
 
@@ -63,7 +119,7 @@ def cancel_locked(
     not final, and a final node still flagged, which is still linked
     where the walk meets it, or is this node.
     """
-    if _is_final(self._state):
+    if self._state.final:
         if self._cancel_unfinished:
             self._try_finalize_locked(after)
         return
@@ -80,18 +136,8 @@ def cancel_locked(
         if not node._cancel_token_locked(after) and redo:
             node._finish_token_cancel_locked(after)
         state = node._state
-        if state is _CREATED or state is _PENDING:
-            if node._outcome is _NO_OUTCOME:
-                node._outcome = _CANCELLED_OUTCOME
-                node._fn = None
-                node._args = ()
-                unstarted.append(node)
-                node.runtime._on_cancel_running_locked(node, after)
-            elif redo and node._outcome is _CANCELLED_OUTCOME:
-                unstarted.append(node)
-                node.runtime._on_cancel_running_locked(node, after)
-        elif state is _RUNNING:
-            if node._kind is _REMOTE:
+        if state is _running:
+            if node._kind is _remote:
                 # Its job (see OpKind.REMOTE) applies its executor's rule,
                 # once the lock is released, like an on_cancel callback.
                 job = node._task
@@ -99,11 +145,17 @@ def cancel_locked(
                     after.append(job._on_cancel)
             else:
                 node.runtime._on_cancel_running_locked(node, after)
-            if redo and node._outcome is not _NO_OUTCOME:
+            if redo and node._outcome is not None:
                 unstarted.append(node)  # its work has ended: finalize it if it can
-        else:
+        elif state.final:
             # Final yet linked: a Ctrl-C cut its settling short.
             unstarted.append(node)
+        elif node._transition_to_ended(_cancelled, None, None) or (
+            redo and node._outcome is _cancelled
+        ):
+            # CREATED or PENDING: its work ends CANCELLED, and it never runs.
+            unstarted.append(node)
+            node.runtime._on_cancel_running_locked(node, after)
         child = node.first_child
         while child is not None:
             # Read first: a cancel of the child may unlink it.
@@ -129,7 +181,7 @@ def expire(self: AsyncOperation) -> None:
     after: After = []
     runtime = self.runtime
     with runtime._lock:
-        if _is_final(self._state):
+        if self._state.final:
             return
         now = runtime.now()
         # When an outer deadline is due at the same instant, the outer

@@ -26,6 +26,7 @@ __all__ = [
     "RAISE",
     "ThreadState",
     "current_operation",
+    "every_thread_state",
     "state_of",
     "thread_state",
 ]
@@ -38,11 +39,11 @@ class ThreadState:
     __slots__ = (
         "__weakref__",
         "blocked",
-        "keep_next_push",
         "op",
         "parked_on",
         "task",
         "thrown_in",
+        "waits_on",
         "worker",
     )
 
@@ -53,9 +54,6 @@ class ThreadState:
         # While it is set, the current operation is the task's innermost
         # scope, and blocking waits refuse to run (they would block a worker).
         self.task: Any = None
-        # Set by a worker that is about to run the ready queue itself: the
-        # next push from this thread need not wake another worker for it.
-        self.keep_next_push = False
         # The runtime Worker whose thread this is, or None on any other thread.
         self.worker: Any = None
         # True while the thread waits inside one of asyncop's blocking calls.
@@ -64,6 +62,10 @@ class ThreadState:
         # released by whoever wakes it, so a thread whose lock is still held
         # is still asleep (see waits_in_asyncop()).
         self.parked_on: Any = None
+        # What it waits on in that call (an object with ``_describe()``: a
+        # primitive's waiter, or a ``TreeWait``), for dump() and the
+        # deadlock report; None when the call did not say.
+        self.waits_on: Any = None
         # The error a worker hands the awaitable its task is suspended in,
         # which raises it there (see RAISE).
         self.thrown_in: BaseException | None = None
@@ -113,6 +115,20 @@ def thread_state() -> ThreadState:
 def state_of(ident: int | None) -> ThreadState | None:
     """The state of the live thread ``ident``, if it ever made one; read-only use."""
     return None if ident is None else _by_thread.get(ident)
+
+
+def every_thread_state() -> list[tuple[int, ThreadState]]:
+    """``(thread id, state)`` of every live thread that made one; read-only use.
+
+    For the runtime's deadlock watch, which looks at what the threads
+    outside it wait on. A thread that starts or ends meanwhile may be
+    missed; the list is never torn.
+    """
+    while True:
+        try:
+            return list(_by_thread.items())
+        except RuntimeError:  # the dictionary changed size under the copy: again
+            continue
 
 
 class _Raise:

@@ -18,6 +18,7 @@ __all__ = [
     "Cancelled",
     "CancellationError",
     "ClosedResourceError",
+    "DeadlockError",
     "EndOfChannel",
     "InvalidStateError",
     "SPAWN_KEYWORDS",
@@ -175,3 +176,31 @@ class EndOfChannel(Exception):
     """Raised by a receive on a channel that is closed and drained."""
 
     __module__ = "asyncop"
+
+
+class DeadlockError(Exception):
+    """Raised when work can never go on: a stuck runtime, or a lock cycle.
+
+    ``Runtime(deadlock="raise")`` raises it from ``run()`` (and from the
+    exit of a sync ``with runtime.scope()`` block) when every task of the
+    runtime waits and nothing left can wake one; the tree was cancelled
+    first. A ``Lock`` acquire that would close a cycle of holders and
+    waiters raises it in the acquiring task or thread at once, unless the
+    runtime says ``deadlock="off"``.
+
+    ``str()`` is one sentence, what happened; the report comes as a note
+    (PEP 678), so that a traceback shows it below that sentence.
+
+    Attributes:
+        report: the text that shows why: for a stuck runtime, each live
+            operation, what it waits on and where (the wait-for graph); for
+            a lock cycle, each lock of the cycle and its holder.
+    """
+
+    __module__ = "asyncop"
+
+    def __init__(self, message: str, report: str = "") -> None:
+        super().__init__(message)
+        self.report = report
+        if report:
+            self.add_note(report)

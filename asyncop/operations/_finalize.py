@@ -4,20 +4,25 @@
 under the same names with a leading underscore:
 
 - ``_end_work`` (from any thread) and ``_end_work_on_worker`` (the worker
-  that ran the work) record how the operation's own work ended, under the
-  runtime lock: ``_end_work_locked``, which the worker's variant writes out.
+  that ran the work) take the runtime lock and call
+  ``_transition_to_ended``, which records how the operation's own work
+  ended and finalizes the node if no child is live.
 - ``_try_finalize_locked`` makes the node final once its work has ended and
   its children are gone, wakes its waiters, hands its outcome to its parent,
-  then climbs to the parent, iteratively; ``_transition_to_final`` writes
-  the final state in one call. A finalization that a Ctrl-C cut short is
-  finished by the next call that meets the node (see
+  then climbs to the parent, iteratively; ``_transition_to_final``
+  (``_state.py``) writes the final state in one call. A finalization that a
+  Ctrl-C cut short is finished by the next call that meets the node (see
   ``try_finalize_locked``).
 
 Outcome of the operation's own work
 -----------------------------------
-``_outcome`` is NONE while the work has not ended, then VALUE, ERROR or
-CANCELLED. The final state follows from it and from the failures the
-children handed up (``_failures``):
+``_outcome`` is None while the work has not ended, then VALUE, ERROR or
+CANCELLED, once. This module owns it: ``_transition_to_ended`` is the only
+code that writes it (``AsyncOperation.__init__`` sets None), and says
+whether it happened: the cancel walk, which ends the work of operations that
+never started, and a scope's or a remote job's end, which may race with an
+abandon or a cancel, act on that answer. The final state follows from the
+outcome and from the failures the children handed up (``_failures``):
 
 - any failure (own error or a child's) -> FAILED;
 - otherwise VALUE -> COMPLETED, even if a cancel arrived after the work
@@ -30,6 +35,28 @@ it is handed to the parent even from a supervised child.
 
 A failure that nobody observes is logged when its operation is collected
 (:class:`_Unobserved`); an operation that ends well carries no finalizer.
+
+A Ctrl-C while finalizing
+-------------------------
+On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
+scope's exit) a Ctrl-C can land at any call, so ``_try_finalize_locked``
+takes each node through three steps that a cut leaves in a state the next
+call finishes:
+
+1. Deciding how the node ends only reads: cut, the node is as it was.
+2. ``_transition_to_final`` writes every field in one call, which a Ctrl-C
+   can stop only before it starts.
+3. Settling: the runtime's bookkeeping, unlinking from the parent and
+   handing it the outcome, in one step with no call inside, then waking the
+   waiters (each one off the list before it is woken), which find the node
+   settled. Until it is done the node is flagged (``_cancel_unfinished``)
+   and still linked, where a later cancel walk meets it; given a flagged
+   final node, ``_try_finalize_locked`` settles it again.
+
+A climb that finalizes a node whose cancel walk has not ended (the walk's
+own node, flagged) keeps the parent links from there up until the climb
+ends: a later ``cancel()`` of that node then finds what is left to finish
+above it.
 """
 
 from __future__ import annotations
@@ -49,24 +76,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "end_work",
-    "end_work_locked",
     "end_work_on_worker",
     "line_of",
-    "transition_to_final",
+    "transition_to_ended",
     "try_finalize_locked",
 ]
 
 logger = logging.getLogger("asyncop")
-
-_CREATED = OperationState.CREATED
-_PENDING = OperationState.PENDING
-_RUNNING = OperationState.RUNNING
-_COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
-_CANCELLED = OperationState.CANCELLED
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
-_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
 
 _LockType = _thread.LockType
 
@@ -83,7 +99,8 @@ def end_work(
     # may take the lock: on the main thread, a Ctrl-C raised as acquire()
     # returns would land before the try and leave the lock held for good.
     with self.runtime._lock:
-        self._end_work_locked(outcome, value, error, after)
+        ended = self._transition_to_ended(outcome, value, error, after)
+        assert ended, f"{self.name!r} ended its work twice"
     if after:
         run_after(after)
 
@@ -100,96 +117,101 @@ def end_work_on_worker(
     lock = self.runtime._lock
     lock.acquire()
     try:
-        self._end_work_locked(outcome, value, error, after)
+        ended = self._transition_to_ended(outcome, value, error, after)
+        assert ended, f"{self.name!r} ended its work twice"
     finally:
         lock.release()
     if after:
         run_after(after)
 
 
-def end_work_locked(
-    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None, after: After
-) -> None:
-    """Record how the own work ended, under the lock; finalize if no child is live.
+def transition_to_ended(
+    self: AsyncOperation,
+    outcome: Outcome,
+    value: Any,
+    error: BaseException | None,
+    after: After | None = None,
+    _cancelled: Outcome = Outcome.CANCELLED,
+    _error: Outcome = Outcome.ERROR,
+) -> bool:
+    """No outcome -> ``outcome``: the operation's own work has ended.
 
-    ``ScopeDone._arm`` writes this out for a scope's block that ended well:
-    keep the two alike.
+    Drops the work's function and arguments, then, with ``after``,
+    finalizes the node if no child is live (the cancel walk, which passes
+    none, finalizes the nodes it ended itself, deepest first). Returns
+    False, and changes nothing, when the work had ended already. Under the
+    runtime lock.
     """
-    assert self._outcome is _NO_OUTCOME, f"{self.name!r} ended its work twice"
+    # Invariant: the work ends once; what ended it first decides.
+    if self._outcome is not None:
+        return False
     self._outcome = outcome
     self._value = value
     self._error = error
     self._fn = None
     self._args = ()
-    if outcome is _CANCELLED_OUTCOME:
+    if outcome is _cancelled:
         self._interrupted = True
-    elif outcome is _ERROR and self._failures and not isinstance(error, Cancelled):
+    elif outcome is _error and self._failures and not isinstance(error, Cancelled):
         # Children failed before the work did: the group lists the failures
         # in the order they happened, as trio's and asyncio's do.
         self._failures.append(error)  # type: ignore[arg-type]
-    self._try_finalize_locked(after)
+    if after is not None:
+        self._try_finalize_locked(after)
+    return True
 
 
-def try_finalize_locked(self: AsyncOperation, after: After) -> None:
+def try_finalize_locked(
+    self: AsyncOperation,
+    after: After,
+    _value: Outcome = Outcome.VALUE,
+    _error: Outcome = Outcome.ERROR,
+    _scope: OpKind = OpKind.SCOPE,
+    _completed: OperationState = OperationState.COMPLETED,
+    _failed: OperationState = OperationState.FAILED,
+    _cancelled: OperationState = OperationState.CANCELLED,
+) -> None:
     """Make this node final if its work and children have ended; climb up.
 
     Iterative: a chain of nodes each waiting only for its last child
-    finalizes bottom-up in one loop, however deep. (Finalizing one node
-    is written out in the loop, since this runs for every operation; only
+    finalizes bottom-up in one loop, however deep. Finalizing one node
+    happens in the loop, in the three steps that a Ctrl-C cannot tear
+    (see "A Ctrl-C while finalizing" in the module docstring); only
     waking its waiters, a failure's ending (``_failed_ending``) and the
-    links a climb kept (``_drop_kept_links``) call out.)
-
-    On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
-    scope's exit) a Ctrl-C can land at any call, so each node goes
-    through three steps that a cut leaves in a state the next call
-    finishes:
-
-    1. Deciding how the node ends only reads: cut, the node is as it was.
-    2. ``_transition_to_final`` writes every field in one call, which a
-       Ctrl-C can stop only before it starts.
-    3. Settling: the runtime's bookkeeping, unlinking from the parent and
-       handing it the outcome, in one step with no call inside, then waking
-       the waiters (each one off the list before it is woken), which find
-       the node settled. Until it is done the node is flagged
-       (``_cancel_unfinished``) and still linked, where a later cancel walk
-       meets it; this method, given a flagged final node, settles it again.
-
-    A climb that finalizes a node whose cancel walk has not ended (the
-    walk's own node, flagged) keeps the parent links from there up until
-    the climb ends: a later ``cancel()`` of that node then finds what is
-    left to finish above it.
+    links a climb kept (``_drop_kept_links``) call out.
     """
     node: AsyncOperation | None = self
     kept: AsyncOperation | None = None  # first node of the climb whose links stay
-    while node is not None and node._outcome is not _NO_OUTCOME and node.first_child is None:
+    while node is not None and node._outcome is not None and node.first_child is None:
         state = node._state
         parent = node.parent
-        if state is _COMPLETED or state is _FAILED or state is _CANCELLED:
+        if state.final:
             if not node._cancel_unfinished:
                 break  # final and settled
             # A Ctrl-C cut its settling short: settle it again.
             taken_over = (
-                state is _FAILED and parent is not None and _taken_over(node, parent, node._error)
+                state is _failed and parent is not None and _taken_over(node, parent, node._error)
             )
             if kept is None:
                 kept = node
         else:
-            if node._failures or node._outcome is _ERROR:
+            if node._failures or node._outcome is _error:
                 state, error, taken_over, report = _failed_ending(node, parent)
             else:
                 error = report = None
                 taken_over = False
-                if node._outcome is _VALUE and not (
+                if node._outcome is _value and not (
                     # A scope's block has no value worth keeping: a scope whose cancel
                     # interrupted its children ended CANCELLED, however its block left.
-                    node._kind is _SCOPE and node._cancelled and node._interrupted
+                    node._kind is _scope and node._cancelled and node._interrupted
                 ):
-                    state = _COMPLETED
+                    state = _completed
                 else:
-                    state = _CANCELLED
+                    state = _cancelled
             if node._cancel_unfinished and kept is None:
                 kept = node  # its cancel walk is still under way
-            node._transition_to_final(state, error, taken_over, report)
+            ended = node._transition_to_final(state, error, taken_over, report)
+            assert ended, f"{node.name!r} was final already"
         node.runtime._on_final_locked(node, after)
         if parent is not None:
             prev = node._sibling_prev
@@ -207,7 +229,7 @@ def try_finalize_locked(self: AsyncOperation, after: After) -> None:
                     nxt._sibling_prev = prev
                 node.sibling_next = None
                 node._sibling_prev = None
-                if state is _CANCELLED:
+                if state is _cancelled:
                     parent._interrupted = True
                 elif taken_over:
                     if parent._failures is None:
@@ -261,11 +283,11 @@ def _failed_ending(
     ``try_finalize_locked``).
     """
     failures = node._failures
-    own = node._error if node._outcome is _ERROR else None
+    own = node._error if node._outcome is Outcome.ERROR else None
     if own is not None and isinstance(own, Cancelled):
         own = None
     if own is None and not failures:
-        return _CANCELLED, None, False, None
+        return OperationState.CANCELLED, None, False, None
     report = None if node._observed else _Unobserved(node)
     if own is None or (failures and any(failure is own for failure in failures)):
         errors = list(failures)  # type: ignore[arg-type]
@@ -273,7 +295,8 @@ def _failed_ending(
         # (Children that failed after the work did come after its error.)
         errors = [own, *failures] if failures else [own]
     error = _failure(node, errors, bool(failures))
-    return _FAILED, error, parent is not None and _taken_over(node, parent, error), report
+    taken_over = parent is not None and _taken_over(node, parent, error)
+    return OperationState.FAILED, error, taken_over, report
 
 
 def _drop_kept_links(kept: AsyncOperation | None, end: AsyncOperation | None) -> None:
@@ -283,47 +306,6 @@ def _drop_kept_links(kept: AsyncOperation | None, end: AsyncOperation | None) ->
         kept.parent = None
         kept._cancel_unfinished = False
         kept = above
-
-
-def transition_to_final(
-    self: AsyncOperation,
-    state: OperationState,
-    error: BaseException | None,
-    taken_over: bool,
-    report: _Unobserved | None,
-) -> None:
-    """CREATED, PENDING or RUNNING -> COMPLETED, FAILED or CANCELLED.
-
-    Writes every field of the outcome with no call in between: a Ctrl-C
-    on the main thread lands only as a call starts or a C call returns,
-    so it stops the transition before it begins or lets it through
-    whole. Flags the node until it is settled (see
-    ``_try_finalize_locked``), and writes the state last: a reader
-    without the lock that sees it final finds the rest.
-    """
-    # Invariant: exactly one final state, set once.
-    old = self._state
-    assert old is _CREATED or old is _PENDING or old is _RUNNING, (
-        f"{self.name!r} is already {old.name}"
-    )
-    assert state is _COMPLETED or state is _FAILED or state is _CANCELLED, state
-    if state is not _COMPLETED:
-        self._value = None
-    self._error = error
-    self._failures = None
-    if taken_over:
-        # The parent takes the failure over: it is observed there.
-        self._observed = True
-    elif report is not None:
-        # Armed before the state reads FAILED: whoever sees FAILED and
-        # observes the failure then finds it, and disarms it.
-        report.error = error
-        self._unobserved = report
-    waiters = self._waiters
-    if waiters is not None:
-        self._waiters = waiters[::-1]
-    self._cancel_unfinished = True
-    self._state = state
 
 
 _INTERRUPTS = (KeyboardInterrupt, SystemExit)
@@ -370,7 +352,7 @@ def _failure(node: AsyncOperation, errors: list[BaseException], grouped: bool) -
                     group.__context__ = context
                 exc.__context__ = group
             return exc
-    if len(errors) == 1 and not grouped and node._kind is not _SCOPE:
+    if len(errors) == 1 and not grouped and node._kind is not OpKind.SCOPE:
         return errors[0]
     return BaseExceptionGroup(f"operation {node.name!r} failed", errors)
 

@@ -51,6 +51,8 @@ class RuntimeHooks(Protocol):
     # the clock read that goes with it.
     _next_deadline: float
     _now: Callable[[], float]
+    # The pending stop requests of cancel(grace=...), by operation (see _stop.py).
+    _stop_requests: dict[AsyncOperation, Any]
     # The same clock for op.stats' timestamps, read where it must not raise.
     _stamp: Callable[[], float]
     # The runtime's instruments, None when none is installed (see the
@@ -69,40 +71,39 @@ class RuntimeHooks(Protocol):
         self,
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
-        *,
         parent: AsyncOperation | None,
         name: str | None,
-        kind: OpKind | None = None,
         submit: bool = False,
         supervise: bool = False,
+        kind: OpKind | None = None,
     ) -> AsyncOperation:
-        """Make an operation; with ``submit``, link and queue it in one locked step.
+        """Make an operation and link it; with ``submit``, queue it in the same locked step.
 
         ``kind`` is worked out from ``fn`` unless given.
         """
-        ...
-
-    def _spawn(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        parent: AsyncOperation,
-        name: str | None,
-        supervise: bool,
-    ) -> AsyncOperation:
-        """Make a child of ``parent`` that runs ``fn(*args)``, link it and queue it."""
         ...
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 
     def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...
 
-    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
-        """A RUNNING, CREATED or PENDING operation's token was just cancelled."""
+    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> bool:
+        """A RUNNING, CREATED or PENDING operation's token was just cancelled.
+
+        Returns whether a task was woken (or, never started, marked never to run).
+        """
         ...
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         """(Re)arm the deadline timer; True if the deadline has already passed."""
+        ...
+
+    def _request_stop(self, op: AsyncOperation, reason: object, grace: float | None) -> object:
+        """Ask ``op``'s subtree to stop; cancel it after ``grace`` seconds (None: never)."""
+        ...
+
+    def _wake_stop_waiters_locked(self) -> None:
+        """Wake the tasks in ``wait_stop_requested()`` that were asked to stop by now."""
         ...
 
 

@@ -3,14 +3,18 @@
 Map
 ---
 ``AsyncOperation`` is defined here: its fields, its public face (state,
-result, cancel, wait, spawn, start), its deadline and shield, its children
-and its first transitions (``_transition_to_pending``,
-``_transition_to_running``; each asserts where it starts from). The
-machinery behind the face lives in three modules, as plain functions that
-the class binds as its methods (``_cancel_locked = cancel_locked``), so a
-call costs what a method defined here would:
+result, cancel, wait, spawn, start), its deadline and shield, and its
+children. The machinery behind the face lives in four modules, as plain
+functions that the class binds as its methods (``_cancel_locked =
+cancel_locked``), so a call costs what a method defined here would:
 
-- ``_cancel.py``: the cancel walk (``_cancel_locked``), which goes down the
+- ``_state.py``: the states and their transitions (``_transition_to_pending``,
+  ``_transition_to_running``, ``_transition_to_final``), the only code that
+  writes ``_state``; each says whether it happened.
+
+- ``_cancel.py``: ``cancel()`` itself (with a grace it hands the node to
+  the runtime, which asks the subtree to stop first: see ``_stop.py``),
+  and the cancel walk (``_cancel_locked``), which goes down the
   subtree with an explicit stack; a walk cut short by a Ctrl-C is redone by
   the next one. Also a deadline's expiry (``_expire``) and the token side of
   a cancel.
@@ -18,11 +22,12 @@ call costs what a method defined here would:
   (``_block_until_final``, through ``_park.park``, so a cancel of the
   calling operation ends the wait), the waiter list, and the result
   snapshot.
-- ``_finalize.py``: completion. ``_end_work_locked`` records how the
-  operation's own work ended; ``_try_finalize_locked`` makes it final once
-  its children are gone, then climbs to the parent, iteratively; the final
-  state follows from the outcome and the children's failures (see that
-  module). A finalization a Ctrl-C cut short is finished by the next call.
+- ``_finalize.py``: completion. ``_transition_to_ended`` records how the
+  operation's own work ended, the only code that writes ``_outcome``;
+  ``_try_finalize_locked`` makes it final once its children are gone, then
+  climbs to the parent, iteratively; the final state follows from the
+  outcome and the children's failures (see that module). A finalization a
+  Ctrl-C cut short is finished by the next call.
 
 ``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its slots in ``_stats.py``.
 
@@ -32,12 +37,16 @@ its cache of which code is asyncop's to point warnings at the user's line.
 
 Who writes what
 ---------------
+``_state`` is written only by its transitions in ``_state.py``, and
+``_outcome`` only by ``_transition_to_ended`` in ``_finalize.py``;
+``__init__`` sets the first of each (the state the runtime says the node is
+born in, and None: no outcome yet).
 Every field below the public ones is written only under the runtime lock,
-except ``_fn``/``_args``/``_ctx``, which the worker running the operation
-clears after the work ends, ``_observed``, a latch that only goes from
-False to True, and ``_unobserved``, which whoever observes a failure drops.
-Public readers (``state``, ``done``, ``token.cancelled``) read
-one reference and need no lock.
+except ``_ctx``, which the runtime drops once the operation is final,
+``_observed``, a latch that only goes from False to True, and
+``_unobserved``, which whoever observes a failure drops. Public readers
+(``state``, ``done``, ``token.cancelled``) read one reference and need no
+lock.
 
 Tree links
 ----------
@@ -65,21 +74,29 @@ try:
     import cython  # pyright: ignore[reportMissingImports]
 except ImportError:  # run as Python, without Cython installed
     from ..platform import pure_cython as cython
+from ._cancel import cancel as cancel_operation
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
 from ._executor import spawn_remote
 from ._finalize import (
     end_work,
-    end_work_locked,
     end_work_on_worker,
     line_of,
-    transition_to_final,
+    transition_to_ended,
     try_finalize_locked,
 )
 from ._hooks import run_after, start_child
 from ._park import cancelled_error
-from ._state import AsyncResult, OperationState, OpKind, Outcome, _is_final
+from ._state import (
+    AsyncResult,
+    OperationState,
+    OpKind,
+    Outcome,
+    transition_to_final,
+    transition_to_pending,
+    transition_to_running,
+)
 from ._stats import Usage
 from ._suspend import suspend
 from ._token import CancelToken
@@ -99,16 +116,6 @@ if TYPE_CHECKING:
     from ._hooks import After
 
 __all__ = ["AsyncOperation"]
-
-_CREATED = OperationState.CREATED
-_PENDING = OperationState.PENDING
-_RUNNING = OperationState.RUNNING
-_COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
-_CANCELLED = OperationState.CANCELLED
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
-_CANCELLED_OUTCOME, _SCOPE, _REMOTE = Outcome.CANCELLED, OpKind.SCOPE, OpKind.REMOTE
 
 
 def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
@@ -191,7 +198,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
     _fn: Callable[..., Any] | None
     _args: tuple[Any, ...]
     _ctx: contextvars.Context | None
-    _outcome: Outcome
+    _outcome: Outcome | None
     _value: Any
     _error: BaseException | None
     _failures: list[BaseException] | None
@@ -238,7 +245,9 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         ctx: contextvars.Context | None,
         code: CodeType | None,
         lasti: int,
+        state: OperationState,
     ) -> None:
+        # ``state``: the one it is born in (see _state.py).
         self.runtime = runtime
         self.name = name
         self._code = code
@@ -247,14 +256,14 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         self.first_child = None
         self.sibling_next = None
         self.cancel_reason = None
-        self._state = _CREATED
+        self._state = state
         self._sibling_prev = None
         self._last_child = None
         self._kind = kind
         self._fn = fn
         self._args = args
         self._ctx = ctx
-        self._outcome = _NO_OUTCOME
+        self._outcome = None
         self._value = None
         self._error = None
         self._failures = None
@@ -302,7 +311,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
             with lock:
                 token = self._token
                 if token is None:
-                    token = self._token = CancelToken(lock, self.runtime)
+                    token = self._token = CancelToken(lock, self.runtime, self)
                     if self._cancelled:
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)
@@ -316,7 +325,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
     @property
     def done(self) -> bool:
         """True once the operation is COMPLETED, FAILED or CANCELLED."""
-        return _is_final(self._state)
+        return self._state.final
 
     @property
     def expired(self) -> bool:
@@ -326,7 +335,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
     @property
     def error(self) -> BaseException | None:
         """The failure of a FAILED operation, else None. Reading it observes it."""
-        if self._state is _FAILED:
+        if self._state is OperationState.FAILED:
             self._observe()
             return self._error
         return None
@@ -340,9 +349,9 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
             BaseException: the operation's failure, when it ended FAILED.
         """
         state = self._state
-        if state is _COMPLETED:
+        if state is OperationState.COMPLETED:
             return self._value  # type: ignore[no-any-return]
-        if state is _FAILED:
+        if state is OperationState.FAILED:
             self._observe()
             if self._error is None:
                 raise InvalidStateError(
@@ -350,7 +359,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
                     "block, which keeps no copy of it; catch the error around the block"
                 )
             raise self._error
-        if state is _CANCELLED:
+        if state is OperationState.CANCELLED:
             raise CancellationError(
                 f"operation {self.name!r} was cancelled and has no result; "
                 "check op.state before asking for the result"
@@ -398,7 +407,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         value = check_deadline(value, f"deadline of operation {self.name!r}")
         with self.runtime._lock:
             self._deadline = value
-            if _is_final(self._state):
+            if self._state.final:
                 return
             due = self.runtime._arm_deadline_locked(self)
         if due:
@@ -406,7 +415,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
 
     @property
     def shield(self) -> bool:
-        """True if a cancel from above does not enter this subtree."""
+        """True if a cancel (or a stop request) from above does not enter this subtree."""
         return self._shield
 
     @shield.setter
@@ -420,33 +429,17 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
             if not value and parent is not None and parent._cancelled:
                 self._outside_cancel = True
                 self._cancel_locked(parent.cancel_reason, after)
+            elif not value:
+                # A stop request above now reaches the subtree too.
+                self.runtime._wake_stop_waiters_locked()
         run_after(after)
 
     # ------------------------------------------------------------------
     # Cancellation
     # ------------------------------------------------------------------
 
-    def cancel(self, reason: object = None) -> None:
-        """Cancel this operation and its whole subtree.
-
-        CREATED and PENDING nodes end CANCELLED at once and never run;
-        RUNNING nodes have their token cancelled and stop at their next
-        cancellation point. Shielded subtrees below this node are left alone.
-        Idempotent, callable from any thread, and it never kills a thread.
-
-        Args:
-            reason: kept as ``cancel_reason`` and shown by ``dump()``.
-        """
-        after: After = []
-        try:
-            with self.runtime._lock:
-                self._cancel_locked(reason, after)
-        finally:
-            # Also when a Ctrl-C cut the walk short: the wake-ups it queued
-            # still run (the walk itself is redone by the next cancel).
-            run_after(after)
-
-    # The walk and its helpers: see _cancel.py.
+    # cancel() (the public call), the walk and its helpers: see _cancel.py.
+    cancel = cancel_operation
     _cancel_locked = cancel_locked
     _expire = expire
     _cancel_token_locked = cancel_token_locked
@@ -483,7 +476,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         limit = (
             None if timeout is None else check_timeout(timeout, "AsyncOperation.wait(timeout=...)")
         )
-        if not _is_final(self._state):
+        if not self._state.final:
             state = thread_state()
             self._check_can_block("wait()", state)
             caller = state.op  # the operation whose cancel ends the wait, if any
@@ -599,7 +592,8 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
                 executor=executor,
                 abandon=abandon,
             )
-        return self.runtime._spawn(fn, args, self, name, supervise)
+        # (Positional: the commonest call of all, and a keyword call costs more.)
+        return self.runtime._new_operation(fn, args, self, name, True, supervise)
 
     def start(
         self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
@@ -633,21 +627,12 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)
 
-    def _append_child_locked(self, child: AsyncOperation) -> None:
-        """Make ``child`` the last of the children, with no check: O(1)."""
-        child.parent = self
-        last = self._last_child
-        if last is None:
-            self.first_child = child
-        else:
-            last.sibling_next = child
-            child._sibling_prev = last
-        self._last_child = child
-
-    def _link_child_locked(self, child: AsyncOperation) -> None:
-        """Append ``child`` to the live children; refuses a final parent."""
-        if _is_final(self._state):
-            if self._kind is _SCOPE:
+    def _link_child_locked(
+        self, child: AsyncOperation, _created: OperationState = OperationState.CREATED
+    ) -> None:
+        """Append ``child`` to the live children, in O(1); refuses a final parent."""
+        if self._state.final:
+            if self._kind is OpKind.SCOPE:
                 raise RuntimeError(
                     f"cannot spawn into scope {self.name!r}: its block has exited and its "
                     "children have ended; spawn into a scope that is still open"
@@ -656,34 +641,27 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
                 f"cannot add child {child.name!r} to operation {self.name!r}, which is "
                 f"already {self._state.name}; add it to a live operation instead"
             )
-        self._append_child_locked(child)
-        if self.parent is None and self._state is _CREATED:
+        child.parent = self
+        last = self._last_child
+        if last is None:
+            self.first_child = child
+        else:
+            last.sibling_next = child
+            child._sibling_prev = last
+        self._last_child = child
+        if self.parent is None and self._state is _created:
             # A root that was made but not started yet: a started one is
             # tracked already (a scope from birth, other work from submit).
             self.runtime._track_root_locked(self)
 
     # ------------------------------------------------------------------
-    # Transitions (each asserts where it starts from)
+    # Transitions: see _state.py (and _finalize.py for the outcome)
     # ------------------------------------------------------------------
 
-    def _transition_to_pending(self) -> None:
-        # Invariant: only a CREATED operation whose work is still to run.
-        assert self._state is _CREATED and self._outcome is _NO_OUTCOME, self._state
-        self._state = _PENDING
-
-    def _transition_to_running(self) -> bool:
-        """PENDING -> RUNNING (CREATED -> RUNNING for a scope or a remote operation).
-
-        Returns False when a cancel got there first: the worker that popped
-        the operation must then drop it without running it.
-        """
-        if self._outcome is not _NO_OUTCOME:
-            return False
-        assert self._state is _PENDING or (
-            self._state is _CREATED and (self._kind is _SCOPE or self._kind is _REMOTE)
-        ), self._state
-        self._state = _RUNNING  # (its caller sets _started_at, from a clock read it has)
-        return True
+    _transition_to_pending = transition_to_pending
+    _transition_to_running = transition_to_running
+    _transition_to_final = transition_to_final
+    _transition_to_ended = transition_to_ended
 
     # ------------------------------------------------------------------
     # Completion: see _finalize.py
@@ -691,9 +669,7 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
 
     _end_work = end_work
     _end_work_on_worker = end_work_on_worker
-    _end_work_locked = end_work_locked
     _try_finalize_locked = try_finalize_locked
-    _transition_to_final = transition_to_final
 
 
 AsyncOperation.__module__ = "asyncop"

@@ -11,7 +11,7 @@ The protocol every blocking call follows::
     ... return at once if the call can complete without waiting
     ... queue a waiter whose `lock` is held; whoever resolves the wait
     ... marks it done under the primitive's mutex, then releases `lock`
-    park(lock, timeout, op)          # returns when released, timed out or cancelled
+    park(lock, timeout, op, what)    # returns when released, timed out or cancelled
     ... under the mutex: done? take the result; else give up (remove it)
     ... gave up and op cancelled? raise Cancelled; else it timed out
 
@@ -28,7 +28,10 @@ returned, and the next call that has to wait raises ``Cancelled`` at once
 without waiting (a free lock, an item ready, an operation already ended)
 completes even in a cancelled operation, so cleanup code keeps working.
 
-Any other blocking wait of the runtime can reuse :func:`park` with its own
+``what`` says what the thread waits on (a primitive's waiter, a token, a
+``TreeWait``), kept in ``ThreadState.waits_on`` while it waits: ``dump()``,
+the runtime's deadlock watch and the lock-cycle check read it from other
+threads. Any other blocking wait of the runtime can reuse :func:`park` with its own
 lock and resolver; a wait for an operation to end (a sync scope's exit, say)
 is ``AsyncOperation._block_until_final(timeout, caller)``, which ends early
 when ``caller`` is cancelled.
@@ -62,13 +65,21 @@ def cancelled_error(op: AsyncOperation) -> Cancelled:
     return cancelled_for(op.name, op.cancel_reason)
 
 
-def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | None) -> bool:
+def park(
+    lock: _thread.LockType,
+    timeout: float | None,
+    op: AsyncOperation | None,
+    what: object = None,
+) -> bool:
     """Block until ``lock`` is released, ``op`` is cancelled, or ``timeout`` passes.
 
     ``lock`` is held by the caller's waiter and released by whoever resolves
     the wait. ``timeout`` went through ``check_timeout`` (None: no limit).
     The main thread waits in slices, so a Ctrl-C reaches it promptly; the
     KeyboardInterrupt propagates and the caller must then remove its waiter.
+    ``what`` is what the thread waits on, kept in ``ThreadState.waits_on``
+    for the length of the wait (the runtime's deadlock watch and report
+    read it from other threads).
 
     Returns:
         True if woken (resolved or cancelled: the caller finds out which
@@ -80,6 +91,7 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
     if state.blocked:
         return _park(lock, timeout, op, None)
     state.blocked = True
+    state.waits_on = what
     # Asleep from here, as far as a worker deciding whether anything still
     # runs can tell: set before on_blocked(), whose parked worker looks.
     state.parked_on = lock
@@ -91,6 +103,7 @@ def park(lock: _thread.LockType, timeout: float | None, op: AsyncOperation | Non
     finally:
         state.blocked = False
         state.parked_on = None
+        state.waits_on = None
 
 
 def _sleep(lock: _thread.LockType, timeout: float | None, state: ThreadState | None) -> bool:

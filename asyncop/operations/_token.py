@@ -17,6 +17,10 @@ wait its turn for the interpreter lock. Not on the main thread, where a
 Ctrl-C landing inside the delivery could cut it short; the monitor delivers
 it there.
 
+A cancel with a grace first only *asks* the operation to stop: the token
+stays live, and ``stop_requested`` tells (see ``_stop.py``); the token is
+cancelled when the grace runs out.
+
 Threads parked in ``wait()`` (or in any blocking call of asyncop inside the
 token's operation, see ``_park.py``) queue a held lock on ``_waiters``; the
 cancel walk releases them under the runtime lock, one at a time, so a walk
@@ -26,6 +30,7 @@ cut short by a Ctrl-C and redone later wakes every one of them.
 from __future__ import annotations
 
 import _thread
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
@@ -34,10 +39,12 @@ from ._current import thread_state
 from ._errors import Cancelled, cancelled_for
 from ._guard import run_isolated
 from ._park import cancelled_error, park, release_quietly
+from ._stop import stop_requested_of
 
 if TYPE_CHECKING:
     from ..platform import RecursiveLock
     from ._hooks import RuntimeHooks
+    from ._node import AsyncOperation
 
 __all__ = ["CancelHandle", "CancelToken"]
 
@@ -90,14 +97,27 @@ class CancelToken:
         "_callbacks",
         "_cancelled",
         "_lock",
+        "_op",
         "_runtime",
         "_waiters",
     )
 
-    def __init__(self, lock: RecursiveLock, runtime: RuntimeHooks | None = None) -> None:
+    # A thread in wait() waits for a cancel and nothing else: the runtime's
+    # deadlock watch does not count it as stuck (see runtime/_waitgraph.py).
+    ends_by_cancel = True
+
+    def __init__(
+        self,
+        lock: RecursiveLock,
+        runtime: RuntimeHooks | None = None,
+        op: AsyncOperation | None = None,
+    ) -> None:
         self._lock = lock
         # Whose deadlines a poll delivers (see the module docstring).
         self._runtime = runtime
+        # The operation, for stop_requested; weak, as the operation holds the
+        # token: a cycle would keep finished operations for the collector.
+        self._op: weakref.ref[AsyncOperation] | None = None if op is None else weakref.ref(op)
         self._cancelled = False
         # The cancelled operation's name and cancel_reason, for Cancelled's message.
         self._about: tuple[str, object] | None = None
@@ -121,6 +141,23 @@ class CancelToken:
             ):
                 runtime._fire_due_timers()
         return self._cancelled
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the operation was asked to stop, or cancelled.
+
+        Asked to stop: ``cancel(grace=...)`` was called on the operation or
+        an ancestor (not past a shield), and the grace has not run out yet,
+        so ``cancelled`` is still False. A callback that polls this and
+        returns ends COMPLETED with its value; one that does not is
+        cancelled when the grace runs out. A cancel counts too, so polling
+        this one flag stops the work either way.
+        """
+        if self.cancelled:
+            return True
+        ref = self._op
+        op = None if ref is None else ref()
+        return op is not None and stop_requested_of(op)
 
     def check(self) -> None:
         """Raise ``Cancelled`` if the token is cancelled; otherwise do nothing.
@@ -218,7 +255,7 @@ class CancelToken:
                     self._waiters = [waiter]
                 else:
                     self._waiters.append(waiter)
-            park(waiter, limit, op)
+            park(waiter, limit, op, self)
         finally:
             # Also on a Ctrl-C: no released-for-nobody lock stays queued.
             with self._lock:
@@ -260,6 +297,10 @@ class CancelToken:
             after.extend(self._callbacks.values())
             self._callbacks = None
         return True
+
+    def _describe(self) -> str:
+        """What a thread in ``wait()`` waits on, for the deadlock report."""
+        return "a cancel (CancelToken.wait())"
 
     def __repr__(self) -> str:
         return f"<CancelToken {'cancelled' if self._cancelled else 'live'}>"

@@ -9,6 +9,9 @@ operation ends the wait), ``_add_waiter_locked`` and ``_remove_waiter``
 keep the list of what to wake when the operation is final (a held lock to
 release, or a callback to run once the runtime lock is free), and
 ``_snapshot`` and ``_observe`` read the result and mark a failure as seen.
+A thread that waits for its tree to end (``run()``, ``shutdown()``, a
+scope's exit) is marked with a :class:`TreeWait`, which the runtime's
+deadlock watch does not count as a thread that could wake a task.
 
 The finalization (``_finalize.py``) takes the waiter list and wakes it, the
 last waiter first.
@@ -19,17 +22,18 @@ from __future__ import annotations
 import _thread
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from ._current import ThreadState, thread_state
 from ._park import park, release_quietly
-from ._state import AsyncResult, OperationState, _is_final
+from ._state import AsyncResult, OperationState
 from ._typing import V
 
 if TYPE_CHECKING:
     from ._node import AsyncOperation
 
 __all__ = [
+    "TreeWait",
     "add_waiter_locked",
     "block_until_final",
     "check_can_block",
@@ -37,9 +41,6 @@ __all__ = [
     "remove_waiter",
     "snapshot",
 ]
-
-_COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
 
 # The results that carry nothing but a state, made once: results are
 # immutable, and a callback that returns None is the common case.
@@ -67,8 +68,32 @@ def check_can_block(self: AsyncOperation, what: str, state: ThreadState | None =
         node = node.parent
 
 
+@final
+class TreeWait:
+    """A thread waiting for its tree to end: in ``run()``, ``shutdown()``, a scope's exit.
+
+    What such a thread waits on (``ThreadState.waits_on``). It goes on only
+    once the tree has moved, so the runtime's deadlock watch does not count
+    it as a thread that could wake a task; ``call`` names the wait in the
+    deadlock report. (``op.wait()`` without a timeout is the same kind of
+    wait, marked with the operation itself.)
+    """
+
+    __slots__ = ("call", "op")
+
+    def __init__(self, op: AsyncOperation, call: str) -> None:
+        self.op = op
+        self.call = call
+
+    def _describe(self) -> str:
+        return f"the end of operation {self.op.name!r}, in {self.call}"
+
+
 def block_until_final(
-    self: AsyncOperation, timeout: float | None, caller: AsyncOperation | None = None
+    self: AsyncOperation,
+    timeout: float | None,
+    caller: AsyncOperation | None = None,
+    what: TreeWait | None = None,
 ) -> bool:
     """Park the calling thread until the operation is final, or time out.
 
@@ -76,7 +101,10 @@ def block_until_final(
     operation the thread runs), a cancel of the caller ends the wait
     early too: it returns False and the caller tells which from its
     token. A KeyboardInterrupt removes the waiter and propagates; the
-    main thread waits in slices, so it notices one promptly.
+    main thread waits in slices, so it notices one promptly. ``what``
+    says which of the runtime's own waits for a tree this is; without it,
+    a wait with no timeout is marked with the operation (an ``op.wait()``
+    that goes on only once the tree moves) and a timed one with nothing.
     """
     waiter = _thread.allocate_lock()
     waiter.acquire()
@@ -88,15 +116,15 @@ def block_until_final(
     try:
         # A with-statement: see _end_work.
         with self.runtime._lock:
-            if _is_final(self._state):
+            if self._state.final:
                 return True
             self._add_waiter_locked(wake)
-        park(waiter, timeout, caller)
+        park(waiter, timeout, caller, what if what is not None or timeout is not None else self)
     finally:
         # Also after a Ctrl-C that landed as the waiter was queued.
-        if not _is_final(self._state):  # else the finalizer took the list
+        if not self._state.final:  # else the finalizer took the list
             self._remove_waiter(wake)
-    return _is_final(self._state)
+    return self._state.final
 
 
 def add_waiter_locked(self: AsyncOperation, fn: Callable[[], object] | _thread.LockType) -> None:
@@ -118,12 +146,17 @@ def remove_waiter(self: AsyncOperation, fn: Callable[[], object] | _thread.LockT
                 pass
 
 
-def snapshot(self: AsyncOperation[V], *, observe: bool) -> AsyncResult[V]:
+def snapshot(
+    self: AsyncOperation[V],
+    observe: bool,
+    _completed: OperationState = OperationState.COMPLETED,
+    _failed: OperationState = OperationState.FAILED,
+) -> AsyncResult[V]:
     state = self._state
-    if state is _COMPLETED:
+    if state is _completed:
         value = self._value
         return _COMPLETED_NONE if value is None else AsyncResult(state, value, None)
-    if state is _FAILED:
+    if state is _failed:
         if observe:
             self._observe()
         return AsyncResult(state, None, self._error)

@@ -18,8 +18,9 @@ uses nothing but the standard library.
 - :func:`check_timeout` says what a user's timeout means (``None``,
   ``inf`` and huge values are "no limit"; NaN and non-numbers raise), and
   :func:`acquire_for` blocks on a lock for any such timeout, in slices, so
-  that the main thread notices a Ctrl-C promptly. :func:`check_kill_grace`
-  does the same for a grace before ``SIGKILL``, and refuses a negative one.
+  that the main thread notices a Ctrl-C promptly. :func:`check_grace`
+  does the same for a grace period (before a cancel, or ``SIGKILL`` with
+  :func:`check_kill_grace`), and refuses a negative one.
 - :func:`call_on_main_thread` hands a short call to the main thread, which
   runs it between two slices of such a wait (installing a signal handler,
   which only the main thread may do); :func:`can_call_on_main_thread` says
@@ -51,6 +52,7 @@ from ._thread import start_thread as start_thread
 from ._timeout import MAIN_SLICE as MAIN_SLICE
 from ._timeout import acquire_for as acquire_for
 from ._timeout import check_deadline as check_deadline
+from ._timeout import check_grace as check_grace
 from ._timeout import check_kill_grace as check_kill_grace
 from ._timeout import check_timeout as check_timeout
 from ._timeout import is_main_thread as is_main_thread
@@ -65,6 +67,7 @@ __all__ = [
     "call_on_main_thread",
     "can_call_on_main_thread",
     "check_deadline",
+    "check_grace",
     "check_kill_grace",
     "check_timeout",
     "choose_selector",

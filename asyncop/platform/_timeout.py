@@ -19,8 +19,9 @@ available for what only the main thread may do.
 
 :func:`check_timeout` is the one place that decides what a timeout value
 means. Call it first, before any state changes, so that a bad value raises
-and leaves nothing half done. :func:`check_kill_grace` does the same for
-the seconds a process is given between ``SIGTERM`` and ``SIGKILL``.
+and leaves nothing half done. :func:`check_grace` does the same for a
+grace period (the seconds an operation is asked to stop before it is
+cancelled, or a process given between ``SIGTERM`` and ``SIGKILL``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "MAIN_SLICE",
     "acquire_for",
     "check_deadline",
+    "check_grace",
     "check_kill_grace",
     "check_timeout",
     "is_main_thread",
@@ -97,33 +99,51 @@ def check_timeout(timeout: object, what: str) -> float | None:
     return value
 
 
-def check_kill_grace(grace: object, what: str) -> float | None:
-    """Validate the seconds a process gets between ``SIGTERM`` and ``SIGKILL``.
+def check_grace(grace: object, what: str, hint: str) -> float | None:
+    """Validate a grace period: the seconds before something is forced.
 
-    The values mean what they mean for :func:`check_timeout` (None or
-    ``inf``: never kill; 0: kill at once), except that a negative grace is
-    refused: a timeout already passed is a poll, but a grace of -1 has no
-    such meaning and is more likely a slip than a wish to kill at once.
+    A grace is how long work is asked nicely before it is made to stop (a
+    process killed, an operation cancelled). ``None``, ``inf`` or a value
+    of 1e9 or more mean never, as for :func:`check_timeout`; 0 forces at
+    once. A negative grace is refused: a timeout already passed is a poll,
+    but a grace of -1 has no such meaning and is more likely a slip.
 
     Args:
         grace: the value the user passed, in seconds.
         what: the call that took it, for the error message, e.g.
             ``"run_process(kill_grace=...)"``.
+        hint: what to pass instead, ending the error messages.
 
     Returns:
-        None to never kill; otherwise the grace as a float.
+        None for never; otherwise the grace as a float, 0 or more.
 
     Raises:
         TypeError: ``grace`` is not a real number (or is a bool).
         ValueError: ``grace`` is NaN or negative.
     """
-    value = check_timeout(grace, what)
-    if value == 0.0 and grace < 0:  # type: ignore[operator]
-        raise ValueError(
-            f"{what} got {grace!r}, a negative number of seconds; pass 0 to kill at "
-            "once, a positive grace, or None to never kill"
-        )
-    return value
+    if grace is None:
+        return None
+    if isinstance(grace, bool) or not isinstance(grace, numbers.Real):
+        raise TypeError(f"{what} needs a number of seconds, got {type(grace).__name__}; {hint}")
+    if grace != grace:
+        raise ValueError(f"{what} got NaN seconds; {hint}")
+    if grace < 0:
+        raise ValueError(f"{what} got {grace!r}, a negative number of seconds; {hint}")
+    return check_timeout(grace, what)
+
+
+def check_kill_grace(grace: object, what: str) -> float | None:
+    """Validate the seconds a process gets between ``SIGTERM`` and ``SIGKILL``.
+
+    See :func:`check_grace`: None or ``inf`` never kill, 0 kills at once.
+
+    Raises:
+        TypeError: ``grace`` is not a real number (or is a bool).
+        ValueError: ``grace`` is NaN or negative.
+    """
+    return check_grace(
+        grace, what, "pass 0 to kill at once, a positive grace, or None to never kill"
+    )
 
 
 def check_deadline(deadline: object, what: str) -> float | None:

@@ -13,6 +13,57 @@ never from a ``_`` module. The network, process and signal modules, and the
 host asyncio loop of ``asyncop.asyncio_bridge``, load on first use of one of
 their names (see ``__getattr__`` below), so that ``import asyncop`` does not
 pay for ssl, subprocess and asyncio.
+
+Where things are
+----------------
+The core, which the compiled form builds (see ``pyproject.toml``):
+
+- ``_scheduler.py``: ``Runtime``, the public face (``spawn``, ``run``,
+  ``scope``, ``shutdown``, ``dump``), built on ``_kernel.py``, the state
+  every part shares (the lock, the ready queues, the timer heap, the
+  workers, the roots) and the calls the modules below it use;
+- ``_spawn.py``: the one function that makes an operation, links it and
+  queues it; ``_kinds.py``: what kind of work a function makes;
+- ``_pool.py``: starting, waking and counting the workers; ``_worker.py``:
+  a worker's loop and how it parks; ``_items.py``: what a worker runs
+  between two looks at its queues; ``_monitor.py``: the thread that watches
+  the workers;
+- ``_task.py``: stepping a coroutine task; ``_waker.py``: its waker and the
+  event protocol; ``_subscribe.py``: ``waker_new`` and ``resume_when``;
+- ``_timers.py``: the timer heap; ``_clock.py``: the real and virtual
+  clocks; ``_reactor.py`` and ``_io_wait.py``: socket readiness;
+- ``_scope.py``: scopes and their rules; ``_block.py``: the ``async with``
+  entry and what a task can ask of its tree; ``_scope_task.py``: the exit's
+  wait for the children; ``_abandon.py``: blocks nobody will leave;
+  ``_interrupt.py``: the Ctrl-C rule; ``_timeout_scope.py``:
+  ``move_on_after`` and its kin;
+- ``_awaitables.py``: ``sleep``, ``checkpoint``, ``await op``;
+  ``_compose.py``: ``select``, ``race``, ``timeout``; ``_blocking.py``:
+  ``spawn_blocking``.
+
+Around it: the primitives (``_sync.py``, ``_condition.py``, ``_limiter.py``,
+``_waiters.py``, ``_statistics.py``), channels (``_channel.py``,
+``_channel_ends.py``, ``_memory_streams.py``), ``start`` (``_start.py``),
+the C-style helpers (``_helpers.py``), ``current_runtime`` (``_introspect.py``);
+streams and the network (``_stream_api.py``, ``_streams.py``,
+``_receive_buffer.py``, ``_tcp.py``, ``_udp.py``, ``_unix.py``,
+``_socket_file.py``, ``_serve.py``, ``_dns.py``, ``_tls.py``,
+``_tls_checks.py``); processes and signals (``_process.py``,
+``_process_start.py``, ``_process_options.py``, ``_pipes.py``,
+``_signals.py``); executors (``_executors.py``, ``_remote.py``,
+``_remote_call.py``); the host asyncio loop (``_asyncio_host.py``,
+``_asyncio_call.py``).
+
+Who owns which state
+--------------------
+Each state machine has one owner, the module whose ``_transition_to_*``
+functions are the only code that writes its field, each saying whether it
+happened (``tests/test_layers.py`` checks it): the runtime's
+(``RuntimeState``) is ``_kernel.py``'s, a worker's ``_worker.py``'s, a
+task's waker's (``WakerStatus``) ``_waker.py``'s, a timer's
+``_timers.py``'s, a remote job's ``_remote.py``'s; an operation's state and
+outcome belong to ``operations/_state.py`` and ``operations/_finalize.py``.
+A scope's state is read from its operation.
 """
 
 from __future__ import annotations
@@ -48,7 +99,10 @@ from ._compose import race as race
 from ._compose import select as select
 from ._compose import timeout as timeout
 from ._condition import Condition as Condition
+from ._dump_signal import dump_on_signal as dump_on_signal
 from ._executors import ProcessExecutor as ProcessExecutor
+from ._grace import stop_requested as stop_requested
+from ._grace import wait_stop_requested as wait_stop_requested
 from ._helpers import async_await as async_await
 from ._helpers import async_cancel as async_cancel
 from ._helpers import async_create as async_create
@@ -76,6 +130,7 @@ from ._scheduler import Runtime as Runtime
 from ._scope import Scope as Scope
 from ._scope import ScopeState as ScopeState
 from ._scope import scope as scope
+from ._semaphore import Semaphore as Semaphore
 from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from ._start import TaskStatus as TaskStatus
 from ._start import start as _start
@@ -90,7 +145,6 @@ from ._subscribe import waker_new as waker_new
 from ._sync import Event as Event
 from ._sync import Lock as Lock
 from ._sync import LockGuard as LockGuard
-from ._sync import Semaphore as Semaphore
 from ._timeout_scope import TimeoutScope as TimeoutScope
 from ._timeout_scope import fail_after as fail_after
 from ._timeout_scope import fail_at as fail_at
@@ -226,6 +280,7 @@ __all__ = [
     "default_runtime",
     "DelimiterNotFound",
     "describe_error",
+    "dump_on_signal",
     "effective_deadline",
     "enter_in_task",
     "Event",
@@ -290,6 +345,7 @@ __all__ = [
     "SocketStream",
     "spawn_blocking",
     "spawn_shielded",
+    "stop_requested",
     "Stream",
     "Subscription",
     "task_coroutine",
@@ -301,6 +357,7 @@ __all__ = [
     "TLSStream",
     "UDPSocket",
     "VirtualClock",
+    "wait_stop_requested",
     "WaitEvent",
     "Waker",
     "waker_new",

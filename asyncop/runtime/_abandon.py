@@ -33,18 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = ["ExitAttribute", "abandon_open_blocks", "abandon_scope", "unwind_to"]
 
-_SCOPE = OpKind.SCOPE
-_NO_OUTCOME = Outcome.NONE
 
+def abandon_scope(op: AsyncOperation, reason: str) -> bool:
+    """End the block of a scope nobody will exit, so it can become final.
 
-def abandon_scope(op: AsyncOperation, reason: str) -> None:
-    """End the block of a scope nobody will exit, so it can become final."""
+    Returns False when the block had ended already (its tree is cancelled
+    all the same).
+    """
     after: After = []
-    with op.runtime._lock:
-        op._cancel_locked(reason, after, again=True)
-        if op._outcome is Outcome.NONE:
-            op._end_work_locked(Outcome.CANCELLED, None, None, after)
-    run_after(after)
+    try:
+        with op.runtime._lock:
+            op._cancel_locked(reason, after, again=True)
+            return op._transition_to_ended(Outcome.CANCELLED, None, None, after)
+    finally:
+        run_after(after)
 
 
 def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]:
@@ -60,7 +62,7 @@ def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]
     state.op = None
     # A sync scope entered inside another one is its child: the parents
     # up to the first operation that is no open scope are this thread's.
-    while op is not None and op._kind is _SCOPE and op._outcome is _NO_OUTCOME:
+    while op is not None and op._kind is OpKind.SCOPE and op._outcome is None:
         abandon_scope(op, reason)
         ended.append(op)
         op = op.parent

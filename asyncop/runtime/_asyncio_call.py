@@ -91,9 +91,6 @@ class CallState(enum.Enum):
     DONE = "done"
 
 
-_QUEUED, _RUNNING, _DONE = CallState.QUEUED, CallState.RUNNING, CallState.DONE
-
-
 def check_coroutine_function(what: str, fn: object) -> None:
     """Refuse, before anything runs, what can never give a coroutine to run.
 
@@ -194,7 +191,7 @@ class AsyncioCall(WaitEvent[Any]):
         # What to call the call in messages and dump(): kept past the run.
         self._what = what
         self._named = fn
-        self.state = _QUEUED
+        self.state = CallState.QUEUED
         self.cancel_requested = False
         self.task: asyncio.Task[Any] | None = None
         self._sub: Subscription | None = None
@@ -216,7 +213,7 @@ class AsyncioCall(WaitEvent[Any]):
             self._host.launch(self)
         except BaseException:
             self._sub = None
-            self.state = _DONE
+            self.state = CallState.DONE
             self._account(-1)
             raise
         caller = self._caller
@@ -230,7 +227,7 @@ class AsyncioCall(WaitEvent[Any]):
         if handle is not None:
             self._handle = None
             handle.remove()
-        if self.state is not _DONE:
+        if self.state is not CallState.DONE:
             # The wait ended some other way (the task is being torn down):
             # the coroutine is no longer wanted.
             self.request_cancel()
@@ -276,7 +273,7 @@ class AsyncioCall(WaitEvent[Any]):
             raise
         try:
             park(parked, None, caller)
-            if self.state is not _DONE:  # (woken by the cancel)
+            if self.state is not CallState.DONE:  # (woken by the cancel)
                 self.request_cancel()
                 acquire_for(ended, None)
         except BaseException:
@@ -302,7 +299,7 @@ class AsyncioCall(WaitEvent[Any]):
 
         Runs as an ``on_cancel`` callback, in the cancelling thread.
         """
-        if self.state is _DONE or self.cancel_requested:
+        if self.state is CallState.DONE or self.cancel_requested:
             return
         self.cancel_requested = True
         loop = self._host.loop_for_cancel()
@@ -323,7 +320,7 @@ class AsyncioCall(WaitEvent[Any]):
         fn, args, ctx = self._fn, self._args, self._ctx
         assert fn is not None and args is not None and ctx is not None
         self._fn = self._args = None
-        self.state = _RUNNING
+        self.state = CallState.RUNNING
         try:
             awaitable = ctx.run(fn, *args)
             if isinstance(awaitable, CoroutineType) or asyncio.iscoroutine(awaitable):
@@ -377,13 +374,13 @@ class AsyncioCall(WaitEvent[Any]):
 
     def finish(self, value: Any, error: BaseException | None, *, cancelled: bool) -> None:
         """Store the outcome and wake the caller; once per call."""
-        if self.state is _DONE:
+        if self.state is CallState.DONE:
             return
         self._fn = self._args = self._ctx = None
         sub = self._sub
         if sub is not None:
             self._sub = None
-            self.state = _DONE
+            self.state = CallState.DONE
             runtime = self._host.runtime
             # (One hold of the lock for both: fire() takes it again, re-entrant.)
             with runtime._lock:
@@ -392,7 +389,7 @@ class AsyncioCall(WaitEvent[Any]):
             return
         self._account(-1)
         self.value, self.error, self.cancelled = value, error, cancelled
-        self.state = _DONE
+        self.state = CallState.DONE
         locks = self._locks
         if locks is not None:
             parked, ended = locks

@@ -75,10 +75,6 @@ class HostState(enum.Enum):
     CLOSED = "closed"
 
 
-_IDLE, _STARTING, _RUNNING = HostState.IDLE, HostState.STARTING, HostState.RUNNING
-_CLOSING, _CLOSED = HostState.CLOSING, HostState.CLOSED
-
-
 def asyncio_host(runtime: Runtime) -> AsyncioHost:
     """``runtime``'s host loop, made (not started) on first use.
 
@@ -126,7 +122,7 @@ class AsyncioHost:
             factory if factory is not None else asyncio.new_event_loop
         )
         self._lock = threading.Lock()
-        self._state = _IDLE
+        self._state = HostState.IDLE
         self._loop: asyncio.AbstractEventLoop | None = None
         # The thread that runs the loop, last; before it, any that found the
         # factory failing and are ending: shutdown() joins them all.
@@ -170,17 +166,17 @@ class AsyncioHost:
         """
         with self._lock:
             state = self._state
-            if state is _RUNNING:
+            if state is HostState.RUNNING:
                 loop = self._loop
                 assert loop is not None
                 loop.call_soon_threadsafe(call.start_on_loop)
                 return
-            if state is _IDLE:
+            if state is HostState.IDLE:
                 self._threads = [thread for thread in self._threads if thread.is_alive()]
                 name = f"{self.runtime.name}-asyncio"
                 self._threads.append(start_thread(self._main, None, name=name))
-                self._state = _STARTING
-            elif state is not _STARTING:
+                self._state = HostState.STARTING
+            elif state is not HostState.STARTING:
                 raise RuntimeError(
                     f"the host asyncio loop of Runtime {self.runtime.name!r} is shut down; "
                     f"cannot run {call.label}; run asyncio code before shutting the "
@@ -191,7 +187,11 @@ class AsyncioHost:
     def loop_for_cancel(self) -> asyncio.AbstractEventLoop | None:
         """The loop to send a cancel to; None while there is none (not made, or closed)."""
         with self._lock:
-            return self._loop if self._state is _RUNNING or self._state is _CLOSING else None
+            return (
+                self._loop
+                if self._state is HostState.RUNNING or self._state is HostState.CLOSING
+                else None
+            )
 
     def track(self, call: AsyncioCall) -> None:
         """Loop thread: ``call``'s coroutine runs."""
@@ -226,8 +226,8 @@ class AsyncioHost:
             queued, self._queued = self._queued, []
             for call in queued:
                 loop.call_soon(call.start_on_loop)
-            if self._state is _STARTING:
-                self._state = _RUNNING
+            if self._state is HostState.STARTING:
+                self._state = HostState.RUNNING
             else:  # shutdown() came while the loop was being made
                 loop.call_soon(self._stop)
         try:
@@ -243,7 +243,7 @@ class AsyncioHost:
         """The loop factory raised: fail the calls that waited for it; the next call retries."""
         with self._lock:
             queued, self._queued = self._queued, []
-            self._state = _IDLE if self._state is _STARTING else _CLOSED
+            self._state = HostState.IDLE if self._state is HostState.STARTING else HostState.CLOSED
         factory = describe_fn(self._factory)
         for call in queued:
             error = RuntimeError(
@@ -283,7 +283,7 @@ class AsyncioHost:
             )
         asyncio.set_event_loop(None)
         with self._lock:
-            self._state = _CLOSED
+            self._state = HostState.CLOSED
         left = list(self._live)
         self._live.clear()
         for call in left:
@@ -319,15 +319,15 @@ class AsyncioHost:
         """
         with self._lock:
             state = self._state
-            if state is _IDLE:
-                self._state = _CLOSED
-            elif state is _RUNNING:
-                self._state = _CLOSING
+            if state is HostState.IDLE:
+                self._state = HostState.CLOSED
+            elif state is HostState.RUNNING:
+                self._state = HostState.CLOSING
                 loop = self._loop
                 assert loop is not None
                 loop.call_soon_threadsafe(self._stop)
-            elif state is _STARTING:
-                self._state = _CLOSING  # the thread stops the loop once it is made
+            elif state is HostState.STARTING:
+                self._state = HostState.CLOSING  # the thread stops the loop once it is made
             threads = list(self._threads)
         return all([join_by(thread, end) for thread in threads])
 

@@ -64,11 +64,6 @@ __all__ = [
     "writable",
 ]
 
-_COMPLETED = OperationState.COMPLETED
-_FAILED = OperationState.FAILED
-_CANCELLED = OperationState.CANCELLED
-_TIMER_ARMED = TimerState.ARMED
-
 
 # -- checkpoint -----------------------------------------------------------------
 
@@ -174,11 +169,11 @@ class SleepUntil(WaitEvent):
             return  # decades away: the same as never, as check_timeout says
         sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
 
-    def _disarm(self, sub: Subscription) -> None:
+    def _disarm(self, sub: Subscription, _armed: TimerState = TimerState.ARMED) -> None:
         timer = sub.handle
         if timer is not None:
             sub.handle = None
-            if timer.state is not _TIMER_ARMED:
+            if timer.state is not _armed:
                 return  # it fired (the usual end of a sleep): a timer never re-arms
             runtime = sub.waker.runtime
             with runtime._lock:
@@ -276,6 +271,9 @@ class SleepForever(WaitEvent[NoReturn]):
     __slots__ = ()
 
     arms_locked = True
+    # Only a cancel ends it: a tree waiting on nothing else is not stuck
+    # but waiting for Ctrl-C (the deadlock watch, _waitgraph.py).
+    ends_by_cancel = True
 
     def _arm(self, sub: Subscription) -> None:
         pass
@@ -315,11 +313,15 @@ def current_time() -> float:
 # -- waiting for operations ----------------------------------------------------
 
 
-def _op_outcome(op: AsyncOperation) -> tuple[Any, BaseException | None]:
+def _op_outcome(
+    op: AsyncOperation,
+    _completed: OperationState = OperationState.COMPLETED,
+    _failed: OperationState = OperationState.FAILED,
+) -> tuple[Any, BaseException | None]:
     state = op._state
-    if state is _COMPLETED:
+    if state is _completed:
         return op._value, None
-    if state is _FAILED:
+    if state is _failed:
         op._observe()
         return None, op._error
     return None, CancellationError(
@@ -329,18 +331,24 @@ def _op_outcome(op: AsyncOperation) -> tuple[Any, BaseException | None]:
 
 
 def when_ended(op: AsyncOperation, sub: Subscription, deliver: Callable[[], object]) -> None:
-    """Run ``deliver()`` once ``op`` has ended: now if it has, else when it does.
-
-    The pending call is kept in ``sub.handle`` so that ``forget_end_waiter``
-    can take it back.
-    """
+    """Run ``deliver()`` once ``op`` has ended: now if it has, else when it does."""
     with op.runtime._lock:
-        state = op._state
-        if not (state is _COMPLETED or state is _FAILED or state is _CANCELLED):
-            sub.handle = deliver
-            op._add_waiter_locked(deliver)
+        if when_ended_locked(op, sub, deliver):
             return
     deliver()
+
+
+def when_ended_locked(op: AsyncOperation, sub: Subscription, deliver: Callable[[], object]) -> bool:
+    """Have the end of ``op`` run ``deliver()``; False if ``op`` has ended already.
+
+    Under the runtime lock. The pending call is kept in ``sub.handle`` so
+    that ``forget_end_waiter`` can take it back.
+    """
+    if op._state.final:
+        return False
+    sub.handle = deliver
+    op._add_waiter_locked(deliver)
+    return True
 
 
 def forget_end_waiter(op: AsyncOperation, sub: Subscription) -> None:

@@ -37,7 +37,6 @@ from ..operations import (
     AsyncOperation,
     OpKind,
     Outcome,
-    _is_final,
     _thread_local,
     only_cancelled,
     thread_state,
@@ -45,7 +44,6 @@ from ..operations import (
 )
 from ._abandon import unwind_to
 from ._introspect import owner_of
-from ._scope_task import open_in_task
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
@@ -63,8 +61,6 @@ __all__ = [
     "task_coroutine",
 ]
 
-_CORO = OpKind.CORO
-_NO_OUTCOME = Outcome.NONE
 _INF = float("inf")
 
 
@@ -99,22 +95,8 @@ def enter_in_task(scope: Scope) -> AsyncOperation[None]:
             f"scope of runtime {runtime.name!r} entered from an operation of "
             f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"
         )
-    if scope._timeout is None and scope._deadline is None and scope._op is None:
-        # The common entry, on its own short path (no deadline to set).
-        name = scope._name
-        op = open_in_task(
-            runtime,
-            parent,
-            task,
-            "scope" if name is None else name,
-            scope._shield,
-            scope._supervise,
-        )
-        scope._op = op
-        scope._parent = parent
-    else:
-        op = scope._open(parent)
-        op._task = task
+    # The task's scope from birth, so that a cancel that finds it wakes the task.
+    op = scope._open(parent, task)
     outer = task.outer
     if outer is None:
         task.outer = [parent]
@@ -150,7 +132,7 @@ def leave_in_task(scope: Scope, exc: BaseException | None) -> bool:
             "scope left without being entered; use it in a with statement, or enter it "
             "with enter_in_task() first"
         )
-    if op._outcome is not _NO_OUTCOME:
+    if op._outcome is not None:
         return False  # closed already, by an out-of-order exit of an enclosing scope
     task = op._task
     misuse: RuntimeError | None = None
@@ -204,7 +186,7 @@ def running_tasks(runtime: Runtime) -> list[AsyncOperation[Any]]:
         return [
             op
             for op, _ in walk(list(runtime._roots))
-            if op._kind is _CORO and not _is_final(op._state)
+            if op._kind is OpKind.CORO and not op._state.final
         ]
 
 

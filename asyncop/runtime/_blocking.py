@@ -17,6 +17,7 @@ import contextvars
 import inspect
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
@@ -178,7 +179,7 @@ class BlockingPool:
 class Blocking(WaitEvent):
     """Run a blocking function in another OS thread; see ``spawn_blocking``."""
 
-    __slots__ = ("abandon", "args", "fn", "limiter", "waiting_token")
+    __slots__ = ("abandon", "args", "fn", "limiter", "started_at", "waiting_token")
 
     def __init__(
         self,
@@ -212,6 +213,9 @@ class Blocking(WaitEvent):
         self.limiter = limiter
         # True while the call waits for a token: that wait is interruptible.
         self.waiting_token = False
+        # When the call was handed to a thread (time.monotonic()), for
+        # snapshots; None until then.
+        self.started_at: float | None = None
 
     @property
     def cancellable(self) -> bool:  # type: ignore[override]
@@ -238,17 +242,21 @@ class Blocking(WaitEvent):
             else:
                 result = (value, None)
             limiter.release_on_behalf_of(borrower)
-            with runtime._lock:
-                runtime._outside_work -= 1
+            # One hold of the lock for both (fire() takes it again, re-entrant):
+            # the call must not look ended before its task is queued, or a
+            # virtual clock's jump or the deadlock watch could look between.
             # A late result of an abandoned call finds the waker claimed by
             # the cancel and is dropped here, silently.
-            sub.fire(*result)
+            with runtime._lock:
+                runtime._outside_work -= 1
+                sub.fire(*result)
 
         def label() -> str:
             return f"spawn_blocking({describe_fn(fn)}) for task {waker.task.name!r}"
 
         def start() -> None:
             self.waiting_token = False
+            self.started_at = time.monotonic()
             with runtime._lock:
                 runtime._outside_work += 1
             runtime._blocking.submit(job, label)

@@ -24,6 +24,9 @@ Hand-over rules (see ``_sync.py`` for the waiter protocol):
   receivers ``EndOfChannel``.
 - ``statistics()`` (of the channel or any end) reads the buffer, the
   queues and the end counts at one instant, under the mutex.
+- ``name=`` (or where an unnamed channel was made) and, for a blocked send
+  or receive, how many ends of the other side are open show in ``dump()``
+  and the deadlock report (``_wait_text``).
 - ``sender()`` and ``receiver()`` make counted end handles
   (``_channel_ends.py``): the last sender end closed closes the channel, and
   the last receiver end closed breaks it (``_broken``: the buffer is dropped
@@ -59,6 +62,7 @@ from ._channel_ends import (
     refuse_for_in_task,
 )
 from ._channel_ends import _End as End
+from ._names import check_name, label, made_at, short_label
 from ._statistics import ChannelStatistics
 from ._waiters import ThreadWaiter, remove_waiter
 from ._waker import Subscription, WaitEvent
@@ -119,7 +123,7 @@ class _Send(WaitEvent):
                 self.end._untrack(sub)
 
     def _describe(self) -> str:
-        return "channel send"
+        return self.channel._wait_text(receiving=False)
 
 
 @final
@@ -161,7 +165,7 @@ class _Recv(WaitEvent):
                 self.end._untrack(sub)
 
     def _describe(self) -> str:
-        return "channel receive"
+        return self.channel._wait_text(receiving=True)
 
 
 def _names(end: End[Any] | None) -> tuple[str, str]:
@@ -177,9 +181,13 @@ class Channel(Receiving[T]):
     Args:
         capacity: how many items the buffer holds; 0 makes a rendezvous and
             ``math.inf`` a buffer without limit, whose sends never wait.
+        name: shown in ``dump()``, deadlock reports and ``repr``; without
+            one, those show where the channel was made.
     """
 
-    def __init__(self, capacity: int | float = 0) -> None:
+    def __init__(self, capacity: int | float = 0, *, name: str | None = None) -> None:
+        self.name = check_name(name, "Channel")
+        self._site = made_at(1) if name is None else (None, 0)
         if capacity != math.inf and (isinstance(capacity, bool) or not isinstance(capacity, int)):
             raise TypeError(
                 f"Channel() needs an int capacity or math.inf, got {type(capacity).__name__}; "
@@ -200,6 +208,29 @@ class Channel(Receiving[T]):
         # _channel_ends.py), made by the first sender() or receiver().
         self._broken = False
         self._ends: EndCounts | None = None
+
+    def _wait_text(self, *, receiving: bool) -> str:
+        """What a blocked send or receive waits on, for ``dump()`` and reports.
+
+        Read without the mutex (the runtime lock may be held): a snapshot.
+        """
+        side = "sender" if receiving else "receiver"
+        details: list[str] = []
+        ends = self._ends
+        if self._closed:
+            details.append("broken" if self._broken else "closed")
+        elif ends is not None:
+            count = ends.get(side, 0)
+            # (With none of its ends open, the channel itself may still be used.)
+            details.append(
+                f"{count} {side} end{'' if count == 1 else 's'} open"
+                if count
+                else f"no {side} end open, and the channel is not closed"
+            )
+        if not receiving and self.capacity:
+            details.append(f"{len(self._buffer)} of {self.capacity:g} buffered")
+        what = label("channel", self.name, self._site, *details)
+        return f"receive from {what}" if receiving else f"send to {what}"
 
     # -- the hand-over core, under the mutex ----------------------------------
 
@@ -314,7 +345,7 @@ class Channel(Receiving[T]):
                 if self._offer_locked(item):
                     return
                 if limit != 0.0:
-                    waiter = ThreadWaiter()
+                    waiter = ThreadWaiter(self, receiving=False)
                     self._senders.append((waiter, item))
                     if end is not None:
                         end._track(waiter)
@@ -371,7 +402,7 @@ class Channel(Receiving[T]):
             with self._mutex:
                 item = self._take_locked()
                 if item is _NOTHING and limit != 0.0:
-                    waiter = ThreadWaiter()
+                    waiter = ThreadWaiter(self, receiving=True)
                     self._receivers.append(waiter)
                     if end is not None:
                         end._track(waiter)
@@ -514,5 +545,6 @@ class Channel(Receiving[T]):
         state = "closed" if self._closed else "open"
         return (
             f"<Channel {state} capacity={self.capacity} buffered={len(self._buffer)} "
-            f"senders={len(self._senders)} receivers={len(self._receivers)}>"
+            f"senders={len(self._senders)} receivers={len(self._receivers)} "
+            f"{short_label(self.name, self._site)}>"
         )

@@ -30,6 +30,7 @@ from typing import final
 
 from ..operations import Cancelled, blocking_in_task_error, thread_state
 from ..platform import check_timeout
+from ._names import check_name, label, made_at, short_label
 from ._scope import scope
 from ._statistics import ConditionStatistics
 from ._sync import Event, Lock, LockGuard, _owner_key
@@ -51,16 +52,21 @@ class Condition:
     Args:
         lock: the ``Lock`` to guard; a new one when None. Several conditions
             may share one lock.
+        name: shown in ``dump()``, deadlock reports and ``repr`` (a new
+            lock is named after it); without one, those show where the
+            condition was made.
 
     Raises:
         TypeError: ``lock`` is not an asyncop ``Lock``.
     """
 
-    __slots__ = ("_lock", "_mutex", "_waiters")
+    __slots__ = ("_lock", "_mutex", "_site", "_waiters", "name")
 
-    def __init__(self, lock: Lock | None = None) -> None:
+    def __init__(self, lock: Lock | None = None, *, name: str | None = None) -> None:
+        self.name = check_name(name, "Condition")
+        self._site = made_at(1) if name is None else (None, 0)
         if lock is None:
-            lock = Lock()
+            lock = Lock(None if name is None else f"{name}.lock")
         elif not isinstance(lock, Lock):
             raise TypeError(
                 f"Condition() needs an asyncop.Lock, got {type(lock).__name__}; "
@@ -145,8 +151,16 @@ class Condition:
                 "or 'with cond:' to hold it first"
             )
 
+    def _label(self) -> str:
+        return label("condition", self.name, self._site)
+
+    def _describe(self) -> str:
+        """What a waiter's event stands for (``Event._purpose``)."""
+        return f"notify() of {self._label()}"
+
     def _enqueue(self) -> Event:
-        waiter = Event()
+        waiter = Event(name="")  # (named: no frame lookup; shown as this condition's)
+        waiter._purpose = self
         with self._mutex:
             self._waiters.append(waiter)
         return waiter
@@ -302,4 +316,5 @@ class Condition:
             waiter.set()
 
     def __repr__(self) -> str:
-        return f"<Condition over {self._lock!r} waiters={len(self._waiters)}>"
+        where = short_label(self.name, self._site)
+        return f"<Condition over {self._lock!r} waiters={len(self._waiters)} {where}>"

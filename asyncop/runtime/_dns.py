@@ -32,8 +32,8 @@ import threading
 from typing import Any
 
 from ._blocking import spawn_blocking
+from ._semaphore import Semaphore
 from ._stream_api import PASS
-from ._sync import Semaphore
 
 __all__ = ["MAX_RESOLVER_THREADS", "check_port", "getaddrinfo"]
 

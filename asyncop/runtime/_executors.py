@@ -57,7 +57,7 @@ from typing import Any, final
 
 from ..operations import BrokenResourceError, Cancelled
 from ..platform import check_kill_grace, cpu_count
-from ._remote import JobState, RemoteExecutor, RemoteJob
+from ._remote import RemoteExecutor, RemoteJob
 from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, decode_outcome, pack_call, run_call
 
 __all__ = ["ProcessExecutor"]
@@ -70,7 +70,6 @@ LOCK_WAIT = 1.0
 POLL = 0.005
 # How long to wait for a killed worker to be gone before giving up on it.
 REAP_WAIT = 10.0
-_QUEUED = JobState.QUEUED  # (read through the class, a member costs a lookup)
 # The exact types of the arguments that always pickle (see _new_job).
 _BARE_ARGS = frozenset({type(None), bool, int, float, complex, str, bytes})
 # A concurrent.futures future's state once it has a result or an exception.
@@ -199,6 +198,8 @@ class _ProcessJob(RemoteJob):
 
     __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
 
+    kind = "process"
+
     def __init__(
         self,
         executor: ProcessExecutor,
@@ -208,13 +209,7 @@ class _ProcessJob(RemoteJob):
         name: str,
         abandon: bool,
     ) -> None:
-        # RemoteJob's fields, set here rather than through super().__init__:
-        # one call less on the path of every spawn().
-        self.name = name
-        self.abandon = abandon
-        self.state = _QUEUED
-        self._runtime: Any = None
-        self.op = None
+        RemoteJob.__init__(self, name, abandon)
         self.executor = executor
         self.seq = seq
         # The job's slot while the pool has it; None while it waits here
@@ -279,11 +274,6 @@ class _ProcessJob(RemoteJob):
             assert self.slot is not None
             return f"worker process {self.executor._shared.pid[self.slot]}"
         return f"the queue of {self.executor!r}"
-
-    def describe(self) -> str:
-        if self.state is JobState.QUEUED and self._started():
-            self._mark(JobState.RUNNING)
-        return super().describe()
 
     def __call__(self, future: Any) -> None:
         """End the operation with the job's outcome, once the pool is done with it."""
@@ -404,7 +394,7 @@ class _ProcessJob(RemoteJob):
         if not self._mark_cancelled(slot):
             self.finish(None, Cancelled(f"{self.name!r} was cancelled before it started"))
             return
-        if not self._mark(JobState.CANCELLING):
+        if not self._transition_to_cancelling():
             return
         grace = self.executor._grace
         if grace is not None:

@@ -106,13 +106,17 @@ def async_submit(op: AsyncOperation[V]) -> AsyncOperation[V]:
     return _operation(op, "async_submit").runtime.submit(op)
 
 
-def async_cancel(op: AsyncOperation[Any]) -> None:
+def async_cancel(op: AsyncOperation[Any], *, grace: float | None = None) -> None:
     """Cancel an operation and its subtree (see ``AsyncOperation.cancel``).
 
+    With ``grace``, the subtree is first asked to stop, and cancelled after
+    ``grace`` seconds if it still runs.
+
     Raises:
-        TypeError: ``op`` is not an operation.
+        TypeError: ``op`` is not an operation, or ``grace`` not a number.
+        ValueError: ``grace`` is NaN or negative.
     """
-    _operation(op, "async_cancel").cancel()
+    _operation(op, "async_cancel").cancel(grace=grace)
 
 
 def async_await(op: AsyncOperation[V], timeout: float | None = None) -> AsyncResult[V]:

@@ -78,8 +78,6 @@ __all__ = [
     "remove_instrument",
 ]
 
-_WAITING, _QUEUED, _RESULT = WakerStatus.WAITING, WakerStatus.QUEUED, WakerStatus.RESULT
-
 logger = logging.getLogger("asyncop")
 
 # The methods an instrument may have, in the order of an operation's life.
@@ -201,7 +199,12 @@ class ParkReason:
         return f"<ParkReason {self}>"
 
 
-def park_reason(task: TaskState) -> ParkReason | None:
+def park_reason(
+    task: TaskState,
+    _waiting: WakerStatus = WakerStatus.WAITING,
+    _queued: WakerStatus = WakerStatus.QUEUED,
+    _result: WakerStatus = WakerStatus.RESULT,
+) -> ParkReason | None:
     """What a task that has just ended a step parked on; None if it did not park.
 
     For the instruments' ``parked``: a task that yielded (a checkpoint) or
@@ -210,9 +213,9 @@ def park_reason(task: TaskState) -> ParkReason | None:
     if task.coro is None:
         return None  # it ended
     status = task.status
-    if status is _WAITING:
+    if status is _waiting:
         return ParkReason(tuple([sub.event for sub in list(task.events or ())]))
-    if (status is _QUEUED or status is _RESULT) and task.triggered is not None:
+    if (status is _queued or status is _result) and task.triggered is not None:
         return ParkReason((task.triggered,))
     return None
 

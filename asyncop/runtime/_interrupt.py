@@ -27,6 +27,11 @@ wait, *gives up* on the runtime:
   waiting for the abandoned work again; only an explicit
   ``shutdown(timeout=...)`` still waits for it, that long at most.
 
+The KeyboardInterrupt that leaves ``run()`` (or a sync scope's exit) carries
+a note (PEP 678) with the runtime's ``dump()`` taken when the first one
+arrived, before the cancel changed the tree: Ctrl-C on a hang shows where
+every task waited (``tree_note``).
+
 Which KeyboardInterrupt is the first
 ------------------------------------
 Each wait counts for itself, plus one case where the first Ctrl-C came
@@ -52,7 +57,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from ..operations import AsyncOperation, OpKind, ThreadState, run_after, state_of
+from ..operations import AsyncOperation, OpKind, ThreadState, TreeWait, run_after, state_of
 from ._introspect import owner_of
 
 if TYPE_CHECKING:
@@ -60,11 +65,13 @@ if TYPE_CHECKING:
     from ._scheduler import Runtime
 
 __all__ = [
+    "add_tree_note",
     "cancel_roots",
     "gave_up",
     "give_up",
     "interrupt_tree",
     "shut_down",
+    "tree_note",
     "wait_after_interrupt",
     "wait_for_tree",
 ]
@@ -104,13 +111,40 @@ def wait_for_tree(op: AsyncOperation) -> None:
 
     Raises:
         KeyboardInterrupt: a first one once the cancelled tree has ended, or
-            a second one at once, which gave up on the runtime.
+            a second one at once, which gave up on the runtime; either with
+            the note of :func:`tree_note`.
     """
     try:
-        op._block_until_final(None)
-    except KeyboardInterrupt:
-        wait_after_interrupt(op)
+        op._block_until_final(None, None, TreeWait(op, "run()"))
+    except KeyboardInterrupt as first:
+        note = tree_note(op)  # before the cancel changes the tree
+        try:
+            wait_after_interrupt(op)
+        except KeyboardInterrupt as second:
+            add_tree_note(second, note)
+            raise
+        add_tree_note(first, note)
         raise
+
+
+def tree_note(op: AsyncOperation) -> str | None:
+    """The note for a KeyboardInterrupt that reached a wait for ``op``'s tree.
+
+    The runtime's ``dump()`` as it is now, when the interrupt arrived: where
+    every task waited, so that Ctrl-C on a hang shows where it hung. None if
+    the dump failed (a Ctrl-C landing in it is dropped: the next one gets out).
+    """
+    try:
+        dump = op.runtime.dump()
+    except BaseException:
+        return None
+    return f"asyncop: the tree when the KeyboardInterrupt arrived (runtime.dump()):\n{dump}"
+
+
+def add_tree_note(exc: BaseException, note: str | None) -> None:
+    """Add ``note`` to ``exc`` (PEP 678), once."""
+    if note is not None and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
 
 
 def cancel_roots(roots: list[AsyncOperation]) -> None:
@@ -150,13 +184,15 @@ def wait_after_interrupt(op: AsyncOperation) -> None:
         return
     try:
         interrupt_tree(op)
-        op._block_until_final(None)
+        op._block_until_final(None, None, TreeWait(op, "run()"))
     except KeyboardInterrupt:
         give_up(runtime, op)
         raise
 
 
-def shut_down(runtime: Runtime, cancel: bool, limit: float | None) -> bool:
+def shut_down(
+    runtime: Runtime, cancel: bool, limit: float | None, grace: float | None = None
+) -> bool:
     """``Runtime.shutdown()`` once its arguments are checked, under the Ctrl-C rule.
 
     Returns:
@@ -184,7 +220,8 @@ def shut_down(runtime: Runtime, cancel: bool, limit: float | None) -> bool:
                     for root in _roots(runtime):
                         interrupt_tree(root)
                 left = None if end is None else max(0.0, end - time.monotonic())
-                ended = runtime._shutdown(cancel, left)
+                # (After a first Ctrl-C the trees are cancelled: no grace left.)
+                ended = runtime._shutdown(cancel, left, None if first is not None else grace)
                 break
             except KeyboardInterrupt as caught:
                 if seen:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..operations import Cancelled, Outcome, ThreadState
 from ._instruments import failed, flush_ended, park_reason
 from ._task import step, strip_own_frame
-from ._usage import FRESH, LONG, CpuMeter, wall_clock
+from ._usage import CpuMeter, charge
 from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
@@ -60,9 +60,6 @@ BATCH = 64
 OVERTAKE = 4
 _INF = float("inf")
 _modules = sys.modules
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_VALUE, _ERROR, _CANCELLED_OUTCOME = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
-_WAITING_STATUS = WakerStatus.WAITING
 
 
 # The hooks run before each sync callback. A tuple, replaced whole under
@@ -188,7 +185,12 @@ def step_batch(
 
 
 def _step_instrumented(
-    rt: Kernel, op: AsyncOperation[Any], state: ThreadState, meter: CpuMeter, worker: Worker
+    rt: Kernel,
+    op: AsyncOperation[Any],
+    state: ThreadState,
+    meter: CpuMeter,
+    worker: Worker,
+    _waiting: WakerStatus = WakerStatus.WAITING,
 ) -> None:
     """``step``, told to the instruments: ``step_started``, ``parked``, ``step_ended``.
 
@@ -213,7 +215,7 @@ def _step_instrumented(
             if (
                 instruments.parked
                 and op._steps != steps
-                and (task.status is _WAITING_STATUS or task.triggered is not None)
+                and (task.status is _waiting or task.triggered is not None)
             ):
                 # (Not a yield: a checkpoint left it QUEUED with no event.)
                 reason = park_reason(task)
@@ -260,7 +262,15 @@ def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     # A slot is free again: a callback that waits for one runs next, here.
 
 
-def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: Worker) -> None:
+def _call_sync(
+    rt: Kernel,
+    op: AsyncOperation[Any],
+    state: ThreadState,
+    worker: Worker,
+    _value: Outcome = Outcome.VALUE,
+    _error: Outcome = Outcome.ERROR,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
     fn = op._fn
     args = op._args
     ctx = op._ctx
@@ -273,33 +283,22 @@ def _call_sync(rt: Kernel, op: AsyncOperation[Any], state: ThreadState, worker: 
     instruments = rt._instruments
     if instruments is not None:
         instruments.emit(rt, instruments.step_started, op)
-    # meter.start_run(), written out; on the real clock its reading is the start too.
-    meter.run_start = meter.last = start = wall_clock()
-    if start - meter.wall_mark > FRESH:
-        meter.refresh(start)
-    op._started_at = start if rt._stamp is wall_clock else rt._stamp()
+    start = meter.start_run()
     try:
         value = ctx.run(fn, *args)
         if value is not None and isinstance(value, _NOT_A_RESULT):
             raise _unrun_result_refused(op.name, value) from None
     except Cancelled:
-        outcome, value, error = _CANCELLED_OUTCOME, None, None
+        outcome, value, error = _cancelled, None, None
     except BaseException as exc:
-        outcome, value, error = _ERROR, None, strip_own_frame(exc)
+        outcome, value, error = _error, None, strip_own_frame(exc)
     else:
-        outcome, error = _VALUE, None
+        outcome, error = _value, None
     finally:
         state.op = None
-    # charge() and meter.end_run(), written out, before it ends: whoever it
-    # wakes finds its stats complete.
-    meter.last = now = wall_clock()
-    wall = now - start
-    op._busy += wall
-    if wall < LONG:
-        op._cpu += wall * meter.ratio
-        meter.since += wall
-    else:
-        meter.charge_long(op, wall, now)
+    # (Charged before it ends: whoever it wakes finds its stats complete.)
+    charge(op, meter, start)
+    meter.end_run()
     instruments = rt._instruments
     if instruments is not None:
         instruments.emit(rt, instruments.step_ended, op)

@@ -20,6 +20,8 @@ A :class:`Kernel` holds:
 - the **instruments** (``_instruments``): None while none is installed,
   which is all an event then costs (``add_instrument``; see
   ``_instruments.py``).
+- the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
+  monitor asks at each look whether the runtime is stuck.
 
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
@@ -27,7 +29,7 @@ runtime through these calls alone:
 
 =============================  ===============================================
 ``now()``                      read the clock
-``_new_operation(...)``        make a node, link it, and maybe queue it
+``_new_operation(...)``        make a node, link it, and maybe queue it (``_spawn.py``)
 ``_push_locked(op)``           queue a ready operation, waking a worker if needed
 ``_add_timer_locked(...)``     arm a timer; ``_cancel_timer_locked(timer)``
 ``_fire_due_timers()``         fire what is due (workers and the monitor)
@@ -41,52 +43,55 @@ runtime through these calls alone:
 (the calls about the worker threads are the kernel's part in ``_pool.py``)
 
 and the node hooks the operations layer calls (``operations/_hooks.py``):
-``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``
-and ``_arm_deadline_locked``. ``Runtime`` (``_scheduler.py``) builds on the
-kernel: it starts the threads, and it is the public face (``spawn``,
-``run``, ``scope``, ``shutdown``, ``dump``).
+``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``,
+``_arm_deadline_locked``, and for a cancel with a grace ``_request_stop``
+and ``_wake_stop_waiters_locked`` (``_grace.py``, which keeps its requests
+and waiting tasks in ``_stop_requests`` and ``_stop_waiters``). ``Runtime``
+(``_scheduler.py``) builds on the kernel: it starts the threads, and it
+is the public face (``spawn``, ``run``, ``scope``, ``shutdown``, ``dump``).
 
 Pipeline: ``submit`` -> a ready queue -> wake a parked worker -> the worker
 steps the task or runs the callback (``_worker.py``).
+
+The runtime's state (``RuntimeState``) is this module's: RUNNING, then
+CLOSING once ``shutdown()`` begins (no new top-level work), then STOPPED
+(the threads are told to stop). Only ``_transition_to_closing_locked`` and
+``_transition_to_stopped_locked`` write it, under the lock; the first
+says whether this was the first ``shutdown()`` pass, which alone runs the
+``at_shutdown`` callbacks. Readers ask ``_closing`` and ``_stopping``.
 """
 
 from __future__ import annotations
 
-import contextvars
 import enum
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
-from types import FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..operations import (
     AsyncOperation,
     OperationState,
     OpKind,
-    Outcome,
     ThreadState,
-    _is_final,
-    _user_frame,
-    run_after,
     thread_state,
 )
-from ..platform import RecursiveLock
+from ..platform import RecursiveLock, ThreadHandle
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
+from ._deadlock import DeadlockMode, DeadlockWatch
+from ._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from ._instruments import Instruments
 from ._instruments import add_instrument as _add_instrument
 from ._instruments import remove_instrument as _remove_instrument
 from ._introspect import owner_of
 from ._items import _log_exception
-from ._kinds import describe_fn, kind_of
 from ._monitor import Monitor
 from ._pool import WorkerPool
 from ._reactor import Reactor
-from ._spawn import spawn_child
-from ._task import TaskState, on_cancel_running
+from ._spawn import link_new_locked, new_operation
+from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import IDLE_RETIRE, Worker, WorkerState
 
@@ -95,12 +100,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_EXTRA_THREADS", "Kernel", "RuntimeState"]
 
-_RUNNING = OperationState.RUNNING
-_CORO = OpKind.CORO
-_BUSY = WorkerState.BUSY
-_SYNC = OpKind.SYNC
-_SCOPE = OpKind.SCOPE
-_REMOTE = OpKind.REMOTE
 # Worker threads a runtime may start beyond ``workers`` by default, to keep
 # work moving while workers are held by long callbacks or steps.
 DEFAULT_EXTRA_THREADS = 8
@@ -121,11 +120,6 @@ class RuntimeState(enum.Enum):
     STOPPED = "stopped"
 
 
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_RT_RUNNING, _RT_STOPPED = RuntimeState.RUNNING, RuntimeState.STOPPED
-_POLLING, _PARKED = WorkerState.POLLING, WorkerState.PARKED
-
-
 class Kernel(WorkerPool):
     """The runtime's shared state and the calls the modules below it use.
 
@@ -133,7 +127,15 @@ class Kernel(WorkerPool):
     """
 
     def __init__(
-        self, workers: int, *, name: str, clock: Any, parallel: bool, max_threads: int
+        self,
+        workers: int,
+        *,
+        name: str,
+        clock: Any,
+        parallel: bool,
+        max_threads: int,
+        deadlock: DeadlockMode = DeadlockMode.WARN,
+        deadlock_after: float = 1.0,
     ) -> None:
         self.name = name
         self._max_threads = max_threads
@@ -182,6 +184,9 @@ class Kernel(WorkerPool):
         # other worker runs a callback, if any (see _give_steps_a_thread_locked).
         self._stepper: Worker | None = None
         self._workers: list[Worker] = []
+        # Threads of workers that left the pool and may still be on their
+        # way out: shutdown() joins them too (the dead ones are dropped).
+        self._leaving: list[ThreadHandle] = []
         self._worker_seq = 0
         self._active = 0  # workers not parked
         self._timers = TimerHeap()
@@ -193,13 +198,14 @@ class Kernel(WorkerPool):
         # for them (I/O waits, blocking calls in other threads).
         self._outside_work = 0
         self._state = RuntimeState.RUNNING
+        # Whether the runtime is stuck, looked at by the monitor (_deadlock.py).
+        self._deadlocks = DeadlockWatch(self, deadlock, deadlock_after)
         self._monitor = Monitor(self)
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)
         self._reactor: Reactor | None = None
-        # Subscriptions of wait_all_blocked(), fired when the runtime idles.
-        # (Subscriptions of wait_all_blocked(), each with whether a blocking
-        # call running in another thread counts as busy for it.)
+        # Subscriptions of wait_all_blocked(), fired when the runtime idles, each
+        # with whether a blocking call running in another thread counts as busy.
         self._idle_watchers: list[tuple[Any, bool]] = []
         # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
         # first shutdown() pass. Invariant: none is added once CLOSING.
@@ -207,6 +213,10 @@ class Kernel(WorkerPool):
         # The instruments (see _instruments.py): None while none is installed,
         # which every event tests, and all it costs then.
         self._instruments: Instruments | None = None
+        # cancel(grace=...): the pending requests, and the tasks parked in
+        # wait_stop_requested() with where they wait (see _grace.py).
+        self._stop_requests: dict[AsyncOperation, StopRequest] = {}
+        self._stop_waiters: dict[Any, AsyncOperation] = {}
 
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""
@@ -245,7 +255,7 @@ class Kernel(WorkerPool):
 
     def _extra_registrations_locked(self) -> int:
         reactor = self._reactor
-        return reactor.waits() if reactor is not None else 0
+        return (reactor.waits() if reactor is not None else 0) + len(self._stop_waiters)
 
     def _get_reactor(self) -> Reactor:
         """The runtime's reactor, made on the first I/O wait."""
@@ -261,149 +271,12 @@ class Kernel(WorkerPool):
         reactor = self._reactor
         return reactor is not None and reactor.waits() > 0
 
-    def _new_operation(
-        self,
-        fn: Callable[..., Any] | None,
-        args: tuple[Any, ...],
-        *,
-        parent: AsyncOperation | None,
-        name: str | None,
-        kind: OpKind | None = None,
-        seed_shape: bool = False,
-        shield: bool = False,
-        submit: bool = False,
-        supervise: bool = False,
-    ) -> AsyncOperation:
-        """Make an operation, link it under ``parent``, apply born-cancelled.
-
-        With ``submit``, also queue it, in the same locked step as the link
-        (``spawn``): one lock round trip per spawn, and no cancel can land
-        between linking and queueing.
-        """
-        if kind is None:
-            if type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
-                # The fast path, inline: read the code flags.
-                kind = _CORO if fn.__code__.co_flags & CO_COROUTINE else _SYNC
-                if name is None:
-                    name = fn.__qualname__
-            else:
-                kind, name = kind_of(fn, name, seed_shape)
-        if name is None:
-            name = describe_fn(fn) if fn is not None else "scope"
-        elif type(name) is not str and not isinstance(name, str):
-            raise TypeError(
-                f"operation name must be a str, got {type(name).__name__}; pass name='...'"
-            )
-        if parent is not None and (
-            type(parent) is not AsyncOperation or owner_of(parent) is not self
-        ):
-            self._check_parent(parent, name)  # raises
-        state = thread_state()
-        woken = None
-        if submit and self._idle and state.worker is None and kind is not _SCOPE:
-            woken = self._wake_early()  # a user thread's submit (not a worker's)
-        # spawn() or create() -> here: the user's frame is 3 up; remote work
-        # comes through spawn_remote() and its executor, 2 more.
-        code, lasti = _user_frame(5 if kind is _REMOTE else 3)
-        if kind is _SCOPE or kind is _REMOTE:
-            # No local code runs in it: no context (a child copies its spawner's).
-            ctx = None
-        elif parent is None or parent._ctx is None:
-            ctx = contextvars.copy_context()
-        else:
-            # The live context in the parent's own code, else a copy of the parent's.
-            running = state.op if state.task is None else state.task.current
-            ctx = contextvars.copy_context() if running is parent else parent._ctx.copy()
-        owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
-        op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti)
-        if shield:
-            op._shield = True
-        if supervise:
-            op._supervised = True
-        if kind is _CORO:
-            op._task = TaskState(op, self)
-        instruments = self._instruments
-        if parent is None and kind is not _SCOPE and not submit:
-            if instruments is not None:
-                instruments.emit(self, instruments.spawned, op)
-            return op
-        after: After = []
-        # A with-statement: on the main thread, a Ctrl-C raised as acquire() returns
-        # would land before a try and leave the lock held for good.
-        with self._lock:
-            self._link_new_locked(
-                op,
-                parent,
-                shield=shield,
-                submit=submit,
-                state=state,
-                after=after,
-                woken=woken,
-                queue=instruments is None,
-            )
-        if after:
-            run_after(after)
-        if instruments is not None:
-            # Told before it is queued, so that no step of it comes first.
-            instruments.emit(self, instruments.spawned, op)
-            if submit:
-                with self._lock:
-                    if op._state is OperationState.PENDING and op._outcome is Outcome.NONE:
-                        self._push_locked(op, state)
-        return op
-
-    def _link_new_locked(
-        self,
-        op: AsyncOperation,
-        parent: AsyncOperation | None,
-        *,
-        shield: bool,
-        submit: bool,
-        state: ThreadState,
-        after: After,
-        woken: Worker | None = None,
-        queue: bool = True,
-    ) -> None:
-        """Link a new operation under ``parent``, apply born-cancelled, maybe queue it.
-
-        With ``submit`` but not ``queue``, it is left PENDING for the caller
-        to queue (once the instruments were told of it).
-        """
-        kind = op._kind
-        if parent is not None:
-            parent._link_child_locked(op)
-        elif submit and self._closing:
-            raise RuntimeError(
-                f"Runtime {self.name!r} is shut down and takes no new operations; "
-                f"cannot start {op.name!r}, make a new Runtime"
-            )
-        if kind is _SCOPE:
-            # A scope's work (its block) is already running: it is RUNNING
-            # from birth, in the same step as the link, so no cancel can
-            # find it unstarted. Entering it is not a cancellation point:
-            # under a cancelled parent it is born with a cancelled token
-            # (unless shielded) and still runs its block.
-            op._transition_to_running()
-            op._started_at = op._created_at
-            if parent is None:
-                self._track_root_locked(op)
-            elif parent._cancelled and not shield:
-                op.cancel_reason = parent.cancel_reason
-                op._cancel_token_locked(after)
-        elif parent is not None and parent._cancelled and not shield:
-            # Born CANCELLED: it never runs, and unlinks at once.
-            op.cancel_reason = parent.cancel_reason
-            op._cancel_token_locked(after)
-            op._end_work_locked(Outcome.CANCELLED, None, None, after)
-        elif submit:
-            if parent is None:
-                self._roots[op] = None
-            op._transition_to_pending()
-            if queue:
-                self._push_locked(op, state, woken)
-
-    # AsyncOperation.spawn: see _spawn.py.
-    _spawn = spawn_child
+    # Making an operation, linking it and queueing it: see _spawn.py.
+    _new_operation = new_operation
+    _link_new_locked = link_new_locked
+    # AsyncOperation.cancel(grace=...), and a shield dropped: see _grace.py.
+    _request_stop = request_stop
+    _wake_stop_waiters_locked = wake_stop_waiters_locked
 
     def _wake_early(self) -> Worker | None:
         """Wake a parked worker for an operation a user thread is about to queue.
@@ -424,36 +297,44 @@ class Kernel(WorkerPool):
     # -- the runtime's state -------------------------------------------------
 
     @property
-    def _closing(self) -> bool:
+    def _closing(self, _running: RuntimeState = RuntimeState.RUNNING) -> bool:
         """Whether the runtime takes no new top-level work (CLOSING or STOPPED)."""
-        return self._state is not _RT_RUNNING
+        return self._state is not _running
 
     @property
-    def _stopping(self) -> bool:
+    def _stopping(self, _stopped: RuntimeState = RuntimeState.STOPPED) -> bool:
         """Whether the threads are told to stop (STOPPED)."""
-        return self._state is _RT_STOPPED
+        return self._state is _stopped
 
-    def _transition_to_closing_locked(self) -> None:
-        """RUNNING -> CLOSING; a runtime already closing or stopped stays as it is."""
-        if self._state is RuntimeState.RUNNING:
-            self._state = RuntimeState.CLOSING
+    def _transition_to_closing_locked(self) -> bool:
+        """RUNNING -> CLOSING; False, and no change, if it was closing or stopped."""
+        if self._state is not RuntimeState.RUNNING:
+            return False
+        self._state = RuntimeState.CLOSING
+        return True
 
-    def _transition_to_stopped_locked(self) -> None:
-        """-> STOPPED, from either earlier state (a second shutdown() may come here)."""
+    def _transition_to_stopped_locked(self) -> bool:
+        """RUNNING or CLOSING -> STOPPED; False, and no change, if it was stopped.
+
+        A shutdown() that found the runtime closing already (a second one)
+        comes here from CLOSING.
+        """
+        if self._state is RuntimeState.STOPPED:
+            return False
         self._state = RuntimeState.STOPPED
+        return True
 
-    def _check_parent(self, parent: object, name: str) -> None:
-        """Refuse a parent that is no operation of this runtime."""
+    def _check_parent(self, parent: object, name: str) -> NoReturn:
+        """Refuse a parent that is no operation of this runtime (the caller found it so)."""
         if type(parent) is not AsyncOperation:
             raise TypeError(
                 f"parent must be an AsyncOperation, got {type(parent).__name__}; "
                 "pass an operation made by this runtime"
             )
-        if owner_of(parent) is not self:
-            raise RuntimeError(
-                f"cannot link operation {name!r} under {parent.name!r}, which belongs "
-                f"to runtime {parent.runtime.name!r}; make it with that runtime"
-            )
+        raise RuntimeError(
+            f"cannot link operation {name!r} under {parent.name!r}, which belongs "
+            f"to runtime {parent.runtime.name!r}; make it with that runtime"
+        )
 
     def _submit(self, op: AsyncOperation) -> None:
         if not isinstance(op, AsyncOperation):
@@ -471,25 +352,30 @@ class Kernel(WorkerPool):
                     f"operation {op.name!r} is a scope, whose work is its with-block, "
                     "and cannot be submitted; spawn the work into the scope instead"
                 )
-            if op._outcome is not Outcome.NONE or _is_final(op._state):
-                state = "cancelled" if op._cancelled else op._state.name
+            root = op.parent is None
+            if (
+                root
+                and self._closing
+                and op._state is OperationState.CREATED
+                and op._outcome is None
+            ):
                 raise RuntimeError(
-                    f"cannot submit operation {op.name!r}: it is {state}; "
-                    "create a new operation to run the callback again"
+                    f"Runtime {self.name!r} is shut down and takes no new operations; "
+                    f"cannot submit {op.name!r}, make a new Runtime"
                 )
-            if op._state is not OperationState.CREATED:
+            if not op._transition_to_pending():
+                if op._outcome is not None or op._state.final:
+                    state = "cancelled" if op._cancelled else op._state.name
+                    raise RuntimeError(
+                        f"cannot submit operation {op.name!r}: it is {state}; "
+                        "create a new operation to run the callback again"
+                    )
                 raise RuntimeError(
                     f"operation {op.name!r} was already submitted (it is {op._state.name}); "
                     "create a new operation to run the callback again"
                 )
-            if op.parent is None:
-                if self._closing:
-                    raise RuntimeError(
-                        f"Runtime {self.name!r} is shut down and takes no new operations; "
-                        f"cannot submit {op.name!r}, make a new Runtime"
-                    )
-                self._roots[op] = None
-            op._transition_to_pending()
+            if root:
+                self._track_root_locked(op)
             self._push_locked(op)
 
     def _push_locked(
@@ -497,8 +383,9 @@ class Kernel(WorkerPool):
         op: AsyncOperation,
         state: ThreadState | None = None,
         woken: Worker | None = None,
-        *,
         resumed: bool = False,
+        _coro: OpKind = OpKind.CORO,
+        _busy: WorkerState = WorkerState.BUSY,
     ) -> None:
         """Queue ``op`` and wake a parked worker for it, if one is needed.
 
@@ -509,11 +396,10 @@ class Kernel(WorkerPool):
         ``resumed``: a coroutine task that an event woke, which goes to
         ``_woken`` (see "Which task runs next" in ``_worker.py``).
         """
-        if op._kind is _CORO:
+        if op._kind is _coro:
             ready = self._woken if resumed else self._ready
-            task = op._task
-            if task is not None:
-                self._queue_seq = task.queued_at = self._queue_seq + 1
+            # (A task is queued only while it is live: it has its task state.)
+            self._queue_seq = op._task.queued_at = self._queue_seq + 1
         else:
             ready = self._sync_ready
         ready.append(op)
@@ -527,18 +413,13 @@ class Kernel(WorkerPool):
             return
         if state is None:
             state = thread_state()
-        if state.keep_next_push:
-            # This worker runs the queue next: waking another worker for
-            # this item would only hand it across threads.
-            state.keep_next_push = False
-            return
         if ready is not self._sync_ready:
             worker = state.worker
             if (
                 worker is not None
                 and state.op is None
                 and worker.runtime is self
-                and worker.state is _BUSY
+                and worker.state is _busy
             ):
                 # A task queued by this worker's own step (or its timers, or
                 # its poll): the worker runs the queue when the step ends
@@ -595,20 +476,23 @@ class Kernel(WorkerPool):
         op._ctx = None
         op._task = None
 
-    def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> None:
-        """A RUNNING operation's token was cancelled: wake it if it is a parked task.
+    def _on_cancel_running_locked(
+        self, op: AsyncOperation, after: After, _running: OperationState = OperationState.RUNNING
+    ) -> bool:
+        """An operation's token was cancelled: wake it if it is a parked task.
 
-        Sync work polls its token instead.
+        Sync work polls its token instead. A coroutine task cancelled before
+        its first step (its work ended CANCELLED while CREATED or PENDING)
+        never runs: a worker that pops it anyway drops it. Returns whether
+        the task was woken or marked so.
         """
         task = op._task
         if task is None:
-            return
-        if op._state is _RUNNING:
-            on_cancel_running(op, after)
-        else:
-            # Cancelled before its first step: if a worker pops it anyway,
-            # it finalizes it without running it.
-            task._transition_to_ignored()
+            return False
+        if op._state is _running:
+            return on_cancel_running(op, after)
+        ignored: bool = task._transition_to_ignored()
+        return ignored
 
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer

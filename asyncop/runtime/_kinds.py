@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
-from types import CoroutineType, FunctionType
+from types import CoroutineType
 from typing import Any
 
 from ..operations import OpKind, describe_fn, safe_repr
 from ._waker import WaitEvent, describe_event, let_go
 
 __all__ = ["code_of_call", "describe_fn", "kind_of"]
-
-_CORO = OpKind.CORO
-_SYNC = OpKind.SYNC
 
 
 def _async_generator_refused(fn: object) -> TypeError:
@@ -33,23 +29,16 @@ def _async_generator_refused(fn: object) -> TypeError:
 
 
 def kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | None]:
-    """What kind of operation ``fn`` makes, and its name when it is a plain function.
+    """What kind of operation ``fn`` makes, and its name (``name``, as given).
+
+    ``new_operation`` reads the code flags of a plain ``def`` or ``async
+    def`` function itself, and asks here about anything else.
 
     Raises:
         TypeError: ``fn`` is not callable, is a coroutine object (a call already
             made), or is an async generator function.
     """
-    if type(fn) is FunctionType:  # fast path: read the code flags
-        flags = fn.__code__.co_flags
-        if flags & CO_COROUTINE:
-            kind = _CORO
-        elif flags & CO_ASYNC_GENERATOR:
-            raise _async_generator_refused(fn)
-        else:
-            kind = _SYNC
-        if name is None:
-            name = fn.__qualname__
-    elif not callable(fn):
+    if not callable(fn):
         what = "callback" if seed_shape else "function"
         label = f"operation {name!r}" if isinstance(name, str) else "an operation"
         let_go((fn,))  # refused: it must not warn "never awaited" besides
@@ -74,11 +63,11 @@ def kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | 
     else:
         body = code_of_call(fn)
         if inspect.iscoroutinefunction(body):
-            kind = _CORO
+            kind = OpKind.CORO
         elif inspect.isasyncgenfunction(body):
             raise _async_generator_refused(fn)
         else:
-            kind = _SYNC
+            kind = OpKind.SYNC
     return kind, name
 
 

@@ -47,11 +47,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import WouldBlock, blocking_in_task_error, thread_state
+from ..operations import WouldBlock, blocking_in_task_error, safe_repr, thread_state
 from ..platform import check_timeout
 from ._introspect import runtime_of_caller
+from ._names import check_name, label, made_at, short_label
+from ._semaphore import Semaphore
 from ._statistics import CapacityLimiterStatistics
-from ._sync import Semaphore
 from ._waker import Subscription, WaitEvent, WakerStatus, resolve
 
 if TYPE_CHECKING:
@@ -97,6 +98,16 @@ def _tokens(total: int | float) -> int:
     return _UNLIMITED if total == math.inf else int(total)
 
 
+def _borrower_text(borrower: object) -> str:
+    """A borrower, for the texts: ``operation 'fetch'``, ``thread 'T'``."""
+    if isinstance(borrower, threading.Thread):
+        return f"thread {borrower.name!r}"
+    name = getattr(borrower, "name", None)
+    if isinstance(name, str) and type(borrower).__name__ == "AsyncOperation":
+        return f"operation {name!r}"
+    return safe_repr(borrower)
+
+
 def _current_borrower() -> object:
     """The current task's operation, else the sync operation, else the thread."""
     state = thread_state()
@@ -128,11 +139,25 @@ class CapacityLimiter:
         ValueError: ``total_tokens`` is negative.
     """
 
-    __slots__ = ("__weakref__", "_borrowers", "_debt", "_lock", "_pending", "_sem", "_total")
+    __slots__ = (
+        "__weakref__",
+        "_borrowers",
+        "_debt",
+        "_lock",
+        "_pending",
+        "_sem",
+        "_site",
+        "_total",
+        "name",
+    )
 
-    def __init__(self, total_tokens: int | float) -> None:
+    def __init__(self, total_tokens: int | float, *, name: str | None = None) -> None:
         self._total = _check_total(total_tokens)
-        self._sem: Semaphore = Semaphore(_tokens(self._total))
+        self.name = check_name(name, "CapacityLimiter")
+        self._site = made_at(1) if name is None else (None, 0)
+        # (Named, so that making it skips the frame lookup: it is shown as the limiter.)
+        self._sem: Semaphore = Semaphore(_tokens(self._total), name="")
+        self._sem._purpose = self
         self._lock = threading.Lock()
         # Who holds a token, and who waits for one (so that a second
         # acquire by the same borrower is refused even while it waits).
@@ -141,6 +166,16 @@ class CapacityLimiter:
         self._debt = 0
 
     # -- reading -------------------------------------------------------------
+
+    def _wait_text(self) -> str:
+        """What a waiter for a token waits on, for ``dump()`` and reports (a snapshot)."""
+        borrowers = list(self._borrowers)
+        who = ", ".join(_borrower_text(b) for b in borrowers[:3])
+        more = f" and {len(borrowers) - 3} more" if len(borrowers) > 3 else ""
+        lent = f"{len(borrowers)} of {self._total:g} tokens borrowed"
+        if borrowers:
+            lent += f" by {who}{more}"
+        return "a token of " + label("capacity limiter", self.name, self._site, lent)
 
     @property
     def total_tokens(self) -> int | float:
@@ -389,7 +424,7 @@ class CapacityLimiter:
     def __repr__(self) -> str:
         return (
             f"<CapacityLimiter {len(self._borrowers)}/{self._total} borrowed, "
-            f"waiters={len(self._sem._waiters)}>"
+            f"waiters={len(self._sem._waiters)} {short_label(self.name, self._site)}>"
         )
 
 
@@ -442,7 +477,7 @@ class _TokenWait(WaitEvent[None]):
             self.limiter._settle(self.borrower, False)
 
     def _describe(self) -> str:
-        return f"a token of {self.limiter!r}"
+        return self.limiter._wait_text()
 
 
 # -- spawn_blocking's tokens ----------------------------------------------------
@@ -458,7 +493,9 @@ def default_limiter(runtime: Kernel) -> CapacityLimiter:
         with _defaults_lock:
             limiter = _defaults.get(runtime)
             if limiter is None:
-                limiter = _defaults[runtime] = CapacityLimiter(DEFAULT_BLOCKING_TOKENS)
+                limiter = _defaults[runtime] = CapacityLimiter(
+                    DEFAULT_BLOCKING_TOKENS, name="spawn_blocking"
+                )
     return limiter
 
 

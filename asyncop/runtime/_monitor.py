@@ -20,10 +20,14 @@ While any worker is busy, the monitor looks at them every ``tick`` seconds
    only take turns;
 4. **reports slow steps**: a coroutine step that has run for ``slow_step``
    seconds without awaiting logs one WARNING on the ``asyncop`` logger,
-   naming the task and the line it is on.
+   naming the task and the line it is on;
+5. **watches for a stuck runtime** (``_deadlock.py``): each look asks the
+   deadlock watch whether nothing can wake a task any more, and for how
+   long that must last before it counts.
 
 When every worker is parked, the monitor sleeps without a timeout (0 %
-CPU); the first worker to wake up wakes it. Its thresholds are attributes
+CPU), or until the deadlock watch needs its next look; the first worker to
+wake up wakes it. Its thresholds are attributes
 of the :class:`Monitor`, passed in when the runtime makes it.
 
 The monitor never runs user code other than what a due deadline runs (the
@@ -47,7 +51,7 @@ from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 if TYPE_CHECKING:
     from ._kernel import Kernel
 
-__all__ = ["SLOW_STEP", "TICK", "Monitor"]
+__all__ = ["SLOW_STEP", "TICK", "Monitor", "current_line"]
 
 logger = logging.getLogger("asyncop")
 
@@ -126,6 +130,18 @@ class Monitor:
         elif nd + SLACK < self._next_look_at:
             self._event.set()
 
+    def item_age(self, worker: Worker, now: float) -> float | None:
+        """How long ``worker`` has run its current item, as the monitor timed it.
+
+        None while the monitor has not looked at that item yet (it looks
+        every tick while a worker is busy). ``now`` is a ``monotonic()``
+        reading. Any thread may ask; the answer is a lower bound.
+        """
+        look = self._seen.get(worker)
+        if look is None or look[0] != worker.item_seq:
+            return None
+        return max(0.0, now - look[1])
+
     def stop(self) -> ThreadHandle | None:
         """Make the thread end; returns it, to join."""
         self._event.set()
@@ -143,6 +159,7 @@ class Monitor:
                 if rt._stopping:
                     return
                 self._round()
+                rt._deadlocks.look()
             except BaseException:
                 # The monitor is what fires timers when every worker is
                 # held: it must outlive any error, like the workers.
@@ -150,13 +167,18 @@ class Monitor:
                 self._event.wait(self.tick)
 
     def _plan(self) -> float | None:
-        """How long to sleep: not at all past a tick while a worker is busy."""
+        """How long to sleep: not at all past a tick while a worker is busy.
+
+        Nor past the time the deadlock watch needs its next look, if it
+        times a quiet spell (``_deadlock.py``).
+        """
         rt = self.runtime
         with rt._lock:
             if rt._active == 0 and not rt._work_waits_locked():
                 self._idle_looks += 1
             else:
                 self._idle_looks = 0
+            watch = rt._deadlocks.plan_locked()
             if self._idle_looks > IDLE_LOOKS:
                 # Every worker has been parked for a while: they time the
                 # deadlines themselves. (Not at the first idle look: a
@@ -167,8 +189,8 @@ class Monitor:
                 # Forget the looks: the items they were about have ended.
                 self._seen.clear()
                 self._warned.clear()
-                return None
-            timeout = self.tick
+                return watch
+            timeout = self.tick if watch is None else min(self.tick, watch)
             nd = rt._next_deadline
             if rt._virtual:
                 self._next_look_at = _INF
@@ -267,7 +289,7 @@ class Monitor:
         op = worker.item
         if op is None:
             return
-        where = _current_line(worker)
+        where = current_line(worker)
         mode = (
             "other tasks run beside it on other workers"
             if self.runtime._parallel
@@ -289,7 +311,7 @@ def _busy_with(worker: Worker) -> str:
     return f"{worker.handle.name if worker.handle else worker!r} runs {op.name!r}" if op else "?"
 
 
-def _current_line(worker: Worker) -> str:
+def current_line(worker: Worker) -> str:
     """The innermost user line ``worker``'s thread runs, as ``file:line``."""
     handle = worker.handle
     ident = handle.ident if handle is not None else None

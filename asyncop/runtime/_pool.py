@@ -12,6 +12,9 @@ runtime lock, as every ``_locked`` method does:
   thread when every worker runs a callback, past the cap if need be (the
   *stepper*, see ``_worker.py``);
 - waking: ``_wake_one_locked`` pops the most recently parked worker;
+  ``_unpark_locked`` counts a worker active again only if its transition
+  to BUSY happened (``_worker.py`` owns a worker's state), so a worker
+  that two threads unpark is counted once;
 - counting: whether a sync callback may start (``_sync_slot_free_locked``),
   whether a worker about to park has work (``_work_for_worker_locked``),
   and how many workers could still move work on
@@ -38,8 +41,6 @@ if TYPE_CHECKING:
     from ._timers import TimerHeap
 
 __all__ = ["WorkerPool"]
-
-_BUSY, _PARKED, _POLLING = WorkerState.BUSY, WorkerState.PARKED, WorkerState.POLLING
 
 
 class WorkerPool:
@@ -147,9 +148,8 @@ class WorkerPool:
                 return False
         stepper = self._stepper
         if stepper is not None:
-            if stepper.state is not _PARKED:
-                return False  # it comes back to the queue
-            self._unpark_locked(stepper)
+            if not self._unpark_locked(stepper):
+                return False  # it is not parked: it comes back to the queue
             stepper.event.set()
             return True
         if len(self._workers) < self._max_threads:
@@ -195,7 +195,7 @@ class WorkerPool:
                 active -= 1
         return active
 
-    def _wake_one_locked(self) -> Worker:
+    def _wake_one_locked(self, _polling: WorkerState = WorkerState.POLLING) -> Worker:
         """Pop a parked worker and wake it: the most recently parked one.
 
         The poller (parked in the multiplexer) stays there while another
@@ -207,7 +207,7 @@ class WorkerPool:
             other = idle.pop()
             idle.append(worker)
             worker = other
-        polling = worker.state is _POLLING
+        polling = worker.state is _polling
         self._unpark_locked(worker)
         if polling:
             reactor = self._reactor
@@ -217,12 +217,14 @@ class WorkerPool:
             worker.event.set()
         return worker
 
-    def _unpark_locked(self, worker: Worker) -> None:
-        """``worker`` (already off the idle stack) is busy again."""
-        worker.state = _BUSY
+    def _unpark_locked(self, worker: Worker) -> bool:
+        """``worker`` (already off the idle stack) is busy again; False if it was not parked."""
+        if not worker._transition_to_busy():
+            return False
         self._active += 1
         if self._monitor._asleep:
             self._monitor.wake()
+        return True
 
     def _sync_slot_free_locked(self) -> bool:
         """Whether fewer than ``workers`` sync callbacks hold a slot."""

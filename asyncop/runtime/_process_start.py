@@ -306,7 +306,6 @@ class _Default(enum.Enum):
     DEFAULT = "default"
 
 
-_DEFAULT: Final = _Default.DEFAULT
 _BYTES = (bytes, bytearray, memoryview)
 _Bytes = bytes | bytearray | memoryview
 
@@ -322,9 +321,9 @@ async def run_process(
     env: dict[str, str] | None = None,
     kill_grace: float | None = 5.0,
     shell: bool = False,
-    stdin: bytes | bytearray | memoryview | StdSpec | _Default = _DEFAULT,
-    stdout: StdSpec | _Default = _DEFAULT,
-    stderr: StdSpec | _Default = _DEFAULT,
+    stdin: bytes | bytearray | memoryview | StdSpec | _Default = _Default.DEFAULT,
+    stdout: StdSpec | _Default = _Default.DEFAULT,
+    stderr: StdSpec | _Default = _Default.DEFAULT,
     start_new_session: bool | None = None,
     process_group: int | None = None,
     pass_fds: Iterable[int] = (),
@@ -382,20 +381,20 @@ async def run_process(
             f"run_process() needs input as bytes, got {type(input).__name__}; "
             "pass bytes, e.g. input=text.encode()"
         )
-    if stdin is not _DEFAULT and input is not None:
+    if stdin is not _Default.DEFAULT and input is not None:
         raise ValueError(
             "run_process() got both input= and stdin=; pass bytes as input= alone, "
             "or a file or descriptor as stdin= alone"
         )
     if isinstance(stdin, _BYTES):
-        input, stdin = stdin, _DEFAULT
+        input, stdin = stdin, _Default.DEFAULT
     extras = popen_extras("run_process()", pass_fds, user, group, extra_groups, umask)
     options = _check_options(
         "run_process()",
         command,
-        stdin=(PIPE if input else DEVNULL) if stdin is _DEFAULT else stdin,
-        stdout=(PIPE if capture_stdout else None) if stdout is _DEFAULT else stdout,
-        stderr=(PIPE if capture_stderr else None) if stderr is _DEFAULT else stderr,
+        stdin=(PIPE if input else DEVNULL) if stdin is _Default.DEFAULT else stdin,
+        stdout=(PIPE if capture_stdout else None) if stdout is _Default.DEFAULT else stdout,
+        stderr=(PIPE if capture_stderr else None) if stderr is _Default.DEFAULT else stderr,
         cwd=cwd,
         env=env,
         kill_grace=kill_grace,

@@ -24,6 +24,14 @@ A :class:`RemoteJob` is one job of one executor. Its states::
   or abandon).
 - DONE: the local operation has its outcome.
 
+This module owns ``state``: the job's ``_transition_to_*`` methods, each of
+which says whether it happened, are the only code that writes it (the
+executors that subclass :class:`RemoteJob` set it through its
+``__init__``). A job moves to RUNNING when a look at it (``describe``) finds
+its engine has started it (``_started``), to CANCELLING when a cancel
+reaches it while it may still run, and to DONE once, in ``finish``: what
+comes second of a result and a cancel sees False and stands down.
+
 The operation has no task and no worker thread of the runtime ever runs it
 (its kind is ``OpKind.REMOTE``): ``RemoteJob.launch``, in the spawning
 thread, turns it RUNNING and sends the job, and ``RemoteJob.finish``, in
@@ -48,15 +56,12 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..operations import (
     AsyncOperation,
-    OperationState,
     OpKind,
     Outcome,
-    _user_frame,
     only_cancelled,
     run_after,
     safe_repr,
 )
-from ._kernel import RuntimeState
 from ._kinds import code_of_call, describe_fn
 from ._waker import WakerStatus, let_go
 
@@ -96,15 +101,6 @@ class JobState(enum.Enum):
     DONE = "done"
 
 
-# An enum member read through its class costs a lookup: the hot paths use these.
-_QUEUED, _CANCELLING, _DONE = JobState.QUEUED, JobState.CANCELLING, JobState.DONE
-_NO_OUTCOME, _VALUE, _ERROR = Outcome.NONE, Outcome.VALUE, Outcome.ERROR
-_CANCELLED = Outcome.CANCELLED
-_REMOTE = OpKind.REMOTE
-_OP_RUNNING = OperationState.RUNNING
-_RT_RUNNING = RuntimeState.RUNNING
-
-
 class RemoteJob:
     """The local side of one remote job; executors subclass it.
 
@@ -123,6 +119,10 @@ class RemoteJob:
     # launch() takes the runtime's lock once instead of twice.
     _cancel_while_sending = False
 
+    # What snapshots call the operation's kind: "process" for a job in a
+    # worker process, "cluster" for one on a cluster's worker.
+    kind = "remote"
+
     # As a parked task, for dump(): waiting on one event, the job itself,
     # which no cancel ends (the job decides when the operation ends).
     status = WakerStatus.WAITING
@@ -131,7 +131,7 @@ class RemoteJob:
     def __init__(self, name: str, abandon: bool) -> None:
         self.name = name
         self.abandon = abandon
-        self.state = _QUEUED
+        self.state = JobState.QUEUED
         self._runtime: Any = None
         self.op: AsyncOperation | None = None
 
@@ -164,19 +164,17 @@ class RemoteJob:
         runtime: Any = op.runtime
         self._runtime = runtime
         with runtime._lock:
-            if op._outcome is not _NO_OUTCOME:
-                return
-            if op.parent is None:
-                if runtime._state is not _RT_RUNNING:  # (runtime._closing, written out)
-                    raise RuntimeError(
-                        f"Runtime {runtime.name!r} is shut down and takes no new operations; "
-                        f"cannot start {op.name!r}, make a new Runtime"
-                    )
-                runtime._roots[op] = None  # (_track_root_locked, written out)
-            # _transition_to_running(), written out: CREATED -> RUNNING (never
-            # PENDING: no worker ever pops it).
-            op._state = _OP_RUNNING
-            op._started_at = runtime._stamp()
+            root = op.parent is None
+            if root and runtime._closing and op._outcome is None:
+                raise RuntimeError(
+                    f"Runtime {runtime.name!r} is shut down and takes no new operations; "
+                    f"cannot start {op.name!r}, make a new Runtime"
+                )
+            # CREATED -> RUNNING (never PENDING: no worker ever pops it).
+            if not op._transition_to_running():
+                return  # born cancelled under a cancelled parent: it has ended
+            if root:
+                runtime._track_root_locked(op)
             # Autojump must not move a virtual clock while the job computes.
             runtime._outside_work += 1
             early = self._cancel_while_sending
@@ -192,7 +190,7 @@ class RemoteJob:
         # Cancels reach the job only once it is sent: one that came
         # meanwhile finds the job where the executor can take it back.
         with runtime._lock:
-            if self.state is _DONE:  # it ended already: nothing left to cancel
+            if self.state is JobState.DONE:  # it ended already: nothing left to cancel
                 return
             op._task = self
             cancelled = op._cancelled
@@ -207,33 +205,26 @@ class RemoteJob:
         every job first); the operation is then cancelled for it on the way.
         """
         if error is None:
-            outcome = _VALUE
+            outcome = Outcome.VALUE
         elif only_cancelled(error):
-            outcome, error = _CANCELLED, None
+            outcome, error = Outcome.CANCELLED, None
         else:
-            outcome = _ERROR
+            outcome = Outcome.ERROR
         op = self.op
         assert op is not None
         runtime = self._runtime
         after: After = []
         # A with-statement: a cancel from the main thread may come here.
         with runtime._lock:
-            if self.state is _DONE:
+            if not self._transition_to_done():
                 return False
-            self.state = _DONE
             runtime._outside_work -= 1
             last = runtime._outside_work == 0 and (runtime._autojump or runtime._idle_watchers)
-            if reason is not None and outcome is _CANCELLED and not op._cancelled:
+            if reason is not None and outcome is Outcome.CANCELLED and not op._cancelled:
                 op._task = None  # the job has ended: nothing left for the cancel to stop
                 op._cancel_locked(reason, after)
-            # op._end_work_locked(), written out: one call less per job.
-            assert op._outcome is _NO_OUTCOME, f"{op.name!r} ended its work twice"
-            op._outcome = outcome
-            op._value = value
-            op._error = error
-            if outcome is _CANCELLED:
-                op._interrupted = True
-            op._try_finalize_locked(after)
+            ended = op._transition_to_ended(outcome, value, error, after)
+            assert ended, f"{op.name!r} ended its work twice"
         if after:
             run_after(after)
         if last:
@@ -244,16 +235,39 @@ class RemoteJob:
             runtime._clock_advanced()
         return True
 
-    def _mark(self, state: JobState) -> bool:
-        """QUEUED/RUNNING -> ``state``; False once cancelling or done."""
+    def _transition_to_running(self) -> bool:
+        """QUEUED -> RUNNING: its engine has started it; False if not QUEUED."""
         with self._runtime._lock:
-            if self.state is _DONE or self.state is _CANCELLING:
+            if self.state is not JobState.QUEUED:
                 return False
-            self.state = state
+            self.state = JobState.RUNNING
             return True
 
+    def _transition_to_cancelling(self) -> bool:
+        """QUEUED or RUNNING -> CANCELLING; False once cancelling or done."""
+        with self._runtime._lock:
+            state = self.state
+            if state is JobState.DONE or state is JobState.CANCELLING:
+                return False
+            self.state = JobState.CANCELLING
+            return True
+
+    def _transition_to_done(self) -> bool:
+        """-> DONE, once, under the runtime lock: False if it was done already."""
+        if self.state is JobState.DONE:
+            return False
+        self.state = JobState.DONE
+        return True
+
+    def _started(self) -> bool:
+        """Whether the engine has started running the job (False if it cannot tell)."""
+        return False
+
     def describe(self) -> str:
-        return f"{self.name} {self.state.value} in {self.where()}"
+        state = self.state
+        if state is JobState.QUEUED and self._started() and self._transition_to_running():
+            state = JobState.RUNNING
+        return f"{self.name} {state.value} in {self.where()}"
 
     # -- as a parked task, for dump() ------------------------------------------
 
@@ -326,21 +340,8 @@ class RemoteExecutor:
                 "functions; start an asyncop Runtime inside a plain function instead"
             )
         job = self._new_job(fn, args, label, bool(abandon))
-        op: AsyncOperation
-        if parent is None:
-            # A root has no link to make: made here, and started by launch()
-            # in one locked step. The user's frame: Runtime.spawn() -> here
-            # -> _user_frame() (_user_frame() walks on out if that is ours).
-            code, lasti = _user_frame(3)
-            op = AsyncOperation(runtime, _REMOTE, None, (), label, None, code, lasti)  # type: ignore[arg-type]
-            if supervise:
-                op._supervised = True
-            instruments = runtime._instruments
-            if instruments is not None:
-                instruments.emit(runtime, instruments.spawned, op)
-        else:
-            op = runtime._new_operation(
-                None, (), parent=parent, name=label, kind=_REMOTE, supervise=supervise
-            )
+        op = runtime._new_operation(
+            None, (), parent=parent, name=label, kind=OpKind.REMOTE, supervise=supervise
+        )
         job.launch(op)
         return op

@@ -5,8 +5,9 @@ the state every part of the runtime shares (the lock, the ready queues, the
 timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
 and running operations (``create``, ``submit``, ``spawn``, ``run``,
-``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``) and
-``dump``. The work cycle is in ``_worker.py``
+``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``),
+``snapshot`` and ``dump`` (read in ``_snapshot.py``), and the live console
+a runtime may serve (``_console.py``). The work cycle is in ``_worker.py``
 and ``_monitor.py``.
 """
 
@@ -15,41 +16,39 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import math
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..operations import (
     SPAWN_KEYWORDS,
     AsyncOperation,
     C,
     OperationState,
-    OpKind,
-    Outcome,
     R,
     Ts,
     keywords_refused,
     run_isolated,
     safe_repr,
-    safe_str,
     spawn_remote,
     thread_state,
-    walk,
 )
 from ..platform import check_timeout, cpu_count, serving
 from ._abandon import abandon_open_blocks
 from ._clock import VirtualClock
+from ._console import Console, attach, console_path
+from ._deadlock import check_deadlock_args
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
 from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._remote import RemoteExecutor
 from ._scope import Scope
-from ._task import describe_wait
+from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
+from ._snapshot import render_dump, take_snapshot
 from ._waker import let_go
 from ._worker import (
-    WorkerState,
     join_by,
     monotonic,
 )
@@ -63,11 +62,6 @@ __all__ = ["Runtime"]
 
 logger = logging.getLogger("asyncop")
 
-_RUNNING = OperationState.RUNNING
-_CORO = OpKind.CORO
-_BUSY = WorkerState.BUSY
-_SYNC = OpKind.SYNC
-_SCOPE = OpKind.SCOPE
 # How long interpreter exit waits for cancelled work before abandoning it.
 EXIT_GRACE = 1.0
 # The most worker threads a Runtime takes. Far more than any CPU count; a
@@ -100,16 +94,6 @@ atexit.register(_shutdown_all_at_exit)
 def live_runtimes() -> list[Runtime]:
     """The runtimes not yet shut down."""
     return list(_live_runtimes)
-
-
-# Levels of the tree dump() indents; deeper nodes show their depth instead.
-DUMP_INDENT = 32
-
-
-def _indent(depth: int) -> str:
-    if depth <= DUMP_INDENT:
-        return "  " * depth
-    return "  " * DUMP_INDENT + f"(depth {depth}) "
 
 
 def _check_workers(workers: object) -> int:
@@ -191,15 +175,32 @@ class Runtime(Kernel):
             asyncio code on (``uvloop.new_event_loop``, say); called on the
             loop's own thread when the first bridge call starts it. Defaults
             to ``asyncio.new_event_loop``.
+        console: the path of a Unix socket on which to serve read-only
+            snapshots of the runtime, for ``python -m asyncop ps|tree|top
+            PATH``; made with mode 0600, removed at shutdown. Defaults to
+            the environment variable ``ASYNCOP_CONSOLE``, if set. Runtimes
+            of one process given the same path share its socket.
+        deadlock: when every task waits and nothing can wake one for
+            ``deadlock_after`` seconds (0 or more; at once on an autojumping
+            clock): ``"warn"`` logs the wait-for graph once, ``"raise"``
+            cancels the tree and ``run()`` raises ``DeadlockError``, ``"off"``
+            neither, nor the lock-cycle check (see ``_deadlock.py``).
 
     Raises:
         ValueError: ``workers`` is less than 1 or more than ``MAX_WORKERS``
-            (1024), or ``max_threads`` is below ``workers``.
+            (1024), ``max_threads`` is below ``workers``, ``deadlock`` is
+            not a mode, or ``deadlock_after`` is negative or NaN.
         TypeError: ``workers`` or ``max_threads`` is not an integer,
-            ``parallel`` is not a bool, or ``asyncio_loop_factory`` is not
-            callable.
+            ``parallel`` is not a bool, ``asyncio_loop_factory`` is not
+            callable, ``deadlock`` is not a str or ``deadlock_after`` not a
+            number.
         RuntimeError: the OS refused to start a thread; the threads already
             started are stopped first.
+        FileExistsError: the ``console`` path exists and is not a stale
+            socket (one nobody serves on any more, which is replaced).
+        OSError: the console socket cannot be made there.
+        ValueError, TypeError: (also) ``console`` is empty, too long for a
+            Unix socket, or not a str or ``os.PathLike`` path.
 
     Use it as a context manager: leaving the block calls ``shutdown()``.
     With ``ASYNCOP_DYNAMIC_WORKERS=1`` in the environment, workers start on
@@ -215,9 +216,14 @@ class Runtime(Kernel):
         parallel: bool = False,
         max_threads: int | None = None,
         asyncio_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+        console: str | os.PathLike[str] | None = None,
+        deadlock: Literal["warn", "raise", "off"] = "warn",
+        deadlock_after: float = 1.0,
     ) -> None:
         workers = _check_workers(workers)
+        console_at = console_path(console, "Runtime")
         _check_loop_factory(asyncio_loop_factory)
+        mode, after = check_deadlock_args(deadlock, deadlock_after)
         if not isinstance(parallel, bool):
             raise TypeError(
                 f"Runtime(parallel=...) needs True or False, got {type(parallel).__name__}; "
@@ -230,6 +236,8 @@ class Runtime(Kernel):
             clock=clock,
             parallel=parallel,
             max_threads=_check_max_threads(max_threads, workers),
+            deadlock=mode,
+            deadlock_after=after,
         )
         self._asyncio_loop_factory = asyncio_loop_factory
         # The host loop of asyncop.asyncio_bridge, made by its first call
@@ -237,11 +245,14 @@ class Runtime(Kernel):
         self._asyncio_host: AsyncioHost | None = None
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
+        self._console: Console | None = None
         try:
             with self._lock:
                 for _ in range(1 if self._dynamic else workers):
                     self._start_worker_locked(extra=False)
                 self._monitor.start()
+            if console_at is not None:
+                self._console = attach(self, console_at)
         except BaseException:
             # Half built (the OS refused a thread, or a Ctrl-C): nobody can
             # reach this runtime to shut it down, so stop what did start.
@@ -314,7 +325,7 @@ class Runtime(Kernel):
             RuntimeError: ``parent`` has ended or belongs to another runtime.
         """
         op = self._new_operation(callback, (), parent=parent, name=name, seed_shape=True)
-        if op._outcome is Outcome.NONE:
+        if op._outcome is None:
             op._args = (op, context)
         return op
 
@@ -418,6 +429,10 @@ class Runtime(Kernel):
         Raises:
             BaseException: the operation's failure.
             CancellationError: the operation was cancelled.
+            DeadlockError: with ``deadlock="raise"``, the runtime was stuck
+                and the tree was cancelled (bare, never in a group).
+            KeyboardInterrupt: a Ctrl-C, with a note (PEP 678) that shows
+                the tree as it was when it arrived.
             TypeError: ``fn`` is not callable, or a keyword argument is
                 meant for ``fn``.
         """
@@ -435,6 +450,9 @@ class Runtime(Kernel):
             op = self.spawn(fn, *args)
             op._check_can_block("Runtime.run()")
             wait_for_tree(op)
+        deadlock = self._deadlocks.take_error(op)
+        if deadlock is not None:
+            raise deadlock from (op.error if op.state is OperationState.FAILED else None)
         return op.result()
 
     def scope(
@@ -474,58 +492,48 @@ class Runtime(Kernel):
         with self._lock:
             return len(self._timers) + self._extra_registrations_locked()
 
+    def snapshot(self) -> dict[str, Any]:
+        """Return the runtime and its live operations as plain data.
+
+        A dict of the runtime's fields (``name``, ``now``, ``threads``,
+        ``warnings``...) whose ``operations`` is a list of dicts, one per
+        live operation, pre-order: ``id``, ``parent``, ``name``, ``kind``,
+        ``state``, ``waiting_on``, ``steps``, ``busy_s``, ``cpu_s``,
+        ``age_s``, its deadline and cancel reason, and more. Every value is
+        a str, number, bool, None, list or dict, ready for ``json.dumps``;
+        the how-to on the console lists every field. Read in one walk under
+        the runtime lock, so the rows agree with each other; never raises.
+        Not a cancellation point.
+        """
+        return take_snapshot(self)
+
     def dump(self) -> str:
         """Return the live operation tree as indented text, one node per line.
 
-        Each level indents by two spaces, up to ``DUMP_INDENT`` levels; a
-        node deeper than that shows its depth instead (``(depth 153)``), so
-        the text stays linear in the size of the tree however deep it is.
-        A cancel reason or a wait whose ``str()`` raises is shown by its
-        type. Takes the runtime lock for the walk; never raises.
+        The text of ``snapshot()``: each operation with its state, where it
+        was made, its cancel, deadline and what it waits on; a
+        ``spawn_blocking`` call in flight under the task awaiting it; the
+        runtime's warnings; and last the thread counts. Each level indents
+        by two spaces, up to ``DUMP_INDENT`` (32) levels; a node deeper than that
+        shows its depth instead (``(depth 153)``), so the text stays linear
+        in the size of the tree however deep it is. A cancel reason or a
+        wait whose ``str()`` raises is shown by its type. Never raises.
         """
-        with self._lock:
-            lines = [_indent(depth) + self._describe_locked(op) for op, depth in walk(self._roots)]
-            threads = self._threads_line_locked()
-        if not lines:
-            return f"{self.name}: no live operations\n  {threads}"
-        return "\n".join([f"{self.name}:", *("  " + line for line in lines), "  " + threads])
+        return render_dump(take_snapshot(self))
 
-    def _threads_line_locked(self) -> str:
-        """The thread counts ``dump()`` shows first."""
-        extra = sum(1 for worker in self._workers if worker.extra and not worker.steps_only)
-        parked = len(self._idle)
-        stepper = self._stepper
-        regular = len(self._workers) - extra - (stepper is not None)
-        steps = (
-            ""
-            if stepper is None
-            else " + 1 stepping tasks past the cap while every worker runs a callback"
-        )
-        return (
-            f"threads: {regular} workers + {extra} extra of max_threads={self._max_threads}"
-            f"{steps} ({parked} parked), {self._blocking.thread_count()} blocking-call threads"
-        )
-
-    def _describe_locked(self, op: AsyncOperation) -> str:
-        text = f"{op.name} [{op.state.name}] {op.filename}:{op.lineno}"
-        if op._cancelled and not op.done:
-            reason = op.cancel_reason
-            text += " cancelling" + (f" ({safe_str(reason)})" if reason is not None else "")
-        if op._deadline is not None:
-            deadline = op._deadline
-            text += f" deadline={deadline:.3f}" if math.isfinite(deadline) else " deadline=never"
-        if op._task is not None and op._task.task is op:
-            try:
-                text += describe_wait(op._task)
-            except Exception:  # a user's event whose _describe() raises
-                text += " waiting on <an event whose description raised>"
-        return text
-
-    def shutdown(self, cancel: bool = True, timeout: float | None = None) -> bool:
+    def shutdown(
+        self, cancel: bool = True, timeout: float | None = None, *, grace: float | None = None
+    ) -> bool:
         """Stop the runtime: cancel live work, wait for it, join the threads.
 
         Not a cancellation point. Callable again: a second call waits for
-        what the first left running.
+        what the first left running. With ``grace``, the live work is first
+        asked to stop, as by ``op.cancel(grace=...)`` on every root: it
+        sees ``asyncop.stop_requested()`` and may end by itself, COMPLETED;
+        what still runs when the grace runs out (on the runtime's clock)
+        is cancelled. A wait that lasts logs what it waits for (WARNING
+        lines on the ``asyncop`` logger, every few seconds), and so does a
+        timeout that passes first.
 
         A KeyboardInterrupt while it waits cancels everything again and is
         raised once the shutdown is done. A second one (or a first while
@@ -539,7 +547,11 @@ class Runtime(Kernel):
                 the work to end by itself.
             timeout: seconds to wait at most, for the work and the threads
                 together; None, ``inf`` or a value of 1e9 or more waits as
-                long as it takes, and 0 or less does not wait.
+                long as it takes, and 0 or less does not wait. Work only
+                asked to stop when it passes is cancelled then.
+            grace: seconds the live work has to stop by itself before it is
+                cancelled; None (the default) or 0 cancel at once, and
+                ``inf`` only asks. Needs ``cancel=True``.
 
         Returns:
             True if every operation ended and every thread was joined; False
@@ -547,15 +559,17 @@ class Runtime(Kernel):
             threads and never keep the interpreter alive).
 
         Raises:
-            TypeError: ``timeout`` is not a number or None.
-            ValueError: ``timeout`` is NaN.
+            TypeError: ``timeout`` or ``grace`` is not a number or None.
+            ValueError: ``timeout`` is NaN, ``grace`` is NaN or negative,
+                or ``grace`` comes with ``cancel=False``.
             RuntimeError: called from inside this runtime: one of its worker
                 or blocking-call threads, or the block of one of its scopes,
                 each of which the call would wait for forever.
         """
         limit = check_timeout(timeout, f"Runtime {self.name!r}.shutdown(timeout=...)")
+        seconds = check_shutdown_grace(self.name, cancel, grace)
         self._refuse_shutdown_from_inside()
-        return shut_down(self, cancel, limit)
+        return shut_down(self, cancel, limit, seconds)
 
     def at_shutdown(self, callback: Callable[[*Ts], object], *args: *Ts) -> None:
         """Call ``callback(*args)`` when the runtime shuts down.
@@ -586,29 +600,31 @@ class Runtime(Kernel):
                 )
             self._at_shutdown.append(functools.partial(callback, *args))
 
-    def _shutdown(self, cancel: bool, limit: float | None) -> bool:
+    def _shutdown(self, cancel: bool, limit: float | None, grace: float | None = None) -> bool:
         """One pass of ``shutdown()``; a KeyboardInterrupt stops it where it lands."""
+        callbacks: list[Callable[[], object]] = []
         with self._lock:
-            self._transition_to_closing_locked()
+            if self._transition_to_closing_locked():
+                # The first pass takes the at_shutdown() callbacks, in the same
+                # step (no call in between, where a Ctrl-C could land): none
+                # is added once the runtime is CLOSING.
+                callbacks, self._at_shutdown = self._at_shutdown[::-1], []
             roots = list(self._roots)
-            callbacks, self._at_shutdown = self._at_shutdown[::-1], []
         run_isolated(callbacks, "a Runtime.at_shutdown() callback")
         end = None if limit is None else monotonic() + limit
-
-        def remaining() -> float | None:
-            return None if end is None else max(0.0, end - monotonic())
-
-        if cancel:
+        if cancel and grace is not None:
+            ask_roots(self, roots, grace)
+        elif cancel:
             cancel_roots(roots)
-        ended = True
-        for root in roots:
-            if not root._block_until_final(remaining()):
-                ended = False
+        ended = wait_for_roots(self, roots, end)
+        if not ended and cancel and grace is not None:
+            cancel_roots(roots)  # what was only asked to stop: nothing stays asked
         with self._lock:
             self._transition_to_stopped_locked()
             # (Read with the stop: no host is made for a stopped runtime.)
             host = self._asyncio_host
             workers = list(self._workers)
+            leaving = list(self._leaving)
             for worker in workers:
                 worker.event.set()
             if self._poller is not None and self._reactor is not None:
@@ -616,6 +632,9 @@ class Runtime(Kernel):
             monitor = self._monitor.stop()
         if host is not None and not host.shutdown(end):
             ended = False
+        for handle in leaving:
+            if not join_by(handle, end):
+                ended = False
         for worker in workers:
             if worker.handle is not None and not join_by(worker.handle, end):
                 ended = False
@@ -625,6 +644,9 @@ class Runtime(Kernel):
             ended = False
         reactor = self._reactor
         if reactor is not None and not reactor.shutdown(end):
+            ended = False
+        # Last: while the shutdown waits, the console shows what it waits for.
+        if self._console is not None and not self._console.detach(self, end):
             ended = False
         if isinstance(self._clock, VirtualClock):
             self._clock._unsubscribe(self)

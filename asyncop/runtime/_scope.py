@@ -17,7 +17,9 @@ decides what the ``with`` statement raises, in this order:
 
 1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
    Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
-   re-raised as themselves, carrying any failure group as ``__context__``.
+   re-raised as themselves, carrying any failure group as ``__context__``;
+   a KeyboardInterrupt also carries a note with ``dump()`` taken when it
+   arrived (``_interrupt.tree_note``).
    So is the GeneratorExit that closes an async generator suspended in the
    block. A second Ctrl-C at a sync exit stops the wait and gives up on
    the runtime's work (``_interrupt.py``): the runtime shuts down without
@@ -35,6 +37,9 @@ decides what the ``with`` statement raises, in this order:
    (``_timeout_scope.py``) tells its expiry by that, and swallows it.
 5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
    stops here.
+
+A root scope that ``Runtime(deadlock="raise")`` cancelled because the runtime
+was stuck raises the ``DeadlockError`` instead of 2 to 5 (``_deadlock.py``).
 
 A scope's error is raised out of its block only: it is not handed to the
 enclosing operation as a failing child, so code that catches it goes on.
@@ -73,35 +78,28 @@ from ..operations import (
     OperationState,
     OpKind,
     Outcome,
-    _is_final,
+    TreeWait,
     _thread_local,
-    _user_frame,
     cancelled_for,
     keywords_refused,
     only_cancelled,
     park,
-    run_after,
     thread_state,
 )
 from ..platform import check_deadline, check_timeout
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
 from ._block import enter_in_task
-from ._interrupt import gave_up, give_up, interrupt_tree
+from ._deadlock import deadlock_error_for
+from ._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
 from ._introspect import owner_of
 from ._scope_task import ScopeDone
-
-_RUNNING = OperationState.RUNNING
-_COMPLETED = OperationState.COMPLETED
-_SCOPE = OpKind.SCOPE
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_NO_OUTCOME, _VALUE = Outcome.NONE, Outcome.VALUE
-_new_object = object.__new__
+from ._spawn import new_operation
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..operations import After
     from ._kernel import Kernel
+    from ._task import TaskState
 
 __all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
 
@@ -146,7 +144,6 @@ class Scope:
         shield: bool,
         supervise: bool,
     ) -> None:
-        # (scope() writes this out when there is nothing to check: keep the two alike.)
         # Checked before anything is made: a bad value leaves nothing behind.
         if timeout is not None:
             timeout = check_timeout(timeout, "scope(timeout=...)")
@@ -171,9 +168,9 @@ class Scope:
         op = self._op
         if op is None:
             return ScopeState.NEW
-        if _is_final(op._state):
+        if op._state.final:
             return ScopeState.CLOSED
-        if op._outcome is Outcome.NONE:
+        if op._outcome is None:
             return ScopeState.OPEN
         return ScopeState.EXITING
 
@@ -182,12 +179,18 @@ class Scope:
         name = op.name if op is not None else (self._name or "scope")
         return f"<Scope {name!r} {self.state.name}>"
 
-    def _open(self, parent: AsyncOperation | None) -> AsyncOperation:
+    def _open(
+        self,
+        parent: AsyncOperation | None,
+        task: TaskState | None = None,
+        _scope: OpKind = OpKind.SCOPE,
+    ) -> AsyncOperation:
         """Make the scope operation under ``parent`` and start its block.
 
-        Whatever interrupts this after the operation exists (a Ctrl-C) ends
-        the operation's block before it propagates: no RUNNING scope is
-        left behind with nobody to close it.
+        ``task`` is the coroutine task whose scope it is, for ``async
+        with``. Whatever interrupts this after the operation exists (a
+        Ctrl-C) ends the operation's block before it propagates: no RUNNING
+        scope is left behind with nobody to close it.
         """
         if self._op is not None:
             raise RuntimeError(
@@ -201,12 +204,15 @@ class Scope:
             )
         op: AsyncOperation | None = None
         try:
-            op = _new_scope(
-                runtime,
-                parent,
-                self._name if self._name is not None else "scope",
+            op = runtime._new_operation(
+                None,
+                (),
+                parent=parent,
+                name=self._name if self._name is not None else "scope",
+                kind=_scope,
                 shield=self._shield,
                 supervise=bool(self._supervise),
+                task=task,
             )
             deadline = self._deadline
             if self._timeout is not None:
@@ -230,7 +236,7 @@ class Scope:
 
         Idempotent: an exit interrupted by a Ctrl-C calls it again.
         """
-        if op._outcome is not Outcome.NONE:
+        if op._outcome is not None:
             return
         if exc is None:
             op._end_work(Outcome.VALUE, None, None)
@@ -313,6 +319,8 @@ class Scope:
         if op is None:
             raise RuntimeError("scope exited without being entered; use it in a with statement")
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        # The tree as the first Ctrl-C found it, for the KeyboardInterrupt's note.
+        note = tree_note(op) if isinstance(interrupt, KeyboardInterrupt) else None
         waited = False
         while True:
             # Everything, the first line included, inside the try: a Ctrl-C
@@ -338,7 +346,13 @@ class Scope:
                 # A first Ctrl-C, wherever it landed: the next round ends
                 # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
+                note = note if note is not None else tree_note(op)
         verdict = self._verdict(op, exc, interrupt)
+        if isinstance(verdict, KeyboardInterrupt):
+            add_tree_note(verdict, note)
+        elif interrupt is None:
+            # A root scope that deadlock="raise" cancelled leaves with the DeadlockError.
+            verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
                 _throw(verdict)
@@ -362,7 +376,7 @@ class Scope:
         if op is None:
             return  # the statement ended before the block was entered
         _leave_thread(self, op)
-        if op._outcome is _NO_OUTCOME:
+        if op._outcome is None:
             abandon_scope(op, "a KeyboardInterrupt landed as the block was left")
 
     # -- async block ---------------------------------------------------------
@@ -375,6 +389,8 @@ class Scope:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        _value: Outcome = Outcome.VALUE,
+        _completed: OperationState = OperationState.COMPLETED,
     ) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
@@ -392,7 +408,7 @@ class Scope:
             raise RuntimeError("scope exited without being entered; use it in an async with")
         task = op._task
         misuse: RuntimeError | None = None
-        if op._outcome is not _NO_OUTCOME:
+        if op._outcome is not None:
             # Closed already, by an out-of-order exit of an enclosing scope.
             if exc is not None:
                 return False
@@ -412,24 +428,17 @@ class Scope:
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
             # no error (this runs on a worker, stepping the task).
-            if op.first_child is not None:
-                # Children to wait for: the wait records the block's end, in
-                # the same locked step as it subscribes. (Read without the
-                # lock, first_child only picks the path: either one finds
-                # out under the lock whether a child is left.)
-                await ScopeDone(op, True)
-            else:
-                op._end_work_on_worker(_VALUE, None, None)
-                if op._state is _RUNNING:
-                    await ScopeDone(op)
-            if op._state is _COMPLETED and not op._outside_cancel:
+            op._end_work_on_worker(_value, None, None)
+            if not op._state.final:
+                await ScopeDone(op)
+            if op._state is _completed and not op._outside_cancel:
                 return False
         else:
             self._end_block(op, misuse if misuse is not None else exc)
-            if op._state is _RUNNING:
-                # (A scope with no child left is final already: no wait to
-                # make, as an await whose event is ready does not suspend.)
-                await ScopeDone(op)
+        if not op._state.final:
+            # (A scope with no child left is final already: no wait to
+            # make, as an await whose event is ready does not suspend.)
+            await ScopeDone(op)
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
@@ -447,7 +456,11 @@ class Scope:
             del exc, tb, interrupt, verdict
 
     def _verdict(
-        self, op: AsyncOperation, exc: BaseException | None, interrupt: BaseException | None
+        self,
+        op: AsyncOperation,
+        exc: BaseException | None,
+        interrupt: BaseException | None,
+        _failed: OperationState = OperationState.FAILED,
     ) -> BaseException | bool:
         """What the exit raises, or whether it swallows ``exc``.
 
@@ -455,7 +468,7 @@ class Scope:
         and this one's locals would lead back to the exception.
         """
         error: BaseException | None = None
-        if op._state is OperationState.FAILED:
+        if op._state is _failed:
             error = op.error  # reading it marks it observed
             # The error leaves through the block only, and the scope does
             # not keep it: its traceback holds the frame that holds the
@@ -542,68 +555,23 @@ def _wait_final(op: AsyncOperation) -> None:
             return
         op._add_waiter_locked(waiter)
     try:
-        park(waiter, None, None)  # (marks the thread blocked: a worker's sync slot is free)
+        # (Marks the thread blocked: a worker's sync slot is free. A wait for
+        # the tree: no thread that could wake a task, for the deadlock watch.)
+        park(waiter, None, None, TreeWait(op, "the exit of its with-block"))
     except BaseException:
         op._remove_waiter(waiter)
         raise
 
 
-def _new_scope(
-    runtime: Kernel, parent: AsyncOperation | None, name: str, *, shield: bool, supervise: bool
-) -> AsyncOperation:
-    """Make a scope's operation under ``parent``: RUNNING from birth, as its block is.
-
-    ``_new_operation`` for a scope, written out: a scope is opened and
-    closed as often as a task is spawned, and has no work to queue and
-    no context of its own. It is RUNNING in the same locked step as the
-    link, so no cancel can find it unstarted. Entering it is not a
-    cancellation point: under a cancelled parent it is born with a
-    cancelled token (unless shielded), and still runs its block.
-    """
-    if parent is not None and (
-        type(parent) is not AsyncOperation or owner_of(parent) is not runtime
-    ):
-        runtime._check_parent(parent, name)  # raises
-    # scope.__enter__/__aenter__ -> Scope._open -> here: the user's frame is 4 up.
-    code, lasti = _user_frame(4)
-    owner: Any = runtime
-    op: AsyncOperation = AsyncOperation(owner, _SCOPE, None, (), name, None, code, lasti)
-    op._propagates = False  # its error leaves through the block, not to the parent
-    if shield:
-        op._shield = True
-    if supervise:
-        op._supervise = True
-    op._started_at = op._created_at  # (RUNNING from birth, below)
-    after: After = []
-    with runtime._lock:
-        if parent is None:
-            op._transition_to_running()
-            runtime._track_root_locked(op)
-        else:
-            parent._link_child_locked(op)
-            op._transition_to_running()
-            if parent._cancelled and not shield:
-                op.cancel_reason = parent.cancel_reason
-                op._cancel_token_locked(after)
-                # Born cancelled: only a cancel of the enclosing operation does that.
-                op._outside_cancel = True
-    if after:
-        run_after(after)
-    instruments = runtime._instruments
-    if instruments is not None:
-        instruments.emit(runtime, instruments.spawned, op)
-    return op
-
-
 def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
-    """The scope operation that ``_new_scope`` made before ``exc`` stopped it.
+    """The scope operation that ``new_operation`` made before ``exc`` stopped it.
 
     A Ctrl-C can land inside the call after the operation was linked into
     the tree, before it was returned. The call's frame is in the
     exception's traceback, and its locals still hold the operation: no
     other thread's scope can be mistaken for it.
     """
-    code = _new_scope.__code__
+    code = new_operation.__code__
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
@@ -644,15 +612,4 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    if timeout is not None or deadline is not None:
-        return Scope(owner_of(op), name, timeout, deadline, shield, supervise)
-    # Scope.__init__ with nothing to check, written out (calling a class
-    # with an __init__ costs more than its body): keep the two alike.
-    made: Scope = _new_object(Scope)
-    made._runtime = owner_of(op)
-    made._name = name
-    made._timeout = made._deadline = None
-    made._shield = shield
-    made._supervise = supervise
-    made._op = made._saved = made._parent = made._watch = None
-    return made
+    return Scope(owner_of(op), name, timeout, deadline, shield, supervise)

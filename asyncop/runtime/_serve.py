@@ -10,6 +10,14 @@ SystemExit still stops everything. ``accept`` failing for lack of resources
 ``ACCEPT_BACKOFF`` seconds instead of spinning, as in trio: the condition
 usually passes once some connections close.
 
+Stopping gracefully: a server asked to stop (``cancel(grace=...)`` on it or
+on an ancestor, or ``Runtime.shutdown(grace=...)``) closes its listeners at
+once, so no new connection is accepted (a client's connect is refused), and
+lets the running handlers finish; they see ``stop_requested()`` True, and
+are cancelled if they still run when the grace runs out. A child of the
+server, ``close on stop``, waits for the request beside the accept loops,
+and ends with them when the listeners are closed some other way.
+
 ``task_status.started(listeners)`` is called once the listeners accept, so
 ``await scope.start(serve_tcp, handler, 0)`` gives the caller the listeners
 (and their ports) of a server that is ready.
@@ -33,7 +41,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, ClosedResourceError
-from ._awaitables import sleep
+from ._awaitables import OpWait, sleep
+from ._compose import select
+from ._grace import wait_stop_requested
 from ._scope import scope
 from ._start import TASK_STATUS_IGNORED, TaskStatus
 from ._stream_api import PASS
@@ -205,6 +215,20 @@ async def _accept_loop(
         )
 
 
+async def _close_on_stop(listeners: list[SocketListener], loops: list[AsyncOperation]) -> None:
+    """Close the listeners once the server is asked to stop; or end with the accept loops."""
+    for loop in loops:
+        index, _ = await select(wait_stop_requested(), OpWait(loop, as_op=True))
+        if index == 0:
+            logger.info(
+                "asyncop.net: asked to stop: closed %s, letting the connections finish",
+                ", ".join(repr(listener) for listener in listeners),
+            )
+            for listener in listeners:
+                listener.close()
+            return
+
+
 async def serve_listeners(
     handler: Handler,
     listeners: Sequence[SocketListener],
@@ -220,7 +244,11 @@ async def serve_listeners(
     logged on the ``asyncop.net`` logger and ends only its own connection.
     Cancelling the server cancels every connection. Closing every listener
     stops accepting; the call then returns once the connections have ended.
-    The listeners are closed when it returns. Every argument is checked
+    Asking the server to stop (``cancel(grace=...)`` on it or an ancestor)
+    closes the listeners at once and lets the handlers finish: they see
+    ``asyncop.stop_requested()``, and the call returns once they have
+    ended, or raises ``Cancelled`` if the grace runs out first. The
+    listeners are closed when it returns. Every argument is checked
     before anything is accepted; a refused call leaves the listeners open.
 
     Args:
@@ -248,7 +276,7 @@ async def serve_listeners(
     open_streams: set[SocketStream] = set()
     try:
         async with scope(name="server") as server:
-            for listener in listeners:
+            loops = [
                 server.spawn(
                     _accept_loop,
                     listener,
@@ -258,6 +286,9 @@ async def serve_listeners(
                     open_streams,
                     name=f"accept on {listener!r}",
                 )
+                for listener in listeners
+            ]
+            server.spawn(_close_on_stop, listeners, loops, name="close on stop")
             task_status.started(listeners)
     finally:
         for listener in listeners:
@@ -284,8 +315,9 @@ async def serve_tcp(
     """Serve TCP connections on ``port``: ``handler(stream)`` runs for each.
 
     Opens the listeners with ``open_tcp_listeners`` and serves them with
-    ``serve_listeners`` (see there). Runs until cancelled. Every argument
-    is checked before a listener is opened.
+    ``serve_listeners`` (see there). Runs until cancelled, or until asked
+    to stop and its handlers have finished. Every argument is checked
+    before a listener is opened.
 
     Args:
         handler: ``async def handler(stream)``; the stream is a

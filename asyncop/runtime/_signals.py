@@ -30,8 +30,10 @@ belong to someone else.
 States
 ------
 ``NEW`` (made, handlers not installed) -> ``OPEN`` (inside the ``with``:
-our handlers installed) -> ``CLOSED`` (previous handlers restored). The
-thread that runs the ``with`` changes the state; the handlers are swapped
+our handlers installed) -> ``CLOSED`` (previous handlers restored), each
+once, by the receiver's two transitions: entering a receiver a second time
+is refused, and leaving it twice does nothing. The thread that runs the
+``with`` changes the state; the handlers are swapped
 on the main thread, and that thread waits for the swap. On the way to
 ``CLOSED`` the previous handlers come back first, then the signals that
 arrived but were not read are re-raised (``signal.raise_signal``) so that
@@ -118,20 +120,33 @@ class SignalReceiver:
 
     def __enter__(self) -> SignalReceiver:
         _check_can_install()
-        if self._state is not ReceiverState.NEW:
+        if not self._transition_to_open():
             raise RuntimeError(
                 f"{self!r} was already entered; call open_signal_receiver() again for a new one"
             )
-        self._read_fd, self._write_fd = os.pipe()
-        os.set_blocking(self._read_fd, False)
-        os.set_blocking(self._write_fd, False)
-        self._state = ReceiverState.OPEN
         try:
+            self._read_fd, self._write_fd = os.pipe()
+            os.set_blocking(self._read_fd, False)
+            os.set_blocking(self._write_fd, False)
             call_on_main_thread(self._install, f"{self!r} could not install its handlers: {_WHY}")
         except BaseException:
             self._close()
             raise
         return self
+
+    def _transition_to_open(self) -> bool:
+        """NEW -> OPEN: the with-block is entered; False if it was entered before."""
+        if self._state is not ReceiverState.NEW:
+            return False
+        self._state = ReceiverState.OPEN
+        return True
+
+    def _transition_to_closed(self) -> bool:
+        """OPEN -> CLOSED: the with-block is left; False if it was closed already."""
+        if self._state is not ReceiverState.OPEN:
+            return False
+        self._state = ReceiverState.CLOSED
+        return True
 
     def _install(self) -> None:
         """On the main thread: our handler for each signal; the previous ones are kept."""
@@ -158,13 +173,13 @@ class SignalReceiver:
             # After the restore no handler of ours can run again (handlers
             # run on the main thread, which restored them before this line),
             # so the state and the pipe are ours.
-            self._state = ReceiverState.CLOSED
-            try:
-                _redeliver(self._pop_all())
-            finally:
-                self._wake()  # a parked task wakes, sees CLOSED, and ends
-                if self._iterating.acquire(False):  # no task inside: close it here
-                    self._close_pipe()
+            if self._transition_to_closed():
+                try:
+                    _redeliver(self._pop_all())
+                finally:
+                    self._wake()  # a parked task wakes, sees CLOSED, and ends
+                    if self._iterating.acquire(False):  # no task inside: close it here
+                        self._close_pipe()
 
     def _closed(self) -> bool:
         # A method, not an inline test: the state changes under a running task

@@ -35,6 +35,11 @@ supervision flag, so that ``started()`` and the child's end cannot cross):
 - ENDED: the child ended without calling ``started()``; ``start()`` raises
   the child's failure, or RuntimeError.
 
+Only the two transitions of the status write it, and the first to come
+wins: ``started()`` refuses a start that ended (or started) already, and
+the child's end tells the caller of ``start()`` only of a start that never
+came.
+
 If the caller of ``start()`` is cancelled (or interrupted) while WAITING, it
 cancels the child, waits for it to end, and lets the cancel propagate: no
 task is left behind half started.
@@ -47,7 +52,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
-from ..operations import AsyncOperation, OperationState, thread_state
+from ..operations import AsyncOperation, OperationState, TreeWait, thread_state
 from ._interrupt import wait_after_interrupt
 from ._introspect import owner_of
 from ._kinds import describe_fn
@@ -130,33 +135,50 @@ class _Status(TaskStatus[Any]):
         op = self._op
         assert op is not None
         with op.runtime._lock:
-            if self._state is _Start.STARTED:
-                raise RuntimeError(
-                    f"task_status.started() called twice by {op.name!r}; call it once, "
-                    "when the task is ready"
-                )
-            if self._state is _Start.ENDED or op.done:
+            if op.done or not self._transition_to_started():
+                if self._state is _Start.STARTED:
+                    raise RuntimeError(
+                        f"task_status.started() called twice by {op.name!r}; call it once, "
+                        "when the task is ready"
+                    )
                 raise RuntimeError(
                     f"task_status.started() called after {op.name!r} ended; call it "
                     "from the task, before it returns"
                 )
-            self._state = _Start.STARTED
             self._value = value
             # From now on the child is an ordinary child of its scope.
             op._supervised = False
-        # Whatever cancelled the scope meanwhile reaches the child now, at its
-        # next await (outside the lock: the cancel runs on_cancel callbacks).
-        op.shield = False
-        self._ready.set()
+        try:
+            # Whatever cancelled the scope meanwhile reaches the child now, at its
+            # next await (outside the lock: the cancel runs on_cancel callbacks).
+            op.shield = False
+        finally:
+            # Even past a Ctrl-C raised by one: the child has started, and
+            # the end of the child no longer tells the caller of start().
+            self._ready.set()
 
     def _on_end(self) -> None:
         """The child is final (runs outside the runtime lock)."""
         op = self._op
         assert op is not None
         with op.runtime._lock:
-            if self._state is _Start.WAITING:
-                self._state = _Start.ENDED
+            if not self._transition_to_ended():
+                return  # started: the caller of start() was told already
         self._ready.set()
+
+    def _transition_to_started(self) -> bool:
+        """WAITING -> STARTED: ``started()``; False once started or ended."""
+        if self._state is not _Start.WAITING:
+            return False
+        self._state = _Start.STARTED
+        return True
+
+    def _transition_to_ended(self) -> bool:
+        """WAITING -> ENDED: the child ended without ``started()``; False if it started."""
+        if self._state is not _Start.WAITING:
+            return False
+        self._state = _Start.ENDED
+        return True
 
     def _outcome(self) -> Any:
         """What start() gives once ``_ready`` is set: the value, or the error."""
@@ -236,6 +258,9 @@ def _start_blocking(
     target: AsyncOperation, fn: Callable[..., Any], args: tuple[Any, ...], name: str | None
 ) -> Any:
     status = _launch(target, fn, args, name)
+    if status._op is not None:
+        # The thread waits for the tree: no thread that could wake a task.
+        status._ready._purpose = TreeWait(status._op, "start()")
     try:
         status._ready.wait()
     except BaseException as exc:
@@ -244,7 +269,7 @@ def _start_blocking(
             if isinstance(exc, KeyboardInterrupt):
                 wait_after_interrupt(status._op)  # a second Ctrl-C stops the wait
             else:
-                status._op._block_until_final(None)
+                status._op._block_until_final(None, None, TreeWait(status._op, "start()"))
             status._op._observe()
         raise
     return status._outcome()

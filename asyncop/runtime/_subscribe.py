@@ -105,6 +105,8 @@ def waker_new(
         TypeError: ``task`` is not a coroutine task, ``timeout`` is not a
             number, or ``cancellation`` is not an event.
         ValueError: ``timeout`` is NaN.
+        RuntimeError: ``task`` is not running (it is suspended or queued),
+            so this call is not part of its own wait.
     """
     try:
         waker = _waker_of(task, "waker_new()")
@@ -117,8 +119,14 @@ def waker_new(
     except BaseException:
         let_go((cancellation,))  # refused: it must not warn "never awaited" besides
         raise
+    if not waker._transition_to_no_status():
+        let_go((cancellation,))
+        raise RuntimeError(
+            f"waker_new() was called for task {task.name!r}, which is not running "
+            f"(its waker is {waker.status.name}); call it from the task's own wait, "
+            "in the _arm() of the event it awaits"
+        )
     waker._disarm_all()
-    waker._reset()
     if seconds is not None:
         resume_when(task, SleepUntil(seconds, relative=True), _timeout_callback)
     if cancellation is not None:

@@ -1,4 +1,4 @@
-"""Lock, Event and Semaphore, for coroutines and threads alike.
+"""Lock and Event, for coroutines and threads alike (Semaphore: ``_semaphore.py``).
 
 Every primitive keeps one FIFO queue of waiters, coroutine tasks or
 blocked threads, which follow the waiter protocol of ``_waiters.py``. A
@@ -21,8 +21,20 @@ what it was handed (``ThreadWaiter.abandon``). A holder acquiring its own
 is the coroutine task (its ``TaskState``) or the thread (its
 ``threading.Thread``) that acquired it.
 
+An acquire about to wait, and only then, first queues its waiter, then asks
+``_lock_cycles.py`` whether the wait would close a cycle of holders and
+waiters; if so it takes the waiter back and raises ``DeadlockError`` (a
+thread's acquire sets ``ThreadState.waits_on`` before that check, which other
+threads' checks read). An uncontended acquire does none of it.
+
+Every primitive has a ``name`` (None: unnamed) and a ``_site``, where an
+unnamed one was made (``_names.py``), and a ``_wait_text()``: what a waiter
+on it waits on, for ``dump()`` and the deadlock report; a blocked thread's
+waiter keeps the primitive for that (``ThreadWaiter.what``).
+
 ``statistics()`` reads a primitive under its mutex, into one of the frozen
-values of ``_statistics.py``.
+values of ``_statistics.py``; ``_wait_text()`` reads it without (the runtime
+lock may be held then), as a snapshot.
 
 Lock order: a primitive's own mutex, then the runtime lock of a waiter
 (taken inside ``fire``). The runtime never takes a primitive's mutex while
@@ -43,12 +55,14 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_timeout
-from ._statistics import EventStatistics, LockStatistics, SemaphoreStatistics
+from ._lock_cycles import cycle_error, holder_text
+from ._names import check_name, label, made_at, short_label
+from ._statistics import EventStatistics, LockStatistics
 from ._task import TaskState
 from ._waiters import ThreadWaiter, remove_waiter
 from ._waker import Subscription, WaitEvent
 
-__all__ = ["Event", "Lock", "LockGuard", "Semaphore"]
+__all__ = ["Event", "Lock", "LockGuard"]
 
 
 def _owner_key() -> object:
@@ -102,7 +116,7 @@ class _LockAcquire(WaitEvent):
             remove_waiter(lock._waiters, sub)
 
     def _describe(self) -> str:
-        return f"lock {self.lock.name!r}"
+        return self.lock._wait_text()
 
 
 class Lock:
@@ -113,10 +127,20 @@ class Lock:
     ``acquire(timeout)``/``release()``. If a coroutine task ends while
     holding the lock, the lock is broken: queued and later acquirers get
     ``BrokenResourceError``.
+
+    An acquire that would close a cycle of holders and waiters (this task
+    holds lock a and waits for b, whose holder waits for a) raises
+    ``DeadlockError`` at once instead of waiting forever; see
+    ``Runtime(deadlock=...)``.
+
+    Args:
+        name: shown in ``dump()``, deadlock reports, errors and ``repr``;
+            without one, those show where the lock was made.
     """
 
     def __init__(self, name: str | None = None) -> None:
-        self.name = name if name is not None else f"Lock-{id(self):x}"
+        self.name = check_name(name, "Lock")
+        self._site = made_at(1) if name is None else (None, 0)
         self._mutex = threading.Lock()
         self._owner: object = None
         self._waiters: deque[tuple[Any, object]] = deque()
@@ -126,15 +150,28 @@ class Lock:
         """True while someone holds the lock."""
         return self._owner is not None
 
+    # A wait for it is a link of a lock cycle (_lock_cycles.py).
+    _cycle_link = True
+
+    def _label(self, *details: str) -> str:
+        return label("lock", self.name, self._site, *details)
+
+    def _wait_text(self) -> str:
+        """What an acquire waits on, for ``dump()`` and reports (a snapshot)."""
+        owner = self._owner
+        if self._broken:
+            return self._label("broken")
+        return self._label("free" if owner is None else f"held by {holder_text(owner)}")
+
     def _broken_error(self) -> BrokenResourceError:
         return BrokenResourceError(
-            f"lock {self.name!r} is broken: a task ended while holding it; "
+            f"{self._label()} is broken: a task ended while holding it; "
             "make a new Lock, and release locks before a task ends"
         )
 
     def _reentry_error(self) -> RuntimeError:
         return RuntimeError(
-            f"lock {self.name!r} is already held by the task or thread acquiring it, "
+            f"{self._label()} is already held by the task or thread acquiring it, "
             "which would wait for itself forever; release it first (a Lock is not "
             "re-entrant)"
         )
@@ -156,6 +193,7 @@ class Lock:
             BrokenResourceError: the lock is broken.
             RuntimeError: the task holds the lock already.
             Cancelled: the task is cancelled while waiting.
+            DeadlockError: the wait would close a lock cycle.
         """
         return _LockAcquire(self)
 
@@ -171,6 +209,11 @@ class Lock:
                     self._take(task)
             else:
                 self._waiters.append((sub, task))
+                # Queued first, then the check: see _lock_cycles.py.
+                error = cycle_error(self, task, sub.waker.runtime)
+                if error is not None:
+                    self._waiters.pop()  # ours, last: the mutex is held throughout
+                    sub.fire(None, error)
 
     def _take(self, owner: object) -> None:
         # Under the mutex. A task remembers the locks it holds, so that
@@ -202,6 +245,8 @@ class Lock:
 
         Raises:
             BrokenResourceError: the lock is broken.
+            DeadlockError: the wait would close a lock cycle (the lock is
+                not taken, and no waiter is left queued).
             RuntimeError: the calling thread holds the lock already, or the
                 call comes from a coroutine (use ``lock_async``).
             Cancelled: the calling operation is cancelled.
@@ -227,8 +272,13 @@ class Lock:
                 elif limit == 0.0:
                     return False
                 else:
-                    waiter = ThreadWaiter()
+                    waiter = ThreadWaiter(self)
                     self._waiters.append((waiter, me))
+                    # Set before the check, which other threads' checks read.
+                    state.waits_on = waiter
+                    error = cycle_error(self, me, None if op is None else op.runtime)
+                    if error is not None:
+                        raise error  # the handler below takes the waiter back
             if taken:
                 return True
             assert waiter is not None
@@ -240,6 +290,8 @@ class Lock:
         except BaseException:
             # A Ctrl-C landing anywhere above: undo, so nothing stays held
             # or queued (errors raised on purpose have nothing to undo).
+            if state.waits_on is waiter is not None:
+                state.waits_on = None
             if taken or (waiter is not None and waiter.abandon(self._mutex, self._waiters)):
                 self.release()
             raise
@@ -254,12 +306,12 @@ class Lock:
             owner = self._owner
             if owner is None:
                 raise RuntimeError(
-                    f"release() on lock {self.name!r}, which nobody holds; "
+                    f"release() on {self._label()}, which nobody holds; "
                     "release only a lock you acquired"
                 )
             if owner is not _owner_key():
                 raise RuntimeError(
-                    f"release() on lock {self.name!r}, which another task or thread holds; "
+                    f"release() on {self._label()}, which another task or thread holds; "
                     "only the holder may release it"
                 )
             self._drop_owner(owner)
@@ -281,7 +333,7 @@ class Lock:
             self._refuse_locked(me)
             if self._owner is not None or self._waiters:
                 raise WouldBlock(
-                    f"lock {self.name!r} is held; acquire it later, or wait for it "
+                    f"{self._label()} is held; acquire it later, or wait for it "
                     "with 'await lock.lock_async()' or acquire()"
                 )
             self._take(me)
@@ -342,7 +394,8 @@ class Lock:
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "locked" if self._owner is not None else "unlocked"
-        return f"<Lock {self.name!r} {state} waiters={len(self._waiters)}>"
+        where = short_label(self.name, self._site)
+        return f"<Lock {state} waiters={len(self._waiters)} {where}>"
 
 
 # -- Event ----------------------------------------------------------------------
@@ -369,13 +422,25 @@ class _EventWait(WaitEvent):
             remove_waiter(event._waiters, sub)
 
     def _describe(self) -> str:
-        return "event"
+        return self.event._wait_text()
 
 
 class Event:
-    """A flag that, once set, releases every waiter, coroutine or thread."""
+    """A flag that, once set, releases every waiter, coroutine or thread.
 
-    def __init__(self) -> None:
+    Args:
+        name: shown in ``dump()``, deadlock reports and ``repr``; without
+            one, those show where the event was made.
+    """
+
+    # What the event stands for inside a composite (the Condition whose
+    # notify() sets it; the start() whose caller waits, a TreeWait), with
+    # a _describe() for the texts; None for a user's own event.
+    _purpose: Any = None
+
+    def __init__(self, *, name: str | None = None) -> None:
+        self.name = check_name(name, "Event")
+        self._site = made_at(1) if name is None else (None, 0)
         self._mutex = threading.Lock()
         self._set = False
         self._waiters: deque[Any] = deque()
@@ -394,6 +459,14 @@ class Event:
             self._waiters = deque()
             for waiter in waiters:
                 waiter.fire(None)
+
+    def _wait_text(self) -> str:
+        """What a waiter on this event waits on, for ``dump()`` and reports."""
+        purpose = self._purpose
+        if purpose is not None:
+            text: str = purpose._describe()
+            return text
+        return label("event", self.name, self._site, *(("set",) if self._set else ()))
 
     def statistics(self) -> EventStatistics:
         """A snapshot of the event: how many tasks and threads wait for it.
@@ -443,7 +516,7 @@ class Event:
             with self._mutex:
                 if self._set:
                     return True
-                waiter = ThreadWaiter()
+                waiter = ThreadWaiter(self)
                 self._waiters.append(waiter)
             return waiter.wait(self._mutex, self._waiters, limit, op) or self._set
         except BaseException:
@@ -452,198 +525,5 @@ class Event:
             raise
 
     def __repr__(self) -> str:
-        return f"<Event {'set' if self._set else 'clear'} waiters={len(self._waiters)}>"
-
-
-# -- Semaphore ------------------------------------------------------------------
-
-
-@final
-class _SemaphoreAcquire(WaitEvent):
-    __slots__ = ("sem",)
-
-    def __init__(self, sem: Semaphore) -> None:
-        self.sem = sem
-
-    def _arm(self, sub: Subscription) -> None:
-        sem = self.sem
-        with sem._mutex:
-            if sem._value > 0 and not sem._waiters:
-                if sub.fire(None):
-                    sem._value -= 1
-            else:
-                sem._waiters.append(sub)
-
-    def _disarm(self, sub: Subscription) -> None:
-        sem = self.sem
-        with sem._mutex:
-            remove_waiter(sem._waiters, sub)
-
-    def _describe(self) -> str:
-        return "semaphore"
-
-
-class Semaphore:
-    """A counting semaphore, FIFO-fair, for coroutines and threads.
-
-    Args:
-        value: the initial number of permits; 0 is valid.
-        max_value: if given, a ``release()`` that would raise the permits
-            above it raises ValueError (a bounded semaphore).
-    """
-
-    def __init__(self, value: int = 1, max_value: int | None = None) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"Semaphore() needs an int number of permits, got {type(value).__name__}; "
-                "pass an int such as Semaphore(3)"
-            )
-        if value < 0:
-            raise ValueError(
-                f"Semaphore({value}) needs a non-negative number of permits; pass 0 or more"
-            )
-        if max_value is not None:
-            if isinstance(max_value, bool) or not isinstance(max_value, int):
-                raise TypeError(
-                    f"Semaphore(max_value=...) needs an int or None, got "
-                    f"{type(max_value).__name__}; pass an int such as max_value=3"
-                )
-            if max_value < value:
-                raise ValueError(
-                    f"Semaphore({value}, max_value={max_value}) starts above its maximum; "
-                    "pass a max_value of at least the initial value"
-                )
-        self._max_value = max_value
-        self._mutex = threading.Lock()
-        self._value = value
-        self._waiters: deque[Any] = deque()
-
-    @property
-    def value(self) -> int:
-        """The permits available now."""
-        return self._value
-
-    @property
-    def max_value(self) -> int | None:
-        """The most permits a release may bring the semaphore to, or None for no bound."""
-        return self._max_value
-
-    def acquire_async(self) -> WaitEvent[None]:
-        """Take a permit in a coroutine, waiting for one. A cancellation point."""
-        return _SemaphoreAcquire(self)
-
-    def acquire(self, timeout: float | None = None) -> bool:
-        """Take a permit in a thread, waiting ``timeout`` seconds at most.
-
-        Called from inside an operation (a plain function running as one,
-        or the block of a sync scope), it is a cancellation point: it raises
-        ``Cancelled`` within milliseconds when that operation is cancelled
-        while the call waits, or at once if it would have to wait, taking no permit. A
-        permit handed over just before the cancel is kept (returns True).
-        From any other thread it only blocks. A KeyboardInterrupt while
-        waiting takes no permit.
-
-        Args:
-            timeout: seconds to wait at most; None, ``math.inf`` or a huge
-                value wait without limit, and 0 or less only tries.
-
-        Returns:
-            True once a permit is taken, False if the timeout passed first.
-
-        Raises:
-            Cancelled: the calling operation is cancelled.
-            RuntimeError: called from a coroutine (use ``acquire_async``).
-            TypeError: ``timeout`` is not a number.
-            ValueError: ``timeout`` is NaN.
-        """
-        state = thread_state()
-        if state.task is not None:
-            raise blocking_in_task_error(
-                "Semaphore.acquire()", "'await sem.acquire_async()' or 'async with sem'"
-            )
-        limit = (
-            None if timeout is None else check_timeout(timeout, "Semaphore.acquire(timeout=...)")
-        )
-        op = state.op  # the operation whose cancel ends the wait, if any
-        waiter: ThreadWaiter | None = None
-        taken = False
-        try:
-            with self._mutex:
-                if self._value > 0 and not self._waiters:
-                    self._value -= 1
-                    taken = True
-                elif limit == 0.0:
-                    return False
-                else:
-                    waiter = ThreadWaiter()
-                    self._waiters.append(waiter)
-            if taken:
-                return True
-            assert waiter is not None
-            return waiter.wait(self._mutex, self._waiters, limit, op)
-        except BaseException:
-            # A Ctrl-C landing anywhere above: the permit goes back.
-            if taken or (waiter is not None and waiter.abandon(self._mutex, self._waiters)):
-                self.release()
-            raise
-
-    def acquire_nowait(self) -> None:
-        """Take a permit if one is free and nobody waits for one, without waiting.
-
-        Usable from a coroutine and from a thread alike. Not a cancellation
-        point.
-
-        Raises:
-            WouldBlock: no permit is free, or others are queued for one.
-        """
-        with self._mutex:
-            if self._value > 0 and not self._waiters:
-                self._value -= 1
-                return
-        raise WouldBlock(
-            "the semaphore has no free permit; acquire later, or wait for one with "
-            "'await sem.acquire_async()' or acquire()"
-        )
-
-    def statistics(self) -> SemaphoreStatistics:
-        """A snapshot of the semaphore: how many tasks and threads wait for a permit.
-
-        Not a cancellation point.
-        """
-        with self._mutex:
-            return SemaphoreStatistics(len(self._waiters))
-
-    def release(self) -> None:
-        """Return a permit: to the first live waiter, or to the pool.
-
-        Raises:
-            ValueError: the permits would go above ``max_value``.
-        """
-        with self._mutex:
-            while self._waiters:
-                if self._waiters.popleft().fire(None):
-                    return
-            if self._max_value is not None and self._value >= self._max_value:
-                raise ValueError(
-                    f"release() on a Semaphore already at its max_value={self._max_value}; "
-                    "release only permits that were acquired"
-                )
-            self._value += 1
-
-    def __enter__(self) -> Semaphore:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    async def __aenter__(self) -> Semaphore:
-        await self.acquire_async()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
-
-    def __repr__(self) -> str:
-        bound = "" if self._max_value is None else f" max_value={self._max_value}"
-        return f"<Semaphore value={self._value}{bound} waiters={len(self._waiters)}>"
+        where = short_label(self.name, self._site)
+        return f"<Event {'set' if self._set else 'clear'} waiters={len(self._waiters)} {where}>"

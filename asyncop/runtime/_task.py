@@ -67,7 +67,6 @@ from ..operations import (
     SUSPEND_CODE,
     AsyncOperation,
     Cancelled,
-    OperationState,
     Outcome,
     ThreadState,
     cancelled_for,
@@ -77,8 +76,7 @@ from ..operations import (
 )
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
-from ._scope_task import ScopeDone
-from ._usage import LONG, CpuMeter, charge, wall_clock
+from ._usage import CpuMeter, charge
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
@@ -93,16 +91,6 @@ __all__ = [
     "strip_own_frame",
 ]
 
-# Enum members read once: on Python 3.11 reading one through its class goes
-# through the enum metaclass's __getattr__ hook, ten times slower than a global.
-_PENDING = OperationState.PENDING
-_RUNNING = OperationState.RUNNING
-_NO_OUTCOME = Outcome.NONE
-_VALUE, _ERROR, _CANCELLED = Outcome.VALUE, Outcome.ERROR, Outcome.CANCELLED
-_NO_STATUS = WakerStatus.NO_STATUS
-_RESULT = WakerStatus.RESULT
-_QUEUED = WakerStatus.QUEUED
-_WAITING = WakerStatus.WAITING
 _MAX_INLINE = 32
 # The types of asyncop's own compiled generators and coroutines (none when
 # it runs as Python, where they are the usual ones).
@@ -117,18 +105,7 @@ class TaskState(Waker):
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
-        # Waker.__init__, written out (one made per spawn): keep the two alike.
-        self.task = op
-        self.runtime = runtime
-        self.status = _NO_STATUS
-        self.events = None
-        self.triggered = None
-        self.result = None
-        self.error = None
-        self.filename = ""
-        self.lineno = 0
-        self.generation = 0
-        self.queued_at = 0
+        Waker.__init__(self, op, runtime)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -146,20 +123,26 @@ class TaskState(Waker):
         self.saw_cancel = False
 
     def suspension_point(self) -> tuple[str, int] | None:
-        """Where the coroutine is suspended: its innermost awaiting frame."""
+        """Where the coroutine is suspended: its innermost awaiting frame.
+
+        The innermost user frame, not asyncop's own ``__await__``, nor
+        anyio's (an ``await event.wait()`` of anyio's names the line that
+        awaits it); anyio's, if the task runs anyio's code alone.
+        """
         coro: Any = self.coro
-        frame = None
+        user = other = None
         while coro is not None:
             inner = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-            # Report the innermost user frame, not asyncop's own __await__
-            # (whose frame, compiled, is a stand-in with no line).
-            if (
-                inner is not None
-                and type(coro) not in _COMPILED_AWAITING
-                and not inner.f_globals.get("__name__", "").startswith("asyncop.")
-            ):
-                frame = inner
+            # Not asyncop's own __await__ (whose frame, compiled, is a
+            # stand-in with no line).
+            if inner is not None and type(coro) not in _COMPILED_AWAITING:
+                module = inner.f_globals.get("__name__", "")
+                if not module.startswith("asyncop."):
+                    other = inner
+                    if not (module == "anyio" or module.startswith("anyio.")):
+                        user = inner
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        frame = user or other
         if frame is None:
             return None
         return frame.f_code.co_filename, frame.f_lineno
@@ -180,20 +163,25 @@ _RETURNED: Any = object()
 CANCEL_LATER = Cancelled()
 
 
-def on_cancel_running(op: AsyncOperation, after: After) -> None:
+def on_cancel_running(
+    op: AsyncOperation,
+    after: After,
+    _waiting: WakerStatus = WakerStatus.WAITING,
+    _queued: WakerStatus = WakerStatus.QUEUED,
+) -> bool:
     """A RUNNING coroutine task (or an async scope in one) was cancelled.
 
     Called by the cancel walk under the runtime lock. Wakes the task with
     ``Cancelled`` if it is suspended on a cancellable wait and its effective
-    token is now cancelled.
+    token is now cancelled; returns whether it did.
     """
     task: TaskState | None = op._task
     if task is None:
-        return
+        return False
     waker = task
     if not (task.cancellable and task.current._cancelled):
-        return
-    if waker.status is _WAITING:
+        return False
+    if waker.status is _waiting:
         waker.triggered = None
         waker.result = None
         # The exception itself is made when the task is stepped: a cancel
@@ -205,16 +193,20 @@ def on_cancel_running(op: AsyncOperation, after: After) -> None:
         # next cancel walk wakes it again, and step() drops the stale
         # queue entry, as it runs only a QUEUED waker.
         waker.runtime._push_locked(waker.task, resumed=True)
-        if waker._transition_to_queued():
-            task.task._wakes += 1
-            instruments = waker.runtime._instruments
-            if instruments is not None and instruments.woken:
-                after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
-    elif waker.error is CANCEL_LATER and waker.status is _QUEUED:
+        if not waker._transition_to_queued():
+            return False
+        task.task._wakes += 1
+        instruments = waker.runtime._instruments
+        if instruments is not None and instruments.woken:
+            after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
+        return True
+    if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
         # queue is harmless, its step finds the waker no longer QUEUED.
         waker.runtime._push_locked(waker.task, resumed=True)
+        return True
+    return False
 
 
 def deliver_cancel(task: TaskState) -> Cancelled:
@@ -266,12 +258,18 @@ def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
         return True, exc
 
 
-def step(runtime: Kernel, op: AsyncOperation, state: ThreadState, meter: CpuMeter) -> None:
+def step(
+    runtime: Kernel,
+    op: AsyncOperation,
+    state: ThreadState,
+    meter: CpuMeter,
+    _value: Outcome = Outcome.VALUE,
+) -> None:
     """Resume a coroutine task until it suspends or ends; charge ``op.stats`` for it.
 
     ``state`` and ``meter`` are the stepping worker's. The path of a task that
-    awaits checkpoints and returns a value is written out here; see
-    ``_first_coroutine``, ``_wait_on`` and ``_fail`` for the rest. The time is
+    awaits checkpoints and returns a value stays in this function; see
+    ``_first_coroutine``, ``_wait_on`` and ``_raised`` for the rest. The time is
     charged as the task yields (before anything hands it to another worker)
     and as it ends (before the operation does).
 
@@ -289,13 +287,11 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState, meter: CpuMete
     lock = runtime._lock
     lock.acquire()
     try:
-        first = op._state is _PENDING
-        if first:
-            if op._outcome is not _NO_OUTCOME:  # (cancelled while queued: never runs)
-                waker._transition_to_ignored()
-                return
-            op._state = _RUNNING  # (_transition_to_running, inline)
-        elif not waker._transition_to_result():
+        # No coroutine yet: its first step, unless a cancel ended its work
+        # while it was queued (its waker IGNORED), and then it never runs.
+        # Else only a QUEUED waker resumes: any other queue entry is stale.
+        first = task.coro is None
+        if not (op._transition_to_running() if first else waker._transition_to_result()):
             return
     finally:
         lock.release()
@@ -336,16 +332,10 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState, meter: CpuMete
             _raised(task, exc, state, meter, start)
             del op, task, waker
             return
-        meter.last = now = wall_clock()  # charge(op, meter, start), written out
-        wall = now - start
-        op._busy += wall
-        if wall < LONG:
-            op._cpu += wall * meter.ratio
-        else:
-            meter.charge_long(op, wall, now)
+        now = charge(op, meter, start)
         if ev is _RETURNED:
             try:
-                _finish(task, _VALUE, value, None)
+                _finish(task, _value, value, None)
             finally:
                 state.task = None
             return
@@ -365,7 +355,12 @@ def step(runtime: Kernel, op: AsyncOperation, state: ThreadState, meter: CpuMete
 
 
 def _raised(
-    task: TaskState, exc: BaseException, state: ThreadState, meter: CpuMeter, start: float
+    task: TaskState,
+    exc: BaseException,
+    state: ThreadState,
+    meter: CpuMeter,
+    start: float,
+    _cancelled: Outcome = Outcome.CANCELLED,
 ) -> None:
     """End the task with what its coroutine raised (``step``'s own path is for a return).
 
@@ -374,7 +369,7 @@ def _raised(
     try:
         charge(task.task, meter, start)
         if isinstance(exc, Cancelled):
-            _finish(task, _CANCELLED, None, None)
+            _finish(task, _cancelled, None, None)
         else:
             _fail(task, exc)
     finally:
@@ -423,8 +418,8 @@ def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseExc
     lock = runtime._lock
     lock.acquire()  # (worker thread only, see step)
     try:
-        task._requeue()
-        runtime._push_locked(task.task, state)
+        if task._transition_to_requeued():
+            runtime._push_locked(task.task, state)
     finally:
         lock.release()
     return None
@@ -441,7 +436,6 @@ def _first_coroutine(
     """
     fn = op._fn
     assert fn is not None
-    op._started_at = start if op.runtime._stamp is wall_clock else op.runtime._stamp()
     try:
         if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
             # Calling an async def function only binds its arguments and
@@ -452,7 +446,7 @@ def _first_coroutine(
             coro = ctx.run(fn, *op._args)
     except BaseException as exc:
         charge(op, meter, start)
-        _finish(task, _ERROR, None, strip_own_frame(exc))
+        _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
         # The failure's traceback keeps the frame that raised it, and that
         # frame keeps this one (its f_back) with the locals it has when it
         # returns: let go of the task, which keeps the failure, or the
@@ -461,7 +455,7 @@ def _first_coroutine(
         return None
     if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
         charge(op, meter, start)
-        _finish(task, _VALUE, coro, None)
+        _finish(task, Outcome.VALUE, coro, None)
         return None
     task.coro = coro
     return coro
@@ -490,10 +484,10 @@ def _resumed(task: TaskState, error: BaseException | None) -> BaseException | No
 def _fail(task: TaskState, exc: BaseException) -> None:
     """End the task with what its coroutine raised, other than a bare ``Cancelled``."""
     if only_cancelled(exc):
-        _finish(task, _CANCELLED, None, None)
+        _finish(task, Outcome.CANCELLED, None, None)
     else:
         # (foreign_failure: asyncio or trio code that found no loop of its own.)
-        _finish(task, _ERROR, None, strip_own_frame(foreign_failure(exc)))
+        _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(exc)))
 
 
 class _NotReady:
@@ -513,8 +507,6 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     """
     entry_checked: bool | None
     error: BaseException | None
-    if type(ev) is ScopeDone and ev._suspend(task):
-        return _NOT_READY, None, inline  # a scope's exit, waiting for its children
     locked = False
     if type(ev) is AsyncOperation:
         ev = OpWait(ev)
@@ -565,7 +557,9 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         # The event's own code failed: the task gets the error at its
         # await, which is the one place it can be handled.
         waker._disarm_all()
-        waker._reset()
+        # Forget the wait: a late firing of it loses.
+        forgot = waker._transition_to_no_status()
+        assert forgot, f"{waker!r} armed a wait outside its running task"
         value, error = None, exc
     else:
         if value is _NOT_READY:
@@ -576,11 +570,11 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         # Too many ready-at-once waits in a row: deliver this one
         # after a trip through the ready queue.
         with lock:
-            waker._reset()
-            waker.result, waker.error = value, error
-            waker._transition_to_requeued()
-            waker.runtime._push_locked(task.task)
-        return _NOT_READY, None, inline
+            if waker._transition_to_requeued():
+                # Delivered as the task resumes, as an event's result is.
+                waker.result, waker.error = value, error
+                waker.runtime._push_locked(task.task)
+                return _NOT_READY, None, inline
     return value, error, inline
 
 
@@ -592,14 +586,14 @@ def _suspend_locked(task: TaskState, cancellable: bool) -> tuple[Any, BaseExcept
     ``Cancelled`` (cancellation point, check 2, just before suspending).
     """
     waker = task
-    if waker.status is _RESULT:
-        return waker.result, waker.error
-    if cancellable and task.current._cancelled:
-        waker._transition_to_result_early()
+    if cancellable and task.current._cancelled and waker._transition_to_result_early():
         return None, deliver_cancel(task)
-    waker._transition_to_waiting()
-    task.cancellable = cancellable
-    return _NOT_READY, None
+    if waker._transition_to_waiting():
+        task.cancellable = cancellable
+        return _NOT_READY, None
+    # An event fired while the wait was armed (RESULT): it wins, even
+    # over a cancel, and the task goes on with it.
+    return waker.result, waker.error
 
 
 def strip_own_frame(exc: BaseException) -> BaseException:
@@ -614,10 +608,17 @@ def strip_own_frame(exc: BaseException) -> BaseException:
     return exc
 
 
-def _finish(task: TaskState, outcome: Outcome, value: Any, error: BaseException | None) -> None:
-    if task.saw_cancel and outcome is _VALUE:
+def _finish(
+    task: TaskState,
+    outcome: Outcome,
+    value: Any,
+    error: BaseException | None,
+    _value: Outcome = Outcome.VALUE,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
+    if task.saw_cancel and outcome is _value:
         # Cancelled was delivered and caught: the value is discarded.
-        outcome, value = _CANCELLED, None
+        outcome, value = _cancelled, None
     # Drop the finished coroutine now: its frames reference the operation.
     task.coro = None
     if task.outer:
@@ -652,12 +653,11 @@ def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeE
     return failure
 
 
-def describe_wait(task: TaskState) -> str:
-    """What a parked task waits on, and where, for ``dump()``."""
+def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
+    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
     waker = task
-    if waker.status is not _WAITING:
-        return ""
+    if waker.status is not WakerStatus.WAITING:
+        return None
     what = ", ".join(describe_event(sub.event) for sub in list(waker.events or ())) or "?"
     point = task.suspension_point()
-    where = f" at {point[0]}:{point[1]}" if point else ""
-    return f" waiting on {what}{where}"
+    return what, (f"{point[0]}:{point[1]}" if point else None)

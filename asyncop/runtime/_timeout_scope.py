@@ -118,14 +118,20 @@ class TimeoutScope:
         """
         return self._caught
 
-    def cancel(self, reason: object = None) -> None:
+    def cancel(self, reason: object = None, *, grace: float | None = None) -> None:
         """Cancel the block and its children; the exit then goes on after the block.
 
         Not a ``TimeoutError``, even for ``fail_after``: the block was
-        cancelled on purpose. Callable from any thread.
+        cancelled on purpose. Callable from any thread. With ``grace``, the
+        block and its children are first asked to stop, and cancelled only
+        if they still run when the grace runs out (see
+        ``AsyncOperation.cancel``); a block that ends by itself meanwhile
+        leaves ``cancelled_caught`` False.
 
         Raises:
             RuntimeError: the block has not been entered yet.
+            TypeError: ``grace`` is not a number.
+            ValueError: ``grace`` is NaN or negative.
         """
         op = self._scope._op
         if op is None:
@@ -133,7 +139,7 @@ class TimeoutScope:
                 f"cancel() on {self._scope._name}, which was not entered; "
                 "call it inside the 'async with' block"
             )
-        op.cancel(reason)
+        op.cancel(reason, grace=grace)
 
     def __repr__(self) -> str:
         state = self._scope.state.name

@@ -128,8 +128,10 @@ async def serve_unix(
 ) -> None:
     """Serve a Unix-domain stream socket at ``path``: ``handler(stream)`` runs per connection.
 
-    See ``serve_listeners`` for how connections are run, supervised and
-    cancelled. ``task_status.started([listener])`` is called once it accepts.
+    See ``serve_listeners`` for how connections are run, supervised,
+    stopped gracefully (asked to stop, it closes the listener and lets the
+    handlers finish) and cancelled. ``task_status.started([listener])`` is
+    called once it accepts.
 
     Raises:
         OSError: the path cannot be bound.

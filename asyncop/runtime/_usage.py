@@ -92,7 +92,7 @@ class CpuMeter:
         """
         now = wall_clock()
         if now - self.wall_mark > FRESH:
-            self.refresh(now)
+            self._refresh(now)
         self.run_start = self.last = now
         return now
 
@@ -100,7 +100,7 @@ class CpuMeter:
         """The run of items ends (at ``last``): count its wall time."""
         self.since += self.last - self.run_start
 
-    def refresh(self, now: float) -> None:
+    def _refresh(self, now: float) -> None:
         """Read the CPU clock; the items since the last reading give the new ratio."""
         cpu = _cpu_clock()
         since = self.since
@@ -126,8 +126,7 @@ class CpuMeter:
 def charge(op: AsyncOperation, meter: CpuMeter, start: float) -> float:
     """Charge ``op`` the wall and CPU time from ``start`` to now; return now.
 
-    The caller counts the step. ``_task.step`` writes this out for the
-    commonest case, a task that yields: keep the two alike.
+    The caller counts the step.
     """
     meter.last = now = wall_clock()
     wall = now - start

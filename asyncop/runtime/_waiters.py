@@ -36,11 +36,18 @@ class ThreadWaiter:
     False), then either *fired* (``done`` and ``fired``: the result is the
     waiter's, whatever happens to the thread next) or *abandoned* (``done``
     only: it timed out, was cancelled or interrupted, and ``fire`` refuses).
+
+    ``what`` is the primitive it waits on (with ``receiving`` for a
+    channel: which side), for ``dump()``, the deadlock report and the
+    lock-cycle check, which read it through the thread's
+    ``ThreadState.waits_on``.
     """
 
-    __slots__ = ("_park", "done", "error", "fired", "value")
+    __slots__ = ("_park", "done", "error", "fired", "receiving", "value", "what")
 
-    def __init__(self) -> None:
+    def __init__(self, what: Any = None, *, receiving: bool | None = None) -> None:
+        self.what = what
+        self.receiving = receiving
         self._park = _thread.allocate_lock()
         self._park.acquire()
         self.done = False
@@ -84,7 +91,7 @@ class ThreadWaiter:
         Raises:
             Cancelled: ``op`` was cancelled and nothing was handed over.
         """
-        park(self._park, timeout, op)
+        park(self._park, timeout, op, self)
         with mutex:
             if self.done:
                 return True
@@ -93,6 +100,16 @@ class ThreadWaiter:
         if op is not None and op._cancelled:
             raise cancelled_error(op)
         return False
+
+    def _describe(self) -> str:
+        what = self.what
+        if what is None:
+            return "a primitive"
+        if self.receiving is None:
+            text: str = what._wait_text()
+        else:
+            text = what._wait_text(receiving=self.receiving)
+        return text
 
     def abandon(self, mutex: threading.Lock, queue: deque[Any]) -> bool:
         """Give up after an interrupt: leave the queue, or report a hand-over.

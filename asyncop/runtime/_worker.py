@@ -78,12 +78,24 @@ fires the waker and steps the task itself. While no worker is parked, the
 busy workers poll once per round (step 4), and the monitor covers a
 runtime whose workers are all held by long work.
 
-Who writes what: ``item``, ``item_seq``, ``stepping``, ``in_sync`` and
-``replaced`` are written by the worker itself and read by the monitor;
-``cpu_clock``, ``thread_state`` and ``steps_only`` are set once when the
-thread starts; ``meter`` and ``ended_later`` are used by the worker's
-thread alone;
-everything else is written under the runtime lock.
+States
+------
+A worker is BUSY (running the loop), PARKED (on the idle stack, on its
+wake event) or POLLING (on the idle stack, in the I/O multiplexer), and
+RETIRED once it has left the pool::
+
+    BUSY --park--> PARKED | POLLING --unpark--> BUSY
+    any --retire--> RETIRED
+
+Who writes what: this module owns ``state``: the ``_transition_to_*``
+methods of :class:`Worker` are the only code that writes it, under the
+runtime lock, and each says whether it happened (``_unpark_locked`` in
+``_pool.py`` counts a worker active again only if it was parked). ``item``,
+``item_seq``, ``stepping``, ``in_sync`` and ``replaced`` are written by the
+worker itself and read by the monitor; ``cpu_clock``, ``thread_state`` and
+``steps_only`` are set once when the thread starts; ``meter`` and
+``ended_later`` are used by the worker's thread alone; everything else is
+written under the runtime lock.
 """
 
 from __future__ import annotations
@@ -135,10 +147,6 @@ class WorkerState(enum.Enum):
     PARKED = "parked"  # on the idle stack, waiting on its wake event
     POLLING = "polling"  # on the idle stack, waiting in the I/O multiplexer
     RETIRED = "retired"  # out of the pool; the thread is ending
-
-
-# (An enum member read through its class costs a lookup: hot paths use these.)
-_BUSY, _PARKED, _POLLING = WorkerState.BUSY, WorkerState.PARKED, WorkerState.POLLING
 
 
 @final
@@ -201,10 +209,52 @@ class Worker:
         self.ended_later: list[AsyncOperation[Any]] = []
 
     @property
-    def parked(self) -> bool:
+    def parked(
+        self,
+        _parked: WorkerState = WorkerState.PARKED,
+        _polling: WorkerState = WorkerState.POLLING,
+    ) -> bool:
         """Whether the worker is on the idle stack (parked or polling)."""
         state = self.state
-        return state is _PARKED or state is _POLLING
+        return state is _parked or state is _polling
+
+    # -- transitions (under the runtime lock) ------------------------------
+
+    def _transition_to_parked(
+        self,
+        poll: bool,
+        _busy: WorkerState = WorkerState.BUSY,
+        _parked: WorkerState = WorkerState.PARKED,
+        _polling: WorkerState = WorkerState.POLLING,
+    ) -> bool:
+        """BUSY -> PARKED, or POLLING with ``poll`` (it waits in the I/O multiplexer)."""
+        # Invariant: only a busy worker parks.
+        if self.state is not _busy:
+            return False
+        self.state = _polling if poll else _parked
+        return True
+
+    def _transition_to_busy(
+        self,
+        _parked: WorkerState = WorkerState.PARKED,
+        _polling: WorkerState = WorkerState.POLLING,
+        _busy: WorkerState = WorkerState.BUSY,
+    ) -> bool:
+        """PARKED or POLLING -> BUSY: popped and woken, or back from its wait."""
+        # Invariant: a worker is unparked once per park, whoever gets there first.
+        state = self.state
+        if state is not _parked and state is not _polling:
+            return False
+        self.state = _busy
+        return True
+
+    def _transition_to_retired(self, _retired: WorkerState = WorkerState.RETIRED) -> bool:
+        """-> RETIRED: the worker leaves the pool, and its thread ends."""
+        # Invariant: a worker retires once.
+        if self.state is _retired:
+            return False
+        self.state = _retired
+        return True
 
     def holds_sync_slot(self) -> bool:
         """Whether it runs a sync callback that is not waiting inside asyncop."""
@@ -312,7 +362,6 @@ def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     _log_exception("asyncop: worker %r of runtime %r hit an error; it carries on", worker, rt)
     state.op = None
     state.task = None
-    state.keep_next_push = False
     if worker.item_seq & 1:
         worker.item_seq += 1
     worker.replaced = False
@@ -337,11 +386,16 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
     parking worker think another one is busy, and it would then skip waking
     wait_all_blocked() or jumping the clock.
     """
+    if not worker._transition_to_retired():
+        return
     # Always called on the worker's own thread. From here on, what this
     # thread pushes must wake another worker: it runs no more queue.
     thread_state().worker = None
     if worker in rt._workers:
         rt._workers.remove(worker)
+        if worker.handle is not None:
+            rt._leaving = [handle for handle in rt._leaving if handle.is_alive()]
+            rt._leaving.append(worker.handle)
     if worker in rt._idle:
         rt._idle.remove(worker)
     else:
@@ -350,7 +404,6 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
         rt._poller = None
     if rt._stepper is worker:
         rt._stepper = None
-    worker.state = WorkerState.RETIRED
     if rt._next_deadline < _INF and not rt._stopping and rt._idle:
         # This worker may be the one that was to fire the next timer: hand
         # it on to a parked worker, which re-parks on the current deadline.
@@ -380,11 +433,12 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
             reactor is not None
             and reactor.drives_epoll
             and rt._poller is None
-            and (reactor._table or reactor._used)
+            and bool(reactor._table or reactor._used)
             and not _another_polls_soon(rt, worker)
         )
+        if not worker._transition_to_parked(poll):
+            return True  # (not busy: nothing to park)
         rt._idle.append(worker)
-        worker.state = _POLLING if poll else _PARKED
         rt._active -= 1
         if rt._dynamic:
             worker.parked_at = monotonic()  # for may_retire_locked
@@ -434,16 +488,16 @@ def _park_stepper(rt: Kernel, worker: Worker) -> bool:
             return True
         if timeout is _RETIRE or timeout is None:
             timeout = EXTRA_IDLE
-        worker.state = _PARKED
+        if not worker._transition_to_parked(False):
+            return True  # (not busy: nothing to park)
         rt._active -= 1
     worker.event.wait(timeout)
     with rt._lock:
-        if worker.state is _PARKED:
-            rt._unpark_locked(worker)
+        rt._unpark_locked(worker)  # (unless _give_steps_a_thread_locked did)
     return True
 
 
-def _another_polls_soon(rt: Kernel, worker: Worker) -> bool:
+def _another_polls_soon(rt: Kernel, worker: Worker, _busy: WorkerState = WorkerState.BUSY) -> bool:
     """Whether another worker runs the loop, and so polls at its next round.
 
     Then this one parks on its own event: two threads taking turns at the
@@ -451,7 +505,7 @@ def _another_polls_soon(rt: Kernel, worker: Worker) -> bool:
     sync callback polls only once the callback ends.
     """
     for other in rt._workers:
-        if other is not worker and other.state is _BUSY and not other.in_sync:
+        if other is not worker and other.state is _busy and not other.in_sync:
             return True
     return False
 

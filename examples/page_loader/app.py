@@ -8,19 +8,25 @@ the same single call, ``root.cancel(reason)``, which cancels the whole tree:
 - ``--cancel-after S``: the loop cancels once S seconds have passed;
 - ``--switch-to PAGE``: the same (after ``--cancel-after`` seconds, default
   0.3), then it loads PAGE;
-- Ctrl-C: the SIGINT handler only sets a flag, which the loop turns into
-  the cancel within one tick. A handler that raised ``KeyboardInterrupt``
-  could land anywhere in the main thread, even halfway through a redraw.
-  A second Ctrl-C raises ``KeyboardInterrupt`` as usual, as an escape hatch.
+- Ctrl-C stops gracefully: ``root.cancel(reason, grace=STOP_GRACE)`` asks
+  the tree to stop, and the fetches in flight have one second to finish
+  (``fetch_comments`` starts no author fetch once asked); what still runs
+  then is cancelled. A second Ctrl-C cancels at once, and a third raises
+  ``KeyboardInterrupt`` as usual, as an escape hatch. The SIGINT handler
+  only counts the presses, and the loop acts on the count within one tick:
+  a handler that raised ``KeyboardInterrupt`` could land anywhere in the
+  main thread, even halfway through a redraw.
 - SIGTERM (``kill PID``): a task reads it from an ``open_signal_receiver``
-  and sets the same flag, so the tree is cancelled the same way.
+  and counts it like a Ctrl-C, so the tree stops the same way.
 
 ``--tls`` serves and loads the pages over HTTPS, with a certificate made at
-start (see ``tls``).
+start (see ``tls``). ``--console PATH`` serves the runtime's live tree on a
+Unix socket, for ``python -m asyncop ps|tree|top PATH`` in another terminal.
 
 Exit status: 0 when the page loaded, or when the load was cancelled by
 ``--cancel-after``; 1 when the load failed; 2 when ``--tls`` cannot be
-served (``trustme`` is missing); 130 after Ctrl-C; 143 after SIGTERM.
+served (``trustme`` is missing) or the ``--console`` socket cannot be made;
+130 after Ctrl-C; 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ __all__ = ["main"]
 
 TICK = 0.05
 SWITCH_DELAY = 0.3
+# Seconds the fetches in flight get to finish after a first Ctrl-C or SIGTERM.
+STOP_GRACE = 1.0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -64,12 +72,32 @@ EXIT_TERMINATED = 143
 
 
 class CtrlC:
-    """While active, turns SIGINT into a flag that the watch loop reads."""
+    """While active, counts SIGINT (and SIGTERM) for the watch loop to read."""
 
     def __init__(self) -> None:
-        self.pressed = False
-        self.by = "Ctrl-C"  # or "SIGTERM", set by cancel_on_sigterm
+        # "Ctrl-C" or "SIGTERM", in the order they came; the first two count.
+        self.signals: list[str] = []
         self._previous: object = None
+
+    @property
+    def pressed(self) -> bool:
+        """Whether the user asked to stop."""
+        return bool(self.signals)
+
+    @property
+    def by(self) -> str:
+        """What asked first: ``Ctrl-C`` or ``SIGTERM``."""
+        return self.signals[0] if self.signals else "Ctrl-C"
+
+    @property
+    def now(self) -> str | None:
+        """What asked a second time, to stop at once; None before that."""
+        return self.signals[1] if len(self.signals) > 1 else None
+
+    def add(self, name: str) -> None:
+        """Count one more request to stop."""
+        if len(self.signals) < 2:
+            self.signals.append(name)
 
     def __enter__(self) -> CtrlC:
         self._previous = signal.signal(signal.SIGINT, self._on_sigint)
@@ -81,27 +109,37 @@ class CtrlC:
         signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        if self.pressed:
-            raise KeyboardInterrupt  # pressed twice: stop waiting for a clean end
-        self.pressed = True
+        if self.now is not None:
+            raise KeyboardInterrupt  # a third time: stop waiting for a clean end
+        self.add("Ctrl-C")
 
 
 async def cancel_on_sigterm(received: SignalReceiver, ctrl_c: CtrlC) -> None:
-    """Turn SIGTERM into the flag Ctrl-C sets; ends when the receiver is closed."""
+    """Count SIGTERM as a Ctrl-C; ends when the receiver is closed."""
     async for _signum in received:
-        ctrl_c.by = "SIGTERM"
-        ctrl_c.pressed = True
+        ctrl_c.add("SIGTERM")
 
 
 @dataclass
 class Load:
-    """How one load went: its root, its recorded tree, and the cancel, if any."""
+    """How one load went: its root, its recorded tree, and the stop or cancel, if any."""
 
     root: asyncop.AsyncOperation
     recorder: OpRecorder
+    stop_reason: str | None = None
+    asked_at: float | None = None
     cancel_reason: str | None = None
     cancelled_at: float | None = None
     ended_at: float | None = None
+
+    def stop(self, reason: str, view: View) -> None:
+        """Ask the load to stop: the fetches in flight get ``STOP_GRACE`` seconds."""
+        self.root.cancel(reason, grace=STOP_GRACE)
+        self.stop_reason, self.asked_at = reason, time.monotonic()
+        view.note(
+            f"stopping: the fetches in flight have {STOP_GRACE:g} s to finish "
+            f"({reason} again stops now)"
+        )
 
     def cancel(self, reason: str) -> None:
         """Cancel the load: one call on the root cancels the whole tree."""
@@ -132,11 +170,13 @@ def load(
     while not root.done:
         view.show(recorder.rows())
         if done.cancel_reason is None:
-            if ctrl_c.pressed:
-                done.cancel(ctrl_c.by)
-            elif deadline is not None and time.monotonic() >= deadline:
+            if ctrl_c.now is not None:
+                done.cancel(f"a second {ctrl_c.now}")
+            elif ctrl_c.pressed and done.asked_at is None:
+                done.stop(ctrl_c.by, view)
+            elif deadline is not None and time.monotonic() >= deadline and not ctrl_c.pressed:
                 done.cancel(cancel_reason)
-        _wait_one_tick(root, None if done.cancel_reason else deadline)
+        _wait_one_tick(root, None if done.cancel_reason or ctrl_c.pressed else deadline)
     done.ended_at = time.monotonic()
     view.show(recorder.rows())
     view.close()
@@ -145,7 +185,9 @@ def load(
 
 def _make_view(recorder: OpRecorder) -> View:
     if sys.stdout.isatty():
-        return LiveTree(sys.stdout, "Ctrl-C cancels the whole tree")
+        return LiveTree(
+            sys.stdout, f"Ctrl-C stops the load ({STOP_GRACE:g} s for the fetches in flight)"
+        )
     return ChangeLog(sys.stdout, recorder.started_at)
 
 
@@ -162,10 +204,16 @@ def report(done: Load, *, debug: bool) -> None:
     """Print the final tree, then the page or the failures."""
     root = done.root
     heading = f"final tree: {root.name} {root.state.name}"
+    asked = "" if done.stop_reason is None else f"asked to stop by {done.stop_reason}, "
     if done.cancelled_at is not None and done.ended_at is not None:
         heading += (
-            f" (cancelled by {done.cancel_reason}; the tree ended "
+            f" ({asked}cancelled by {done.cancel_reason}; the tree ended "
             f"{done.ended_at - done.cancelled_at:.3f} s after the cancel)"
+        )
+    elif done.asked_at is not None and done.ended_at is not None:
+        heading += (
+            f" ({asked}with {STOP_GRACE:g} s for the fetches in flight; the tree ended "
+            f"{done.ended_at - done.asked_at:.3f} s after the request)"
         )
     print(heading)
     print("\n".join("  " + line for line in format_tree(done.recorder.rows())))
@@ -190,7 +238,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m examples.page_loader",
         description="Load a page as a tree of asyncop operations, from a local HTTP server.",
-        epilog="Exit status: 0 loaded or cancelled on request, 1 failed, 130 Ctrl-C, 143 SIGTERM.",
+        epilog=(
+            f"Ctrl-C (or SIGTERM) lets the fetches in flight finish for {STOP_GRACE:g} s, "
+            "twice stops at once. Exit status: 0 loaded or cancelled on request, "
+            "1 failed, 130 Ctrl-C, 143 SIGTERM."
+        ),
     )
     parser.add_argument("--page", type=int, default=1, help="the page to load (default 1)")
     parser.add_argument(
@@ -231,6 +283,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="serve and load over HTTPS, with a certificate made at start (needs trustme)",
     )
+    parser.add_argument(
+        "--console",
+        metavar="PATH",
+        help="serve the live tree on a Unix socket at PATH: python -m asyncop top PATH",
+    )
     args = parser.parse_args(argv)
     if args.page < 1 or (args.switch_to is not None and args.switch_to < 1):
         parser.error("pages are numbered from 1")
@@ -255,9 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         except TLSUnavailable as exc:
             print(exc, file=sys.stderr)
             return EXIT_USAGE
+    try:
+        runtime = asyncop.Runtime(2, name="page-loader", console=args.console)
+    except (OSError, ValueError) as exc:  # the console's path is taken, or cannot be made
+        print(f"--console: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     with (
         running_server(site, ssl_context=server_context) as server,
-        asyncop.Runtime(2, name="page-loader") as runtime,
+        runtime,
         CtrlC() as ctrl_c,
         open_signal_receiver(signal.SIGTERM) as sigterm,
     ):

@@ -17,7 +17,9 @@ child per comment author in the same way. Each fetch is one HTTP GET.
 Nothing here handles cancellation or failure, because the tree does it:
 
 - cancelling ``load_page`` cancels every fetch, and each one leaves at its
-  current await (closing its socket on the way out);
+  current await (closing its socket on the way out); asked to stop first
+  (a cancel with a grace), the fetches in flight go on, and only
+  ``fetch_comments`` looks: it starts no author fetch then;
 - a fetch that fails cancels its siblings and fails its parent, which ends
   FAILED with an ``ExceptionGroup`` of the failures.
 """
@@ -27,6 +29,8 @@ from __future__ import annotations
 import json
 import ssl
 from dataclasses import dataclass
+
+import asyncop
 
 from .client import fetch
 from .recorder import OpRecorder
@@ -93,6 +97,11 @@ class PageLoader:
     async def fetch_comments(self, page_id: int) -> list[Comment]:
         """Fetch the comments, then every author's profile as a child of its own."""
         entries = json.loads(await self._get_text(f"/page/{page_id}/comments"))
+        if asyncop.stop_requested():
+            # Asked to stop (a first Ctrl-C): finish with what is here, start nothing new.
+            return [
+                Comment(e["author"], "profile not loaded: stopping", e["text"]) for e in entries
+            ]
         spawn = self.recorder.spawn
         authors = {
             name: spawn(self.fetch_author, page_id, name, name=f"fetch_author({name})")

@@ -42,6 +42,8 @@ class View(Protocol):
 
     def show(self, rows: list[Row]) -> None: ...
 
+    def note(self, text: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -71,6 +73,10 @@ class LiveTree:
         self._out.flush()
         self._height = len(lines)
 
+    def note(self, text: str) -> None:
+        """Show ``text`` above the tree from the next frame on, instead of the title."""
+        self._title = text
+
     def close(self) -> None:
         """Erase the frame, to leave room for the final report."""
         self._out.write(self._erase())
@@ -97,6 +103,11 @@ class ChangeLog:
                 self._seen[row.path] = row.state
                 print(f"{at:6.2f}s  {row.path} {row.state.name}", file=self._out)
         self._out.flush()
+
+    def note(self, text: str) -> None:
+        """Print ``text`` as a line of the log."""
+        at = time.monotonic() - self._started_at
+        print(f"{at:6.2f}s  {text}", file=self._out, flush=True)
 
     def close(self) -> None:
         """Nothing to erase: the log stays."""

@@ -221,32 +221,87 @@ def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
     raise AssertionError(f"no line with {text!r} within {timeout} s; got:\n{seen}")
 
 
+def _start_app(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start the program; returns it and its output up to the start of the load."""
+    proc = subprocess.Popen(
+        _command(*args),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, _read_until(proc, "loading page 1", timeout=15)
+
+
+def _finish_app(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @pytest.mark.parametrize(
     ("signum", "status", "by"),
     [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
     ids=["SIGINT", "SIGTERM"],
 )
-def test_ctrl_c_or_sigterm_cancels_the_tree(signum: int, status: int, by: str) -> None:
-    proc = subprocess.Popen(
-        _command(), cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+def test_ctrl_c_or_sigterm_lets_the_fetches_in_flight_finish_for_a_second(
+    signum: int, status: int, by: str
+) -> None:
+    # The header takes 1 s, the body 3.2 s: asked at 0.3 s, the header
+    # finishes within the grace and the body is cancelled when it ends.
+    proc, head = _start_app("--latency", "1.0")
     try:
-        head = _read_until(proc, "loading page 1", timeout=15)
         time.sleep(0.3)
         proc.send_signal(signum)
-        sent = time.monotonic()
-        rest, errors = proc.communicate(timeout=10)
-        exited_after = time.monotonic() - sent
+        stopping = _read_until(proc, "stopping:", timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        rest, errors = _finish_app(proc)
     assert proc.returncode == status, errors
-    assert exited_after < 2.0
-    [tree] = final_trees(head + rest)
+    assert f"stopping: the fetches in flight have 1 s to finish ({by} again stops now)" in stopping
+    output = head + stopping + rest
+    after_request = output.split("stopping:")[1]
+    assert "fetch_header COMPLETED" in after_request  # it finished after the request
+    [tree] = final_trees(output)
+    assert tree["fetch_header"] == "COMPLETED"
+    assert tree["fetch_body"] == "CANCELLED"
     assert tree["load_page(1)"] == "CANCELLED"
     assert_unfinished_nodes_cancelled(tree)
-    assert f"cancelled by {by}" in rest
+    match = re.search(r"the tree ended ([0-9.]+) s after the request", rest)
+    assert match is not None and 0.9 <= float(match[1]) < 3.0, rest
+    assert f"asked to stop by {by}, with 1 s for the fetches in flight" in rest
+    assert "threads left: none" in rest
+    assert "Traceback" not in errors
+
+
+@pytest.mark.parametrize(
+    ("first", "status"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+    ids=["SIGINT-twice", "SIGTERM-then-SIGINT"],
+)
+def test_a_second_ctrl_c_stops_at_once(first: int, status: int) -> None:
+    proc, head = _start_app("--latency", "1.0")
+    try:
+        time.sleep(0.3)
+        proc.send_signal(first)
+        stopping = _read_until(proc, "stopping:", timeout=10)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+    finally:
+        rest, errors = _finish_app(proc)
+    exited_after = time.monotonic() - sent
+    assert proc.returncode == status, errors
+    [tree] = final_trees(head + stopping + rest)
+    assert tree["load_page(1)"] == "CANCELLED"
+    assert tree["fetch_body"] == "CANCELLED"
+    assert_unfinished_nodes_cancelled(tree)
+    assert "cancelled by a second Ctrl-C" in rest
+    match = re.search(r"the tree ended ([0-9.]+) s after the cancel", rest)
+    assert match is not None and float(match[1]) < 0.5, rest  # not the 1 s grace
+    assert exited_after < 2.0
     assert "threads left: none" in rest
     assert "Traceback" not in errors
 
@@ -297,3 +352,55 @@ def test_tls_without_trustme_says_what_to_install() -> None:
     )
     assert done.returncode == 2
     assert "pip install trustme" in done.stderr
+
+
+# -- the live console -------------------------------------------------------------
+
+
+def test_console_serves_the_tree_while_the_page_loads(tmp_path: Path) -> None:
+    path = str(tmp_path / "pl.sock")
+    proc = subprocess.Popen(
+        _command("--console", path, "--latency", "1.0"),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _read_until(proc, "loading page 1", timeout=15)
+        deadline = time.monotonic() + 10
+        while True:
+            tree = subprocess.run(
+                [sys.executable, "-m", "asyncop", "tree", path],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            if "fetch_body" in tree.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        rest, errors = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[0].startswith("runtime page-loader (pid ")
+    root = next(line for line in lines if "load_page(1) [RUNNING] task" in line)
+    body = next(line for line in lines if "fetch_body [RUNNING] task" in line)
+    assert body.index("fetch_body") > root.index("load_page(1)")  # under it
+    assert proc.returncode == 0, errors
+    assert "threads left: none" in rest
+    assert not os.path.lexists(path)  # removed at shutdown
+
+
+def test_a_console_path_that_is_taken_is_a_usage_error(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    done, _ = run_app("--console", str(taken))
+    assert done.returncode == 2
+    assert done.stderr.startswith("--console: cannot make the console socket ")
+    assert "is not a socket" in done.stderr

@@ -636,6 +636,7 @@ def test_caught_async_group_of_one_child_is_freed_by_refcounting(
     assert refs[0]() is None, "the group, its tracebacks or frames are in a cycle"
 
 
+@may_not_free_by_refcounting
 def test_caught_sync_group_is_freed_by_refcounting(runtime: asyncop.Runtime, no_gc: None) -> None:
     def work() -> weakref.ref[Marker]:
         marker = Marker()

@@ -529,6 +529,8 @@ def test_dump_shows_where_remote_work_runs(
     pid = Path(str(path) + ".started").read_text()
     text = runtime.dump()
     assert "poll_token [RUNNING]" in text and f"in worker process {pid}" in text
+    (row,) = runtime.snapshot()["operations"]
+    assert row["kind"] == "process" and row["waiting_on"].endswith(f"in worker process {pid}")
     op.cancel()
     op.wait(10)
 

@@ -17,7 +17,7 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, OperationState, current_operation
-from asyncop.runtime import _kernel, _scheduler
+from asyncop.runtime import _snapshot, _spawn
 from asyncop.testing import VirtualClock
 from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode
@@ -162,17 +162,17 @@ def test_a_submit_from_a_thread_wakes_a_worker_before_building_the_operation() -
     with asyncop.Runtime(1, name=fresh_name("early")) as rt:
         (worker,) = rt._workers
         assert eventually(lambda: worker.parked)
-        original = _kernel.AsyncOperation
+        original = _spawn.AsyncOperation
 
         def spy(*args: Any) -> Any:
             woken_before_build.append(not worker.parked)
             return original(*args)
 
-        _kernel.AsyncOperation = spy  # type: ignore[misc]
+        _spawn.AsyncOperation = spy  # type: ignore[misc]
         try:
             op = rt.spawn(time.monotonic)
         finally:
-            _kernel.AsyncOperation = original  # type: ignore[misc]
+            _spawn.AsyncOperation = original  # type: ignore[misc]
         assert op.wait(10).state is OperationState.COMPLETED
     assert woken_before_build == [True]
 
@@ -960,12 +960,12 @@ def test_dump_of_a_very_deep_chain_is_linear_in_size(runtime: asyncop.Runtime) -
     assert len(lines) == 100_002
     # Indented by depth, 100,000 levels would take about 10**10 characters.
     longest = max(len(line) for line in lines)
-    assert longest < len(lines[1]) + 2 * _scheduler.DUMP_INDENT + 40
+    assert longest < len(lines[1]) + 2 * _snapshot.DUMP_INDENT + 40
     assert len(text) < 300 * len(lines)
 
 
 def test_dump_indents_up_to_a_limit_then_shows_the_depth(runtime: asyncop.Runtime) -> None:
-    limit = _scheduler.DUMP_INDENT
+    limit = _snapshot.DUMP_INDENT
     root = _chain(runtime, limit + 5)
     try:
         lines = runtime.dump().splitlines()[1:-1]

@@ -140,6 +140,45 @@ def test_shutdown_timeout_bounds_the_whole_call(where: str) -> None:
     assert runtime_threads(rt) == []
 
 
+def test_shutdown_joins_a_worker_that_left_the_pool_on_its_way_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker that retires leaves the pool first and its thread ends a
+    # moment later; a shutdown in that moment must still wait for the thread.
+    from asyncop.runtime import _worker
+
+    park = _worker._park
+    leaving = threading.Event()
+
+    def slow_exit(*args: Any) -> bool:
+        stays = park(*args)
+        if not stays and not leaving.is_set():  # the first to leave: slowly
+            leaving.set()
+            time.sleep(1.0)
+        return stays
+
+    monkeypatch.setattr(_worker, "_park", slow_exit)
+    monkeypatch.setenv("ASYNCOP_DYNAMIC_WORKERS", "1")  # idle workers retire
+    rt = asyncop.Runtime(3, name="leaving")
+    rt.idle_retire = 0.05
+    gate = threading.Event()
+    running = threading.Semaphore(0)
+
+    def block() -> None:
+        running.release()
+        gate.wait(10)
+
+    ops = [rt.spawn(block) for _ in range(3)]
+    for _ in range(3):
+        assert running.acquire(timeout=10)
+    gate.set()
+    for op in ops:
+        op.wait(10)
+    assert leaving.wait(10)
+    assert rt.shutdown(timeout=10) is True
+    assert runtime_threads(rt) == []
+
+
 def test_interpreter_exit_with_abandoned_blocking_calls_is_prompt() -> None:
     script = textwrap.dedent(
         """

@@ -429,6 +429,33 @@ def test_resume_when_and_waker_new_reject_what_they_cannot_use(
     sync_op.cancel()
 
 
+@pytest.mark.parametrize("held", ["parked", "queued"])
+def test_waker_new_refuses_a_task_that_is_not_running_and_leaves_its_wait_alone(
+    runtime: asyncop.Runtime, held: str
+) -> None:
+    event = Manual()
+
+    async def body() -> Any:
+        return await event
+
+    op = runtime.spawn(body)
+    wait_until(lambda: parked(op))
+    (sub,) = event.subs
+    waker = waker_of(op)
+    with runtime._lock:  # (held: no worker resumes the task meanwhile)
+        if held == "queued":
+            assert sub.fire("value") is True
+        status = waker.status
+        with pytest.raises(
+            RuntimeError, match=r"waker_new\(\) was called for task '.*body', which is not running"
+        ):
+            lowlevel.waker_new(op, timeout=1)
+        assert waker.status is status and event.disarmed == []
+    if held == "parked":
+        assert sub.fire("value") is True
+    assert op.wait(5).value == "value"
+
+
 # -- dump() ----------------------------------------------------------------------------
 
 

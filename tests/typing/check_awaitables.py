@@ -46,6 +46,20 @@ async def plain_waits() -> None:
     assert_type(await asyncop.spawn_blocking(blocking_read, "f", 1, limiter=limiter), bytes)
 
 
+async def stopping(a: AsyncOperation[int], rt: asyncop.Runtime) -> None:
+    assert_type(a.cancel("deploying", grace=10), None)
+    assert_type(a.cancel(grace=0.5), None)
+    assert_type(asyncop.async_cancel(a, grace=1), None)
+    assert_type(asyncop.stop_requested(), bool)
+    assert_type(a.token.stop_requested, bool)
+    assert_type(await asyncop.wait_stop_requested(), None)
+    index, _ = await asyncop.select(asyncop.wait_stop_requested(), asyncop.sleep(1))
+    assert_type(index, int)
+    assert_type(rt.shutdown(timeout=5, grace=2), bool)
+    async with asyncop.move_on_after(5) as cs:
+        cs.cancel(grace=1)
+
+
 async def operations(a: AsyncOperation[int], b: AsyncOperation[str]) -> None:
     assert_type(await a, int)
     assert_type(await asyncop.timeout(1, a), int)

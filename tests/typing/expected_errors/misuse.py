@@ -51,6 +51,9 @@ async def in_a_task(op: AsyncOperation[str], ch: asyncop.Channel[int]) -> None:
     await asyncop.race(op, 3)  # expect: call-overload reportCallIssue
     await asyncop.select(op, 3)  # expect: call-overload reportCallIssue
     await asyncop.sleep("1")  # expect: arg-type reportArgumentType
+    op.cancel("deploying", 10)  # expect: call-arg reportCallIssue
+    op.cancel(grace="10")  # expect: arg-type reportArgumentType
+    stopping: int = await asyncop.wait_stop_requested()  # expect: assignment reportAssignmentType
     winner = await asyncop.race(op)
     number: int = await winner  # expect: assignment reportAssignmentType
 

@@ -1,0 +1,194 @@
+"""The wait-for graph of a runtime: who waits on what, and where.
+
+What the deadlock report shows (``_deadlock.py``): the live tree, one line
+per operation, indented as ``dump()`` indents it, and for each one that
+waits, what it waits on and the user's line where it waits::
+
+    task 'main' at app.py:31 waits on operation 'consumer' [RUNNING]
+      task 'consumer' at app.py:14 waits on receive from channel 'jobs' (0 sender ends open)
+    thread 'MainThread' at app.py:40 waits in run() for operation 'main'
+
+- a coroutine task: the events of its wait, described as ``dump()``
+  describes them (an event, a lock and its holder, a channel end and how
+  many ends of the other side are open, an operation, a condition, a
+  semaphore or capacity limiter), at its innermost frame outside asyncop;
+- a sync callback, or a sync scope's block: what its thread waits on in a
+  blocking call (``ThreadState.waits_on``), at the thread's innermost
+  frame outside asyncop;
+- last, the threads outside the runtime that wait for its tree
+  (``run()``, ``shutdown()``, ``op.wait()``).
+
+It also counts the waits that something could end other than a cancel:
+a tree whose every wait is ``sleep_forever()`` or a thread's
+``token.wait()`` (or an operation's or a scope's end, which come down to
+those) waits for Ctrl-C on purpose, and is not reported. An event says it
+ends by a cancel alone with a true ``ends_by_cancel`` attribute.
+
+Built under the runtime lock, like ``dump()``; it reads the primitives
+without their mutexes (the lock order forbids taking one here), so it is a
+snapshot whose parts may be a moment apart.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..operations import AsyncOperation, OpKind, TreeWait, every_thread_state, walk
+from ._awaitables import OpWait
+from ._introspect import owner_of
+from ._names import site_of_frame, site_text
+from ._scope_task import ScopeDone
+from ._waiters import ThreadWaiter
+from ._waker import WakerStatus, describe_event
+
+if TYPE_CHECKING:
+    from ..operations import ThreadState
+    from ._kernel import Kernel
+
+__all__ = ["WaitGraph", "wait_graph_locked", "waits_for_tree"]
+
+# Levels the report indents; deeper lines show their depth instead.
+_INDENT = 32
+
+
+class WaitGraph:
+    """The report's lines, and how many waits something other than a cancel could end."""
+
+    __slots__ = ("lines", "waits")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.waits = 0
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _tree_wait(state: ThreadState) -> tuple[str, AsyncOperation] | None:
+    """``(call, operation)`` if a blocked thread waits for an operation's tree to end.
+
+    ``run()``, ``shutdown()``, a scope's exit, ``start()`` (a ``TreeWait``,
+    on an Event's ``_purpose`` for ``start()``), and ``op.wait()`` without
+    a timeout (marked with the operation itself).
+    """
+    what = state.waits_on
+    if type(what) is ThreadWaiter:
+        what = getattr(what.what, "_purpose", None)
+    if type(what) is TreeWait:
+        return what.call, what.op
+    if type(what) is AsyncOperation:
+        return "op.wait()", what
+    return None
+
+
+def waits_for_tree(state: ThreadState, runtime: Kernel) -> bool:
+    """Whether a thread blocked in asyncop waits for ``runtime``'s tree to end.
+
+    Such a thread goes on only once the tree has moved: it cannot wake a task.
+    """
+    wait = _tree_wait(state)
+    return wait is not None and owner_of(wait[1]) is runtime
+
+
+def _ends_by_cancel(event: object) -> bool:
+    if type(event) is OpWait or type(event) is ScopeDone or type(event) is AsyncOperation:
+        return True  # it comes down to the waits of that operation's tree
+    try:
+        return getattr(event, "ends_by_cancel", False) is True
+    except Exception:  # a user's event whose __getattr__ raises
+        return False
+
+
+def _where_thread(frames: dict[int, Any], ident: int | None) -> str:
+    site = site_of_frame(frames.get(ident) if ident is not None else None)
+    return "" if site[0] is None else f" at {site_text(site)}"
+
+
+def _task_line(op: AsyncOperation, graph: WaitGraph) -> str:
+    task = op._task
+    if task.coro is None:
+        return f"task {op.name!r} has returned; it waits for its children to end"
+    if task.status is not WakerStatus.WAITING:
+        return f"task {op.name!r} is {task.status.name}"
+    events = [sub.event for sub in list(task.events or ())]
+    graph.waits += sum(1 for event in events if not _ends_by_cancel(event))
+    what = ", ".join(describe_event(event) for event in events) or "?"
+    point = task.suspension_point()
+    where = f" at {point[0]}:{point[1]}" if point else ""
+    return f"task {op.name!r}{where} waits on {what}"
+
+
+def _thread_line(
+    kind: str,
+    op: AsyncOperation,
+    thread: tuple[str, int | None, Any],
+    graph: WaitGraph,
+    frames: dict[int, Any],
+) -> str:
+    name, ident, state = thread
+    where = _where_thread(frames, ident)
+    if state is None or not state.blocked:
+        return f"{kind} {op.name!r} on thread {name!r}{where} runs"
+    what = state.waits_on
+    if what is None:
+        graph.waits += 1
+        return f"{kind} {op.name!r} on thread {name!r}{where} waits in a blocking call"
+    if type(what) is not TreeWait and not _ends_by_cancel(what):
+        graph.waits += 1
+    text = f"operation {what.name!r}" if type(what) is AsyncOperation else describe_event(what)
+    return f"{kind} {op.name!r} on thread {name!r}{where} waits on {text}"
+
+
+def wait_graph_locked(runtime: Kernel) -> WaitGraph:
+    """The wait-for graph of ``runtime``'s live tree; under the runtime lock."""
+    graph = WaitGraph()
+    frames = sys._current_frames()
+    # The thread that runs each sync callback or sync scope block.
+    threads: dict[AsyncOperation, tuple[str, int | None, Any]] = {}
+    for worker in runtime._workers:
+        item = worker.item
+        if item is not None and item._kind is OpKind.SYNC and worker.handle is not None:
+            threads[item] = (worker.handle.name, worker.handle.ident, worker.thread_state)
+    outside: list[tuple[int, ThreadState]] = []
+    # (threading.enumerate() takes threading's own lock only: safe under ours.)
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, state in every_thread_state():
+        op = state.op
+        if op is not None and op._kind is OpKind.SCOPE and op not in threads:
+            threads[op] = (names.get(ident, f"{ident}"), ident, state)
+        elif state.worker is None and state.blocked and waits_for_tree(state, runtime):
+            outside.append((ident, state))
+    for op, depth in walk(runtime._roots):
+        indent = "  " * min(depth, _INDENT) + (f"(depth {depth}) " if depth > _INDENT else "")
+        graph.lines.append("  " + indent + _op_line(op, threads, graph, frames))
+    for ident, state in outside:
+        wait = _tree_wait(state)
+        if wait is not None:
+            where = _where_thread(frames, ident)
+            graph.lines.append(
+                f"  thread {names.get(ident, ident)!r}{where} waits in {wait[0]} "
+                f"for operation {wait[1].name!r}"
+            )
+    return graph
+
+
+def _op_line(
+    op: AsyncOperation, threads: dict[AsyncOperation, Any], graph: WaitGraph, frames: dict[int, Any]
+) -> str:
+    task = op._task
+    if task is not None and task.task is op:
+        return _task_line(op, graph)
+    thread = threads.get(op)
+    if op._kind is OpKind.SYNC:
+        if thread is None:
+            return f"callback {op.name!r} [{op.state.name}]"
+        return _thread_line("callback", op, thread, graph, frames)
+    if op._kind is OpKind.SCOPE:
+        if task is not None:
+            return f"scope {op.name!r} in task {task.task.name!r}"
+        if thread is not None:
+            return _thread_line("scope", op, thread, graph, frames)
+        return f"scope {op.name!r} waits at its exit for its children"
+    return f"operation {op.name!r} [{op.state.name}]"

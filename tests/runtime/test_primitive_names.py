@@ -1,0 +1,148 @@
+"""Every primitive takes ``name=``; an unnamed one shows where the user made it.
+
+The name (or ``made at file:line`` of the user's constructor call, never a
+line of asyncop or anyio) appears in ``repr``, in ``dump()`` for a task
+waiting on the primitive, and in the deadlock report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+import asyncop
+from asyncop.testing import VirtualClock, wait_all_blocked
+
+from ._marked_lines import line_of
+
+pytestmark = pytest.mark.timeout(30)
+
+HERE = __file__
+
+
+MAKERS: dict[str, Callable[..., Any]] = {
+    "Event": lambda **kw: asyncop.Event(**kw),  # made-Event
+    "Lock": lambda **kw: asyncop.Lock(**kw),  # made-Lock
+    "Semaphore": lambda **kw: asyncop.Semaphore(1, **kw),  # made-Semaphore
+    "Condition": lambda **kw: asyncop.Condition(**kw),  # made-Condition
+    "CapacityLimiter": lambda **kw: asyncop.CapacityLimiter(1, **kw),  # made-CapacityLimiter
+    "Channel": lambda **kw: asyncop.Channel(1, **kw),  # made-Channel
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_a_named_primitive_shows_its_name_in_its_repr(kind: str) -> None:
+    made = MAKERS[kind](name="orders")
+    assert made.name == "orders"
+    assert "name='orders'" in repr(made)
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_an_unnamed_primitive_shows_the_users_constructor_line(kind: str) -> None:
+    made = MAKERS[kind]()  # (each lambda above is the user's code that makes it)
+    assert made.name is None
+    where = f"made at {HERE}:{line_of(HERE, 'made-' + kind)}"
+    assert repr(made).endswith(f" {where}>"), repr(made)
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_a_name_that_is_not_a_str_is_refused(kind: str) -> None:
+    with pytest.raises(TypeError, match=f"{kind}\\(name=...\\) needs a str or None, got int"):
+        MAKERS[kind](name=7)
+
+
+@pytest.fixture
+def rt() -> Iterator[asyncop.Runtime]:
+    runtime = asyncop.Runtime(2, clock=VirtualClock(autojump=True))
+    yield runtime
+    assert runtime.shutdown(timeout=10)
+
+
+def parked_line(rt: asyncop.Runtime, task: str) -> str:
+    (line,) = [line for line in rt.dump().splitlines() if line.strip().startswith(f"{task} [")]
+    return line
+
+
+def test_dump_shows_what_a_task_waits_on_by_name(rt: asyncop.Runtime) -> None:
+    ready = asyncop.Event(name="ready")
+    lock = asyncop.Lock("db")
+    jobs = asyncop.Channel[int](name="jobs")
+    unnamed = asyncop.Event()  # unnamed-event
+    lines: dict[str, str] = {}
+
+    async def waits_ready() -> None:
+        await ready.wait_async()
+
+    async def waits_lock() -> None:
+        async with lock:
+            pass
+
+    async def waits_jobs() -> None:
+        await jobs.recv_async()
+
+    async def waits_unnamed() -> None:
+        await unnamed.wait_async()
+
+    async def main() -> None:
+        async with lock, asyncop.scope() as s:
+            for fn in (waits_ready, waits_lock, waits_jobs, waits_unnamed):
+                s.spawn(fn, name=fn.__name__)
+            await wait_all_blocked()
+            for name in ("waits_ready", "waits_lock", "waits_jobs", "waits_unnamed"):
+                lines[name] = parked_line(rt, name)
+            s.cancel()
+
+    rt.run(main)
+    assert "waiting on event 'ready' at " in lines["waits_ready"]
+    assert "waiting on lock 'db' (held by task 'test_" in lines["waits_lock"]
+    assert "waiting on receive from channel 'jobs' at " in lines["waits_jobs"]
+    assert (
+        f"waiting on event (made at {HERE}:{line_of(HERE, 'unnamed-event')}) at "
+        in (lines["waits_unnamed"])
+    )
+
+
+def test_primitives_made_and_awaited_through_anyio_show_the_users_lines(
+    rt: asyncop.Runtime,
+) -> None:
+    seen: list[str] = []
+
+    async def main() -> None:
+        event = anyio.Event()  # anyio-event
+
+        async def waits() -> None:
+            await event.wait()  # anyio-wait
+
+        async with asyncop.scope() as s:
+            s.spawn(waits, name="waits")
+            await wait_all_blocked()
+            seen.append(parked_line(rt, "waits"))
+            event.set()
+
+    rt.run(main)
+    made, waits = line_of(HERE, "anyio-event"), line_of(HERE, "anyio-wait")
+    assert f"event (made at {HERE}:{made}) at {HERE}:{waits}" in seen[0], seen[0]
+
+
+def test_a_wait_inside_anyio_code_shows_the_users_await(rt: asyncop.Runtime) -> None:
+    seen: list[str] = []
+
+    async def main() -> None:
+        send, receive = anyio.create_memory_object_stream[int]()
+
+        async def receives() -> None:
+            await receive.receive()  # anyio-receive
+
+        async with asyncop.scope() as s:
+            s.spawn(receives, name="receives")
+            await wait_all_blocked()
+            seen.append(parked_line(rt, "receives"))
+            s.cancel()
+        send.close()
+        receive.close()
+
+    rt.run(main)
+    assert seen[0].endswith(f" at {HERE}:{line_of(HERE, 'anyio-receive')}"), seen[0]
