@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..operations import Cancelled, Outcome, ThreadState
 from ._instruments import failed, flush_ended, park_reason
 from ._task import step, strip_own_frame
-from ._usage import CpuMeter, charge
+from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def _call_sync(
     finally:
         state.op = None
     # (Charged before it ends: whoever it wakes finds its stats complete.)
-    charge(op, meter, start)
+    now = charge(op, meter, start)
     meter.end_run()
     instruments = rt._instruments
     if instruments is not None:
@@ -305,7 +305,7 @@ def _call_sync(
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.
-    op._end_work_on_worker(outcome, value, error)
+    op._end_work_on_worker(outcome, value, error, now if rt._stamp is wall_clock else None)
 
 
 # What a plain function may not return: work that would never run.
