@@ -65,6 +65,7 @@ WORKLOAD_MODULES = (
     "benchmarks.net",
     "benchmarks.remote",
     "benchmarks.bridge",
+    "benchmarks.diag",
 )
 
 

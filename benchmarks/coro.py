@@ -80,7 +80,12 @@ from ._floor import run_floor
 from ._registry import Metrics, Ratio, workload
 from ._timing import Stopwatch
 
-__all__ = ["CANCEL_SLEEPERS", "DEEP_TREE", "SPAWN_JOIN"]
+__all__ = [
+    "CANCEL_SLEEPERS",
+    "DEEP_TREE",
+    "SPAWN_JOIN",
+    "spawn_join_main",
+]
 
 # The chunked variants checkpoint after this many spawns: no step then
 # runs long enough (BLOCKED_AFTER, 50 ms) for the watchdog to add a worker.
@@ -172,6 +177,9 @@ async def _spawn_join_asyncop_in(n: int, chunk: int) -> Metrics:
 
 async def _spawn_join_asyncop(n: int) -> Metrics:
     return await _spawn_join_asyncop_in(n, 0)
+
+
+spawn_join_main = _spawn_join_asyncop
 
 
 async def _spawn_join_asyncop_chunked(n: int) -> Metrics:

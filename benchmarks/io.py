@@ -36,7 +36,7 @@ import asyncop
 from ._coro_common import register_anyio
 from ._registry import Metrics, Ratio, workload
 
-__all__ = ["HTTP", "PINGPONG"]
+__all__ = ["HTTP", "PINGPONG", "pingpong_main"]
 
 PINGPONG = workload(
     "pingpong",
@@ -70,29 +70,31 @@ def _pair() -> tuple[socket.socket, socket.socket]:
 # -- pingpong -----------------------------------------------------------------
 
 
-def _pingpong_asyncop(n: int) -> Metrics:
+async def pingpong_main(n: int) -> float:
+    """asyncop's side of the ping-pong: n round trips; returns the seconds they took."""
     from asyncop.net import recv_async, send_all_async
 
-    async def main() -> float:
-        a, b = _pair()
+    a, b = _pair()
 
-        async def echo() -> None:
-            for _ in range(n):
-                await send_all_async(b, await recv_async(b, 1))
+    async def echo() -> None:
+        for _ in range(n):
+            await send_all_async(b, await recv_async(b, 1))
 
-        async with asyncop.scope() as s:
-            s.spawn(echo)
-            start = time.perf_counter()
-            for _ in range(n):
-                await send_all_async(a, b"x")
-                await recv_async(a, 1)
-            seconds = time.perf_counter() - start
-        a.close()
-        b.close()
-        return seconds
+    async with asyncop.scope() as s:
+        s.spawn(echo)
+        start = time.perf_counter()
+        for _ in range(n):
+            await send_all_async(a, b"x")
+            await recv_async(a, 1)
+        seconds = time.perf_counter() - start
+    a.close()
+    b.close()
+    return seconds
 
+
+def _pingpong_asyncop(n: int) -> Metrics:
     with asyncop.Runtime() as runtime:
-        seconds: float = runtime.run(main)
+        seconds: float = runtime.run(pingpong_main, n)
     return {"seconds": seconds}
 
 

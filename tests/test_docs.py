@@ -29,7 +29,10 @@ PARALLEL = 8  # the blocks mostly sleep or wait; more than the cores is fine
 # free-threaded build lacks trustme, whose cryptography needs cffi): a block
 # importing a missing one is skipped, not failed.
 OPTIONAL_MODULES = frozenset(
-    {"aiohttp", "anyio", "dask", "distributed", "httpx", "trio", "trustme", "uvloop"}
+    {
+        *("aiohttp", "anyio", "dask", "distributed", "httpx", "opentelemetry", "trio"),
+        *("trustme", "uvloop"),
+    }
 )
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.MULTILINE)
 

@@ -1478,6 +1478,28 @@ def t_at_shutdown_late(c: Ctx) -> BaseException:
     return caught(rt.at_shutdown, print)
 
 
+class _Listener:
+    def ended(self, op: asyncop.AsyncOperation[Any]) -> None:
+        pass
+
+
+def t_instrument_without_hooks(c: Ctx) -> BaseException:
+    return caught(c.rt.add_instrument, object())
+
+
+def t_instrument_added_twice(c: Ctx) -> BaseException:
+    listener = _Listener()
+    c.rt.add_instrument(listener)
+    try:
+        return caught(c.rt.add_instrument, listener)
+    finally:
+        c.rt.remove_instrument(listener)
+
+
+def t_instrument_not_added(c: Ctx) -> BaseException:
+    return caught(c.rt.remove_instrument, _Listener())
+
+
 def _anyio_failure(c: Ctx, main: Callable[[], Any]) -> BaseException:
     """The error ``main`` raises under ``anyio.run`` on the asyncop backend."""
     anyio = pytest.importorskip("anyio")
@@ -1676,23 +1698,45 @@ def t_runtime_no_such_name(c: Ctx) -> BaseException:
     return caught(getattr, asyncop.runtime, "no_such_name")
 
 
-def t_dask_missing(c: Ctx) -> BaseException:
+def _import_without(module: str, dependency: str) -> BaseException:
+    """Import ``module`` as if ``dependency`` were not installed; return the ImportError."""
+    import importlib
     import sys
 
-    saved = {name: sys.modules.pop(name) for name in ("asyncop.dask",) if name in sys.modules}
-    real = sys.modules.get("distributed")
-    sys.modules["distributed"] = None  # type: ignore[assignment]
+    saved = {name: sys.modules.pop(name) for name in (module,) if name in sys.modules}
+    real = sys.modules.get(dependency)
+    sys.modules[dependency] = None  # type: ignore[assignment]
     try:
-        import asyncop.dask  # noqa: F401
+        importlib.import_module(module)
     except ImportError as exc:
         return exc
     finally:
         if real is None:
-            del sys.modules["distributed"]
+            del sys.modules[dependency]
         else:
-            sys.modules["distributed"] = real
+            sys.modules[dependency] = real
         sys.modules.update(saved)
-    raise AssertionError("asyncop.dask imported without distributed")
+    raise AssertionError(f"{module} imported without {dependency}")
+
+
+def t_dask_missing(c: Ctx) -> BaseException:
+    return _import_without("asyncop.dask", "distributed")
+
+
+def t_otel_missing(c: Ctx) -> BaseException:
+    return _import_without("asyncop.otel", "opentelemetry")
+
+
+def t_otel_not_a_runtime(c: Ctx) -> BaseException:
+    from asyncop import otel
+
+    return caught(otel.instrument, "errors_rt")
+
+
+def t_otel_select_not_callable(c: Ctx) -> BaseException:
+    from asyncop import otel
+
+    return caught(otel.instrument, c.rt, select="everything")
 
 
 def _fake_client(status: str, asynchronous: bool) -> Any:
@@ -2022,6 +2066,9 @@ CASES = [
         public=False,
     ),
     Case("dask-missing", t_dask_missing, ImportError, "asyncop[dask]"),
+    Case("otel-missing", t_otel_missing, ImportError, "asyncop[otel]"),
+    Case("otel-not-a-runtime", t_otel_not_a_runtime, TypeError, "str"),
+    Case("otel-select-not-callable", t_otel_select_not_callable, TypeError, "str"),
     Case("dask-client-type", t_dask_client_type, TypeError, "str"),
     Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
     Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
@@ -2357,6 +2404,9 @@ CASES += [
     Case("signals-off-main-thread", t_signals_off_main_thread, RuntimeError, "Thread-"),
     Case("at-shutdown-not-callable", t_at_shutdown_not_callable, TypeError, "'errors_rt'"),
     Case("at-shutdown-late", t_at_shutdown_late, RuntimeError, "'late_rt'"),
+    Case("instrument-without-hooks", t_instrument_without_hooks, TypeError, "'errors_rt'"),
+    Case("instrument-added-twice", t_instrument_added_twice, ValueError, "'errors_rt'"),
+    Case("instrument-not-added", t_instrument_not_added, ValueError, "'errors_rt'"),
     Case("anyio-process-max-bytes", t_anyio_process_max_bytes, ValueError, "max_bytes"),
     Case("anyio-process-extra-keyword", t_anyio_process_extra_keyword, TypeError, "close_fds"),
     Case("anyio-process-windows-only", t_anyio_process_windows_only, ValueError, "creationflags"),

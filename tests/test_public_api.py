@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import typing
 
+import pytest
+
 import asyncop
 import asyncop.testing
 
@@ -75,6 +77,8 @@ TOP_LEVEL |= {
     "CapacityLimiterStatistics",
     "ChannelStatistics",
 }
+# Beyond the contract: what op.stats returns.
+TOP_LEVEL |= {"OperationStatistics"}
 
 LOWLEVEL = {"Waker", "WakerStatus", "resume_when", "waker_new", "resolve", "cancel", "timeout"}
 # Beyond the contract: the hooks before sync callbacks, which anyio's backend uses.
@@ -130,6 +134,15 @@ def test_dask_module_exports_its_executor() -> None:
 
     assert asyncop.dask.__all__ == ["DaskExecutor"]
     assert asyncop.dask.DaskExecutor.__module__ == "asyncop.dask"
+
+
+def test_otel_module_exports_instrument_and_its_handle() -> None:
+    otel = pytest.importorskip("asyncop.otel")
+
+    assert otel.__all__ == ["Instrumentation", "instrument"]
+    assert otel.instrument.__module__ == "asyncop.otel"
+    assert otel.Instrumentation.__module__ == "asyncop.otel"
+    assert asyncop.OperationStatistics.__module__ == "asyncop"
 
 
 def test_signals_module_exports_its_contract_names() -> None:

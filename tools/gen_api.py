@@ -51,6 +51,7 @@ MODULES = (
     "asyncop.anyio",
     "asyncop.asyncio_bridge",
     "asyncop.dask",
+    "asyncop.otel",
 )
 
 HEADER = """\

@@ -205,6 +205,9 @@ def cancel_token_locked(self: AsyncOperation, after: After) -> bool:
     if self._cancelled:
         return False
     self._cancelled = True
+    instruments = self.runtime._instruments
+    if instruments is not None:
+        instruments.note_cancelled_locked(self, after)
     token = self._token
     if token is not None:
         token._about = (self.name, self.cancel_reason)

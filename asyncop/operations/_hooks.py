@@ -55,6 +55,9 @@ class RuntimeHooks(Protocol):
     _stop_requests: dict[AsyncOperation, Any]
     # The same clock for op.stats' timestamps, read where it must not raise.
     _stamp: Callable[[], float]
+    # The runtime's instruments, None when none is installed (see the
+    # runtime's _instruments.py): the cancel walk tells them of each cancel.
+    _instruments: Any
 
     def now(self) -> float: ...
 
@@ -82,7 +85,9 @@ class RuntimeHooks(Protocol):
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 
-    def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...
+    def _on_final_locked(
+        self, op: AsyncOperation, after: After, at: float | None = None
+    ) -> None: ...
 
     def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> bool:
         """A RUNNING, CREATED or PENDING operation's token was just cancelled.

@@ -44,7 +44,8 @@ class OperationStatistics:
         steps: how many times its code ran: coroutine steps (from one
             resumption to the next await that suspends it) for a task, 1
             for a sync callback once it has run, 0 for a scope (its block
-            runs in the steps of the task that entered it).
+            runs in the steps of the task that entered it) and for work
+            sent to an executor (it runs in another process).
         busy_s: wall time spent in those steps, or in the callback, in
             seconds of real time (whatever the runtime's clock).
         cpu_s: CPU time its thread used while running them; a blocking

@@ -13,7 +13,10 @@
   ``from_thread`` does, marks the thread there).
 
 Both mark the worker busy with the item (``item``, ``item_seq`` odd) for the
-monitor, which times items by that number. Neither raises: an error in
+monitor, which times items by that number, and charge it to its
+operation's ``op.stats`` (``_usage.py``). While an instrument listens to
+steps, each step goes through ``_step_instrumented``, which tells it
+(``_instruments.py``); a callback tells it itself. Neither raises: an error in
 asyncop itself is logged (:func:`_log_exception`) and the worker goes on.
 """
 
@@ -28,9 +31,10 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ..operations import Cancelled, Outcome, ThreadState
+from ._instruments import failed, flush_ended, park_reason
 from ._task import step, strip_own_frame
-from ._usage import charge
-from ._waker import WaitEvent, describe_event
+from ._usage import CpuMeter, charge, wall_clock
+from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
@@ -159,7 +163,11 @@ def step_batch(
         worker.item = op
         worker.item_seq += 1
         try:
-            step(rt, op, state, meter)
+            instruments = rt._instruments
+            if instruments is None or not instruments.stepping:
+                step(rt, op, state, meter)
+            else:
+                _step_instrumented(rt, op, state, meter, worker)
         except BaseException:  # pragma: no cover - a bug in asyncop
             _log_exception("asyncop: worker failed stepping %r", op)
         # Do not keep the last item alive from this frame (an unobserved
@@ -174,6 +182,52 @@ def step_batch(
     worker.stepping = False
     if sniffio is not None:
         sniffio.thread_local.name = None
+
+
+def _step_instrumented(
+    rt: Kernel,
+    op: AsyncOperation[Any],
+    state: ThreadState,
+    meter: CpuMeter,
+    worker: Worker,
+    _waiting: WakerStatus = WakerStatus.WAITING,
+) -> None:
+    """``step``, told to the instruments: ``step_started``, ``parked``, ``step_ended``.
+
+    An operation that ends in the step is reported ``ended`` after it.
+    """
+    task = op._task
+    if task is None:
+        return  # already final: nothing runs
+    steps = op._steps
+    instruments = rt._instruments
+    if instruments is not None:
+        for hook in instruments.step_started:  # (Instruments.emit, inline)
+            try:
+                hook(op)
+            except Exception:
+                failed(rt, hook)
+    try:
+        step(rt, op, state, meter)
+    finally:
+        instruments = rt._instruments
+        if instruments is not None:
+            if (
+                instruments.parked
+                and op._steps != steps
+                and (task.status is _waiting or task.triggered is not None)
+            ):
+                # (Not a yield: a checkpoint left it QUEUED with no event.)
+                reason = park_reason(task)
+                if reason is not None:
+                    instruments.emit(rt, instruments.parked, op, reason)
+            for hook in instruments.step_ended:
+                try:
+                    hook(op)
+                except Exception:
+                    failed(rt, hook)
+        if worker.ended_later:  # (it ended in this step: report it now)
+            flush_ended(rt, worker.ended_later)
 
 
 def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
@@ -226,6 +280,9 @@ def _call_sync(
     state.op = op
     meter = worker.meter
     op._steps = 1
+    instruments = rt._instruments
+    if instruments is not None:
+        instruments.emit(rt, instruments.step_started, op)
     start = meter.start_run()
     try:
         value = ctx.run(fn, *args)
@@ -240,12 +297,15 @@ def _call_sync(
     finally:
         state.op = None
     # (Charged before it ends: whoever it wakes finds its stats complete.)
-    charge(op, meter, start)
+    now = charge(op, meter, start)
     meter.end_run()
+    instruments = rt._instruments
+    if instruments is not None:
+        instruments.emit(rt, instruments.step_ended, op)
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.
-    op._end_work_on_worker(outcome, value, error)
+    op._end_work_on_worker(outcome, value, error, now if rt._stamp is wall_clock else None)
 
 
 # What a plain function may not return: work that would never run.

@@ -17,6 +17,9 @@ A :class:`Kernel` holds:
   parked worker waiting in the I/O multiplexer;
 - the **roots**: the live top-level operations, in insertion order, so that
   ``shutdown`` can cancel them and ``dump`` can show them;
+- the **instruments** (``_instruments``): None while none is installed,
+  which is all an event then costs (``add_instrument``; see
+  ``_instruments.py``).
 - the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
   monitor asks at each look whether the runtime is stuck.
 
@@ -79,6 +82,9 @@ from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
 from ._deadlock import DeadlockMode, DeadlockWatch
 from ._grace import StopRequest, request_stop, wake_stop_waiters_locked
+from ._instruments import Instruments
+from ._instruments import add_instrument as _add_instrument
+from ._instruments import remove_instrument as _remove_instrument
 from ._introspect import owner_of
 from ._items import _log_exception
 from ._monitor import Monitor
@@ -206,13 +212,15 @@ class Kernel(WorkerPool):
         self.idle_retire = IDLE_RETIRE
         self._blocking = BlockingPool(self.name)
         self._reactor: Reactor | None = None
-        # Subscriptions of wait_all_blocked(), fired when the runtime idles.
-        # (Subscriptions of wait_all_blocked(), each with whether a blocking
-        # call running in another thread counts as busy for it.)
+        # Subscriptions of wait_all_blocked(), fired when the runtime idles, each
+        # with whether a blocking call running in another thread counts as busy.
         self._idle_watchers: list[tuple[Any, bool]] = []
         # The callbacks of Runtime.at_shutdown(), run (and dropped) by the
         # first shutdown() pass. Invariant: none is added once CLOSING.
         self._at_shutdown: list[Callable[[], object]] = []
+        # The instruments (see _instruments.py): None while none is installed,
+        # which every event tests, and all it costs then.
+        self._instruments: Instruments | None = None
         # cancel(grace=...): the pending requests, and the tasks parked in
         # wait_stop_requested() with where they wait (see _grace.py).
         self._stop_requests: dict[AsyncOperation, StopRequest] = {}
@@ -221,6 +229,37 @@ class Kernel(WorkerPool):
     def now(self) -> float:
         """Read the runtime's clock, in seconds."""
         return self._now()
+
+    def add_instrument(self, obj: object) -> None:
+        """Tell ``obj`` of every operation's life in this runtime, from now on.
+
+        ``obj`` has any of the methods ``spawned(op)``, ``step_started(op)``,
+        ``step_ended(op)``, ``parked(op, reason)``, ``woken(op)``,
+        ``cancelled(op, reason)`` and ``ended(op)``; each is called on the
+        thread where its event happens, outside the runtime lock. A park's
+        ``reason`` describes what the task waits on when made a ``str``. A method
+        that raises gets its instrument removed, and the error logged on the
+        ``asyncop`` logger. May be called from any thread, while the runtime
+        runs; with no instrument installed the runtime pays nothing for them.
+        Not a cancellation point.
+
+        Raises:
+            TypeError: ``obj`` has none of those methods.
+            ValueError: ``obj`` is installed already.
+        """
+        _add_instrument(self, obj)
+
+    def remove_instrument(self, obj: object) -> None:
+        """Stop telling ``obj`` of the runtime's operations (see ``add_instrument``).
+
+        A hook that another thread has already picked up may still run once.
+        Not a cancellation point.
+
+        Raises:
+            ValueError: ``obj`` is not installed (never added, removed already,
+                or removed when one of its methods raised).
+        """
+        _remove_instrument(self, obj)
 
     def _extra_registrations_locked(self) -> int:
         reactor = self._reactor
@@ -429,7 +468,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    def _on_final_locked(self, op: AsyncOperation, after: After) -> None:
+    def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
         timer = op._deadline_timer
         if timer is not None:
             # Cancel first: a Ctrl-C in between leaves the field set, and a
@@ -438,7 +477,11 @@ class Kernel(WorkerPool):
             op._deadline_timer = None
         if op.parent is None:
             self._roots.pop(op, None)
-        op._ended_at = self._stamp()
+        # (At the reading the finalizing caller has, if any: see try_finalize_locked.)
+        op._ended_at = self._stamp() if at is None else at
+        instruments = self._instruments
+        if instruments is not None:
+            instruments.note_ended_locked(op, after)
         # Break the operation <-> task state <-> waker cycle, and drop the
         # context: a finished operation is then freed by reference counting
         # alone, without waiting for (and feeding) the garbage collector.

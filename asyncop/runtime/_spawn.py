@@ -53,6 +53,7 @@ from ._task import TaskState
 
 if TYPE_CHECKING:
     from ..operations import After
+    from ._instruments import Instruments
     from ._kernel import Kernel
     from ._worker import Worker
 
@@ -115,8 +116,13 @@ def new_operation(
         state = _thread_local.state  # (thread_state(), inline)
     except AttributeError:
         state = thread_state()
+    # Instruments hear of an operation before its first step: it is queued
+    # once they were told, unless a task of the default mode spawns it, as
+    # it cannot run before the task's step ends (the step holds the lane).
+    instruments = self._instruments
+    queue = instruments is None or not submit or (state.task is not None and not self._parallel)
     woken = None
-    if state.worker is None and submit and self._idle:
+    if state.worker is None and submit and queue and self._idle:
         woken = self._wake_early()  # a user thread's submit (not a worker's)
     code, lasti = _user_frame(depth)
     if kind is not _coro and kind is not _sync:
@@ -142,25 +148,60 @@ def new_operation(
             op._supervise = True
         else:
             op._supervised = True
-    if parent is None and kind is not _scope and not submit:
-        return op  # nothing to link: create() of a root, or a remote root
+    if parent is not None or kind is _scope or submit:  # (else nothing to link)
+        _link_new(self, op, parent, shield, submit, state, woken, queue)
+    if instruments is not None:
+        _tell_spawned(self, instruments, op, state, queue)
+    return op
+
+
+def _link_new(
+    self: Kernel,
+    op: AsyncOperation,
+    parent: AsyncOperation | None,
+    shield: bool,
+    submit: bool,
+    state: ThreadState,
+    woken: Worker | None,
+    queue: bool,
+) -> None:
+    """``link_new_locked`` under the runtime lock; then what it left to run."""
     after: After | None
     lock = self._lock
     if state.worker is not None:
         # A worker never runs signal handlers: acquire() then try, half the cost.
         lock.acquire()
         try:
-            after = self._link_new_locked(op, parent, shield, submit, state, woken)
+            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
         finally:
             lock.release()
     else:
         # A with-statement: on the main thread, a Ctrl-C raised as acquire()
         # returns would land before a try and leave the lock held for good.
         with lock:
-            after = self._link_new_locked(op, parent, shield, submit, state, woken)
+            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
     if after:
         run_after(after)
-    return op
+
+
+def _tell_spawned(
+    self: Kernel,
+    instruments: Instruments,
+    op: AsyncOperation,
+    state: ThreadState,
+    queued: bool,
+    _pending: OperationState = OperationState.PENDING,
+) -> None:
+    """Tell the instruments of new ``op``, then queue it if it is not yet.
+
+    A cancel in between ends a PENDING operation at once: it is not queued.
+    (A root made by ``create``, or a remote root, is linked nowhere.)
+    """
+    instruments.emit(self, instruments.spawned, op)
+    if not queued:
+        with self._lock:
+            if op._state is _pending and op._outcome is None:
+                self._push_locked(op, state)
 
 
 def link_new_locked(
@@ -171,6 +212,7 @@ def link_new_locked(
     submit: bool,
     state: ThreadState,
     woken: Worker | None,
+    queue: bool = True,
     _scope: OpKind = OpKind.SCOPE,
     _cancelled: Outcome = Outcome.CANCELLED,
 ) -> After | None:
@@ -178,7 +220,8 @@ def link_new_locked(
 
     Under the runtime lock; ``op`` is in the state it was born in (see the
     module docstring). Returns what to run once the lock is released, if
-    anything. ``woken`` is a worker the caller woke early for ``op``.
+    anything. ``woken`` is a worker the caller woke early for ``op``;
+    without ``queue``, submitted work is left PENDING for the caller to queue.
 
     Raises:
         RuntimeError: ``parent`` has ended, or (``submit``, no parent) the
@@ -210,5 +253,6 @@ def link_new_locked(
     elif submit:
         if parent is None:
             self._track_root_locked(op)
-        self._push_locked(op, state, woken)
+        if queue:
+            self._push_locked(op, state, woken)
     return after

@@ -29,7 +29,7 @@ cpdef deliver_cancel(TaskState task)
 @cython.locals(depth=Py_ssize_t)
 cpdef note_cancel(TaskState task)
 
-@cython.locals(task=TaskState, waker=TaskState, first=bint, inline=Py_ssize_t, start=double, now=double)
+@cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, inline=Py_ssize_t, start=double, now=double)
 cpdef step(runtime, op, CThreadState state, CCpuMeter meter, _value=*)
 
 cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)
@@ -51,4 +51,4 @@ cpdef tuple _wait_on(TaskState task, ev, Py_ssize_t inline)
 cpdef tuple _suspend_locked(TaskState task, bint cancellable)
 
 @cython.locals(held=list)
-cpdef _finish(TaskState task, outcome, value, error, _value=*, _cancelled=*)
+cpdef _finish(TaskState task, outcome, value, error, at=*, _value=*, _cancelled=*)

@@ -37,6 +37,13 @@ raise) gets a TypeError thrown in at that await, never an exception out of
 ``step``: an exception escaping here would leave the task RUNNING with
 nobody to step it again.
 
+Statistics
+----------
+``step`` counts each step in ``op.stats`` and charges it the time of the
+task's code (``_usage.py``), each time the coroutine yields, before anything
+can hand the task to another worker, and as it ends, before the operation
+does: whoever the end wakes finds the counts complete.
+
 Starvation
 ----------
 An await whose event is ready at once does not suspend. So that a loop of
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from contextvars import Context
+from functools import partial
 from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType, GeneratorType
 from typing import TYPE_CHECKING, Any
@@ -68,7 +76,7 @@ from ..operations import (
 )
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
-from ._usage import CpuMeter, charge
+from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
 
 try:
@@ -82,7 +90,13 @@ if TYPE_CHECKING:
     from ..operations import After
     from ._kernel import Kernel
 
-__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
+__all__ = [
+    "TaskState",
+    "describe_wait",
+    "on_cancel_running",
+    "step",
+    "strip_own_frame",
+]
 
 _MAX_INLINE = 32
 # The types of asyncop's own compiled generators and coroutines (none when
@@ -189,6 +203,9 @@ def on_cancel_running(
         if not waker._transition_to_queued():
             return False
         task.task._wakes += 1
+        instruments = waker.runtime._instruments
+        if instruments is not None and instruments.woken:
+            after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
         return True
     if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
@@ -274,6 +291,9 @@ def step(
     if task is None:
         return  # already final: cancelled while queued (its waker IGNORED)
     waker = task
+    # The step starts at the worker's last reading; so does the task, if op.stats reads that clock.
+    start = meter.last
+    stamp = runtime._stamp is wall_clock
     lock = runtime._lock
     lock.acquire()
     try:
@@ -281,12 +301,15 @@ def step(
         # while it was queued (its waker IGNORED), and then it never runs.
         # Else only a QUEUED waker resumes: any other queue entry is stale.
         first = task.coro is None
-        if not (op._transition_to_running() if first else waker._transition_to_result()):
+        if not (
+            op._transition_to_running(start if stamp else None)
+            if first
+            else waker._transition_to_result()
+        ):
             return
     finally:
         lock.release()
     op._steps += 1
-    start = meter.last  # (the step's time starts at the worker's last reading)
     ctx = op._ctx
     assert ctx is not None
     if not first:
@@ -325,7 +348,7 @@ def step(
         now = charge(op, meter, start)
         if ev is _RETURNED:
             try:
-                _finish(task, _value, value, None)
+                _finish(task, _value, value, None, now if stamp else None)
             finally:
                 state.task = None
             return
@@ -603,6 +626,7 @@ def _finish(
     outcome: Outcome,
     value: Any,
     error: BaseException | None,
+    at: float | None = None,
     _value: Outcome = Outcome.VALUE,
     _cancelled: Outcome = Outcome.CANCELLED,
 ) -> None:
@@ -621,7 +645,7 @@ def _finish(
         task.held = None
         for lock in list(held):
             lock._break(task)
-    task.task._end_work_on_worker(outcome, value, error)
+    task.task._end_work_on_worker(outcome, value, error, at)
 
 
 def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:

@@ -401,15 +401,21 @@ class Waker:
                 self.result = result
                 self.error = error
                 runtime._push_locked(self.task, resumed=True)
-                return True
-            if self._transition_to_result_early():
+                instruments = runtime._instruments
+                if instruments is None:
+                    return True
+            elif self._transition_to_result_early():
                 # Fired while the task is still arming its events: it will
                 # see RESULT and carry on without suspending.
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
                 return True
-            return False
+            else:
+                return False
+        # Woken, and an instrument listens: tell it, outside the lock.
+        instruments.emit(runtime, instruments.woken, self.task)
+        return True
 
     def _add_subscription(self, sub: Subscription) -> None:
         if self.events is None:

@@ -93,8 +93,9 @@ runtime lock, and each says whether it happened (``_unpark_locked`` in
 ``_pool.py`` counts a worker active again only if it was parked). ``item``,
 ``item_seq``, ``stepping``, ``in_sync`` and ``replaced`` are written by the
 worker itself and read by the monitor; ``cpu_clock``, ``thread_state`` and
-``steps_only`` are set once when the thread starts; ``meter`` is used by the
-worker's thread alone; everything else is written under the runtime lock.
+``steps_only`` are set once when the thread starts; ``meter`` and
+``ended_later`` are used by the worker's thread alone; everything else is
+written under the runtime lock.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class Worker:
 
     __slots__ = (
         "cpu_clock",
+        "ended_later",
         "event",
         "extra",
         "handle",
@@ -202,6 +204,9 @@ class Worker:
         self.parked_at = 0.0
         # Charges each item's time to its operation (see _usage.py).
         self.meter = CpuMeter()
+        # Operations that ended in the step being run, for the instruments'
+        # ended(), reported after the step's step_ended (see _instruments.py).
+        self.ended_later: list[AsyncOperation[Any]] = []
 
     @property
     def parked(
