@@ -16,6 +16,10 @@ otherwise leaves the wheel pure:
   ``freethreading-compatible`` are compiled, each declaring itself
   compatible; the others stay pure, so that importing asyncop never turns
   the GIL back on.
+- The modules listed under ``heap-types`` define extension types that users
+  see (``asyncop.lowlevel.Waker``), or that extend one (a heap type's
+  subclass must be one too): they are built as heap types, which
+  ``asyncop._exports.publish`` can give their public ``__module__``.
 - ``pip install .`` builds the extension modules in ``build/`` and puts them
   in the wheel beside their ``.py`` files (which stay, for the pure mode).
 - ``pip install -e .`` builds them in place, beside the sources, and writes
@@ -146,11 +150,23 @@ class CythonBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         free_threaded = _free_threaded()
         # Sources are compiled again only where they changed, so a change of
         # Cython or of its settings needs a build folder of its own.
-        settings = json.dumps([cython_version, DIRECTIVES, free_threaded], sort_keys=True)
+        heap_types = sorted(self.config.get("heap-types", []))
+        settings = json.dumps(
+            [cython_version, DIRECTIVES, free_threaded, heap_types], sort_keys=True
+        )
         tag = EXTENSION_SUFFIXES[0].strip(".").removesuffix(".so").removesuffix(".pyd")
         digest = hashlib.sha256(settings.encode()).hexdigest()[:12]
         build = Path(self.root, "build", "cython", f"{tag}-{digest}")
-        extensions = [Extension(_module_name(path), [path]) for path in modules]
+        # A module whose extension types are public builds them as heap types,
+        # whose __module__ can then name the public module (asyncop._exports).
+        extensions = [
+            Extension(
+                _module_name(path),
+                [path],
+                define_macros=[("CYTHON_USE_TYPE_SPECS", "1")] if path in heap_types else [],
+            )
+            for path in modules
+        ]
         directives: dict[str, object] = dict(DIRECTIVES)
         if free_threaded:
             # Only the modules listed as compatible are compiled there

@@ -206,6 +206,9 @@ class WaitEvent(Generic[T]):
 class Subscription:
     """One waker subscribed to one event for one wait."""
 
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
     __slots__ = ("callback", "event", "generation", "handle", "waker")
 
     def __init__(self, waker: Waker, event: Any, callback: WakeCallback) -> None:
