@@ -31,7 +31,7 @@ SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def test_is_compiled_says_whether_the_core_runs_as_extension_modules() -> None:
-    kernel = sys.modules["asyncop.runtime._kernel"]
+    kernel = sys.modules["asyncop.runtime._core._kernel"]
     assert kernel.__file__ is not None
     assert asyncop.lowlevel.is_compiled() is (not kernel.__file__.endswith(".py"))
 

@@ -59,13 +59,13 @@ import weakref
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, DeadlockError, every_thread_state
+from ._core._monitor import TICK
+from ._core._worker import monotonic
 from ._introspect import owner_of
-from ._monitor import TICK
 from ._waitgraph import wait_graph_locked, waits_for_tree
-from ._worker import monotonic
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._core._kernel import Kernel
 
 __all__ = ["DeadlockMode", "DeadlockWatch", "check_deadlock_args", "deadlock_error_for"]
 

@@ -61,11 +61,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import After, _thread_local, thread_state
-from ._waker import WakerStatus, describe_event
+from ._core._waker import WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
-    from ._task import TaskState
+    from ._core._task import TaskState
 
 __all__ = [
     "HOOKS",

@@ -47,16 +47,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, OpKind, safe_str, walk
-from ._blocking import Blocking
+from ._core._blocking import Blocking
+from ._core._monitor import current_line
+from ._core._task import describe_wait
+from ._core._waker import WakerStatus
+from ._core._worker import monotonic
 from ._grace import describe_stop_locked
-from ._monitor import current_line
-from ._task import describe_wait
-from ._waker import WakerStatus
-from ._worker import monotonic
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
-    from ._worker import Worker
+    from ._core._kernel import Kernel
+    from ._core._worker import Worker
 
 __all__ = ["DUMP_INDENT", "describe_locked", "render_dump", "take_snapshot"]
 
