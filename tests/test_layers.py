@@ -17,6 +17,12 @@ Modules import each other at the top (not inside functions, where an import
 hides a dependency and costs a lookup per call), and their top-level
 imports form no cycle.
 
+Inside the runtime, the compiled core (``runtime/_core/``) is exactly the
+runtime's part of the compiled module set, and the network, process and
+executor packages (``runtime/_net/``, ``_proc/``, ``_executors/``) use the
+core and the primitives (``runtime/_primitives/``) only through the
+runtime's public names, as a library built on asyncop would.
+
 The runtime's face loads its network, process and signal names on first
 use, so that ``import asyncop`` does not load ssl; the last tests check
 that part in a fresh interpreter. Everything else here reads the source
