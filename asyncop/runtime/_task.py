@@ -198,7 +198,7 @@ def on_cancel_running(
         task.task._wakes += 1
         instruments = waker.runtime._instruments
         if instruments is not None and instruments.woken:
-            after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
+            after.append(partial(instruments.tell, op.runtime, instruments.woken, task.task))
         return True
     if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
