@@ -106,18 +106,24 @@ def end_work(
 
 
 def end_work_on_worker(
-    self: AsyncOperation, outcome: Outcome, value: Any, error: BaseException | None
+    self: AsyncOperation,
+    outcome: Outcome,
+    value: Any,
+    error: BaseException | None,
+    at: float | None = None,
 ) -> None:
     """``_end_work`` for the worker that ran the work: every operation ends here.
 
     A worker thread never runs signal handlers, so it may take the lock
-    with acquire() then try, which costs half a with-statement.
+    with acquire() then try, which costs half a with-statement. ``at``: the
+    worker's reading of the runtime's clock as the work ended, if it has one
+    (see ``try_finalize_locked``).
     """
     after: After = []
     lock = self.runtime._lock
     lock.acquire()
     try:
-        ended = self._transition_to_ended(outcome, value, error, after)
+        ended = self._transition_to_ended(outcome, value, error, after, at)
         assert ended, f"{self.name!r} ended its work twice"
     finally:
         lock.release()
@@ -131,6 +137,7 @@ def transition_to_ended(
     value: Any,
     error: BaseException | None,
     after: After | None = None,
+    at: float | None = None,
     _cancelled: Outcome = Outcome.CANCELLED,
     _error: Outcome = Outcome.ERROR,
 ) -> bool:
@@ -157,13 +164,14 @@ def transition_to_ended(
         # in the order they happened, as trio's and asyncio's do.
         self._failures.append(error)  # type: ignore[arg-type]
     if after is not None:
-        self._try_finalize_locked(after)
+        self._try_finalize_locked(after, at)
     return True
 
 
 def try_finalize_locked(
     self: AsyncOperation,
     after: After,
+    at: float | None = None,
     _value: Outcome = Outcome.VALUE,
     _error: Outcome = Outcome.ERROR,
     _scope: OpKind = OpKind.SCOPE,
@@ -178,7 +186,9 @@ def try_finalize_locked(
     happens in the loop, in the three steps that a Ctrl-C cannot tear
     (see "A Ctrl-C while finalizing" in the module docstring); only
     waking its waiters, a failure's ending (``_failed_ending``) and the
-    links a climb kept (``_drop_kept_links``) call out.
+    links a climb kept (``_drop_kept_links``) call out. Every node that
+    becomes final in one climb ends at one reading of the runtime's clock:
+    ``at`` if the caller has one, else the first node's.
     """
     node: AsyncOperation | None = self
     kept: AsyncOperation | None = None  # first node of the climb whose links stay
@@ -212,7 +222,8 @@ def try_finalize_locked(
                 kept = node  # its cancel walk is still under way
             ended = node._transition_to_final(state, error, taken_over, report)
             assert ended, f"{node.name!r} was final already"
-        node.runtime._on_final_locked(node, after)
+        node.runtime._on_final_locked(node, after, at)
+        at = node._ended_at
         if parent is not None:
             prev = node._sibling_prev
             if prev is not None or parent.first_child is node:  # still linked

@@ -85,7 +85,9 @@ class RuntimeHooks(Protocol):
 
     def _track_root_locked(self, op: AsyncOperation) -> None: ...
 
-    def _on_final_locked(self, op: AsyncOperation, after: After) -> None: ...
+    def _on_final_locked(
+        self, op: AsyncOperation, after: After, at: float | None = None
+    ) -> None: ...
 
     def _on_cancel_running_locked(self, op: AsyncOperation, after: After) -> bool:
         """A RUNNING, CREATED or PENDING operation's token was just cancelled.

@@ -164,6 +164,7 @@ def transition_to_pending(
 
 def transition_to_running(
     self: AsyncOperation,
+    at: float | None = None,
     _pending: OperationState = OperationState.PENDING,
     _running: OperationState = OperationState.RUNNING,
 ) -> bool:
@@ -171,6 +172,8 @@ def transition_to_running(
 
     Returns False, and changes nothing, when a cancel got there first: the
     worker that popped the operation must then drop it without running it.
+    ``at``: a reading of the runtime's clock for ``started_at`` that the
+    caller has (a worker's, as its step starts); else the clock is read.
     """
     # Invariant: work that ended (cancelled while queued) never starts, and
     # only a remote operation's work starts unqueued.
@@ -181,7 +184,7 @@ def transition_to_running(
         state is OperationState.CREATED and self._kind is OpKind.REMOTE
     ):
         return False
-    self._started_at = self.runtime._stamp()
+    self._started_at = self.runtime._stamp() if at is None else at
     self._state = _running
     return True
 

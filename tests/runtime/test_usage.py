@@ -90,6 +90,30 @@ def test_stats_are_complete_once_the_operation_has_ended(runtime: asyncop.Runtim
             assert stats.created_at <= stats.started_at <= stats.ended_at
 
 
+@pytest.mark.timeout(30)
+def test_on_the_real_clock_the_times_bracket_the_work(runtime: asyncop.Runtime) -> None:
+    async def child() -> None:
+        await asyncop.sleep(0.02)
+
+    async def parent() -> asyncop.AsyncOperation[None]:
+        async with asyncop.scope() as s:
+            kid = s.spawn(child)
+        return kid
+
+    before = runtime.now()
+    op = runtime.spawn(parent)
+    kid = op.wait(10).value
+    after = runtime.now()
+    assert kid is not None
+    outer, inner = op.stats, kid.stats
+    assert outer.started_at is not None and outer.ended_at is not None
+    assert inner.started_at is not None and inner.ended_at is not None
+    assert before <= outer.created_at <= outer.started_at <= inner.created_at
+    assert inner.created_at <= inner.started_at
+    assert inner.ended_at - inner.started_at >= 0.02
+    assert inner.ended_at <= outer.ended_at <= after
+
+
 @pytest.mark.timeout(20)
 def test_a_callback_that_computes_is_charged_its_cpu_time(runtime: asyncop.Runtime) -> None:
     op = runtime.spawn(_compute, 0.05)

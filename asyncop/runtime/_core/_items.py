@@ -31,9 +31,9 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ...operations import Cancelled, Outcome, ThreadState
-from .._instruments import failed, flush_ended, park_reason
+from .._instruments import failed, flush_ended, park_reason, tell, tell_why
 from ._task import step, strip_own_frame
-from ._usage import CpuMeter, charge
+from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def _step_instrumented(
     steps = op._steps
     instruments = rt._instruments
     if instruments is not None:
-        for hook in instruments.step_started:  # (Instruments.emit, inline)
+        for hook in instruments.step_started:  # (tell(), inline)
             try:
                 hook(op)
             except Exception:
@@ -220,7 +220,7 @@ def _step_instrumented(
                 # (Not a yield: a checkpoint left it QUEUED with no event.)
                 reason = park_reason(task)
                 if reason is not None:
-                    instruments.emit(rt, instruments.parked, op, reason)
+                    tell_why(rt, instruments.parked, op, reason)
             for hook in instruments.step_ended:
                 try:
                     hook(op)
@@ -282,7 +282,7 @@ def _call_sync(
     op._steps = 1
     instruments = rt._instruments
     if instruments is not None:
-        instruments.emit(rt, instruments.step_started, op)
+        tell(rt, instruments.step_started, op)
     start = meter.start_run()
     try:
         value = ctx.run(fn, *args)
@@ -297,15 +297,15 @@ def _call_sync(
     finally:
         state.op = None
     # (Charged before it ends: whoever it wakes finds its stats complete.)
-    charge(op, meter, start)
+    now = charge(op, meter, start)
     meter.end_run()
     instruments = rt._instruments
     if instruments is not None:
-        instruments.emit(rt, instruments.step_ended, op)
+        tell(rt, instruments.step_ended, op)
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.
-    op._end_work_on_worker(outcome, value, error)
+    op._end_work_on_worker(outcome, value, error, now if rt._stamp is wall_clock else None)
 
 
 # What a plain function may not return: work that would never run.

@@ -457,7 +457,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    def _on_final_locked(self, op: AsyncOperation, after: After) -> None:
+    def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
         timer = op._deadline_timer
         if timer is not None:
             # Cancel first: a Ctrl-C in between leaves the field set, and a
@@ -466,7 +466,8 @@ class Kernel(WorkerPool):
             op._deadline_timer = None
         if op.parent is None:
             self._roots.pop(op, None)
-        op._ended_at = self._stamp()
+        # (At the reading the finalizing caller has, if any: see try_finalize_locked.)
+        op._ended_at = self._stamp() if at is None else at
         instruments = self._instruments
         if instruments is not None:
             instruments.note_ended_locked(op, after)

@@ -197,7 +197,7 @@ def _tell_spawned(
     A cancel in between ends a PENDING operation at once: it is not queued.
     (A root made by ``create``, or a remote root, is linked nowhere.)
     """
-    instruments.emit(self, instruments.spawned, op)
+    instruments.tell(self, instruments.spawned, op)
     if not queued:
         with self._lock:
             if op._state is _pending and op._outcome is None:

@@ -76,7 +76,7 @@ from ...operations import (
 )
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
-from ._usage import CpuMeter, charge
+from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, Waker, WakerStatus, describe_event, is_event, resolve
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ def on_cancel_running(
         task.task._wakes += 1
         instruments = waker.runtime._instruments
         if instruments is not None and instruments.woken:
-            after.append(partial(instruments.emit, op.runtime, instruments.woken, task.task))
+            after.append(partial(instruments.tell, op.runtime, instruments.woken, task.task))
         return True
     if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
@@ -284,6 +284,9 @@ def step(
     if task is None:
         return  # already final: cancelled while queued (its waker IGNORED)
     waker = task
+    # The step starts at the worker's last reading; so does the task, if op.stats reads that clock.
+    start = meter.last
+    stamp = runtime._stamp is wall_clock
     lock = runtime._lock
     lock.acquire()
     try:
@@ -291,12 +294,15 @@ def step(
         # while it was queued (its waker IGNORED), and then it never runs.
         # Else only a QUEUED waker resumes: any other queue entry is stale.
         first = task.coro is None
-        if not (op._transition_to_running() if first else waker._transition_to_result()):
+        if not (
+            op._transition_to_running(start if stamp else None)
+            if first
+            else waker._transition_to_result()
+        ):
             return
     finally:
         lock.release()
     op._steps += 1
-    start = meter.last  # (the step's time starts at the worker's last reading)
     ctx = op._ctx
     assert ctx is not None
     if not first:
@@ -335,7 +341,7 @@ def step(
         now = charge(op, meter, start)
         if ev is _RETURNED:
             try:
-                _finish(task, _value, value, None)
+                _finish(task, _value, value, None, now if stamp else None)
             finally:
                 state.task = None
             return
@@ -613,6 +619,7 @@ def _finish(
     outcome: Outcome,
     value: Any,
     error: BaseException | None,
+    at: float | None = None,
     _value: Outcome = Outcome.VALUE,
     _cancelled: Outcome = Outcome.CANCELLED,
 ) -> None:
@@ -631,7 +638,7 @@ def _finish(
         task.held = None
         for lock in list(held):
             lock._break(task)
-    task.task._end_work_on_worker(outcome, value, error)
+    task.task._end_work_on_worker(outcome, value, error, at)
 
 
 def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:

@@ -414,7 +414,7 @@ class Waker:
             else:
                 return False
         # Woken, and an instrument listens: tell it, outside the lock.
-        instruments.emit(runtime, instruments.woken, self.task)
+        instruments.tell(runtime, instruments.woken, self.task)
         return True
 
     def _add_subscription(self, sub: Subscription) -> None:

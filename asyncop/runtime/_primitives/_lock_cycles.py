@@ -124,9 +124,16 @@ def cycle_error(lock: Any, me: object, runtime: Any) -> DeadlockError | None:
             return None
     else:
         return None
-    if any(_checks_off(_runtime_of(holder)) for _, holder in chain):
+    runtimes = [_runtime_of(holder) for _, holder in chain]
+    if any(_checks_off(other) for other in runtimes):
         return None
-    return _error(lock, chain)
+    error = _error(lock, chain)
+    # Shown in the snapshots (and ``top``) of each runtime the cycle runs through.
+    for other in dict.fromkeys(candidate for candidate in [runtime, *runtimes] if candidate):
+        watch = getattr(other, "_deadlocks", None)
+        if watch is not None:
+            watch.note_cycle(error)
+    return error
 
 
 def _error(lock: Any, chain: list[tuple[Any, object]]) -> DeadlockError:
