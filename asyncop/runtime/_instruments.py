@@ -152,7 +152,8 @@ class Instruments:
 
         An operation that ends in its own step, on the worker stepping it,
         is reported after that step's ``step_ended`` (``flush_ended``), when
-        an instrument listens to steps.
+        an instrument listens to steps; and so are the ancestors its end
+        makes final, after it: a parent is never reported before its child.
         """
         if not self.ended:
             return
@@ -161,11 +162,12 @@ class Instruments:
                 state = _thread_local.state  # (thread_state(), inline)
             except AttributeError:
                 state = thread_state()
-            task = state.task
             worker = state.worker
-            if task is not None and task.task is op and worker is not None:
-                worker.ended_later.append(op)
-                return
+            if worker is not None:
+                task = state.task
+                if worker.ended_later or (task is not None and task.task is op):
+                    worker.ended_later.append(op)
+                    return
         after.append(functools.partial(tell, op.runtime, self.ended, op))
 
 
