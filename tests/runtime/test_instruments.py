@@ -230,7 +230,7 @@ def test_a_parent_is_reported_ended_after_its_children(runtime: asyncop.Runtime)
         recorder = Recorder()
         runtime.add_instrument(recorder)
         runtime.spawn(parent, name="parent").wait(10)
-        eventually(lambda: "ended" in recorder.of("parent"))
+        eventually(lambda r=recorder: "ended" in r.of("parent"))
         runtime.remove_instrument(recorder)
         ended = [name for event, name, _ in recorder.events if event == "ended"]
         assert ended.index("group") > max(ended.index(f"child{i}") for i in range(4))
