@@ -72,7 +72,7 @@ def is_compiled() -> bool:
     (an install that compiled them, without ``ASYNCOP_NO_EXTENSIONS=1``);
     False when they run as Python source.
     """
-    module = sys.modules.get(f"{_PACKAGE}.runtime._kernel")
+    module = sys.modules.get(f"{_PACKAGE}.runtime._core._kernel")
     if module is None:
         return False
     return isinstance(getattr(module, "__loader__", None), importlib.machinery.ExtensionFileLoader)

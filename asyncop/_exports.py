@@ -1,6 +1,6 @@
 """Make public names show the module users import them from.
 
-``asyncop.Lock`` is defined in ``asyncop.runtime._sync``; without this, its
+``asyncop.Lock`` is defined in ``asyncop.runtime._primitives._sync``; without this, its
 repr, tracebacks and pickles would name that private module. Each public
 module calls :func:`publish` on its ``__all__`` once, at import.
 """

@@ -4,7 +4,7 @@
 ``waker_new`` resets a task's waker for a new wait, ``resume_when``
 subscribes it to an event, and ``resolve``, ``cancel`` and ``timeout`` are
 the standard callbacks that decide how a firing event resumes the task.
-See ``asyncop/runtime/_waker.py`` for the states and their invariants.
+See ``asyncop/runtime/_core/_waker.py`` for the states and their invariants.
 
 For libraries that build their own cancel scopes on asyncop's (the anyio
 backend): ``enter_in_task(scope)`` and ``leave_in_task(scope, exc)`` open and
@@ -14,12 +14,12 @@ close a scope's block in the running task without an await;
 its place in the tree, ``spawn_shielded()`` spawns a task that runs its
 first step whatever happens above it meanwhile, and ``pass_checkpoint()``
 passes a cancellation point without a trip through the scheduler. See
-``asyncop/runtime/_block.py``.
+``asyncop/runtime/_core/_block.py``.
 
 For libraries that let a thread call back into their event loop (anyio's
 ``from_thread``): ``add_callback_hook(hook)`` runs ``hook(runtime)`` on a
 worker thread just before each sync callback, and
-``remove_callback_hook(hook)`` stops it. See ``asyncop/runtime/_items.py``.
+``remove_callback_hook(hook)`` stops it. See ``asyncop/runtime/_core/_items.py``.
 
 ``is_compiled()`` says whether asyncop's core runs compiled (an install with
 a C compiler) or as Python source (``ASYNCOP_NO_EXTENSIONS=1``, or no

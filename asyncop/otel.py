@@ -10,8 +10,9 @@ an SDK, or another implementation of the API, decides where spans go).
     with otel.instrument(runtime, select=lambda op: op.name.startswith("fetch")):
         runtime.run(main)
 
-Each selected operation gets one span, named after it, from its start (its
-first step, the start of its callback, a scope's birth) to its end:
+Each selected operation gets one span, named after it, from the moment it
+is made (spawned, created, a scope entered) to its end, so the span
+includes the time it waited for a worker:
 
 - **Parent**: the span of its nearest selected ancestor in the operation
   tree, whatever thread that one runs on; the tree's links decide, not the
@@ -58,16 +59,13 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 from ._exports import publish as _publish
 from ._version import __version__
-from .operations import AsyncOperation, OperationState, OpKind
+from .operations import AsyncOperation, OperationState
 from .runtime import Runtime
 
 __all__ = ["Instrumentation", "instrument"]
 
 Op = AsyncOperation[Any]
 
-# The kinds of operation that run no code of their own (a scope's block is
-# its task's, a remote job runs elsewhere): their span starts as they are made.
-_RUNS_NO_CODE = frozenset({OpKind.SCOPE, OpKind.REMOTE})
 _STATE_NAMES = {
     OperationState.COMPLETED: "completed",
     OperationState.FAILED: "failed",
@@ -162,8 +160,6 @@ class _Hooks:
     def __init__(self, tracer: trace.Tracer, select: Callable[[Op], bool] | None) -> None:
         self._tracer = tracer
         self._select = select
-        # Selected operations whose first step has not started yet.
-        self._waiting: dict[Op, None] = {}
         # The open span of each selected operation that has started.
         self._spans: dict[Op, Span] = {}
 
@@ -171,20 +167,13 @@ class _Hooks:
         select = self._select
         if select is not None and not select(op):
             return
-        if op._kind in _RUNS_NO_CODE:
-            self._start(op)
-        else:
-            self._waiting[op] = None
-
-    def step_started(self, op: Op) -> None:
-        # Only a selected operation's first step does anything.
-        if op in self._waiting and self._waiting.pop(op, 0) is None:
-            span = self._start(op)
-            ctx = op._ctx
-            if ctx is not None:
-                # Current in the operation's own context, where its code runs:
-                # never detached, it goes with the context when the operation ends.
-                ctx.run(_make_current, span)
+        span = self._start(op)
+        ctx = op._ctx
+        if ctx is not None:
+            # Current in the operation's own context, where its code will run
+            # (none of it has yet): never detached, it goes with the context
+            # when the operation ends.
+            ctx.run(_make_current, span)
 
     def cancelled(self, op: Op, reason: object) -> None:
         span = self._spans.get(op)
@@ -192,7 +181,6 @@ class _Hooks:
             span.set_attribute("asyncop.cancel_reason", str(reason))
 
     def ended(self, op: Op) -> None:
-        self._waiting.pop(op, None)
         span = self._spans.pop(op, None)
         if span is not None:
             _finish(span, op)
@@ -217,7 +205,6 @@ class _Hooks:
         return otel_context.get_current()
 
     def end_all(self) -> None:
-        self._waiting.clear()
         while self._spans:
             op, span = self._spans.popitem()
             span.set_attribute("asyncop.state", op.state.name.lower())

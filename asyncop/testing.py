@@ -9,7 +9,7 @@
 - ``with assert_checkpoints():`` fails if the block passed no cancellation
   point.
 - ``memory_stream_pair()`` gives two streams connected in memory, to test
-  a protocol without sockets (``runtime/_memory_streams.py``).
+  a protocol without sockets (``runtime/_net/_memory_streams.py``).
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def _pingpong_asyncop_default(n: int) -> Metrics:
 
 @PINGPONG.system("asyncop_reactor_only")
 def _pingpong_asyncop_reactor_only(n: int) -> Metrics:
-    from asyncop.runtime import _reactor
+    from asyncop.runtime._core import _reactor
 
     _reactor.POLL_LIMIT = 0  # every readiness through the reactor thread
     return _pingpong_asyncop(n)

@@ -22,7 +22,7 @@ import pytest
 import asyncop
 import asyncop.testing
 from asyncop import BrokenResourceError, ClosedResourceError, net
-from asyncop.runtime import _dns
+from asyncop.runtime._net import _dns
 
 __all__ = ["NET_CASES"]
 

@@ -9,6 +9,7 @@ runs on a small suite laid out as anyio's is.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -310,14 +311,23 @@ def test_no_backend():
 
 
 def plugin_run(
-    pytester: pytest.Pytester, *args: str, ret: int = pytest.ExitCode.OK
+    pytester: pytest.Pytester,
+    *args: str,
+    ret: int = pytest.ExitCode.OK,
+    subprocess: bool = False,
 ) -> list[dict[str, object]]:
+    """Run the plugin on the small suite; in a subprocess to see what garbage it leaves.
+
+    (In this process, pytester records every hook call with its arguments,
+    and so keeps each failed test's exception and all it holds alive.)
+    """
     pytest.importorskip("anyio", reason="the plugin runs anyio's tests")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_suite=SUITE)
     pytester.syspathinsert(ROOT / "tools")
     out = pytester.path / "results.jsonl"
-    outcome = pytester.runpytest(
+    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+    outcome = run(
         "-p", "anyio_suite_plugin", f"--anyio-suite-results={out}", "-p", "no:cacheprovider", *args
     )
     assert outcome.ret == ret, outcome.stdout.str()
@@ -390,3 +400,57 @@ def test_the_plugin_refuses_an_unknown_backend(pytester: pytest.Pytester) -> Non
     outcome = pytester.runpytest("-p", "anyio_suite_plugin", "--anyio-suite-backends=trio,curio")
     assert outcome.ret == pytest.ExitCode.USAGE_ERROR
     outcome.stderr.fnmatch_lines(["*names curio; give one or more of trio, asyncop*"])
+
+
+LEAKING_SUITE = """
+import gc
+import socket
+
+import pytest
+
+def unbound_socket_then_fail():
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.bind(("no-such-host.invalid", 0))  # fails: the socket is left open
+
+@pytest.fixture
+def leaking_fixture():
+    unbound_socket_then_fail()
+
+def test_a_leaks_in_its_call(anyio_backend_name):
+    unbound_socket_then_fail()
+
+def test_b_leaks_in_its_setup(anyio_backend_name, leaking_fixture):
+    pass
+
+def test_c_innocent(anyio_backend_name):
+    gc.collect()  # the garbage of an earlier test must already be gone
+"""
+
+
+def test_garbage_a_failed_test_leaves_fails_that_test_and_not_a_later_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tools"), str(ROOT)]))
+    # anyio's configuration turns warnings into errors, among them the
+    # ResourceWarning of a socket that is collected unclosed.
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_leaks=LEAKING_SUITE)
+    records = plugin_run(
+        pytester,
+        "-p",
+        "no:randomly",
+        "-k",
+        "test_leaks",
+        ret=pytest.ExitCode.TESTS_FAILED,
+        subprocess=True,
+    )
+    outcomes = {r["nodeid"]: r["outcome"] for r in records if r["event"] == "result"}
+    assert outcomes == {
+        f"test_leaks.py::test_{name}[{backend}]": outcome
+        for backend in ("trio", "asyncop")
+        for name, outcome in [
+            ("a_leaks_in_its_call", "failed"),
+            ("b_leaks_in_its_setup", "error"),
+            ("c_innocent", "passed"),
+        ]
+    }

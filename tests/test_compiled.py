@@ -32,7 +32,7 @@ SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def test_is_compiled_says_whether_the_core_runs_as_extension_modules() -> None:
-    kernel = sys.modules["asyncop.runtime._kernel"]
+    kernel = sys.modules["asyncop.runtime._core._kernel"]
     assert kernel.__file__ is not None
     assert asyncop.lowlevel.is_compiled() is (not kernel.__file__.endswith(".py"))
 
@@ -93,7 +93,8 @@ def test_one_edited_core_source_runs_every_core_module_from_source(tmp_path: Pat
     # The waker's extension type is cimported by the task module: a compiled
     # task module cannot load beside a waker run from its edited source.
     shutil.copytree(ROOT / "asyncop", tmp_path / "asyncop", ignore=shutil.ignore_patterns("*.c"))
-    with open(tmp_path / "asyncop" / "runtime" / "_waker.py", "a", encoding="utf-8") as file:
+    waker = tmp_path / "asyncop" / "runtime" / "_core" / "_waker.py"
+    with open(waker, "a", encoding="utf-8") as file:
         file.write("# edited\n")
     code = (
         "import warnings\n"

@@ -19,7 +19,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.runtime._remote import RemoteTraceback
+from asyncop.runtime._executors._remote import RemoteTraceback
 from tests.runtime import _remote_jobs as jobs
 from tests.runtime._remote_checks import (
     CANNOT_CROSS_IDS,

@@ -1620,7 +1620,7 @@ def t_process_closed(c: Ctx) -> BaseException:
 
 
 def t_process_closed_at_first_step(c: Ctx) -> BaseException:
-    from asyncop.runtime._executors import _ProcessJob
+    from asyncop.runtime._executors._executors import _ProcessJob
 
     ex = asyncop.ProcessExecutor(1)
     ex.shutdown()
@@ -1682,7 +1682,7 @@ def t_remote_argument_unpicklable(c: Ctx) -> BaseException:
 
 
 def t_remote_call_unpicklable(c: Ctx) -> BaseException:
-    from asyncop.runtime._remote_call import pack_call
+    from asyncop.runtime._executors._remote_call import pack_call
 
     def dumps(obj: object) -> bytes:
         if isinstance(obj, tuple):

@@ -17,6 +17,12 @@ Modules import each other at the top (not inside functions, where an import
 hides a dependency and costs a lookup per call), and their top-level
 imports form no cycle.
 
+Inside the runtime, the compiled core (``runtime/_core/``) is exactly the
+runtime's part of the compiled module set, and the network, process and
+executor packages (``runtime/_net/``, ``_proc/``, ``_executors/``) use the
+core and the primitives (``runtime/_primitives/``) only through the
+runtime's public names, as a library built on asyncop would.
+
 The runtime's face loads its network, process and signal names on first
 use, so that ``import asyncop`` does not load ssl; the last tests check
 that part in a fresh interpreter. Everything else here reads the source
@@ -41,6 +47,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -105,15 +112,15 @@ FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
         "the face loads the network, process and signal modules on first use, "
         "so that import asyncop does not load ssl and subprocess"
     ),
-    ("asyncop.runtime._awaitables", SCHEDULER): (
+    ("asyncop.runtime._core._awaitables", SCHEDULER): (
         "notify_closing() needs live_runtimes(), and a top-level import would close the "
         "cycle _awaitables -> _scheduler -> _task -> _awaitables; moving live_runtimes "
         "below _awaitables removes it"
     ),
-    ("asyncop.runtime._executors", "multiprocessing.forkserver"): (
+    ("asyncop.runtime._executors._executors", "multiprocessing.forkserver"): (
         "only a fork-server start needs it, and it takes milliseconds to import"
     ),
-    ("asyncop.runtime._executors", "pebble"): (
+    ("asyncop.runtime._executors._executors", "pebble"): (
         "only a ProcessExecutor needs it, and it takes tens of milliseconds to import"
     ),
 }
@@ -141,16 +148,16 @@ LONG_FUNCTIONS: dict[str, int] = {}
 STATE_FIELDS: dict[tuple[str, str], str] = {
     ("AsyncOperation", "_state"): "asyncop.operations._state",
     ("AsyncOperation", "_outcome"): "asyncop.operations._finalize",
-    ("Waker", "status"): "asyncop.runtime._waker",
-    ("Timer", "state"): "asyncop.runtime._timers",
-    ("Worker", "state"): "asyncop.runtime._worker",
-    ("Kernel", "_state"): "asyncop.runtime._kernel",
-    ("RemoteJob", "state"): "asyncop.runtime._remote",
-    ("SignalReceiver", "_state"): "asyncop.runtime._signals",
+    ("Waker", "status"): "asyncop.runtime._core._waker",
+    ("Timer", "state"): "asyncop.runtime._core._timers",
+    ("Worker", "state"): "asyncop.runtime._core._worker",
+    ("Kernel", "_state"): "asyncop.runtime._core._kernel",
+    ("RemoteJob", "state"): "asyncop.runtime._executors._remote",
+    ("SignalReceiver", "_state"): "asyncop.runtime._proc._signals",
     ("_Status", "_state"): "asyncop.runtime._start",
     ("AsyncioCall", "state"): "asyncop.runtime._asyncio_call",
     ("AsyncioHost", "_state"): "asyncop.runtime._asyncio_host",
-    ("TLSStream", "_state"): "asyncop.runtime._tls",
+    ("TLSStream", "_state"): "asyncop.runtime._net._tls",
     ("_Call", "state"): "asyncop.platform._main_calls",
 }
 
@@ -235,12 +242,17 @@ def is_type_checking(test: ast.expr) -> bool:
 
 def resolve(importer: str, node: ast.ImportFrom) -> str:
     """The absolute name of the module that ``from ... import`` reads from."""
+    return absolute(importer, sources()[importer][0].name == "__init__.py", node)
+
+
+def absolute(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name of the module that ``from ... import`` in ``importer`` reads from."""
     if not node.level:
         return node.module or ""
     # Level 1 is the importer's own package: the importer itself if it is
     # a package's __init__.py, its parent otherwise.
     base = importer.split(".")
-    if sources()[importer][0].name != "__init__.py":
+    if not is_package:
         base.pop()
     base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
@@ -353,9 +365,9 @@ def key_of(pairs: dict[tuple[str, str], str]) -> set[str]:
 def test_reader_sees_the_three_layers_and_their_modules() -> None:
     names = sources()
     assert set(LAYERS) <= set(names)
-    assert "asyncop.runtime._scope" in names and "asyncop.net" in names
-    found = {imp.target for imp in imports_of("asyncop.runtime._tcp")}
-    assert {"asyncop.runtime._dns", "asyncop.operations", "socket"} <= found
+    assert "asyncop.runtime._core._scope" in names and "asyncop.net" in names
+    found = {imp.target for imp in imports_of("asyncop.runtime._net._tcp")}
+    assert {"asyncop.runtime._net._dns", "asyncop.operations", "socket"} <= found
 
 
 @pytest.mark.parametrize("layer", THIRD_PARTY)
@@ -399,29 +411,163 @@ def test_each_package_is_used_through_its_face() -> None:
 
 
 # ----------------------------------------------------------------------
+# The packages built on the runtime's face
+# ----------------------------------------------------------------------
+
+RUNTIME = "asyncop.runtime"
+
+#: The runtime's packages that use its core (``_core``) and its primitives
+#: (``_primitives``) as a user would: through the public names of
+#: ``asyncop.runtime`` (which hold ``asyncop.lowlevel``'s), never a ``_``
+#: module or a private name. Among themselves they may share their insides.
+ON_THE_FACE = (
+    "asyncop.runtime._net",  # streams, TCP, TLS, UDP, Unix sockets, DNS, servers
+    "asyncop.runtime._proc",  # processes and signals
+    "asyncop.runtime._executors",  # process pools and remote executors
+)
+
+#: "importer -> what it takes past the face" -> why it stands.
+PAST_THE_FACE: dict[str, str] = {
+    "asyncop.runtime._net._serve -> asyncop.runtime._core._awaitables": (
+        "waits for the serving loop's operation and the stop request in one select(), "
+        "which takes the operation as a wait through OpWait; no public name makes one"
+    ),
+    **{
+        f"asyncop.runtime._executors.{importer} -> asyncop.runtime.{module}": (
+            "the face imports the executors as it loads (ProcessExecutor is in "
+            "import asyncop, and Runtime.spawn tests for a RemoteExecutor), so they "
+            "cannot import the face and take these names from their modules"
+        )
+        for importer, module in (
+            ("_remote", "_core._waker"),
+            ("_remote", "_kinds"),
+            ("_remote_call", "_kinds"),
+            ("_remote_call", "_scheduler"),
+        )
+    },
+}
+
+
+def is_on_the_face(module: str) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in ON_THE_FACE)
+
+
+def past_the_face(
+    importer: str, tree: ast.Module, is_package: bool, public: frozenset[str]
+) -> Iterator[tuple[str, int]]:
+    """What ``importer`` takes from the runtime past its face, and the line.
+
+    ``"importer -> asyncop.runtime._x"`` for an import from a runtime
+    module outside the packages on the face, ``"importer -> asyncop.runtime.name"``
+    for a name the face does not publish (in ``public``).
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = absolute(importer, is_package, node)
+            if base == RUNTIME:
+                for alias in node.names:
+                    if alias.name not in public:
+                        yield f"{importer} -> {RUNTIME}.{alias.name}", node.lineno
+                continue
+            targets = [base]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target.startswith(RUNTIME + ".") and not is_on_the_face(target):
+                yield f"{importer} -> {target}", node.lineno
+
+
+def test_face_checker_finds_what_a_package_takes_past_the_face() -> None:
+    tree = ast.parse(
+        "import socket\n"
+        "from ...operations import Cancelled\n"
+        "from .. import readable, scope\n"
+        "from .. import _scheduler, hidden\n"
+        "from . import _dns\n"
+        "from ._streams import close_fd\n"
+        "from .._proc._pipes import PipeStream\n"
+        "from .._core._awaitables import OpWait\n"
+        "import asyncop.runtime._kinds\n"
+        "if TYPE_CHECKING:\n"
+        "    from .._primitives._sync import Lock\n"
+    )
+    found = past_the_face(
+        "asyncop.runtime._net._tcp", tree, False, frozenset({"readable", "scope"})
+    )
+    assert sorted(found, key=lambda item: (item[1], item[0])) == [
+        ("asyncop.runtime._net._tcp -> asyncop.runtime._scheduler", 4),
+        ("asyncop.runtime._net._tcp -> asyncop.runtime.hidden", 4),
+        ("asyncop.runtime._net._tcp -> asyncop.runtime._core._awaitables", 8),
+        ("asyncop.runtime._net._tcp -> asyncop.runtime._kinds", 9),
+        ("asyncop.runtime._net._tcp -> asyncop.runtime._primitives._sync", 11),
+    ]
+    package = ast.parse("from . import _dns\nfrom .. import _core\n")
+    assert list(past_the_face("asyncop.runtime._net", package, True, frozenset())) == [
+        ("asyncop.runtime._net -> asyncop.runtime._core", 2)
+    ]
+
+
+def public_runtime_names() -> frozenset[str]:
+    """The names in ``asyncop.runtime.__all__``."""
+    for node in sources()[RUNTIME][1].body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return frozenset(ast.literal_eval(node.value))
+    raise AssertionError("asyncop/runtime/__init__.py has no __all__")
+
+
+def test_the_network_processes_and_executors_use_the_runtime_through_its_face() -> None:
+    assert all(package in sources() for package in ON_THE_FACE)
+    public = public_runtime_names()
+    found: dict[str, list[int]] = {}
+    for module, (path, tree) in sources().items():
+        if is_on_the_face(module):
+            for key, line in past_the_face(module, tree, path.name == "__init__.py", public):
+                found.setdefault(key, []).append(line)
+    problems = unexpected(found, set(PAST_THE_FACE))
+    require_none(problems, "a package on the runtime's face reaches past it")
+
+
+def test_the_compiled_modules_are_the_core_folder_and_the_operations_listed() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]["modules"])
+    core = {
+        path.relative_to(ROOT).as_posix()
+        for path in (PACKAGE / "runtime" / "_core").glob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert {path for path in listed if not path.startswith("asyncop/operations/")} == core
+
+
+# ----------------------------------------------------------------------
 # Cycles and function-level imports
 # ----------------------------------------------------------------------
 
 
 #: The modules below the kernel: they reach the runtime through the kernel's
-#: calls alone (``_kernel.py``) and never name the public Runtime.
-BELOW_KERNEL = tuple(
-    f"asyncop.runtime.{name}"
-    for name in (
-        "_abandon",
-        "_awaitables",
-        "_compose",
-        "_io_wait",
-        "_items",
-        "_limiter",
-        "_monitor",
-        "_reactor",
-        "_scope",
-        "_task",
-        "_timers",
-        "_waker",
-        "_worker",
-    )
+#: calls alone (``_core/_kernel.py``) and never name the public Runtime.
+BELOW_KERNEL = (
+    *(
+        f"asyncop.runtime._core.{name}"
+        for name in (
+            "_abandon",
+            "_awaitables",
+            "_io_wait",
+            "_items",
+            "_monitor",
+            "_reactor",
+            "_scope",
+            "_task",
+            "_timers",
+            "_waker",
+            "_worker",
+        )
+    ),
+    "asyncop.runtime._compose",
+    "asyncop.runtime._primitives._limiter",
 )
 
 

@@ -33,7 +33,7 @@ from asyncop.net import (
     serve_listeners,
     serve_tcp,
 )
-from asyncop.runtime import _dns, _serve, _tcp
+from asyncop.runtime._net import _dns, _serve, _tcp
 from asyncop.testing import assert_checkpoints
 
 from ._net import Status, finish

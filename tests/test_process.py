@@ -39,7 +39,7 @@ from asyncop.process import (
     open_process,
     run_process,
 )
-from asyncop.runtime import _process
+from asyncop.runtime._proc import _process
 from asyncop.testing import assert_checkpoints, wait_all_blocked
 from tests._children import (
     child_pids,

@@ -42,6 +42,17 @@ A shared test whose ``anyio_backend`` fixture hands it another backend than
 the one in its name (a fixture nearer the test that ignores
 ``request.param``) errors in setup rather than count for the wrong backend.
 
+A failed test's garbage
+-----------------------
+A test that fails can leave objects that warn when they are collected, such
+as a socket it opened before the line that failed: the frames of the
+failure's traceback hold it, and pytest keeps them in a reference cycle.
+Collected later, its ``ResourceWarning``, an error in anyio's suite, would
+fail whichever test runs then, on either backend. The plugin collects the
+garbage of every test that failed (in setup or call) in that test's
+teardown, and reports what warns then, as pytest reports an unraisable
+exception, in that test's teardown.
+
 The results file
 ----------------
 ``--anyio-suite-results=PATH`` appends one JSON object per line, flushed at
@@ -64,7 +75,11 @@ earlier, interrupted run already reported.
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
+import traceback
+import warnings
 from collections import Counter
 from collections.abc import Generator, Iterable
 from typing import IO, Any
@@ -178,6 +193,74 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
             "a fixture nearer the test than anyio's conftest ignores request.param; make it "
             "return request.param, or parametrize anyio_backend on the test"
         )
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # A test that fails can leave garbage that warns when it is collected: a
+    # socket opened before the line that failed, held by the frames of the
+    # failure's traceback, which pytest keeps in sys.last_value until the
+    # next test's call and in a reference cycle after that. Collected by
+    # some later collection, its ResourceWarning (an error in anyio's suite)
+    # would fail whichever test runs then, on either backend. So the garbage
+    # of a failed test is collected here, after pytest's own teardown has
+    # dropped a failed setup's exception, and what it warns is the failed
+    # test's: this hook runs after pytest's check for unraisable exceptions,
+    # so it makes its own.
+    __tracebackhide__ = True
+    if item.stash.get(_FAILED, False):
+        for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+            if hasattr(sys, name):
+                delattr(sys, name)
+        _raise_unraisable(_collect_garbage())
+
+
+def _collect_garbage() -> list[str]:
+    """Collect garbage, and say what was raised and ignored in finalizers meanwhile."""
+    messages: list[str] = []
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        # Described now: the object is being finalized.
+        summary = f"{unraisable.err_msg or 'Exception ignored in'}: {unraisable.object!r}"
+        trace = traceback.format_exception(
+            unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback
+        )
+        messages.append(summary + "\n\n" + "".join(trace))
+
+    previous, sys.unraisablehook = sys.unraisablehook, hook
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    return messages
+
+
+def _raise_unraisable(messages: list[str]) -> None:
+    """Warn each message as pytest warns an unraisable exception; raise the errors it makes."""
+    __tracebackhide__ = True
+    errors: list[Exception] = []
+    for message in messages:
+        try:
+            warnings.warn(pytest.PytestUnraisableExceptionWarning(message), stacklevel=1)
+        except pytest.PytestUnraisableExceptionWarning as error:
+            errors.append(error)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ExceptionGroup("multiple unraisable exception warnings", errors)
 
 
 @pytest.hookimpl(wrapper=True)

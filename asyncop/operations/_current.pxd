@@ -1,5 +1,5 @@
 # C declarations for the compiled form of _current.py (see
-# asyncop/runtime/_waker.pxd): a thread's state is an extension type, whose
+# asyncop/runtime/_core/_waker.pxd): a thread's state is an extension type, whose
 # fields the worker and the stepper read and write in C.
 
 cimport cython

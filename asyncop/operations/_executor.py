@@ -2,7 +2,7 @@
 
 ``spawn(fn, *args, executor=ex)`` hands the call to ``ex._spawn_into``,
 which makes an ordinary operation of the tree whose work runs in ``ex``
-(see ``asyncop.runtime._remote``). The operations package knows executors
+(see ``asyncop.runtime._executors._remote``). The operations package knows executors
 only by that method, so it imports nothing from the runtime.
 """
 

@@ -121,7 +121,7 @@ class OpKind(enum.Enum):
     # A plain function run by an executor in another process: made with
     # submit=False and started by its remote job, never run by a worker.
     # Its ``_task`` slot holds that job once it is sent, and a cancel of the
-    # operation calls the job's ``_on_cancel()`` (see runtime/_remote.py).
+    # operation calls the job's ``_on_cancel()`` (see runtime/_executors/_remote.py).
     REMOTE = "remote"
 
 

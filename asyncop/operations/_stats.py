@@ -21,7 +21,7 @@ Who writes what
   which saves the node's constructor a write.
 - ``_ended_at``: the runtime, as the node becomes final; unset until then.
 - ``_steps``, ``_busy``, ``_cpu``: the worker running the work, one step
-  or callback at a time (see ``runtime/_usage.py`` for how CPU time is
+  or callback at a time (see ``runtime/_core/_usage.py`` for how CPU time is
   measured); a task's next step starts only once its last one was counted.
 - ``_wakes``: whoever wakes the parked task, under the runtime lock.
 

@@ -16,52 +16,43 @@ pay for ssl, subprocess and asyncio.
 
 Where things are
 ----------------
-The core, which the compiled form builds (see ``pyproject.toml``):
+Five folders, and the modules that stand on them here:
 
-- ``_scheduler.py``: ``Runtime``, the public face (``spawn``, ``run``,
-  ``scope``, ``shutdown``, ``dump``), built on ``_kernel.py``, the state
-  every part shares (the lock, the ready queues, the timer heap, the
-  workers, the roots) and the calls the modules below it use;
-- ``_spawn.py``: the one function that makes an operation, links it and
-  queues it; ``_kinds.py``: what kind of work a function makes;
-- ``_pool.py``: starting, waking and counting the workers; ``_worker.py``:
-  a worker's loop and how it parks; ``_items.py``: what a worker runs
-  between two looks at its queues; ``_monitor.py``: the thread that watches
-  the workers;
-- ``_task.py``: stepping a coroutine task; ``_waker.py``: its waker and the
-  event protocol; ``_subscribe.py``: ``waker_new`` and ``resume_when``;
-- ``_timers.py``: the timer heap; ``_clock.py``: the real and virtual
-  clocks; ``_reactor.py`` and ``_io_wait.py``: socket readiness;
-- ``_scope.py``: scopes and their rules; ``_block.py``: the ``async with``
-  entry and what a task can ask of its tree; ``_scope_task.py``: the exit's
-  wait for the children; ``_abandon.py``: blocks nobody will leave;
-  ``_interrupt.py``: the Ctrl-C rule; ``_timeout_scope.py``:
-  ``move_on_after`` and its kin;
-- ``_awaitables.py``: ``sleep``, ``checkpoint``, ``await op``;
-  ``_compose.py``: ``select``, ``race``, ``timeout``; ``_blocking.py``:
-  ``spawn_blocking``.
+- ``_core/``: the compiled core (see ``pyproject.toml``): the kernel, the
+  worker pool, its loop and its monitor, the work items, the waker and the
+  task step, spawning, scopes, timers, the clock, I/O readiness (the
+  reactor) and blocking calls. Its ``__init__.py`` says which module is what.
+- ``_primitives/``: ``Event``, ``Lock``, ``Semaphore``, ``Condition``,
+  ``CapacityLimiter``, channels and their ends, their statistics and names.
+- ``_net/`` (streams, TCP, TLS, UDP, Unix sockets, DNS, servers, memory
+  streams), ``_proc/`` (processes, pipes, signals) and ``_executors/``
+  (``ProcessExecutor``, remote executors and the calls they carry): the
+  batteries. The first two use the core and the primitives through this
+  face alone, and load on first use; ``tests/test_layers.py`` checks both
+  and lists what the executors, which the face imports as it loads, take
+  from the rest.
 
-Around it: the primitives (``_sync.py``, ``_condition.py``, ``_limiter.py``,
-``_waiters.py``, ``_statistics.py``), channels (``_channel.py``,
-``_channel_ends.py``, ``_memory_streams.py``), ``start`` (``_start.py``),
-the C-style helpers (``_helpers.py``), ``current_runtime`` (``_introspect.py``);
-streams and the network (``_stream_api.py``, ``_streams.py``,
-``_receive_buffer.py``, ``_tcp.py``, ``_udp.py``, ``_unix.py``,
-``_socket_file.py``, ``_serve.py``, ``_dns.py``, ``_tls.py``,
-``_tls_checks.py``); processes and signals (``_process.py``,
-``_process_start.py``, ``_process_options.py``, ``_pipes.py``,
-``_signals.py``); executors (``_executors.py``, ``_remote.py``,
-``_remote_call.py``); the host asyncio loop (``_asyncio_host.py``,
-``_asyncio_call.py``).
+Here: ``_scheduler.py``: ``Runtime``, the public face (``spawn``, ``run``,
+``scope``, ``shutdown``, ``dump``), built on ``_core/_kernel.py``;
+``_kinds.py``: what kind of work a function makes; ``_subscribe.py``:
+``waker_new`` and ``resume_when``; ``_interrupt.py``: the Ctrl-C rule;
+``_timeout_scope.py``: ``move_on_after`` and its kin; ``_compose.py``:
+``select``, ``race``, ``timeout``; ``start`` (``_start.py``); the C-style
+helpers (``_helpers.py``); ``current_runtime`` (``_introspect.py``); the
+diagnostics (``_deadlock.py``, ``_waitgraph.py``, ``_snapshot.py``,
+``_console.py``, ``_dump_signal.py``, ``_instruments.py``), the stop
+requests (``_grace.py``, ``_shutdown_wait.py``); the host asyncio loop
+(``_asyncio_host.py``, ``_asyncio_call.py``).
 
 Who owns which state
 --------------------
 Each state machine has one owner, the module whose ``_transition_to_*``
 functions are the only code that writes its field, each saying whether it
 happened (``tests/test_layers.py`` checks it): the runtime's
-(``RuntimeState``) is ``_kernel.py``'s, a worker's ``_worker.py``'s, a
-task's waker's (``WakerStatus``) ``_waker.py``'s, a timer's
-``_timers.py``'s, a remote job's ``_remote.py``'s; an operation's state and
+(``RuntimeState``) is ``_core/_kernel.py``'s, a worker's
+``_core/_worker.py``'s, a task's waker's (``WakerStatus``)
+``_core/_waker.py``'s, a timer's ``_core/_timers.py``'s, a remote job's
+``_executors/_remote.py``'s; an operation's state and
 outcome belong to ``operations/_state.py`` and ``operations/_finalize.py``.
 A scope's state is read from its operation.
 """
@@ -72,35 +63,57 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..operations import install_start
-from ._awaitables import checkpoint as checkpoint
-from ._awaitables import current_time as current_time
-from ._awaitables import notify_closing as notify_closing
-from ._awaitables import readable as readable
-from ._awaitables import sleep as sleep
-from ._awaitables import sleep_forever as sleep_forever
-from ._awaitables import sleep_until as sleep_until
-from ._awaitables import writable as writable
-from ._block import cancel_pending as cancel_pending
-from ._block import current_task as current_task
-from ._block import effective_deadline as effective_deadline
-from ._block import enter_in_task as enter_in_task
-from ._block import leave_in_task as leave_in_task
-from ._block import pass_checkpoint as pass_checkpoint
-from ._block import running_tasks as running_tasks
-from ._block import spawn_shielded as spawn_shielded
-from ._block import task_coroutine as task_coroutine
-from ._blocking import spawn_blocking as spawn_blocking
-from ._channel import Channel as Channel
-from ._channel_ends import ChannelReceiver as ChannelReceiver
-from ._channel_ends import ChannelSender as ChannelSender
-from ._clock import MonotonicClock as MonotonicClock
-from ._clock import VirtualClock as VirtualClock
 from ._compose import race as race
 from ._compose import select as select
 from ._compose import timeout as timeout
-from ._condition import Condition as Condition
+from ._core._awaitables import checkpoint as checkpoint
+from ._core._awaitables import current_time as current_time
+from ._core._awaitables import notify_closing as notify_closing
+from ._core._awaitables import readable as readable
+from ._core._awaitables import sleep as sleep
+from ._core._awaitables import sleep_forever as sleep_forever
+from ._core._awaitables import sleep_until as sleep_until
+from ._core._awaitables import writable as writable
+from ._core._block import cancel_pending as cancel_pending
+from ._core._block import current_task as current_task
+from ._core._block import effective_deadline as effective_deadline
+from ._core._block import enter_in_task as enter_in_task
+from ._core._block import leave_in_task as leave_in_task
+from ._core._block import pass_checkpoint as pass_checkpoint
+from ._core._block import running_tasks as running_tasks
+from ._core._block import spawn_shielded as spawn_shielded
+from ._core._block import task_coroutine as task_coroutine
+from ._core._blocking import spawn_blocking as spawn_blocking
+from ._core._clock import MonotonicClock as MonotonicClock
+from ._core._clock import VirtualClock as VirtualClock
+from ._core._items import add_callback_hook as add_callback_hook
+from ._core._items import remove_callback_hook as remove_callback_hook
+from ._core._scope import Scope as Scope
+from ._core._scope import ScopeState as ScopeState
+from ._core._scope import scope as scope
+from ._core._waker import Subscription as Subscription
+from ._core._waker import WaitEvent as WaitEvent
+from ._core._waker import Waker as Waker
+from ._core._waker import WakerStatus as WakerStatus
+from ._core._waker import cancel as cancel
+from ._core._waker import let_go as let_go
+from ._core._waker import resolve as resolve
+
+# The waker callback that ends a wait with TimeoutError (asyncop.lowlevel's
+# ``timeout``); plain ``timeout`` here is asyncop.timeout(seconds, op).
+from ._core._waker import timeout as timeout_callback
 from ._dump_signal import dump_on_signal as dump_on_signal
-from ._executors import ProcessExecutor as ProcessExecutor
+from ._executors._executors import ProcessExecutor as ProcessExecutor
+from ._executors._remote import JobState as JobState
+from ._executors._remote import RemoteExecutor as RemoteExecutor
+from ._executors._remote import RemoteJob as RemoteJob
+from ._executors._remote_call import RemoteToken as RemoteToken
+from ._executors._remote_call import cancel_remote as cancel_remote
+from ._executors._remote_call import decode_outcome as decode_outcome
+from ._executors._remote_call import describe_error as describe_error
+from ._executors._remote_call import pack_call as pack_call
+from ._executors._remote_call import remote_token as remote_token
+from ._executors._remote_call import run_call as run_call
 from ._grace import stop_requested as stop_requested
 from ._grace import wait_stop_requested as wait_stop_requested
 from ._helpers import async_await as async_await
@@ -112,87 +125,65 @@ from ._helpers import async_submit as async_submit
 from ._helpers import async_worker_limit as async_worker_limit
 from ._helpers import default_runtime as default_runtime
 from ._introspect import current_runtime as current_runtime
-from ._items import add_callback_hook as add_callback_hook
-from ._items import remove_callback_hook as remove_callback_hook
-from ._limiter import CapacityLimiter as CapacityLimiter
-from ._limiter import current_default_limiter as current_default_limiter
-from ._remote import JobState as JobState
-from ._remote import RemoteExecutor as RemoteExecutor
-from ._remote import RemoteJob as RemoteJob
-from ._remote_call import RemoteToken as RemoteToken
-from ._remote_call import cancel_remote as cancel_remote
-from ._remote_call import decode_outcome as decode_outcome
-from ._remote_call import describe_error as describe_error
-from ._remote_call import pack_call as pack_call
-from ._remote_call import remote_token as remote_token
-from ._remote_call import run_call as run_call
+from ._primitives._channel import Channel as Channel
+from ._primitives._channel_ends import ChannelReceiver as ChannelReceiver
+from ._primitives._channel_ends import ChannelSender as ChannelSender
+from ._primitives._condition import Condition as Condition
+from ._primitives._limiter import CapacityLimiter as CapacityLimiter
+from ._primitives._limiter import current_default_limiter as current_default_limiter
+from ._primitives._semaphore import Semaphore as Semaphore
+from ._primitives._statistics import CapacityLimiterStatistics as CapacityLimiterStatistics
+from ._primitives._statistics import ChannelStatistics as ChannelStatistics
+from ._primitives._statistics import ConditionStatistics as ConditionStatistics
+from ._primitives._statistics import EventStatistics as EventStatistics
+from ._primitives._statistics import LockStatistics as LockStatistics
+from ._primitives._statistics import SemaphoreStatistics as SemaphoreStatistics
+from ._primitives._sync import Event as Event
+from ._primitives._sync import Lock as Lock
+from ._primitives._sync import LockGuard as LockGuard
 from ._scheduler import Runtime as Runtime
-from ._scope import Scope as Scope
-from ._scope import ScopeState as ScopeState
-from ._scope import scope as scope
-from ._semaphore import Semaphore as Semaphore
 from ._start import TASK_STATUS_IGNORED as TASK_STATUS_IGNORED
 from ._start import TaskStatus as TaskStatus
 from ._start import start as _start
-from ._statistics import CapacityLimiterStatistics as CapacityLimiterStatistics
-from ._statistics import ChannelStatistics as ChannelStatistics
-from ._statistics import ConditionStatistics as ConditionStatistics
-from ._statistics import EventStatistics as EventStatistics
-from ._statistics import LockStatistics as LockStatistics
-from ._statistics import SemaphoreStatistics as SemaphoreStatistics
 from ._subscribe import resume_when as resume_when
 from ._subscribe import waker_new as waker_new
-from ._sync import Event as Event
-from ._sync import Lock as Lock
-from ._sync import LockGuard as LockGuard
 from ._timeout_scope import TimeoutScope as TimeoutScope
 from ._timeout_scope import fail_after as fail_after
 from ._timeout_scope import fail_at as fail_at
 from ._timeout_scope import move_on_after as move_on_after
 from ._timeout_scope import move_on_at as move_on_at
-from ._waker import Subscription as Subscription
-from ._waker import WaitEvent as WaitEvent
-from ._waker import Waker as Waker
-from ._waker import WakerStatus as WakerStatus
-from ._waker import cancel as cancel
-from ._waker import let_go as let_go
-from ._waker import resolve as resolve
-
-# The waker callback that ends a wait with TimeoutError (asyncop.lowlevel's
-# ``timeout``); plain ``timeout`` here is asyncop.timeout(seconds, op).
-from ._waker import timeout as timeout_callback
 
 if TYPE_CHECKING:
     from ._asyncio_call import call_from_task as call_from_task
     from ._asyncio_call import call_from_thread as call_from_thread
     from ._asyncio_call import check_coroutine_function as check_coroutine_function
-    from ._dns import check_port as check_port
-    from ._dns import getaddrinfo as getaddrinfo
-    from ._memory_streams import memory_stream_pair as memory_stream_pair
-    from ._pipes import PipeStream as PipeStream
-    from ._process import Process as Process
-    from ._process_start import open_process as open_process
-    from ._process_start import run_process as run_process
-    from ._serve import serve_listeners as serve_listeners
-    from ._serve import serve_tcp as serve_tcp
-    from ._signals import SignalReceiver as SignalReceiver
-    from ._signals import open_signal_receiver as open_signal_receiver
-    from ._stream_api import MAX_READ as MAX_READ
-    from ._stream_api import DelimiterNotFound as DelimiterNotFound
-    from ._stream_api import IncompleteRead as IncompleteRead
-    from ._stream_api import ReceiveStream as ReceiveStream
-    from ._stream_api import SendStream as SendStream
-    from ._stream_api import Stream as Stream
-    from ._streams import SocketStream as SocketStream
-    from ._tcp import SocketListener as SocketListener
-    from ._tcp import open_tcp_listeners as open_tcp_listeners
-    from ._tcp import open_tcp_stream as open_tcp_stream
-    from ._tls import TLSStream as TLSStream
-    from ._udp import UDPSocket as UDPSocket
-    from ._udp import open_udp_socket as open_udp_socket
-    from ._unix import open_unix_listener as open_unix_listener
-    from ._unix import open_unix_stream as open_unix_stream
-    from ._unix import serve_unix as serve_unix
+    from ._net._dns import check_port as check_port
+    from ._net._dns import getaddrinfo as getaddrinfo
+    from ._net._memory_streams import memory_stream_pair as memory_stream_pair
+    from ._net._serve import serve_listeners as serve_listeners
+    from ._net._serve import serve_tcp as serve_tcp
+    from ._net._stream_api import MAX_READ as MAX_READ
+    from ._net._stream_api import DelimiterNotFound as DelimiterNotFound
+    from ._net._stream_api import IncompleteRead as IncompleteRead
+    from ._net._stream_api import ReceiveStream as ReceiveStream
+    from ._net._stream_api import SendStream as SendStream
+    from ._net._stream_api import Stream as Stream
+    from ._net._streams import SocketStream as SocketStream
+    from ._net._tcp import SocketListener as SocketListener
+    from ._net._tcp import open_tcp_listeners as open_tcp_listeners
+    from ._net._tcp import open_tcp_stream as open_tcp_stream
+    from ._net._tls import TLSStream as TLSStream
+    from ._net._udp import UDPSocket as UDPSocket
+    from ._net._udp import open_udp_socket as open_udp_socket
+    from ._net._unix import open_unix_listener as open_unix_listener
+    from ._net._unix import open_unix_stream as open_unix_stream
+    from ._net._unix import serve_unix as serve_unix
+    from ._proc._pipes import PipeStream as PipeStream
+    from ._proc._process import Process as Process
+    from ._proc._process_start import open_process as open_process
+    from ._proc._process_start import run_process as run_process
+    from ._proc._signals import SignalReceiver as SignalReceiver
+    from ._proc._signals import open_signal_receiver as open_signal_receiver
 
 # The names loaded on first use -> their module. The same names, imported
 # above for the type checkers (a test keeps the two lists equal).
@@ -200,33 +191,33 @@ _LAZY = {
     "call_from_task": "_asyncio_call",
     "call_from_thread": "_asyncio_call",
     "check_coroutine_function": "_asyncio_call",
-    "check_port": "_dns",
-    "getaddrinfo": "_dns",
-    "memory_stream_pair": "_memory_streams",
-    "PipeStream": "_pipes",
-    "Process": "_process",
-    "open_process": "_process_start",
-    "run_process": "_process_start",
-    "serve_listeners": "_serve",
-    "serve_tcp": "_serve",
-    "SignalReceiver": "_signals",
-    "open_signal_receiver": "_signals",
-    "MAX_READ": "_stream_api",
-    "DelimiterNotFound": "_stream_api",
-    "IncompleteRead": "_stream_api",
-    "ReceiveStream": "_stream_api",
-    "SendStream": "_stream_api",
-    "Stream": "_stream_api",
-    "SocketStream": "_streams",
-    "SocketListener": "_tcp",
-    "open_tcp_listeners": "_tcp",
-    "open_tcp_stream": "_tcp",
-    "TLSStream": "_tls",
-    "UDPSocket": "_udp",
-    "open_udp_socket": "_udp",
-    "open_unix_listener": "_unix",
-    "open_unix_stream": "_unix",
-    "serve_unix": "_unix",
+    "check_port": "_net._dns",
+    "getaddrinfo": "_net._dns",
+    "memory_stream_pair": "_net._memory_streams",
+    "PipeStream": "_proc._pipes",
+    "Process": "_proc._process",
+    "open_process": "_proc._process_start",
+    "run_process": "_proc._process_start",
+    "serve_listeners": "_net._serve",
+    "serve_tcp": "_net._serve",
+    "SignalReceiver": "_proc._signals",
+    "open_signal_receiver": "_proc._signals",
+    "MAX_READ": "_net._stream_api",
+    "DelimiterNotFound": "_net._stream_api",
+    "IncompleteRead": "_net._stream_api",
+    "ReceiveStream": "_net._stream_api",
+    "SendStream": "_net._stream_api",
+    "Stream": "_net._stream_api",
+    "SocketStream": "_net._streams",
+    "SocketListener": "_net._tcp",
+    "open_tcp_listeners": "_net._tcp",
+    "open_tcp_stream": "_net._tcp",
+    "TLSStream": "_net._tls",
+    "UDPSocket": "_net._udp",
+    "open_udp_socket": "_net._udp",
+    "open_unix_listener": "_net._unix",
+    "open_unix_stream": "_net._unix",
+    "serve_unix": "_net._unix",
 }
 
 

@@ -66,12 +66,12 @@ from ..operations import (
 )
 from ..platform import acquire_for
 from ._asyncio_host import AsyncioHost, asyncio_host
+from ._core._task import CANCEL_LATER
+from ._core._waker import Subscription, WaitEvent, describe_event, let_go
 from ._helpers import default_runtime
 from ._introspect import owner_of
 from ._kinds import code_of_call
 from ._scheduler import Runtime, live_runtimes
-from ._task import CANCEL_LATER
-from ._waker import Subscription, WaitEvent, describe_event, let_go
 
 __all__ = [
     "AsyncioCall",

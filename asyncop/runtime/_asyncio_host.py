@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, final
 
 from ..operations import describe_fn, safe_repr
 from ..platform import ThreadHandle, join_by, start_thread
-from ._kernel import RuntimeState
+from ._core._kernel import RuntimeState
 
 if TYPE_CHECKING:
     from ._asyncio_call import AsyncioCall

@@ -26,8 +26,8 @@ from ..operations import (
     V,
     safe_repr,
 )
-from ._awaitables import OpWait, SleepUntil, _seconds
-from ._waker import (
+from ._core._awaitables import OpWait, SleepUntil, _seconds
+from ._core._waker import (
     Subscription,
     WaitEvent,
     Waker,

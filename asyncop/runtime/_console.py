@@ -66,11 +66,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..platform import ThreadHandle, WakeupChannel, join_by, start_thread
-from ._items import _log_exception
+from ._core._items import _log_exception
 from ._snapshot import render_dump, take_snapshot
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._core._kernel import Kernel
 
 __all__ = ["ENV_VAR", "PROTOCOL", "Console", "attach", "console_path"]
 

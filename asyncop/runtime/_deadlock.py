@@ -56,16 +56,17 @@ import enum
 import logging
 import math
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import AsyncOperation, DeadlockError, every_thread_state
+from ._core._monitor import TICK
+from ._core._worker import monotonic
 from ._introspect import owner_of
-from ._monitor import TICK
 from ._waitgraph import wait_graph_locked, waits_for_tree
-from ._worker import monotonic
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._core._kernel import Kernel
 
 __all__ = ["DeadlockMode", "DeadlockWatch", "check_deadlock_args", "deadlock_error_for"]
 
@@ -110,6 +111,12 @@ def check_deadlock_args(deadlock: object, deadlock_after: object) -> tuple[Deadl
     return mode, float(deadlock_after)
 
 
+# How many lock cycles a runtime keeps, and for how long its snapshots show
+# one: long enough for ``python -m asyncop top`` to show it for a while.
+CYCLES_KEPT = 5
+CYCLES_SHOWN_S = 60.0
+
+
 @final
 class DeadlockWatch:
     """One runtime's deadlock watch, driven by its monitor; see the module docstring."""
@@ -137,6 +144,8 @@ class DeadlockWatch:
         self._errors: weakref.WeakKeyDictionary[AsyncOperation, DeadlockError] = (
             weakref.WeakKeyDictionary()
         )
+        # The lock cycles refused lately (real time, message), newest last.
+        self._cycles: deque[tuple[float, str]] = deque(maxlen=CYCLES_KEPT)
 
     # -- the monitor's calls -------------------------------------------------------
 
@@ -273,6 +282,19 @@ class DeadlockWatch:
         """
         with self.runtime._lock:
             self.holds += 1 if held else -1
+
+    def note_cycle(self, error: DeadlockError) -> None:
+        """Keep a lock cycle just refused, for the snapshots' warnings (and ``top``)."""
+        self._cycles.append((monotonic(), str(error)))
+
+    def cycle_warnings(self) -> list[str]:
+        """The lock cycles refused in the last ``CYCLES_SHOWN_S`` seconds, oldest first."""
+        now = monotonic()
+        return [
+            f"lock cycle refused {now - at:.1f} s ago: {text}"
+            for at, text in list(self._cycles)
+            if now - at <= CYCLES_SHOWN_S
+        ]
 
     def take_error(self, op: AsyncOperation) -> DeadlockError | None:
         """The error ``"raise"`` left for root ``op``, once; None if none."""

@@ -45,12 +45,12 @@ from ..operations import (
     stop_requested_of,
     thread_state,
 )
+from ._core._waker import Subscription, WaitEvent
 from ._introspect import owner_of
-from ._waker import Subscription, WaitEvent
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
-    from ._timers import Timer
+    from ._core._kernel import Kernel
+    from ._core._timers import Timer
 
 __all__ = [
     "StopRequest",

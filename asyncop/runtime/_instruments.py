@@ -61,11 +61,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ..operations import After, _thread_local, thread_state
-from ._waker import WakerStatus, describe_event
+from ._core._waker import WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
-    from ._task import TaskState
+    from ._core._task import TaskState
 
 __all__ = [
     "HOOKS",
@@ -76,6 +76,8 @@ __all__ = [
     "flush_ended",
     "park_reason",
     "remove_instrument",
+    "tell",
+    "tell_why",
 ]
 
 logger = logging.getLogger("asyncop")
@@ -84,6 +86,27 @@ logger = logging.getLogger("asyncop")
 HOOKS = ("spawned", "step_started", "parked", "woken", "step_ended", "cancelled", "ended")
 
 Hooks = tuple[Callable[..., object], ...]
+
+
+# Each event: call its hooks in turn, with the operation (and the reason).
+# The steps' hooks, the commonest, are called the same way inline
+# (``_items.py``), with ``failed`` for a hook that raises.
+def tell(runtime: Any, hooks: Hooks, op: AsyncOperation) -> None:
+    """Call each of ``hooks`` with ``op``; remove the instrument of any that raises."""
+    for hook in hooks:
+        try:
+            hook(op)
+        except Exception:
+            failed(runtime, hook)
+
+
+def tell_why(runtime: Any, hooks: Hooks, op: AsyncOperation, reason: object) -> None:
+    """Call each of ``hooks`` with ``op`` and ``reason``; as ``tell``."""
+    for hook in hooks:
+        try:
+            hook(op, reason)
+        except Exception:
+            failed(runtime, hook)
 
 
 @final
@@ -113,25 +136,15 @@ class Instruments:
             setattr(self, hook, bound)
         self.stepping = bool(self.step_started or self.step_ended or self.parked)
 
-    # Each event: call its hooks in turn.
-
-    def emit(self, runtime: Any, hooks: Hooks, *args: object) -> None:
-        """Call each of ``hooks`` with ``args``; remove the instrument of any that raises.
-
-        The steps' hooks, the commonest, are called the same way inline
-        (``_items.py``), with ``failed`` for a hook that raises.
-        """
-        for hook in hooks:
-            try:
-                hook(*args)
-            except Exception:
-                failed(runtime, hook)
+    # The hooks' callers that import nothing of this module call these.
+    tell = staticmethod(tell)
+    tell_why = staticmethod(tell_why)
 
     def note_cancelled_locked(self, op: AsyncOperation, after: After) -> None:
         """``cancelled(op, reason)`` once the lock is released (the cancel walk holds it)."""
         if self.cancelled:
             after.append(
-                functools.partial(self.emit, op.runtime, self.cancelled, op, op.cancel_reason)
+                functools.partial(tell_why, op.runtime, self.cancelled, op, op.cancel_reason)
             )
 
     def note_ended_locked(self, op: AsyncOperation, after: After) -> None:
@@ -139,7 +152,8 @@ class Instruments:
 
         An operation that ends in its own step, on the worker stepping it,
         is reported after that step's ``step_ended`` (``flush_ended``), when
-        an instrument listens to steps.
+        an instrument listens to steps; and so are the ancestors its end
+        makes final, after it: a parent is never reported before its child.
         """
         if not self.ended:
             return
@@ -148,12 +162,13 @@ class Instruments:
                 state = _thread_local.state  # (thread_state(), inline)
             except AttributeError:
                 state = thread_state()
-            task = state.task
             worker = state.worker
-            if task is not None and task.task is op and worker is not None:
-                worker.ended_later.append(op)
-                return
-        after.append(functools.partial(self.emit, op.runtime, self.ended, op))
+            if worker is not None:
+                task = state.task
+                if worker.ended_later or (task is not None and task.task is op):
+                    worker.ended_later.append(op)
+                    return
+        after.append(functools.partial(tell, op.runtime, self.ended, op))
 
 
 def failed(runtime: Any, hook: Callable[..., object]) -> None:
@@ -175,7 +190,7 @@ def flush_ended(runtime: Any, deferred: list[Any]) -> None:
     instruments = runtime._instruments
     if instruments is not None:
         for op in ops:
-            instruments.emit(runtime, instruments.ended, op)
+            tell(runtime, instruments.ended, op)
 
 
 @final

@@ -15,7 +15,7 @@ from types import CoroutineType
 from typing import Any
 
 from ..operations import OpKind, describe_fn, safe_repr
-from ._waker import WaitEvent, describe_event, let_go
+from ._core._waker import WaitEvent, describe_event, let_go
 
 __all__ = ["code_of_call", "describe_fn", "kind_of"]
 

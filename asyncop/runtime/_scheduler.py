@@ -1,6 +1,6 @@
 """The public ``Runtime``: the kernel, its threads, and the user's calls.
 
-``Runtime`` builds on :class:`~asyncop.runtime._kernel.Kernel`, which holds
+``Runtime`` builds on :class:`~asyncop.runtime._core._kernel.Kernel`, which holds
 the state every part of the runtime shares (the lock, the ready queues, the
 timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
@@ -37,21 +37,21 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_timeout, cpu_count, serving
-from ._abandon import abandon_open_blocks
-from ._clock import VirtualClock
 from ._console import Console, attach, console_path
-from ._deadlock import check_deadlock_args
-from ._interrupt import cancel_roots, shut_down, wait_for_tree
-from ._kernel import DEFAULT_EXTRA_THREADS, Kernel
-from ._remote import RemoteExecutor
-from ._scope import Scope
-from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
-from ._snapshot import render_dump, take_snapshot
-from ._waker import let_go
-from ._worker import (
+from ._core._abandon import abandon_open_blocks
+from ._core._clock import VirtualClock
+from ._core._kernel import DEFAULT_EXTRA_THREADS, Kernel
+from ._core._scope import Scope
+from ._core._waker import let_go
+from ._core._worker import (
     join_by,
     monotonic,
 )
+from ._deadlock import check_deadlock_args
+from ._executors._remote import RemoteExecutor
+from ._interrupt import cancel_roots, shut_down, wait_for_tree
+from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
+from ._snapshot import render_dump, take_snapshot
 
 if TYPE_CHECKING:
     import asyncio

@@ -47,16 +47,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, OpKind, safe_str, walk
-from ._blocking import Blocking
+from ._core._blocking import Blocking
+from ._core._monitor import current_line
+from ._core._task import describe_wait
+from ._core._waker import WakerStatus
+from ._core._worker import monotonic
 from ._grace import describe_stop_locked
-from ._monitor import current_line
-from ._task import describe_wait
-from ._waker import WakerStatus
-from ._worker import monotonic
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
-    from ._worker import Worker
+    from ._core._kernel import Kernel
+    from ._core._worker import Worker
 
 __all__ = ["DUMP_INDENT", "describe_locked", "render_dump", "take_snapshot"]
 
@@ -96,6 +96,7 @@ def take_snapshot(runtime: Kernel) -> dict[str, Any]:
     warnings = _place_running(runtime, rows, running)
     if stuck is not None:
         warnings.append(stuck)
+    warnings.extend(runtime._deadlocks.cycle_warnings())
     if held:
         warnings.append(
             f"sync callbacks wait for a worker: every one of max_threads="
@@ -325,9 +326,7 @@ def render_dump(snap: dict[str, Any]) -> str:
     """The text of ``Runtime.dump()`` for snapshot ``snap``."""
     threads = snap["threads_text"]
     rows = snap["operations"]
-    if not rows:
-        return f"{snap['name']}: no live operations\n  {threads}"
-    lines = [f"{snap['name']}:"]
+    lines = [f"{snap['name']}:" if rows else f"{snap['name']}: no live operations"]
     lines.extend("  " + _indent(row["depth"]) + describe_row(row) for row in rows)
     lines.extend(f"  warning: {text}" for text in snap["warnings"])
     lines.append("  " + threads)

@@ -53,12 +53,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
 from ..operations import AsyncOperation, OperationState, TreeWait, thread_state
+from ._core._scope_task import ScopeDone
+from ._core._waker import let_go
 from ._interrupt import wait_after_interrupt
 from ._introspect import owner_of
 from ._kinds import describe_fn
-from ._scope_task import ScopeDone
-from ._sync import Event
-from ._waker import let_go
+from ._primitives._sync import Event
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine

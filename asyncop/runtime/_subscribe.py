@@ -14,8 +14,8 @@ from typing import Any
 
 from ..operations import AsyncOperation
 from ..platform import check_timeout
-from ._awaitables import SleepUntil
-from ._waker import (
+from ._core._awaitables import SleepUntil
+from ._core._waker import (
     Subscription,
     WaitEvent,
     WakeCallback,

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, final
 
 from ..operations import OperationState, thread_state
 from ..platform import check_deadline, check_timeout
+from ._core._scope import Scope
 from ._introspect import runtime_of_caller
-from ._scope import Scope
 
 if TYPE_CHECKING:
     from types import TracebackType

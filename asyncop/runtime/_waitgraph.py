@@ -36,16 +36,16 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, OpKind, TreeWait, every_thread_state, walk
-from ._awaitables import OpWait
+from ._core._awaitables import OpWait
+from ._core._scope_task import ScopeDone
+from ._core._waker import WakerStatus, describe_event
 from ._introspect import owner_of
-from ._names import site_of_frame, site_text
-from ._scope_task import ScopeDone
-from ._waiters import ThreadWaiter
-from ._waker import WakerStatus, describe_event
+from ._primitives._names import site_of_frame, site_text
+from ._primitives._waiters import ThreadWaiter
 
 if TYPE_CHECKING:
     from ..operations import ThreadState
-    from ._kernel import Kernel
+    from ._core._kernel import Kernel
 
 __all__ = ["WaitGraph", "wait_graph_locked", "waits_for_tree"]
 

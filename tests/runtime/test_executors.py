@@ -23,7 +23,7 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.runtime._remote import RemoteTraceback
+from asyncop.runtime._executors._remote import RemoteTraceback
 from asyncop.testing import wait_all_blocked
 from tests.runtime import _remote_jobs as jobs
 from tests.runtime._remote_checks import (
@@ -235,7 +235,7 @@ def test_cancel_of_a_pending_job_drops_it(runtime: asyncop.Runtime, tmp_path: Pa
 def test_jobs_beyond_the_slots_wait_their_turn_and_a_cancel_drops_them(
     runtime: asyncop.Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asyncop.runtime import _executors
+    from asyncop.runtime._executors import _executors
 
     monkeypatch.setattr(_executors, "SLOTS", 2)
     marker = tmp_path / "never"
@@ -287,7 +287,7 @@ def test_a_cancel_landing_while_the_job_is_sent_takes_it_back(
 ) -> None:
     # The cancel comes (from another thread, in real life) after spawn()
     # started the operation and before the job has its slot.
-    from asyncop.runtime import _executors
+    from asyncop.runtime._executors import _executors
 
     send = _executors._ProcessJob._send
 

@@ -2,7 +2,8 @@
 
 - a task's events come in the order of its life, each on the thread where
   it happens; a callback's, a scope's and a cancel's likewise;
-- ``ended`` comes after the last ``step_ended``;
+- ``ended`` comes after the last ``step_ended``, and a parent's after its
+  children's;
 - an instrument that raises is removed and logged, and the others go on;
 - an object with only some of the hooks gets only those;
 - instruments can come and go while the runtime runs.
@@ -213,3 +214,24 @@ def test_instruments_come_and_go_while_the_runtime_runs(runtime: asyncop.Runtime
             ended = sum(event == "step_ended" for event, _, _ in recorder.events)
         # Added while tasks stepped: it may have missed the start of one step per task.
         assert started <= ended <= started + len(ops)
+
+
+@pytest.mark.timeout(20)
+def test_a_parent_is_reported_ended_after_its_children(runtime: asyncop.Runtime) -> None:
+    async def child(i: int) -> None:
+        await asyncop.sleep(0.001 * i)
+
+    async def parent() -> None:
+        async with asyncop.scope(name="group") as s:
+            for i in range(4):
+                s.spawn(child, i, name=f"child{i}")
+
+    for _ in range(20):
+        recorder = Recorder()
+        runtime.add_instrument(recorder)
+        runtime.spawn(parent, name="parent").wait(10)
+        eventually(lambda r=recorder: "ended" in r.of("parent"))
+        runtime.remove_instrument(recorder)
+        ended = [name for event, name, _ in recorder.events if event == "ended"]
+        assert ended.index("group") > max(ended.index(f"child{i}") for i in range(4))
+        assert ended.index("parent") > ended.index("group")

@@ -261,3 +261,42 @@ def test_deadlock_off_leaves_the_cycle_waiting() -> None:
             rt.run(main)
     finally:
         assert rt.shutdown(timeout=10)
+
+
+def test_a_refused_cycle_shows_among_the_runtime_warnings_for_a_while(
+    rt: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncop.runtime import _deadlock
+
+    a, b = Lock("a"), Lock("b")
+    first_has_a, second_has_b = asyncop.Event(), asyncop.Event()
+
+    async def first() -> None:
+        async with a:
+            first_has_a.set()
+            await second_has_b.wait_async()
+            async with b:
+                pass
+
+    async def second() -> None:
+        async with b:
+            second_has_b.set()
+            await first_has_a.wait_async()
+            await wait_all_blocked()
+            with pytest.raises(DeadlockError):
+                await a.lock_async()
+
+    async def main() -> None:
+        assert rt.snapshot()["warnings"] == []
+        async with asyncop.scope() as s:
+            s.spawn(first, name="first")
+            s.spawn(second, name="second")
+
+    rt.run(main)
+    (warning,) = rt.snapshot()["warnings"]
+    assert warning.startswith("lock cycle refused ")
+    assert "acquiring lock 'a' would deadlock: task 'second' (the caller)" in warning
+    assert f"  warning: {warning}" in rt.dump().splitlines()
+    monkeypatch.setattr(_deadlock, "CYCLES_SHOWN_S", 0.0)  # once its time has passed
+    time.sleep(0.01)
+    assert rt.snapshot()["warnings"] == []

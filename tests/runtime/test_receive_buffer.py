@@ -178,7 +178,7 @@ def test_a_stream_yield_never_hands_the_shared_checkpoint_marker_to_checkpoint(
 ) -> None:
     # An awaited checkpoint becomes a spare that checkpoint() hands out again,
     # with its "awaited" flag cleared: the stepper's shared marker must not.
-    from asyncop.runtime._awaitables import CHECKPOINT, _spare
+    from asyncop.runtime._core._awaitables import CHECKPOINT, _spare
 
     a, b = pair
     assert run_reader(one_worker, a, b, 64, 64) == ["one", "other", "two"]

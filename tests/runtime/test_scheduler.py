@@ -17,7 +17,8 @@ import pytest
 
 import asyncop
 from asyncop import CancellationError, OperationState, current_operation
-from asyncop.runtime import _snapshot, _spawn
+from asyncop.runtime import _snapshot
+from asyncop.runtime._core import _spawn
 from asyncop.testing import VirtualClock
 from tests._freethreading import FREE_THREADED
 from tests.conftest import needs_default_mode

@@ -32,8 +32,8 @@ import pytest
 
 import asyncop
 from asyncop import OperationState
-from asyncop.runtime._abandon import _exit_unbound
-from asyncop.runtime._scope import Scope
+from asyncop.runtime._core._abandon import _exit_unbound
+from asyncop.runtime._core._scope import Scope
 from tests._compiled import runs_bytecode
 
 pytestmark = pytest.mark.timeout(120)

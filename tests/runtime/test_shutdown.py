@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.runtime import _pool, _scheduler
+from asyncop.runtime import _scheduler
+from asyncop.runtime._core import _pool
 from tests.conftest import runtime_threads
 
 pytestmark = pytest.mark.timeout(40)
@@ -145,7 +146,7 @@ def test_shutdown_joins_a_worker_that_left_the_pool_on_its_way_out(
 ) -> None:
     # A worker that retires leaves the pool first and its thread ends a
     # moment later; a shutdown in that moment must still wait for the thread.
-    from asyncop.runtime import _worker
+    from asyncop.runtime._core import _worker
 
     park = _worker._park
     leaving = threading.Event()

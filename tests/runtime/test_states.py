@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import asyncop
-from asyncop.runtime._timers import TimerHeap, TimerState
+from asyncop.runtime._core._timers import TimerHeap, TimerState
 
 pytestmark = pytest.mark.timeout(30)
 

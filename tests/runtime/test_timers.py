@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from asyncop.runtime._timers import FAR, Timer, TimerHeap, is_far
+from asyncop.runtime._core._timers import FAR, Timer, TimerHeap, is_far
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -1,0 +1,615 @@
+"""Scopes: nursery-style blocks whose body is an operation's own work.
+
+::
+
+    with runtime.scope(name="load_page", timeout=5) as root:
+        root.spawn(fetch_header, page_id)
+        root.spawn(fetch_body, page_id)
+    # leaves only when every child has ended
+
+Entering makes a SCOPE operation, linked under the operation whose code the
+thread is running (if any), and RUNNING at once: the block is its work. An
+entry interrupted once the operation exists ends its block, so no RUNNING
+scope is left with nobody to close it.
+
+Leaving records how the block ended, waits for the children, and then
+decides what the ``with`` statement raises, in this order:
+
+1. KeyboardInterrupt and SystemExit (from the block, from a child, or a
+   Ctrl-C while waiting at the exit) cancel the tree, wait for it, and are
+   re-raised as themselves, carrying any failure group as ``__context__``;
+   a KeyboardInterrupt also carries a note with ``dump()`` taken when it
+   arrived (``_interrupt.tree_note``).
+   So is the GeneratorExit that closes an async generator suspended in the
+   block. A second Ctrl-C at a sync exit stops the wait and gives up on
+   the runtime's work (``_interrupt.py``): the runtime shuts down without
+   waiting, abandoning the threads stuck in operation code.
+2. Failures (the block's exception and the failing children's) are raised as
+   one ``ExceptionGroup``, even when there is only one.
+3. A cancel that reached the scope from outside (the cancel walk marks the
+   nodes it enters from above, ``_outside_cancel``; so does the cancel of a
+   remote job's local operation for the roots the job started in its
+   worker) raises ``Cancelled``: the code after the block must not run.
+   What caused the cancel decides, not the value ``shield`` has now.
+4. The scope's own deadline, if it cancelled something, raises a bare
+   ``TimeoutError`` from the ``Cancelled`` that ended the block. It is the
+   only bare ``TimeoutError`` an exit raises: ``move_on_after``
+   (``_timeout_scope.py``) tells its expiry by that, and swallows it.
+5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
+   stops here.
+
+A root scope that ``Runtime(deadlock="raise")`` cancelled because the runtime
+was stuck raises the ``DeadlockError`` instead of 2 to 5 (``_deadlock.py``).
+
+A scope's error is raised out of its block only: it is not handed to the
+enclosing operation as a failing child, so code that catches it goes on.
+The scope keeps no reference to it, and the exit's frames drop theirs: the
+traceback holds the user's frame, which holds the scope, so any reference
+back would make a cycle only the collector could free.
+
+A Ctrl-C may land anywhere in a sync scope's entry or exit, even as the
+exit is called, before its first line runs: CPython runs a signal handler
+as any Python function starts. The entry ends the block of the operation it
+made before the KeyboardInterrupt propagates; the exit does the same from
+inside its guarded loop, and for the first line, which no ``try`` can
+guard, through what ``with`` holds for the length of the block (see
+``ExitAttribute`` in ``_abandon.py``). Either way the thread is left outside the block and
+the scope ends. Async scopes need none of this: a signal handler runs on
+the main thread only, and no worker thread is the main one.
+
+A sync exit inside an operation is a cancellation point through the tree:
+that operation's cancel reaches the scope and its children, and rule 3
+raises once they have ended. It waits in slices (``acquire_for``), so the
+main thread notices a Ctrl-C, and a Ctrl-C there walks the tree again with
+``again=True``, finishing any cancel an earlier Ctrl-C tore.
+"""
+
+from __future__ import annotations
+
+import _thread
+import enum
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Never, NoReturn, final
+
+from ...operations import (
+    AsyncOperation,
+    Cancelled,
+    OperationState,
+    OpKind,
+    Outcome,
+    TreeWait,
+    _thread_local,
+    cancelled_for,
+    keywords_refused,
+    only_cancelled,
+    park,
+    thread_state,
+)
+from ...platform import check_deadline, check_timeout
+from .._deadlock import deadlock_error_for
+from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
+from .._introspect import owner_of
+from ._abandon import ExitAttribute, abandon_scope, unwind_to
+from ._block import enter_in_task
+from ._scope_task import ScopeDone
+from ._spawn import new_operation
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._kernel import Kernel
+    from ._task import TaskState
+
+__all__ = ["Scope", "ScopeDone", "ScopeState", "scope"]
+
+
+class ScopeState(enum.Enum):
+    """Where a scope is: NEW -> OPEN -> EXITING -> CLOSED.
+
+    Read from the scope's operation, which is the one place that changes:
+    OPEN while the block runs, EXITING while its exit waits for the children,
+    CLOSED once the operation is final.
+    """
+
+    NEW = "new"  # made by scope(), not entered yet
+    OPEN = "open"  # the block runs
+    EXITING = "exiting"  # the block has ended; the exit waits for the children
+    CLOSED = "closed"  # every child has ended and the exit is done
+
+
+@final
+class Scope:
+    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+
+    __slots__ = (
+        "_deadline",
+        "_name",
+        "_op",
+        "_parent",
+        "_runtime",
+        "_saved",
+        "_shield",
+        "_supervise",
+        "_timeout",
+        "_watch",
+    )
+
+    def __init__(
+        self,
+        runtime: Kernel,
+        name: str | None,
+        timeout: float | None,
+        deadline: float | None,
+        shield: bool,
+        supervise: bool,
+    ) -> None:
+        # Checked before anything is made: a bad value leaves nothing behind.
+        if timeout is not None:
+            timeout = check_timeout(timeout, "scope(timeout=...)")
+        if deadline is not None:
+            deadline = check_deadline(deadline, "scope(deadline=...)")
+        self._runtime = runtime
+        self._name = name
+        self._timeout = timeout
+        self._deadline = deadline
+        self._shield = shield
+        self._supervise = supervise
+        self._op: AsyncOperation | None = None
+        self._saved: AsyncOperation | None = None
+        self._parent: AsyncOperation | None = None
+        # The weak reference that watches the with-statement's exit (see
+        # ExitAttribute in _abandon.py); None once the exit has ended the block.
+        self._watch: weakref.ref[Any] | None = None
+
+    @property
+    def state(self) -> ScopeState:
+        """Where the scope is: see :class:`ScopeState`."""
+        op = self._op
+        if op is None:
+            return ScopeState.NEW
+        if op._state.final:
+            return ScopeState.CLOSED
+        if op._outcome is None:
+            return ScopeState.OPEN
+        return ScopeState.EXITING
+
+    def __repr__(self) -> str:
+        op = self._op
+        name = op.name if op is not None else (self._name or "scope")
+        return f"<Scope {name!r} {self.state.name}>"
+
+    def _open(
+        self,
+        parent: AsyncOperation | None,
+        task: TaskState | None = None,
+        _scope: OpKind = OpKind.SCOPE,
+    ) -> AsyncOperation:
+        """Make the scope operation under ``parent`` and start its block.
+
+        ``task`` is the coroutine task whose scope it is, for ``async
+        with``. Whatever interrupts this after the operation exists (a
+        Ctrl-C) ends the operation's block before it propagates: no RUNNING
+        scope is left behind with nobody to close it.
+        """
+        if self._op is not None:
+            raise RuntimeError(
+                f"scope {self._op.name!r} was already entered; call scope() again for a new block"
+            )
+        runtime = self._runtime
+        if parent is None and runtime._closing:
+            raise RuntimeError(
+                f"Runtime {runtime.name!r} is shut down and takes no new operations; "
+                "make a new Runtime"
+            )
+        op: AsyncOperation | None = None
+        try:
+            op = runtime._new_operation(
+                None,
+                (),
+                parent=parent,
+                name=self._name if self._name is not None else "scope",
+                kind=_scope,
+                shield=self._shield,
+                supervise=bool(self._supervise),
+                task=task,
+            )
+            deadline = self._deadline
+            if self._timeout is not None:
+                by_timeout = runtime.now() + self._timeout
+                deadline = by_timeout if deadline is None else min(deadline, by_timeout)
+            if deadline is not None:
+                op.deadline = deadline
+        except BaseException as exc:
+            if op is None:
+                op = _made_before(exc, runtime)
+            if op is not None:
+                abandon_scope(op, "the scope's entry was interrupted")
+            raise
+        self._op = op
+        self._parent = parent
+        return op
+
+    @staticmethod
+    def _end_block(op: AsyncOperation, exc: BaseException | None) -> None:
+        """Record how the block ended; a failed block cancels the children.
+
+        Idempotent: an exit interrupted by a Ctrl-C calls it again.
+        """
+        if op._outcome is not None:
+            return
+        if exc is None:
+            op._end_work(Outcome.VALUE, None, None)
+        elif only_cancelled(exc):
+            op._end_work(Outcome.CANCELLED, None, None)
+        elif isinstance(exc, _INTERRUPTS):
+            # Not a failure of the scope: the exit re-raises it as itself.
+            op.cancel(type(exc).__name__)
+            op._end_work(Outcome.CANCELLED, None, None)
+        else:
+            op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
+            op._end_work(Outcome.ERROR, None, exc)
+
+    def start(
+        self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
+    ) -> Any:
+        """Start ``fn`` in the scope and wait until it is ready: see ``AsyncOperation.start``.
+
+        Raises:
+            RuntimeError: the scope has not been entered yet.
+            TypeError: a keyword argument is meant for ``fn`` (bind it with
+                ``functools.partial``).
+        """
+        if keywords and callable(fn):  # (else refused by op.start(), for what fn is)
+            raise keywords_refused("start", fn, keywords, ("name",))
+        op = self._op
+        if op is None:
+            raise RuntimeError(
+                "start() on a scope that was not entered; write 'with runtime.scope() as s:' "
+                "and call s.start() inside the block"
+            )
+        return op.start(fn, *args, name=name)
+
+    # -- sync block ----------------------------------------------------------
+
+    def __enter__(self) -> AsyncOperation[None]:
+        state = thread_state()
+        if state.task is not None:
+            raise RuntimeError(
+                "a sync 'with scope()' inside a coroutine would block its worker; "
+                "write 'async with asyncop.scope()' instead"
+            )
+        current = state.op
+        runtime = self._runtime
+        parent = current if current is not None and owner_of(current) is runtime else None
+        op = self._open(parent)
+        try:
+            self._saved = current
+            state.op = op
+        except BaseException:
+            state.op = current
+            abandon_scope(op, "the scope's entry was interrupted")
+            raise
+        return op
+
+    if TYPE_CHECKING:
+
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> bool: ...
+
+    def _leave(self, exc: BaseException | None) -> bool:
+        """Leave the block: wait for the children, then raise what the block came to.
+
+        What ``with`` calls on leaving (``Scope.__exit__``: see
+        ``ExitAttribute`` in ``_abandon.py``). A cancellation point when the
+        thread runs an operation: a cancel of that operation cancels the
+        children, and once they have ended the
+        exit raises ``Cancelled``. On the main thread it notices a Ctrl-C
+        while it waits; a first one (or one raised by the block) cancels
+        the tree and waits for it, a second one stops waiting at once, shuts
+        the runtime down without waiting and abandons the threads still
+        running operation code, named in a WARNING on the ``asyncop``
+        logger. Either is re-raised as itself.
+        """
+        op = self._op
+        if op is None:
+            raise RuntimeError("scope exited without being entered; use it in a with statement")
+        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        # The tree as the first Ctrl-C found it, for the KeyboardInterrupt's note.
+        note = tree_note(op) if isinstance(interrupt, KeyboardInterrupt) else None
+        waited = False
+        while True:
+            # Everything, the first line included, inside the try: a Ctrl-C
+            # lands after any call, and the block must end wherever it does.
+            try:
+                _leave_thread(self, op)
+                self._end_block(op, exc if interrupt is None else interrupt)
+                self._watch = None  # the block has ended: nothing to watch for
+                if interrupt is not None and not waited:
+                    waited = True
+                    interrupt_tree(op)
+                if interrupt is None or not gave_up(owner_of(op)):
+                    _wait_final(op)
+                break
+            except KeyboardInterrupt as caught:
+                if interrupt is not None and waited:
+                    # A second Ctrl-C: stop waiting, and give up on the
+                    # runtime's work (see _interrupt.py). The tree is
+                    # cancelled and the scope ends once its children have.
+                    interrupt = caught
+                    give_up(owner_of(op), op)
+                    break
+                # A first Ctrl-C, wherever it landed: the next round ends
+                # the block (if it was not yet), cancels the tree and waits.
+                interrupt = caught if interrupt is None else interrupt
+                note = note if note is not None else tree_note(op)
+        verdict = self._verdict(op, exc, interrupt)
+        if isinstance(verdict, KeyboardInterrupt):
+            add_tree_note(verdict, note)
+        elif interrupt is None:
+            # A root scope that deadlock="raise" cancelled leaves with the DeadlockError.
+            verdict = deadlock_error_for(owner_of(op), op) or verdict
+        try:
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
+        finally:
+            # The frame stays in the raised exception's traceback: drop what
+            # it holds that could lead back to the exception.
+            del exc, interrupt, verdict
+
+    def _exit_freed(self, ref: weakref.ref[Any]) -> None:
+        """The with-statement's exit was freed before it ended the block.
+
+        A Ctrl-C landed as the exit was called, before its first line: the
+        block is ended cancelled and the thread leaves it, without waiting
+        for the children (the KeyboardInterrupt is on its way up already).
+        """
+        if ref is not self._watch:
+            return
+        self._watch = None
+        op = self._op
+        if op is None:
+            return  # the statement ended before the block was entered
+        _leave_thread(self, op)
+        if op._outcome is None:
+            abandon_scope(op, "a KeyboardInterrupt landed as the block was left")
+
+    # -- async block ---------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncOperation[None]:
+        return enter_in_task(self)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        _value: Outcome = Outcome.VALUE,
+        _completed: OperationState = OperationState.COMPLETED,
+    ) -> bool:
+        """Leave the block: wait for the children, then raise what the block came to.
+
+        The wait for the children is not interrupted by a cancel (the cancel
+        reaches them instead). Once they have ended, a cancel of the
+        enclosing operation from outside the scope raises ``Cancelled``.
+
+        Raises:
+            RuntimeError: scopes were exited out of order (an async generator
+                holding one open); the scopes inside this one are closed
+                first, so that the task still ends.
+        """
+        op = self._op
+        if op is None:
+            raise RuntimeError("scope exited without being entered; use it in an async with")
+        task = op._task
+        misuse: RuntimeError | None = None
+        if op._outcome is not None:
+            # Closed already, by an out-of-order exit of an enclosing scope.
+            if exc is not None:
+                return False
+            raise RuntimeError(
+                f"scope {op.name!r} was already closed, because a scope around it "
+                "was exited first; do not keep a scope open across a yield of an "
+                "async generator"
+            )
+        if task.current is not op:
+            misuse = unwind_to(task, op)
+        else:
+            task.current = task.outer.pop()
+        # What this frame raises holds it in its traceback: it must not hold
+        # the task, which holds the task's operation and, should the task
+        # fail with what is raised here, the error itself.
+        del task
+        if exc is None and misuse is None:
+            # The common exit, on its own short path: the block ended with
+            # no error (this runs on a worker, stepping the task).
+            op._end_work_on_worker(_value, None, None)
+            if not op._state.final:
+                await ScopeDone(op)
+            if op._state is _completed and not op._outside_cancel:
+                return False
+        else:
+            self._end_block(op, misuse if misuse is not None else exc)
+        if not op._state.final:
+            # (A scope with no child left is final already: no wait to
+            # make, as an await whose event is ready does not suspend.)
+            await ScopeDone(op)
+        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        if misuse is not None:
+            op._observe()
+            op._error = None
+            try:
+                raise misuse
+            finally:
+                del misuse, exc, tb
+        verdict = self._verdict(op, exc, interrupt)
+        try:
+            if isinstance(verdict, BaseException):
+                _throw(verdict)
+            return verdict
+        finally:
+            del exc, tb, interrupt, verdict
+
+    def _verdict(
+        self,
+        op: AsyncOperation,
+        exc: BaseException | None,
+        interrupt: BaseException | None,
+        _failed: OperationState = OperationState.FAILED,
+    ) -> BaseException | bool:
+        """What the exit raises, or whether it swallows ``exc``.
+
+        Returned, not raised: a frame that raises stays in the traceback,
+        and this one's locals would lead back to the exception.
+        """
+        error: BaseException | None = None
+        if op._state is _failed:
+            error = op.error  # reading it marks it observed
+            # The error leaves through the block only, and the scope does
+            # not keep it: its traceback holds the frame that holds the
+            # scope, so keeping it would make a reference cycle.
+            op._error = None
+        if interrupt is not None:
+            if error is not None and error is not interrupt:
+                interrupt.__context__ = error
+            return interrupt
+        if error is not None:
+            return error
+        if op._outside_cancel:
+            # Cancelled from outside the scope: leave as a cancelled
+            # operation does, so the code after the block never runs. (A
+            # root scope is cancelled from outside only in remote work, by
+            # the job's local operation: see _remote_call.py.)
+            if exc is not None and only_cancelled(exc):
+                return False
+            outside = self._parent or op
+            return cancelled_for(outside.name, outside.cancel_reason)
+        if op.expired and op._interrupted:
+            timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
+            if isinstance(exc, Cancelled):
+                timeout.__cause__ = exc
+            else:
+                timeout.__suppress_context__ = True
+            return timeout
+        # Swallow the Cancelled that this scope's own cancel caused.
+        return exc is not None and only_cancelled(exc)
+
+
+# Passed through bare, never grouped: Ctrl-C, SystemExit, and the
+# GeneratorExit that closes an async generator suspended inside the block.
+_INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
+    """The calling thread no longer runs ``op``'s block; idempotent."""
+    state = thread_state()
+    if state.op is op:
+        state.op = scope._saved
+
+
+if not TYPE_CHECKING:
+    Scope.__exit__ = ExitAttribute()
+
+
+def _throw(error: BaseException) -> NoReturn:
+    """Raise ``error`` with no reference cycle and no misleading context.
+
+    A group raised where one of its members is being handled (the block's
+    own error, at the exit) would get that member as ``__context__``; the
+    context is dropped then. The frame forgets ``error`` as it unwinds, so
+    the traceback does not keep the exception alive through it.
+    """
+    try:
+        raise error
+    except BaseException as raised:
+        if raised.__context__ is not None and _contains(raised, raised.__context__):
+            raised.__context__ = None
+        raise
+    finally:
+        del error
+
+
+def _contains(error: BaseException, inner: BaseException) -> bool:
+    if error is inner:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(member, inner) for member in error.exceptions)
+    return False
+
+
+def _wait_final(op: AsyncOperation) -> None:
+    """Block the calling thread until the scope operation is final.
+
+    Waits in slices (``acquire_for``), so the main thread notices a Ctrl-C
+    within a fraction of a second; an interrupted wait takes its waiter back.
+    """
+    waiter = _thread.allocate_lock()
+    waiter.acquire()
+    with op.runtime._lock:
+        if op.done:
+            return
+        op._add_waiter_locked(waiter)
+    try:
+        # (Marks the thread blocked: a worker's sync slot is free. A wait for
+        # the tree: no thread that could wake a task, for the deadlock watch.)
+        park(waiter, None, None, TreeWait(op, "the exit of its with-block"))
+    except BaseException:
+        op._remove_waiter(waiter)
+        raise
+
+
+def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
+    """The scope operation that ``new_operation`` made before ``exc`` stopped it.
+
+    A Ctrl-C can land inside the call after the operation was linked into
+    the tree, before it was returned. The call's frame is in the
+    exception's traceback, and its locals still hold the operation: no
+    other thread's scope can be mistaken for it.
+    """
+    code = new_operation.__code__
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is code:
+            op = frame.f_locals.get("op")
+            if type(op) is AsyncOperation and op._kind is OpKind.SCOPE:
+                return op
+            return None
+        tb = tb.tb_next
+    return None
+
+
+def scope(
+    *,
+    name: str | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
+    shield: bool = False,
+    supervise: bool = False,
+) -> Scope:
+    """Open a scope under the calling operation: ``async with asyncop.scope():``.
+
+    Inside a coroutine operation use ``async with``; inside a sync callback,
+    ``with`` works too. See ``Runtime.scope`` for the arguments.
+
+    Raises:
+        RuntimeError: the calling thread is not running an operation; outside
+            one, use ``runtime.scope()``.
+    """
+    try:
+        state = _thread_local.state  # (thread_state(), inline)
+    except AttributeError:
+        state = thread_state()
+    task = state.task
+    op = state.op if task is None else task.current
+    if op is None:
+        raise RuntimeError(
+            "asyncop.scope() needs a running operation to attach to, and this thread runs "
+            "none; outside an operation, write 'with runtime.scope()'"
+        )
+    return Scope(owner_of(op), name, timeout, deadline, shield, supervise)

@@ -1,0 +1,258 @@
+"""Making an operation: the one function that makes a node, links it and queues it.
+
+Every operation the runtime makes comes from :func:`new_operation`, which
+the kernel binds as ``Kernel._new_operation``: a child spawned by
+``AsyncOperation.spawn`` (the commonest, a coroutine task spawning into its
+own scope), a root (``Runtime.spawn``, ``Runtime.create``), a child made by
+``start`` or ``spawn_shielded``, a scope's operation (``with`` and
+``async with``) and a remote operation. It works out what the work is
+(``OpKind``) and its name, finds the user's line that made it, picks the
+context its code will run in, and makes the node (with a coroutine's task
+state, or the task whose scope it is). Then, under the runtime lock and in
+one step, :func:`link_new_locked` links it under its parent, applies a
+cancel already pending above it, and queues it: one lock round trip per
+spawn, and no cancel can land between linking and queueing.
+
+The state a new operation is born in follows from its kind:
+
+- a scope is born RUNNING: its work, the block, is already running in the
+  caller's thread, and no cancel can find it unstarted. Entering it is not
+  a cancellation point: under a cancelled parent it is born with a
+  cancelled token (unless shielded), marked as cancelled from outside, and
+  still runs its block;
+- submitted work is born PENDING, and goes into a ready queue in the same
+  locked step as it is linked; nothing sees it before;
+- work made with ``create`` (or a remote operation, which its job starts)
+  is born CREATED.
+
+Other work under a cancelled parent (and not shielded) is born cancelled:
+its work ends CANCELLED at once, it never runs, and it unlinks at once.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
+from types import FunctionType
+from typing import TYPE_CHECKING, Any
+
+from ...operations import (
+    AsyncOperation,
+    OperationState,
+    OpKind,
+    Outcome,
+    ThreadState,
+    _thread_local,
+    _user_frame,
+    run_after,
+    thread_state,
+)
+from .._kinds import describe_fn, kind_of
+from ._task import TaskState
+
+if TYPE_CHECKING:
+    from ...operations import After
+    from .._instruments import Instruments
+    from ._kernel import Kernel
+    from ._worker import Worker
+
+__all__ = ["link_new_locked", "new_operation"]
+
+_copy_context = contextvars.copy_context
+
+
+def new_operation(
+    self: Kernel,
+    fn: Callable[..., Any] | None,
+    args: tuple[Any, ...],
+    parent: AsyncOperation | None,
+    name: str | None,
+    submit: bool = False,
+    supervise: bool = False,
+    kind: OpKind | None = None,
+    shield: bool = False,
+    seed_shape: bool = False,
+    task: TaskState | None = None,
+    _coro: OpKind = OpKind.CORO,
+    _sync: OpKind = OpKind.SYNC,
+    _scope: OpKind = OpKind.SCOPE,
+    _pending: OperationState = OperationState.PENDING,
+    _running: OperationState = OperationState.RUNNING,
+) -> AsyncOperation:
+    """Make an operation, link it under ``parent``, and with ``submit`` queue it.
+
+    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). A
+    scope's ``supervise`` keeps its children's failures on them, and its
+    ``task`` (for ``async with``) is woken by its cancel; other work's
+    ``supervise`` keeps its failure off its parent. ``seed_shape``: ``fn``
+    is a ``create`` callback, for the messages.
+
+    Raises:
+        TypeError: ``fn`` is no function asyncop can run (see ``kind_of``),
+            ``name`` is not a str, or ``parent`` is not an operation.
+        RuntimeError: ``parent`` has ended or belongs to another runtime, or
+            (``submit``, no parent) the runtime is shut down.
+    """
+    # Where the user's frame is, at the nearest (_user_frame() walks on out
+    # past asyncop's frames): spawn() or create() -> here -> _user_frame(); a
+    # scope's with-statement or an executor's spawn() is one call further.
+    depth = 3 if kind is None else 4
+    if kind is None and type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
+        # The common case: read the code flags.
+        kind = _coro if fn.__code__.co_flags & CO_COROUTINE else _sync
+        if name is None:
+            name = fn.__qualname__
+    elif kind is None:
+        kind, name = kind_of(fn, name, seed_shape)
+    if name is None:
+        name = describe_fn(fn) if fn is not None else "scope"
+    elif type(name) is not str and not isinstance(name, str):
+        raise TypeError(f"operation name must be a str, got {type(name).__name__}; pass name='...'")
+    owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
+    if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not owner):
+        self._check_parent(parent, name)  # raises
+    try:
+        state = _thread_local.state  # (thread_state(), inline)
+    except AttributeError:
+        state = thread_state()
+    # Instruments hear of an operation before its first step: it is queued
+    # once they were told, unless a task of the default mode spawns it, as
+    # it cannot run before the task's step ends (the step holds the lane).
+    instruments = self._instruments
+    queue = instruments is None or not submit or (state.task is not None and not self._parallel)
+    woken = None
+    if state.worker is None and submit and queue and self._idle:
+        woken = self._wake_early()  # a user thread's submit (not a worker's)
+    code, lasti = _user_frame(depth)
+    if kind is not _coro and kind is not _sync:
+        ctx = None  # scope, remote work: no code of its own (a scope's child copies its spawner's)
+    elif parent is None or parent._ctx is None:
+        ctx = _copy_context()
+    else:
+        # The live context in the parent's own code, else a copy of the parent's.
+        running = state.op if state.task is None else state.task.current
+        ctx = _copy_context() if running is parent else parent._ctx.copy()
+    born = _running if kind is _scope else _pending if submit else OperationState.CREATED
+    op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
+    if shield:
+        op._shield = True
+    if kind is _coro:
+        op._task = TaskState(op, self)
+    elif kind is _scope:
+        op._propagates = False  # its error leaves through the block, not to the parent
+        op._task = task
+        op._started_at = op._created_at  # (born RUNNING)
+    if supervise:
+        if kind is _scope:
+            op._supervise = True
+        else:
+            op._supervised = True
+    if parent is not None or kind is _scope or submit:  # (else nothing to link)
+        _link_new(self, op, parent, shield, submit, state, woken, queue)
+    if instruments is not None:
+        _tell_spawned(self, instruments, op, state, queue)
+    return op
+
+
+def _link_new(
+    self: Kernel,
+    op: AsyncOperation,
+    parent: AsyncOperation | None,
+    shield: bool,
+    submit: bool,
+    state: ThreadState,
+    woken: Worker | None,
+    queue: bool,
+) -> None:
+    """``link_new_locked`` under the runtime lock; then what it left to run."""
+    after: After | None
+    lock = self._lock
+    if state.worker is not None:
+        # A worker never runs signal handlers: acquire() then try, half the cost.
+        lock.acquire()
+        try:
+            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
+        finally:
+            lock.release()
+    else:
+        # A with-statement: on the main thread, a Ctrl-C raised as acquire()
+        # returns would land before a try and leave the lock held for good.
+        with lock:
+            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
+    if after:
+        run_after(after)
+
+
+def _tell_spawned(
+    self: Kernel,
+    instruments: Instruments,
+    op: AsyncOperation,
+    state: ThreadState,
+    queued: bool,
+    _pending: OperationState = OperationState.PENDING,
+) -> None:
+    """Tell the instruments of new ``op``, then queue it if it is not yet.
+
+    A cancel in between ends a PENDING operation at once: it is not queued.
+    (A root made by ``create``, or a remote root, is linked nowhere.)
+    """
+    instruments.tell(self, instruments.spawned, op)
+    if not queued:
+        with self._lock:
+            if op._state is _pending and op._outcome is None:
+                self._push_locked(op, state)
+
+
+def link_new_locked(
+    self: Kernel,
+    op: AsyncOperation,
+    parent: AsyncOperation | None,
+    shield: bool,
+    submit: bool,
+    state: ThreadState,
+    woken: Worker | None,
+    queue: bool = True,
+    _scope: OpKind = OpKind.SCOPE,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> After | None:
+    """Link new ``op`` under ``parent``, apply a cancel pending there, maybe queue it.
+
+    Under the runtime lock; ``op`` is in the state it was born in (see the
+    module docstring). Returns what to run once the lock is released, if
+    anything. ``woken`` is a worker the caller woke early for ``op``;
+    without ``queue``, submitted work is left PENDING for the caller to queue.
+
+    Raises:
+        RuntimeError: ``parent`` has ended, or (``submit``, no parent) the
+            runtime is shut down.
+    """
+    if parent is not None:
+        parent._link_child_locked(op)
+    elif submit and self._closing:
+        raise RuntimeError(
+            f"Runtime {self.name!r} is shut down and takes no new operations; "
+            f"cannot start {op.name!r}, make a new Runtime"
+        )
+    after: After | None = None
+    if op._kind is _scope:
+        if parent is None:
+            self._track_root_locked(op)
+        elif parent._cancelled and not shield:
+            after = []
+            op.cancel_reason = parent.cancel_reason
+            op._cancel_token_locked(after)
+            # Born cancelled: only a cancel of the enclosing operation does that.
+            op._outside_cancel = True
+    elif parent is not None and parent._cancelled and not shield:
+        after = []
+        op.cancel_reason = parent.cancel_reason
+        op._cancel_token_locked(after)
+        ended = op._transition_to_ended(_cancelled, None, None, after)
+        assert ended, f"{op.name!r} was born ended"
+    elif submit:
+        if parent is None:
+            self._track_root_locked(op)
+        if queue:
+            self._push_locked(op, state, woken)
+    return after

@@ -1,0 +1,54 @@
+# C declarations for the compiled form of _task.py (see _waker.pxd): the task
+# state is an extension type, and the stepper's helpers are C functions that
+# read its fields in C.
+
+cimport cython
+
+from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
+from asyncop.runtime._core._waker cimport Subscription as CSubscription
+from asyncop.runtime._core._waker cimport Waker
+
+
+@cython.final
+cdef class TaskState(Waker):
+    cdef public object coro
+    cdef public object current
+    cdef public list outer
+    cdef public list held
+    cdef public Py_ssize_t checkpoints
+    cdef public bint cancellable
+    cdef public bint saw_cancel
+
+
+@cython.locals(task=TaskState, waker=TaskState)
+cpdef bint on_cancel_running(op, after, _waiting=*, _queued=*) except -1
+
+cpdef deliver_cancel(TaskState task)
+
+@cython.locals(depth=Py_ssize_t)
+cpdef note_cancel(TaskState task)
+
+@cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, inline=Py_ssize_t, start=double, now=double)
+cpdef step(runtime, op, CThreadState state, CCpuMeter meter, _value=*)
+
+cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)
+
+cpdef bint _hand_in(coro, BaseException error, CThreadState state) except -1
+
+cpdef _checkpoint(runtime, TaskState task, CThreadState state)
+
+cpdef _first_coroutine(TaskState task, op, ctx, CCpuMeter meter, double start)
+
+cpdef _resumed(TaskState task, error)
+
+cpdef _fail(TaskState task, BaseException exc)
+
+@cython.locals(waker=TaskState, sub=CSubscription, locked=bint, entry_checked=object)
+cpdef tuple _wait_on(TaskState task, ev, Py_ssize_t inline)
+
+@cython.locals(waker=TaskState)
+cpdef tuple _suspend_locked(TaskState task, bint cancellable)
+
+@cython.locals(held=list)
+cpdef _finish(TaskState task, outcome, value, error, at=*, _value=*, _cancelled=*)

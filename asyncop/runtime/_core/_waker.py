@@ -1,0 +1,577 @@
+"""The waker: how a suspended coroutine task is woken, exactly once.
+
+Each coroutine task owns one :class:`Waker`, made with the task and reset by
+``waker_new`` for every wait, so a wait allocates no waker. A wait subscribes
+the waker to one or more *events* (a timer, an operation ending, a channel
+slot, a socket becoming readable...); the first event to fire wins, stores
+its result or error in the waker, and puts the task back in the ready queue.
+Later events find the waker already claimed and are ignored: the task is
+resumed once, with one result.
+
+States
+------
+::
+
+    NO_STATUS --suspend--> WAITING --event fires--> QUEUED --worker pops--> RESULT
+        |   |
+        |   +--event fires while still arming, or a cancel just before
+        |      suspending--> RESULT (the task carries on without suspending)
+        +--checkpoint--> QUEUED
+        +--cancelled before the first step--> IGNORED
+
+A resumed task (RESULT) runs as one that never waited: its next wait starts
+from NO_STATUS again, and a checkpoint takes it straight to QUEUED.
+
+- NO_STATUS: the task is running; the waker is not waiting.
+- WAITING: the task is suspended on its events.
+- QUEUED: an event fired; its result is stored and the task is in the ready
+  queue.
+- IGNORED: the task was queued for its first step but must not run (it was
+  cancelled before it); the worker that pops it drops it without running it.
+- RESULT: the task is being resumed; ``error`` is raised into the coroutine,
+  or ``result`` is what ``await`` returns.
+
+This module owns ``status``: it changes only in the ``_transition_to_*``
+methods below (``__init__`` sets NO_STATUS), which test where they start
+from and return whether they happened, and every caller acts on the answer:
+an event that loses the race sees False and keeps its value (a channel
+keeps the item, a lock keeps the permit), and a worker that pops a task
+whose waker is not QUEUED drops the stale entry. Every transition happens
+under the runtime lock but one: the running task's own reset for a new
+wait (``_transition_to_no_status``, from ``waker_new`` or the stepper),
+which bumps ``generation`` first, so that an event of the last wait firing
+meanwhile finds the generation changed and loses. The transitions run on
+every wait, and take the statuses they test and write as default arguments:
+read through its class, an enum member costs ten times a local's load on
+CPython 3.11.
+
+Events
+------
+An event is any object with ``_arm(sub)``, ``_disarm(sub)`` and a
+``cancellable`` attribute (see :class:`WaitEvent`). ``_arm`` registers the
+subscription and may fire it at once; ``_disarm`` takes it back and must be
+idempotent. ``resume_when(task, event, callback)`` makes the subscription
+(it and ``waker_new`` are in ``_subscribe.py``); the callback decides how a
+firing resolves the waker: ``resolve`` hands over the result or error,
+``cancel`` raises ``Cancelled``, ``timeout`` raises ``TimeoutError``.
+
+An event's code is user code, and runs on workers, the timer path and the
+reactor thread, which must survive it: a ``_disarm`` that raises is logged
+and the task still resumes; a callback that raises resumes the task with
+its exception (``Subscription.fire`` never raises).
+
+Never awaited
+-------------
+A ``WaitEvent`` carries one flag, ``_awaited``, set when it is awaited or
+handed over (to ``select``, ``race``, ``resume_when``). It is left unset at
+creation, which costs nothing; ``__del__`` warns about an event collected
+without it, as Python warns about a coroutine never awaited. The location
+is the innermost frame outside asyncop when the event is collected: for a
+forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
+that made it, without paying for a frame lookup on every event made. One
+collected by asyncop's own code (a task's locals, freed as its coroutine
+ends) names the operation running there, and where that was made.
+
+A call that refuses its arguments lets go of every awaitable it was handed
+(``let_go``), whichever argument it refused: the caller did not forget
+them, and the exception already says what was wrong.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import sys
+import warnings
+from collections.abc import Callable, Generator, Iterable
+from types import CoroutineType, FrameType
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
+
+from ...operations import (
+    Cancelled,
+    T,
+    current_operation,
+    log_user_failure,
+    made_by_user,
+    safe_repr,
+    suspend,
+)
+from ...platform import is_main_thread
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ...platform import pure_cython as cython
+
+if TYPE_CHECKING:
+    from ...operations import AsyncOperation
+    from ._kernel import Kernel
+
+__all__ = [
+    "Subscription",
+    "WaitEvent",
+    "Waker",
+    "WakerStatus",
+    "cancel",
+    "describe_event",
+    "is_event",
+    "let_go",
+    "resolve",
+    "timeout",
+]
+
+
+class WakerStatus(enum.Enum):
+    """Where a waker is in one wait; see the module docstring."""
+
+    __module__ = "asyncop"
+
+    NO_STATUS = "no_status"
+    WAITING = "waiting"
+    QUEUED = "queued"
+    IGNORED = "ignored"
+    RESULT = "result"
+
+    def __repr__(self) -> str:
+        return f"WakerStatus.{self.name}"
+
+
+# callback(waker, subscription, result, error) -> whether it won the waker
+WakeCallback = Callable[["Waker", "Subscription", Any, "BaseException | None"], bool]
+
+
+class WaitEvent(Generic[T]):
+    """Base of the runtime's awaitables: an event a task can wait on.
+
+    ``await event`` yields the event to the worker stepping the task, which
+    checks for cancellation, subscribes the task's waker and suspends the
+    task until the event fires. Subclasses implement ``_arm``/``_disarm``.
+
+    An event that is collected without having been awaited (or handed to
+    ``select``, ``resume_when``...) emits ``RuntimeWarning: asyncop
+    awaitable ... was never awaited``, as a coroutine does: the ``await``
+    was forgotten, and what the event stood for (a send, a sleep) never
+    happened.
+    """
+
+    # _awaited: set (to True) once the event is awaited or otherwise used.
+    # It is left unset at creation, so making an event costs nothing more;
+    # only __del__ reads it, and only an unused event misses it.
+    __slots__ = ("_awaited",)
+
+    #: A cancel of the waiting task wakes it with ``Cancelled``. False for
+    #: waits that must run to the end (a blocking call in another thread).
+    cancellable = True
+    #: An already-cancelled task raises ``Cancelled`` here instead of waiting.
+    #: False only for a scope's wait for its children, which must happen.
+    entry_checked = True
+    #: The event arms with ``_arm_locked(sub)``, under the runtime lock, which
+    #: the stepper then holds to arm and suspend the task in one go: no event
+    #: can fire between the two. ``_arm`` stays for other callers.
+    arms_locked = False
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        self._awaited = True
+        return suspend(self, self)
+
+    def _await_description(self) -> str:
+        return _describe_safely(self)
+
+    def __del__(self) -> None:
+        try:
+            if self._awaited:
+                return
+        except AttributeError:
+            pass
+        _warn_never_awaited(self)
+
+    def _arm(self, sub: Subscription) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement _arm(); "
+            "define _arm(sub) in the subclass: register sub and fire it when ready"
+        )
+
+    def _arm_locked(self, sub: Subscription) -> None:
+        """Arm with the runtime lock held; called only when ``arms_locked`` is true."""
+        self._arm(sub)
+
+    def _disarm(self, sub: Subscription) -> None:
+        """Take back a subscription; the default has nothing to take back."""
+
+    def _describe(self) -> str:
+        return type(self).__name__
+
+
+# Final: an extension type when compiled (see _waker.pxd), which no class extends.
+class Subscription:
+    """One waker subscribed to one event for one wait."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
+    __slots__ = ("callback", "event", "generation", "handle", "waker")
+
+    def __init__(self, waker: Waker, event: Any, callback: WakeCallback) -> None:
+        self.waker = waker
+        self.event = event
+        self.callback = callback
+        self.generation = waker.generation
+        # Whatever the event needs to take the subscription back (a timer,
+        # a waiter entry); owned by the event.
+        self.handle: Any = None
+
+    def fire(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """Deliver the event: returns True if it won the waker.
+
+        An event that loses must keep what it offered (an item, a permit).
+        Never raises: a callback that fails (a user's, given to
+        ``resume_when``) resumes the task with its exception instead, since
+        an event may fire on a worker, a timer or the reactor thread, which
+        must survive it, and the task must not be left waiting forever.
+        """
+        try:
+            return self.callback(self.waker, self, result, error)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and is_main_thread():
+                raise  # a Ctrl-C is the user's, not the task's
+            return self.waker._complete(self, None, exc)
+
+    def __repr__(self) -> str:
+        return f"<Subscription to {self.event!r}>"
+
+
+# Not final: the runtime's task state subclasses it, so that a task and its
+# waker are one object (one allocation, one object for the collector).
+class Waker:
+    """The wake-up state of one coroutine task; see the module docstring."""
+
+    _made_by_runtime: ClassVar[bool] = True
+
+    __slots__ = (
+        "error",
+        "events",
+        "filename",
+        "generation",
+        "lineno",
+        "queued_at",
+        "result",
+        "runtime",
+        "status",
+        "task",
+        "triggered",
+    )
+
+    def __init__(
+        self, task: AsyncOperation, runtime: Kernel, _no_status: WakerStatus = WakerStatus.NO_STATUS
+    ) -> None:
+        self.task = task
+        self.runtime = runtime
+        self.status = _no_status
+        # The subscriptions of the current wait; made on the first wait that
+        # subscribes, then reused (a task that only checkpoints never needs it).
+        self.events: list[Subscription] | None = None
+        # The event that won the current wait, or None.
+        self.triggered: Any = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        # Where the task is suspended, for dump().
+        self.filename = ""
+        self.lineno = 0
+        # Bumped by every reset, so a late firing of an old wait is ignored.
+        self.generation = 0
+        # When the task was last queued, in pushes (see Kernel._push_locked).
+        self.queued_at = 0
+
+    # -- transitions ---------------------------------------------------------
+
+    def _transition_to_no_status(
+        self,
+        _no_status: WakerStatus = WakerStatus.NO_STATUS,
+        _result: WakerStatus = WakerStatus.RESULT,
+    ) -> bool:
+        """NO_STATUS or RESULT -> NO_STATUS: forget the last wait, for a new one.
+
+        By the running task itself, without the lock (see the module
+        docstring); the last wait's events are disarmed (``_disarm_all``)
+        by whoever ended it. False, and no change, when the task is not
+        running.
+        """
+        # Invariant: only a running task starts a wait.
+        status = self.status
+        if status is not _no_status and status is not _result:
+            return False
+        self.generation += 1  # (first: a late firing of the last wait loses)
+        self.status = _no_status
+        self.triggered = None
+        self.result = None
+        self.error = None
+        return True
+
+    def _transition_to_waiting(
+        self,
+        _no_status: WakerStatus = WakerStatus.NO_STATUS,
+        _waiting: WakerStatus = WakerStatus.WAITING,
+    ) -> bool:
+        """NO_STATUS -> WAITING: the task suspends on the events it armed."""
+        # Invariant: only a running task suspends; an event that fired
+        # while it was arming (RESULT) means it must not suspend.
+        if self.status is not _no_status:
+            return False
+        self.status = _waiting
+        return True
+
+    def _transition_to_queued(
+        self, _waiting: WakerStatus = WakerStatus.WAITING, _queued: WakerStatus = WakerStatus.QUEUED
+    ) -> bool:
+        """WAITING -> QUEUED: an event fired, and the task goes to the ready queue."""
+        # Invariant: only a WAITING waker can be queued; a second event loses.
+        if self.status is not _waiting:
+            return False
+        self.status = _queued
+        return True
+
+    def _transition_to_requeued(
+        self,
+        _no_status: WakerStatus = WakerStatus.NO_STATUS,
+        _result: WakerStatus = WakerStatus.RESULT,
+        _queued: WakerStatus = WakerStatus.QUEUED,
+    ) -> bool:
+        """NO_STATUS or RESULT -> QUEUED: a running task yields (a checkpoint).
+
+        It goes straight back to the queue, with no event to wait for: the
+        commonest transition of all. Under the runtime lock. (The last
+        wait's result went to the task as it resumed, and its events were
+        disarmed then; a late firing of it finds the generation changed.)
+        """
+        # Invariant: only a running task yields, and a running task's waker
+        # is NO_STATUS (first step) or RESULT (resumed from a wait).
+        status = self.status
+        if status is not _no_status and status is not _result:
+            return False
+        self.generation += 1
+        self.triggered = None
+        self.status = _queued
+        return True
+
+    def _transition_to_result_early(
+        self,
+        _no_status: WakerStatus = WakerStatus.NO_STATUS,
+        _result: WakerStatus = WakerStatus.RESULT,
+    ) -> bool:
+        """NO_STATUS -> RESULT: the task goes on without suspending.
+
+        An event fired while the task was still arming its wait, or a
+        cancel was seen just before it suspended.
+        """
+        # Invariant: only a running task that has not suspended yet.
+        if self.status is not _no_status:
+            return False
+        self.status = _result
+        return True
+
+    def _transition_to_ignored(
+        self, _result: WakerStatus = WakerStatus.RESULT, _ignored: WakerStatus = WakerStatus.IGNORED
+    ) -> bool:
+        """-> IGNORED: the task was cancelled before its first step, and never runs."""
+        # Invariant: only a waker that is not being resumed can be ignored.
+        if self.status is _result:
+            return False
+        self.status = _ignored
+        return True
+
+    def _transition_to_result(
+        self, _queued: WakerStatus = WakerStatus.QUEUED, _result: WakerStatus = WakerStatus.RESULT
+    ) -> bool:
+        """QUEUED -> RESULT: the worker that popped the task resumes it."""
+        # Invariant: only a QUEUED waker is resumed by a worker. (An event
+        # that fires while the task is still arming sets RESULT itself.)
+        if self.status is not _queued:
+            return False
+        self.status = _result
+        return True
+
+    def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+        """Let ``sub``'s event win this wait, if nothing has won it yet."""
+        runtime = self.runtime
+        # A with-statement: an event may fire from a user thread (see
+        # AsyncOperation._end_work).
+        with runtime._lock:
+            if sub.generation != self.generation:
+                return False  # a firing of an earlier wait
+            if self._transition_to_queued():
+                self.task._wakes += 1
+                self.triggered = sub.event
+                self.result = result
+                self.error = error
+                runtime._push_locked(self.task, resumed=True)
+                instruments = runtime._instruments
+                if instruments is None:
+                    return True
+            elif self._transition_to_result_early():
+                # Fired while the task is still arming its events: it will
+                # see RESULT and carry on without suspending.
+                self.triggered = sub.event
+                self.result = result
+                self.error = error
+                return True
+            else:
+                return False
+        # Woken, and an instrument listens: tell it, outside the lock.
+        instruments.tell(runtime, instruments.woken, self.task)
+        return True
+
+    def _add_subscription(self, sub: Subscription) -> None:
+        if self.events is None:
+            self.events = [sub]
+        else:
+            self.events.append(sub)
+
+    def _new_wait(self, event: Any, callback: WakeCallback) -> Subscription:
+        """Start a wait on one event: forget the last wait, then subscribe to ``event``."""
+        started = self._transition_to_no_status()
+        assert started, f"{self!r} started a wait outside its running task"
+        sub = Subscription(self, event, callback)
+        events = self.events
+        if events is None:
+            self.events = [sub]
+        else:
+            events.clear()
+            events.append(sub)
+        return sub
+
+    def _disarm_all(self) -> None:
+        """Take every subscription of the current wait back from its event."""
+        events = self.events
+        if not events:
+            return
+        for sub in events:
+            try:
+                sub.event._disarm(sub)
+            except BaseException as exc:
+                # A custom event's _disarm failed. The wait is over either
+                # way (a late firing is ignored by its generation), so the
+                # task must still resume, and the other events be disarmed.
+                log_user_failure(f"_disarm() of {describe_event(sub.event)}", exc)
+        events.clear()
+
+    def __repr__(self) -> str:
+        return f"<Waker of {self.task.name!r} {self.status.name}>"
+
+
+# -- the standard callbacks ---------------------------------------------------
+
+
+def resolve(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task with the event's result, or raise its error."""
+    return waker._complete(sub, result, error)
+
+
+def cancel(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task by raising ``Cancelled`` into it."""
+    return waker._complete(sub, None, Cancelled())
+
+
+def timeout(waker: Waker, sub: Subscription, result: Any, error: BaseException | None) -> bool:
+    """Resume the task by raising ``TimeoutError`` into it."""
+    return waker._complete(sub, None, TimeoutError(f"{waker.task.name!r} timed out"))
+
+
+# -- subscribing --------------------------------------------------------------
+
+
+def is_event(obj: object) -> bool:
+    """Whether ``obj`` follows the event protocol (``_arm`` and ``_disarm``); never raises."""
+    if issubclass(type(obj), WaitEvent):  # (isinstance would read obj.__class__)
+        return True
+    try:
+        return callable(getattr(obj, "_arm", None)) and callable(getattr(obj, "_disarm", None))
+    except BaseException:  # a __getattr__ that raises something else
+        return False
+
+
+# -- events that were never awaited ---------------------------------------------
+
+
+def let_go(handed: Iterable[object]) -> None:
+    """Dispose of what a refused call was handed, so that none of it warns when collected.
+
+    The caller did hand these over: a "never awaited" warning would blame
+    it for a forgotten ``await`` on top of the exception that says what was
+    wrong. An asyncop awaitable is marked used; a coroutine not started yet
+    is closed, which is all Python would do with it besides warning. Never
+    raises.
+    """
+    for obj in handed:
+        try:
+            if isinstance(obj, WaitEvent):
+                obj._awaited = True
+            elif (
+                isinstance(obj, CoroutineType)
+                and inspect.getcoroutinestate(obj) == inspect.CORO_CREATED
+            ):
+                obj.close()
+        except Exception:  # pragma: no cover - a user's subclass with odd slots
+            pass
+
+
+def describe_event(event: Any) -> str:
+    """What ``event`` is, for messages and ``dump()``; never raises."""
+    try:
+        describe = getattr(event, "_describe", None)
+        if describe is not None:
+            text = describe()
+            if type(text) is str:
+                return text
+    except BaseException:
+        pass
+    return safe_repr(event)
+
+
+_describe_safely = describe_event
+
+
+def _user_frame() -> FrameType | None:
+    """The innermost frame outside asyncop (and outside this finalizer).
+
+    Compiled, asyncop's functions have no frames: the walk starts at the
+    innermost Python frame.
+    """
+    frame = sys._getframe(0 if cython.compiled else 2)
+    while frame is not None:
+        if made_by_user(frame.f_globals.get("__name__", "")):
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _warn_never_awaited(event: Any) -> None:
+    try:
+        what = describe_event(event)
+        frame = _user_frame()
+        op = None if frame is not None else current_operation()
+    except BaseException:  # pragma: no cover - interpreter shutdown
+        return
+    where = ""
+    if frame is not None:
+        filename = frame.f_code.co_filename
+        lineno = frame.f_lineno or 0
+        module = frame.f_globals.get("__name__", "?")
+        registry = frame.f_globals.setdefault("__warningregistry__", {})
+    elif op is not None:
+        # Collected by asyncop's own code, past the user's frames: when a
+        # task's coroutine ended, say. The task is the best clue left.
+        filename, lineno, module, registry = op.filename, op.lineno, "asyncop", None
+        where = f"in operation {op.name!r}, made "
+    else:
+        filename, lineno, module, registry = "sys", 1, "sys", None
+    # A warning turned into an error (-W error) escapes to sys.unraisablehook,
+    # as it does for a coroutine that was never awaited.
+    warnings.warn_explicit(
+        f"asyncop awaitable {what} was never awaited ({where}at {filename}:{lineno}); write "
+        "'await' before it: until it is awaited, it does nothing",
+        RuntimeWarning,
+        filename,
+        lineno,
+        module=module,
+        registry=registry,
+    )

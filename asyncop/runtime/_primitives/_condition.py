@@ -1,0 +1,320 @@
+"""Condition: wait until notified, holding a Lock before and after, in tasks and threads.
+
+::
+
+    cond = asyncop.Condition()
+    async with cond:                      # hold the lock
+        while not ready():
+            await cond.wait_async()       # release, wait for notify(), re-acquire
+
+It is composed of asyncop's own primitives: the ``Lock`` it guards, and
+one ``Event`` per waiter in a FIFO queue. ``notify(n)`` sets the events of
+the ``n`` oldest waiters. So the waits keep those primitives' rules: a task's
+wait is a cancellation point, a thread's wait honours its timeout.
+
+A waiter always holds the lock again when it leaves ``wait``, however it
+leaves (notified, timed out, cancelled, interrupted): a task re-acquires it
+in a shielded scope when it is cancelled, and a thread re-acquires it
+without being a cancellation point, retrying after a KeyboardInterrupt and
+raising it once the lock is held. A waiter that was notified but leaves
+with an error passes its notification on to the next waiter, so no notify
+is lost.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from types import TracebackType
+from typing import final
+
+from ...operations import Cancelled, blocking_in_task_error, thread_state
+from ...platform import check_timeout
+from .._core._scope import scope
+from .._core._waker import WaitEvent
+from ._names import check_name, label, made_at, short_label
+from ._statistics import ConditionStatistics
+from ._sync import Event, Lock, LockGuard, _owner_key
+
+__all__ = ["Condition"]
+
+
+def _refuse_in_task(call: str) -> None:
+    # Refused here, not by the Lock: the message names what the user wrote.
+    if thread_state().task is not None:
+        raise blocking_in_task_error(call, "'async with cond:' or 'await cond.acquire_async()'")
+
+
+@final
+class Condition:
+    """A condition variable over an asyncop ``Lock``, for coroutines and threads.
+
+    Args:
+        lock: the ``Lock`` to guard; a new one when None. Several conditions
+            may share one lock.
+        name: shown in ``dump()``, deadlock reports and ``repr`` (a new
+            lock is named after it); without one, those show where the
+            condition was made.
+
+    Raises:
+        TypeError: ``lock`` is not an asyncop ``Lock``.
+    """
+
+    __slots__ = ("_lock", "_mutex", "_site", "_waiters", "name")
+
+    def __init__(self, lock: Lock | None = None, *, name: str | None = None) -> None:
+        self.name = check_name(name, "Condition")
+        self._site = made_at(1) if name is None else (None, 0)
+        if lock is None:
+            lock = Lock(None if name is None else f"{name}.lock")
+        elif not isinstance(lock, Lock):
+            raise TypeError(
+                f"Condition() needs an asyncop.Lock, got {type(lock).__name__}; "
+                "pass asyncop.Lock() or nothing"
+            )
+        self._lock = lock
+        self._mutex = threading.Lock()
+        # One Event per waiter, oldest first; notify() pops and sets them.
+        self._waiters: deque[Event] = deque()
+
+    @property
+    def lock(self) -> Lock:
+        """The ``Lock`` this condition guards."""
+        return self._lock
+
+    def locked(self) -> bool:
+        """True while someone holds the lock."""
+        return self._lock.locked()
+
+    def statistics(self) -> ConditionStatistics:
+        """A snapshot: how many tasks and threads wait to be notified, and the lock's own.
+
+        Not a cancellation point.
+        """
+        with self._mutex:
+            waiting = len(self._waiters)
+        return ConditionStatistics(waiting, self._lock.statistics())
+
+    # -- the lock ----------------------------------------------------------------
+
+    def acquire_async(self) -> WaitEvent[LockGuard]:
+        """Acquire the lock in a coroutine (``Lock.lock_async``): a cancellation point."""
+        return self._lock.lock_async()
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Acquire the lock in a thread (``Lock.acquire``); False on timeout.
+
+        Raises:
+            RuntimeError: the call is made inside a coroutine (use
+                ``acquire_async`` or ``async with``).
+        """
+        _refuse_in_task("Condition.acquire()")
+        return self._lock.acquire(timeout)
+
+    def release(self) -> None:
+        """Release the lock (``Lock.release``)."""
+        self._lock.release()
+
+    def __enter__(self) -> Condition:
+        _refuse_in_task("'with cond:'")
+        self._lock.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+    async def __aenter__(self) -> Condition:
+        guard: LockGuard = await self._lock.lock_async()
+        del guard
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+    # -- waiting -----------------------------------------------------------------
+
+    def _check_held(self, what: str) -> None:
+        owner = self._lock._owner
+        if owner is None or owner is not _owner_key():
+            raise RuntimeError(
+                f"{what} on {self!r} without holding its lock; use 'async with cond:' "
+                "or 'with cond:' to hold it first"
+            )
+
+    def _label(self) -> str:
+        return label("condition", self.name, self._site)
+
+    def _describe(self) -> str:
+        """What a waiter's event stands for (``Event._purpose``)."""
+        return f"notify() of {self._label()}"
+
+    def _enqueue(self) -> Event:
+        waiter = Event(name="")  # (named: no frame lookup; shown as this condition's)
+        waiter._purpose = self
+        with self._mutex:
+            self._waiters.append(waiter)
+        return waiter
+
+    def _withdraw(self, waiter: Event) -> bool:
+        """Leave the queue; True if ``waiter`` had been notified already."""
+        with self._mutex:
+            try:
+                self._waiters.remove(waiter)
+            except ValueError:
+                return True
+            return False
+
+    def _pass_on(self, waiter: Event) -> None:
+        """Leaving with an error: a notification already received goes to the next waiter."""
+        if self._withdraw(waiter):
+            self._notify(1)
+
+    async def _reacquire_async(self) -> None:
+        try:
+            await self._lock.lock_async()
+        except Cancelled:
+            # A cancelled waiter must still hold the lock when it leaves:
+            # take it where the cancel cannot reach, then let it go on.
+            async with scope(shield=True, name="Condition.wait_async() re-acquiring its lock"):
+                await self._lock.lock_async()
+            raise
+
+    async def wait_async(self) -> None:
+        """Release the lock, wait for ``notify``, and hold the lock again. A cancellation point.
+
+        Whatever happens, the task holds the lock when this returns or raises.
+
+        Raises:
+            RuntimeError: the task does not hold the lock.
+            Cancelled: the task was cancelled while waiting (it holds the
+                lock again; a notification it had received goes to the next
+                waiter).
+        """
+        self._check_held("wait_async()")
+        waiter = self._enqueue()
+        self._lock.release()
+        try:
+            await waiter.wait_async()
+        except BaseException:
+            self._pass_on(waiter)
+            await self._reacquire_async()
+            raise
+        try:
+            await self._reacquire_async()
+        except BaseException:
+            # Notified, then cancelled while taking the lock back: this task
+            # leaves without acting on the notification, so another waiter
+            # must get it or it is lost.
+            self._notify(1)
+            raise
+
+    def _reacquire_blocking(self) -> None:
+        # Not a cancellation point: the caller must hold the lock when it
+        # leaves, so the thread waits as a plain thread would.
+        state = thread_state()
+        saved = state.op
+        state.op = None
+        interrupt: KeyboardInterrupt | None = None
+        try:
+            while True:
+                try:
+                    self._lock.acquire()
+                    break
+                except KeyboardInterrupt as exc:
+                    interrupt = exc
+        finally:
+            state.op = saved
+        if interrupt is not None:
+            raise interrupt
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Release the lock, wait in a thread for ``notify``, and hold the lock again.
+
+        Whatever happens, the thread holds the lock when this returns or
+        raises. ``timeout`` is in seconds; None or ``inf`` mean no limit.
+
+        Returns:
+            True if notified, False if the timeout passed first.
+
+        Raises:
+            RuntimeError: the thread does not hold the lock, or the call is
+                made inside a coroutine (use ``wait_async``).
+            TypeError, ValueError: ``timeout`` is not a number of seconds.
+        """
+        seconds = check_timeout(timeout, "Condition.wait(timeout=...)")
+        if thread_state().task is not None:
+            raise blocking_in_task_error("Condition.wait()", "'await cond.wait_async()'")
+        self._check_held("wait()")
+        waiter = self._enqueue()
+        self._lock.release()
+        try:
+            notified = waiter.wait(seconds)
+        except BaseException:
+            self._pass_on(waiter)
+            self._reacquire_blocking()
+            raise
+        if not notified:
+            # A notify that landed as the timeout passed still counts.
+            notified = self._withdraw(waiter)
+        self._reacquire_blocking()
+        return notified
+
+    # -- notifying ---------------------------------------------------------------
+
+    def _notify(self, n: int) -> None:
+        with self._mutex:
+            waiters = self._waiters
+            for _ in range(min(n, len(waiters))):
+                waiters.popleft().set()
+
+    def notify(self, n: int = 1) -> None:
+        """Wake the ``n`` oldest waiters (fewer if fewer wait). Not a cancellation point.
+
+        ``n`` is an int, as for ``threading.Condition.notify``: 0 wakes
+        nobody, and ``notify_all()`` wakes every waiter. It is checked before
+        anything else, so a bad one fails at the call rather than later.
+
+        Raises:
+            TypeError: ``n`` is not an int (a float, a str, None or a bool).
+            ValueError: ``n`` is negative (``threading.Condition`` refuses
+                it too).
+            RuntimeError: the caller does not hold the lock.
+        """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(
+                f"Condition.notify(n) needs an int number of waiters, got {type(n).__name__}; "
+                "pass an int such as notify(2), or call notify_all()"
+            )
+        if n < 0:
+            raise ValueError(
+                f"Condition.notify({n}) needs a number of waiters of 0 or more; pass 0 or more, "
+                "or call notify_all() to wake every waiter"
+            )
+        self._check_held("notify()")
+        self._notify(n)
+
+    def notify_all(self) -> None:
+        """Wake every waiter. Not a cancellation point.
+
+        Raises:
+            RuntimeError: the caller does not hold the lock.
+        """
+        self._check_held("notify_all()")
+        with self._mutex:
+            waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            waiter.set()
+
+    def __repr__(self) -> str:
+        where = short_label(self.name, self._site)
+        return f"<Condition over {self._lock!r} waiters={len(self._waiters)} {where}>"
