@@ -235,3 +235,36 @@ def test_a_parent_is_reported_ended_after_its_children(runtime: asyncop.Runtime)
         ended = [name for event, name, _ in recorder.events if event == "ended"]
         assert ended.index("group") > max(ended.index(f"child{i}") for i in range(4))
         assert ended.index("parent") > ended.index("group")
+
+
+@pytest.mark.timeout(20)
+def test_spawned_comes_before_the_first_step_of_a_callback_a_task_spawns(
+    runtime: asyncop.Runtime,
+) -> None:
+    # A callback needs no lane: a worker that just finished another callback
+    # takes it at once. Its spawned() must still come first, however slow.
+    class SlowSpawn(Recorder):
+        def spawned(self, op: Op) -> None:
+            if op.name.startswith("callback"):
+                time.sleep(0.02)
+            super().spawned(op)  # (recorded as the hook returns)
+
+    def callback() -> None:
+        pass
+
+    async def main() -> None:
+        for i in range(5):
+            go = threading.Event()
+            async with asyncop.scope() as s:
+                s.spawn(go.wait, 10, name=f"spinner{i}")  # holds the other worker
+                await asyncop.sleep(0.01)
+                go.set()  # ... which then looks for the next callback at once
+                s.spawn(callback, name=f"callback{i}")
+
+    recorder = SlowSpawn()
+    runtime.add_instrument(recorder)
+    runtime.run(main)
+    for i in range(5):
+        eventually(lambda i=i: "ended" in recorder.of(f"callback{i}"))
+        events = recorder.of(f"callback{i}")
+        assert events.index("spawned") < events.index("step_started"), events

@@ -117,10 +117,15 @@ def new_operation(
     except AttributeError:
         state = thread_state()
     # Instruments hear of an operation before its first step: it is queued
-    # once they were told, unless a task of the default mode spawns it, as
-    # it cannot run before the task's step ends (the step holds the lane).
+    # once they were told, unless it is a task that a task of the default
+    # mode spawns, as it cannot run before that step ends (the step holds
+    # the lane; a callback needs no lane, and may start at once).
     instruments = self._instruments
-    queue = instruments is None or not submit or (state.task is not None and not self._parallel)
+    queue = (
+        instruments is None
+        or not submit
+        or (kind is _coro and state.task is not None and not self._parallel)
+    )
     woken = None
     if state.worker is None and submit and queue and self._idle:
         woken = self._wake_early()  # a user thread's submit (not a worker's)
