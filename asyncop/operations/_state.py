@@ -184,7 +184,11 @@ def transition_to_running(
         state is OperationState.CREATED and self._kind is OpKind.REMOTE
     ):
         return False
-    self._started_at = self.runtime._stamp() if at is None else at
+    if at is None:
+        at = self.runtime._stamp()
+    elif at < self._created_at:
+        at = self._created_at  # a worker's reading from before another thread made it
+    self._started_at = at
     self._state = _running
     return True
 
