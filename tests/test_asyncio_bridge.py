@@ -67,6 +67,15 @@ async def run_on_host(fn: Any) -> Any:
     return await bridge.run(fn)
 
 
+async def reporting_cancel(fn: Any, messages: list[str]) -> None:
+    """An asyncop task that awaits ``fn()`` on the host loop and records its ``Cancelled``."""
+    try:
+        await bridge.run(fn)
+    except asyncop.Cancelled as exc:
+        messages.append(str(exc))
+        raise
+
+
 # ----------------------------------------------------------------------
 # Values, errors, the loop
 # ----------------------------------------------------------------------
@@ -324,19 +333,39 @@ def test_the_cancelled_await_raises_cancelled_carrying_the_reason(
 ) -> None:
     parked = Parked()
     messages: list[str] = []
-
-    async def waiter() -> None:
-        try:
-            await bridge.run(parked)
-        except asyncop.Cancelled as exc:
-            messages.append(str(exc))
-            raise
-
-    op = runtime.spawn(waiter)
+    op = runtime.spawn(reporting_cancel, parked, messages, name="waiter")
     assert parked.started.wait(10)
     op.cancel("user pressed stop")
     assert op.wait(10).state is asyncop.OperationState.CANCELLED
-    assert len(messages) == 1 and "user pressed stop" in messages[0]
+    assert messages == ["operation 'waiter' was cancelled: user pressed stop"]
+
+
+def test_a_cancel_that_ends_the_call_before_the_task_parks_carries_the_reason(
+    runtime: asyncop.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the GIL off, the host loop can start the coroutine, see it
+    # cancelled and end it while the task's worker is still arming the
+    # wait: the end then lands before the task parks. Slow the arming down
+    # until the call has ended, so that order is certain.
+    from asyncop.runtime._asyncio_call import AsyncioCall, CallState
+
+    arm = AsyncioCall._arm
+
+    def slow_arm(self: Any, sub: Any) -> None:
+        arm(self, sub)
+        deadline = time.monotonic() + 10
+        while self.state is not CallState.DONE and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    monkeypatch.setattr(AsyncioCall, "_arm", slow_arm)
+    parked = Parked()
+    messages: list[str] = []
+    op = runtime.spawn(reporting_cancel, parked, messages, name="waiter")
+    assert parked.started.wait(10)
+    op.cancel("user pressed stop")
+    assert op.wait(10).state is asyncop.OperationState.CANCELLED
+    assert parked.cancelled.is_set()
+    assert messages == ["operation 'waiter' was cancelled: user pressed stop"]
 
 
 def test_a_value_the_coroutine_returns_despite_the_cancel_is_kept(

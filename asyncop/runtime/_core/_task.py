@@ -579,6 +579,10 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
             return _NOT_READY, None, inline
         waker.result = waker.error = None
         waker._disarm_all()
+        if error is not None:
+            # Fired while arming: its error goes in as a resumed wait's does
+            # (a CANCEL_LATER becomes the Cancelled it stands for).
+            error = _resumed(task, error)
     if inline > _MAX_INLINE:
         # Too many ready-at-once waits in a row: deliver this one
         # after a trip through the ready queue.
