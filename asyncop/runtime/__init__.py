@@ -21,7 +21,8 @@ Five folders, and the modules that stand on them here:
 - ``_core/``: the compiled core (see ``pyproject.toml``): the kernel, the
   worker pool, its loop and its monitor, the work items, the waker and the
   task step, spawning, scopes, timers, the clock, I/O readiness (the
-  reactor) and blocking calls. Its ``__init__.py`` says which module is what.
+  reactor), blocking calls and the instruments' dispatch. Its
+  ``__init__.py`` says which module is what.
 - ``_primitives/``: ``Event``, ``Lock``, ``Semaphore``, ``Condition``,
   ``CapacityLimiter``, channels and their ends, their statistics and names.
 - ``_net/`` (streams, TCP, TLS, UDP, Unix sockets, DNS, servers, memory
@@ -40,7 +41,8 @@ Here: ``_scheduler.py``: ``Runtime``, the public face (``spawn``, ``run``,
 ``select``, ``race``, ``timeout``; ``start`` (``_start.py``); the C-style
 helpers (``_helpers.py``); ``current_runtime`` (``_introspect.py``); the
 diagnostics (``_deadlock.py``, ``_waitgraph.py``, ``_snapshot.py``,
-``_console.py``, ``_dump_signal.py``, ``_instruments.py``), the stop
+``_console.py``, ``_dump_signal.py``; the instruments are in the core,
+which calls them), the stop
 requests (``_grace.py``, ``_shutdown_wait.py``); the host asyncio loop
 (``_asyncio_host.py``, ``_asyncio_call.py``).
 

@@ -12,7 +12,8 @@ the modules, and publishes what users may use.
   a worker's loop and how it parks; ``_items.py``: what a worker runs
   between two looks at its queues; ``_monitor.py``: the thread that watches
   the workers; ``_usage.py``: how a worker charges each step to its operation
-  (``op.stats``);
+  (``op.stats``); ``_instruments.py``: telling the instruments of each
+  event;
 - ``_task.py``: stepping a coroutine task; ``_waker.py``: its waker and the
   event protocol; ``_awaitables.py``: ``sleep``, ``checkpoint``, ``await op``;
 - ``_timers.py``: the timer heap; ``_clock.py``: the real and virtual

@@ -31,7 +31,7 @@ from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from ...operations import Cancelled, Outcome, ThreadState
-from .._instruments import failed, flush_ended, park_reason, tell, tell_why
+from ._instruments import failed, flush_ended, park_reason, tell, tell_why
 from ._task import step, strip_own_frame
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event

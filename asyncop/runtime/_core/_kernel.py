@@ -80,12 +80,12 @@ from ...operations import (
 from ...platform import RecursiveLock, ThreadHandle
 from .._deadlock import DeadlockMode, DeadlockWatch
 from .._grace import StopRequest, request_stop, wake_stop_waiters_locked
-from .._instruments import Instruments
-from .._instruments import add_instrument as _add_instrument
-from .._instruments import remove_instrument as _remove_instrument
 from .._introspect import owner_of
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
+from ._instruments import Instruments
+from ._instruments import add_instrument as _add_instrument
+from ._instruments import remove_instrument as _remove_instrument
 from ._items import _log_exception
 from ._monitor import Monitor
 from ._pool import WorkerPool

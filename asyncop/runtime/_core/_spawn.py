@@ -53,7 +53,7 @@ from ._task import TaskState
 
 if TYPE_CHECKING:
     from ...operations import After
-    from .._instruments import Instruments
+    from ._instruments import Instruments
     from ._kernel import Kernel
     from ._worker import Worker
 

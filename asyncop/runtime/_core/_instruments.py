@@ -60,8 +60,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
-from ..operations import After, _thread_local, thread_state
-from ._core._waker import WakerStatus, describe_event
+from ...operations import After, _thread_local, thread_state
+from ._waker import WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ..operations import AsyncOperation
