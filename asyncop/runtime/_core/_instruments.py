@@ -64,8 +64,8 @@ from ...operations import After, _thread_local, thread_state
 from ._waker import WakerStatus, describe_event
 
 if TYPE_CHECKING:
-    from ..operations import AsyncOperation
-    from ._core._task import TaskState
+    from ...operations import AsyncOperation
+    from ._task import TaskState
 
 __all__ = [
     "HOOKS",
