@@ -146,8 +146,8 @@ LONG_FUNCTIONS: dict[str, int] = {}
 #: scope's state is read from its operation, and a task's is its waker's: they
 #: have no field of their own.
 STATE_FIELDS: dict[tuple[str, str], str] = {
-    ("AsyncOperation", "_state"): "asyncop.operations._state",
-    ("AsyncOperation", "_outcome"): "asyncop.operations._finalize",
+    ("OperationFields", "_state"): "asyncop.operations._state",
+    ("OperationFields", "_outcome"): "asyncop.operations._finalize",
     ("Waker", "status"): "asyncop.runtime._core._waker",
     ("Timer", "state"): "asyncop.runtime._core._timers",
     ("Worker", "state"): "asyncop.runtime._core._worker",

@@ -2,11 +2,13 @@
 
 Map
 ---
-``AsyncOperation`` is defined here: its fields, its public face (state,
-result, cancel, wait, spawn, start), its deadline and shield, and its
-children. The machinery behind the face lives in four modules, as plain
-functions that the class binds as its methods (``_cancel_locked =
-cancel_locked``), so a call costs what a method defined here would:
+``AsyncOperation`` is defined here: its public face (state, result,
+cancel, wait, spawn, start), its deadline and shield, and its children. Its
+fields are declared and first set in ``_fields.py``, on its base
+``OperationFields``, which the compiled core reads in C. The machinery
+behind the face lives in four modules, as plain functions that the class
+binds as its methods (``_cancel_locked = cancel_locked``), so a call costs
+what a method defined here would:
 
 - ``_state.py``: the states and their transitions (``_transition_to_pending``,
   ``_transition_to_running``, ``_transition_to_final``), the only code that
@@ -29,7 +31,7 @@ cancel_locked``), so a call costs what a method defined here would:
   outcome and the children's failures (see that module). A finalization a
   Ctrl-C cut short is finished by the next call.
 
-``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its slots in ``_stats.py``.
+``OpKind`` and ``Outcome`` are in ``_state.py``; ``op.stats`` and its counters in ``_stats.py``.
 
 ``_user_frame`` finds the user's code that makes an operation (for
 ``filename`` and ``lineno``), skipping asyncop's frames; ``_warn.py`` uses
@@ -38,10 +40,10 @@ its cache of which code is asyncop's to point warnings at the user's line.
 Who writes what
 ---------------
 ``_state`` is written only by its transitions in ``_state.py``, and
-``_outcome`` only by ``_transition_to_ended`` in ``_finalize.py``;
-``__init__`` sets the first of each (the state the runtime says the node is
-born in, and None: no outcome yet).
-Every field below the public ones is written only under the runtime lock,
+``_outcome`` only by ``_transition_to_ended`` in ``_finalize.py``; the
+constructor (``OperationFields.__init__``) sets the first of each (the state
+the runtime says the node is born in, and None: no outcome yet).
+Every field but the public ones is written only under the runtime lock,
 except ``_ctx``, which the runtime drops once the operation is final,
 ``_observed``, a latch that only goes from False to True, and
 ``_unobserved``, which whoever observes a failure drops. Public readers
@@ -59,14 +61,10 @@ reference cycle without the garbage collector's help.
 
 from __future__ import annotations
 
-import _thread
-import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
-
-import attrs
 
 from ..platform import check_deadline, check_timeout
 
@@ -79,6 +77,7 @@ from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_ca
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
 from ._executor import spawn_remote
+from ._fields import OperationFields
 from ._finalize import (
     end_work,
     end_work_on_worker,
@@ -92,12 +91,11 @@ from ._state import (
     AsyncResult,
     OperationState,
     OpKind,
-    Outcome,
     transition_to_final,
     transition_to_pending,
     transition_to_running,
 )
-from ._stats import Usage
+from ._stats import OperationStatistics, statistics
 from ._suspend import suspend
 from ._token import CancelToken
 from ._typing import R, T, Ts
@@ -112,7 +110,6 @@ from ._waiting import (
 
 if TYPE_CHECKING:
     from ._face import RuntimeFace
-    from ._finalize import _Unobserved
     from ._hooks import After
 
 __all__ = ["AsyncOperation"]
@@ -177,115 +174,23 @@ def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:
 
 
 @final
-@attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=True)
-class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: attrs inits)
+class AsyncOperation(OperationFields, Generic[T]):
     """One node of the operation tree: a unit of work and its children.
 
     Only the runtime makes operations, through ``Runtime.create``,
     ``Runtime.spawn``, ``AsyncOperation.spawn`` and ``Runtime.scope``.
     """
 
+    # Every field is its base's (see _fields.py): a slot here would hide it.
+    __slots__ = ()
+
+    # The public fields, for the reader (set by OperationFields.__init__).
     runtime: RuntimeFace
     name: str
     parent: AsyncOperation[Any] | None
     first_child: AsyncOperation[Any] | None
     sibling_next: AsyncOperation[Any] | None
     cancel_reason: object
-    _state: OperationState
-    _sibling_prev: AsyncOperation | None
-    _last_child: AsyncOperation | None
-    _kind: OpKind
-    _fn: Callable[..., Any] | None
-    _args: tuple[Any, ...]
-    _ctx: contextvars.Context | None
-    _outcome: Outcome | None
-    _value: Any
-    _error: BaseException | None
-    _failures: list[BaseException] | None
-    # What to wake when the operation is final: the lock a thread blocked in
-    # wait() sleeps on, or a callback to run once the runtime lock is free.
-    _waiters: list[Callable[[], object] | _thread.LockType] | None
-    _observed: bool
-    # Logs the failure when the operation is collected, unless it is
-    # observed first; made only for a failure nobody has taken over.
-    _unobserved: _Unobserved | None
-    _propagates: bool
-    _supervised: bool
-    _supervise: bool
-    _shield: bool
-    _deadline: float | None
-    _deadline_timer: Any
-    _expired: bool
-    _interrupted: bool
-    # True once a cancel walk that started above this node reached it (or
-    # found it already cancelled) through no shield: the node was cancelled
-    # from outside, whatever its own cancel() or deadline did. A scope's
-    # exit reads it to decide whether its Cancelled passes on.
-    _outside_cancel: bool
-    _task: Any
-    # The token is made on first use (most operations never hand theirs
-    # out); until then, and always for the runtime, the flag is the truth.
-    _cancelled: bool
-    _token: CancelToken | None
-    # Set while a cancel walk from this node runs, and from the transition to
-    # final until the node is settled: still set afterwards only if a Ctrl-C
-    # cut either short, and then the next cancel() that meets it finishes it.
-    _cancel_unfinished: bool
-    # Where the operation was made: code object and instruction offset.
-    _code: CodeType | None
-    _lasti: int
-
-    def __init__(
-        self,
-        runtime: RuntimeFace,
-        kind: OpKind,
-        fn: Callable[..., Any] | None,
-        args: tuple[Any, ...],
-        name: str,
-        ctx: contextvars.Context | None,
-        code: CodeType | None,
-        lasti: int,
-        state: OperationState,
-    ) -> None:
-        # ``state``: the one it is born in (see _state.py).
-        self.runtime = runtime
-        self.name = name
-        self._code = code
-        self._lasti = lasti
-        self.parent = None
-        self.first_child = None
-        self.sibling_next = None
-        self.cancel_reason = None
-        self._state = state
-        self._sibling_prev = None
-        self._last_child = None
-        self._kind = kind
-        self._fn = fn
-        self._args = args
-        self._ctx = ctx
-        self._outcome = None
-        self._value = None
-        self._error = None
-        self._failures = None
-        self._waiters = None
-        self._observed = False
-        self._unobserved = None
-        self._propagates = True
-        self._supervised = False
-        self._supervise = False
-        self._shield = False
-        self._deadline = None
-        self._deadline_timer = None
-        self._expired = False
-        self._interrupted = False
-        self._outside_cancel = False
-        self._task = None
-        self._cancelled = False
-        self._token = None
-        self._cancel_unfinished = False
-        self._steps = self._wakes = 0
-        self._busy = self._cpu = 0.0
-        self._created_at = runtime._stamp()  # (_started_at, _ended_at: unset until then)
 
     # ------------------------------------------------------------------
     # Public reading
@@ -316,6 +221,11 @@ class AsyncOperation(Usage, Generic[T]):  # type: ignore[override]  # (mypy: att
                         token._cancelled = True
                         token._about = (self.name, self.cancel_reason)
         return token
+
+    @property
+    def stats(self) -> OperationStatistics:
+        """What the operation has cost so far: a snapshot (see ``OperationStatistics``)."""
+        return statistics(self)
 
     @property
     def state(self) -> OperationState:

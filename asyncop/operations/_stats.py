@@ -6,9 +6,9 @@
     # OperationStatistics(steps=3, busy_s=0.00041, cpu_s=0.00039, wakes=2,
     #                     created_at=1052.61, started_at=1052.61, ended_at=1052.72)
 
-The counters live on the node itself, in the slots of :class:`Usage`, the
-base ``AsyncOperation`` inherits them from: counting costs a few slot
-writes per step, and nothing is made until somebody reads ``op.stats``,
+The counters live on the node itself, among the fields of its base
+``OperationFields`` (``_fields.py``): counting costs a few field writes
+per step, and nothing is made until somebody reads ``op.stats``,
 which builds a frozen :class:`OperationStatistics` from them at that
 instant (a value, like the primitives' ``statistics()``: the operation
 moves on, the snapshot does not).
@@ -31,9 +31,14 @@ while the operation runs may mix one step's counts with the next one's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
-__all__ = ["OperationStatistics", "Usage"]
+if TYPE_CHECKING:
+    from ._fields import OperationFields
+
+__all__ = ["OperationStatistics", "statistics"]
 
 
 @attrs.frozen
@@ -69,31 +74,14 @@ class OperationStatistics:
     ended_at: float | None
 
 
-@attrs.define(eq=False, slots=True, init=False, repr=False, weakref_slot=False)
-class Usage:
-    """The counters behind ``op.stats``: a slotted base of ``AsyncOperation``.
-
-    ``AsyncOperation.__init__`` sets every slot but ``_started_at`` and
-    ``_ended_at`` (see the module docstring for who writes each one).
-    """
-
-    _steps: int
-    _busy: float
-    _cpu: float
-    _wakes: int
-    _created_at: float
-    _started_at: float | None
-    _ended_at: float | None
-
-    @property
-    def stats(self) -> OperationStatistics:
-        """What the operation has cost so far: a snapshot (see ``OperationStatistics``)."""
-        return OperationStatistics(
-            self._steps,
-            self._busy,
-            self._cpu,
-            self._wakes,
-            self._created_at,
-            getattr(self, "_started_at", None),
-            getattr(self, "_ended_at", None),
-        )
+def statistics(op: OperationFields) -> OperationStatistics:
+    """What ``op`` has cost so far: the snapshot ``op.stats`` returns."""
+    return OperationStatistics(
+        op._steps,
+        op._busy,
+        op._cpu,
+        op._wakes,
+        op._created_at,
+        getattr(op, "_started_at", None),
+        getattr(op, "_ended_at", None),
+    )

@@ -1,0 +1,54 @@
+# C declarations for the compiled form of _fields.py (see
+# asyncop/runtime/_core/_waker.pxd): an operation node's fields are the
+# members of an extension type, which the core reads and writes in C
+# wherever it names a node's type as OperationFields. A node holds a
+# runtime and locks: it is not pickled.
+
+cimport cython
+
+
+@cython.auto_pickle(False)
+cdef class OperationFields:
+    cdef object __weakref__
+    cdef public object runtime
+    cdef public object name
+    cdef public OperationFields parent
+    cdef public OperationFields first_child
+    cdef public OperationFields sibling_next
+    cdef public object cancel_reason
+    cdef public object _state
+    cdef public OperationFields _sibling_prev
+    cdef public OperationFields _last_child
+    cdef public object _kind
+    cdef public object _fn
+    cdef public object _args
+    cdef public object _ctx
+    cdef public object _outcome
+    cdef public object _value
+    cdef public object _error
+    cdef public object _failures
+    cdef public object _waiters
+    cdef public bint _observed
+    cdef public object _unobserved
+    cdef public bint _propagates
+    cdef public bint _supervised
+    cdef public bint _supervise
+    cdef public bint _shield
+    cdef public object _deadline
+    cdef public object _deadline_timer
+    cdef public bint _expired
+    cdef public bint _interrupted
+    cdef public bint _outside_cancel
+    cdef public object _task
+    cdef public bint _cancelled
+    cdef public object _token
+    cdef public bint _cancel_unfinished
+    cdef public object _code
+    cdef public Py_ssize_t _lasti
+    cdef public Py_ssize_t _steps
+    cdef public Py_ssize_t _wakes
+    cdef public double _busy
+    cdef public double _cpu
+    cdef public object _created_at
+    cdef public object _started_at
+    cdef public object _ended_at

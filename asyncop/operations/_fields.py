@@ -1,0 +1,162 @@
+"""The fields of an operation node, in a layout the compiled core reads in C.
+
+``AsyncOperation`` (``_node.py``) is its public face and its methods; every
+field it has is declared here, on its base :class:`OperationFields`, and
+set by that base's constructor. Why a base of its own: compiled (see
+``hatch_build.py``), this class is an extension type (``_fields.pxd``), so
+the core modules that name it as the type of a node (``cython.locals``, or
+the signatures of their ``.pxd``) read and write the node's fields as C
+struct members, where an attribute of a plain class is a dictionary walk
+through the type and a descriptor call. Run as Python, it is a plain class
+with ``__slots__``, and the fields are the slots ``AsyncOperation`` had.
+
+A Python class can extend an extension type, but an extension type cannot
+take ``typing.Generic`` as a base, nor can a subclass declare the fields
+again (its slots would hide the base's): so ``AsyncOperation`` adds only
+``Generic`` and its methods, with no slots of its own.
+
+What each field means, and who writes it, is told in ``_node.py`` (and, for
+the counters behind ``op.stats``, in ``_stats.py``). Two of them are set
+later than the constructor: ``_started_at`` and ``_ended_at`` stay unset
+(None, compiled) until the operation starts and becomes final.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextvars
+from collections.abc import Callable
+from types import CodeType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._face import RuntimeFace
+    from ._finalize import _Unobserved
+    from ._node import AsyncOperation
+    from ._state import OperationState, OpKind, Outcome
+    from ._token import CancelToken
+
+__all__ = ["OperationFields"]
+
+
+# Compiled, an extension type (see _fields.pxd) that AsyncOperation extends.
+class OperationFields:
+    """The fields of one operation node: the base of ``AsyncOperation``."""
+
+    __slots__ = (
+        "__weakref__",
+        "_args",
+        "_busy",
+        "_cancel_unfinished",
+        "_cancelled",
+        "_code",
+        "_cpu",
+        "_created_at",
+        "_ctx",
+        "_deadline",
+        "_deadline_timer",
+        "_ended_at",
+        "_error",
+        "_expired",
+        "_failures",
+        "_fn",
+        "_interrupted",
+        "_kind",
+        "_last_child",
+        "_lasti",
+        "_observed",
+        "_outcome",
+        "_outside_cancel",
+        "_propagates",
+        "_shield",
+        "_sibling_prev",
+        "_started_at",
+        "_state",
+        "_steps",
+        "_supervise",
+        "_supervised",
+        "_task",
+        "_token",
+        "_unobserved",
+        "_value",
+        "_waiters",
+        "_wakes",
+        "cancel_reason",
+        "first_child",
+        "name",
+        "parent",
+        "runtime",
+        "sibling_next",
+    )
+
+    def __init__(
+        self,
+        runtime: RuntimeFace,
+        kind: OpKind,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        name: str,
+        ctx: contextvars.Context | None,
+        code: CodeType | None,
+        lasti: int,
+        state: OperationState,
+    ) -> None:
+        # ``state``: the one it is born in (see _state.py).
+        self.runtime: RuntimeFace = runtime
+        self.name: str = name
+        # Where the operation was made: code object and instruction offset.
+        self._code: CodeType | None = code
+        self._lasti: int = lasti
+        self.parent: AsyncOperation[Any] | None = None
+        self.first_child: AsyncOperation[Any] | None = None
+        self.sibling_next: AsyncOperation[Any] | None = None
+        self.cancel_reason: object = None
+        self._state: OperationState = state
+        self._sibling_prev: AsyncOperation[Any] | None = None
+        self._last_child: AsyncOperation[Any] | None = None
+        self._kind: OpKind = kind
+        self._fn: Callable[..., Any] | None = fn
+        self._args: tuple[Any, ...] = args
+        self._ctx: contextvars.Context | None = ctx
+        self._outcome: Outcome | None = None
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._failures: list[BaseException] | None = None
+        # What to wake when the operation is final: the lock a thread blocked in
+        # wait() sleeps on, or a callback to run once the runtime lock is free.
+        self._waiters: list[Callable[[], object] | _thread.LockType] | None = None
+        self._observed: bool = False
+        # Logs the failure when the operation is collected, unless it is
+        # observed first; made only for a failure nobody has taken over.
+        self._unobserved: _Unobserved | None = None
+        self._propagates: bool = True
+        self._supervised: bool = False
+        self._supervise: bool = False
+        self._shield: bool = False
+        self._deadline: float | None = None
+        self._deadline_timer: Any = None
+        self._expired: bool = False
+        self._interrupted: bool = False
+        # True once a cancel walk that started above this node reached it (or
+        # found it already cancelled) through no shield: the node was cancelled
+        # from outside, whatever its own cancel() or deadline did. A scope's
+        # exit reads it to decide whether its Cancelled passes on.
+        self._outside_cancel: bool = False
+        self._task: Any = None
+        # The token is made on first use (most operations never hand theirs
+        # out); until then, and always for the runtime, the flag is the truth.
+        self._cancelled: bool = False
+        self._token: CancelToken | None = None
+        # Set while a cancel walk from this node runs, and from the transition to
+        # final until the node is settled: still set afterwards only if a Ctrl-C
+        # cut either short, and then the next cancel() that meets it finishes it.
+        self._cancel_unfinished: bool = False
+        # The counters behind op.stats (see _stats.py).
+        self._steps: int = 0
+        self._wakes: int = 0
+        self._busy: float = 0.0
+        self._cpu: float = 0.0
+        self._created_at: float = runtime._stamp()
+        # Set when the operation starts and when it becomes final.
+        self._started_at: float | None
+        self._ended_at: float | None
