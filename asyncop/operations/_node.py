@@ -537,6 +537,8 @@ class AsyncOperation(OperationFields, Generic[T]):
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)
 
+    # (Compiled, the nodes' fields are read and written in C: see _fields.pxd.)
+    @cython.locals(self="Node", child="Node", last="Node")
     def _link_child_locked(
         self, child: AsyncOperation, _created: OperationState = OperationState.CREATED
     ) -> None:
