@@ -68,10 +68,13 @@ from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
 
 from ..platform import check_deadline, check_timeout
 
-try:
-    import cython  # pyright: ignore[reportMissingImports]
-except ImportError:  # run as Python, without Cython installed
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
     from ..platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ..platform import pure_cython as cython
 from ._cancel import cancel as cancel_operation
 from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
 from ._current import thread_state
