@@ -1,5 +1,7 @@
 # C declarations for the compiled form of _kernel.py (see _waker.pxd): the
-# types that cython.locals() names in the .py, for the push of a task.
+# types that cython.locals() names in the .py, for the push of a task and
+# the end of an operation.
 
 from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._task cimport TaskState as CTaskState

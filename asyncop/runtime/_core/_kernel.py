@@ -386,8 +386,8 @@ class Kernel(WorkerPool):
                 self._track_root_locked(op)
             self._push_locked(op)
 
-    # (Compiled, the thread's state and the task state are read in C: see _kernel.pxd.)
-    @cython.locals(state="CThreadState", task="CTaskState")
+    # (Compiled, the thread's state, the node and the task state are read in C: see _kernel.pxd.)
+    @cython.locals(op="CNode", state="CThreadState", task="CTaskState")
     def _push_locked(
         self,
         op: AsyncOperation,
@@ -468,6 +468,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
+    @cython.locals(op="CNode")
     def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
         timer = op._deadline_timer
         if timer is not None:

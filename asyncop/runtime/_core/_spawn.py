@@ -177,14 +177,14 @@ def _link_new(
         # A worker never runs signal handlers: acquire() then try, half the cost.
         lock.acquire()
         try:
-            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
+            after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
         finally:
             lock.release()
     else:
         # A with-statement: on the main thread, a Ctrl-C raised as acquire()
         # returns would land before a try and leave the lock held for good.
         with lock:
-            after = self._link_new_locked(op, parent, shield, submit, state, woken, queue)
+            after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
     if after:
         run_after(after)
 

@@ -5,6 +5,7 @@
 cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
@@ -13,7 +14,7 @@ from asyncop.runtime._core._waker cimport Waker
 @cython.final
 cdef class TaskState(Waker):
     cdef public object coro
-    cdef public object current
+    cdef public CNode current
     cdef public list outer
     cdef public list held
     cdef public Py_ssize_t checkpoints
@@ -22,15 +23,16 @@ cdef class TaskState(Waker):
 
 
 @cython.locals(task=TaskState, waker=TaskState)
-cpdef bint on_cancel_running(op, after, _waiting=*, _queued=*) except -1
+cpdef bint on_cancel_running(CNode op, after, _waiting=*, _queued=*) except -1
 
+@cython.locals(current=CNode)
 cpdef deliver_cancel(TaskState task)
 
-@cython.locals(depth=Py_ssize_t)
+@cython.locals(depth=Py_ssize_t, op=CNode, node=CNode)
 cpdef note_cancel(TaskState task)
 
 @cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, inline=Py_ssize_t, start=double, now=double)
-cpdef step(runtime, op, CThreadState state, CCpuMeter meter, _value=*)
+cpdef step(runtime, CNode op, CThreadState state, CCpuMeter meter, _value=*)
 
 cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)
 
@@ -38,7 +40,7 @@ cpdef bint _hand_in(coro, BaseException error, CThreadState state) except -1
 
 cpdef _checkpoint(runtime, TaskState task, CThreadState state)
 
-cpdef _first_coroutine(TaskState task, op, ctx, CCpuMeter meter, double start)
+cpdef _first_coroutine(TaskState task, CNode op, ctx, CCpuMeter meter, double start)
 
 cpdef _resumed(TaskState task, error)
 

@@ -4,6 +4,8 @@
 
 cimport cython
 
+from asyncop.operations._fields cimport OperationFields as CNode
+
 
 @cython.final
 cdef class CpuMeter:
@@ -17,8 +19,8 @@ cdef class CpuMeter:
     cpdef double start_run(self) except? -1.0
     cpdef end_run(self)
     cpdef _refresh(self, double now)
-    cpdef charge_long(self, op, double wall, double now)
+    cpdef charge_long(self, CNode op, double wall, double now)
 
 
 @cython.locals(now=double, wall=double)
-cpdef double charge(op, CpuMeter meter, double start) except? -1.0
+cpdef double charge(CNode op, CpuMeter meter, double start) except? -1.0
