@@ -8,8 +8,9 @@ This package holds the node's state machine and tree rules; it reaches the
 runtime that schedules the work only through the ``RuntimeHooks`` protocol
 and the services the runtime installs in ``_hooks.py``.
 
-Where things are: ``_node.py`` defines ``AsyncOperation`` (its fields and
-public face); the machinery behind it is in ``_cancel.py`` (the cancel
+Where things are: ``_node.py`` defines ``AsyncOperation`` (its public
+face), on the base ``OperationFields`` of ``_fields.py`` (its fields, which
+the compiled core reads in C); the machinery behind it is in ``_cancel.py`` (the cancel
 walk), ``_waiting.py`` (blocking until a node ends, the waiter list) and
 ``_finalize.py`` (how a node ends and hands its failure up, and the
 transition of its outcome), and ``_stop.py`` (who was asked to stop by a
@@ -53,6 +54,7 @@ from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._face import RuntimeFace as RuntimeFace
 from ._face import ScopeFace as ScopeFace
+from ._finalize import end_work_on_worker as end_work_on_worker
 from ._finalize import line_of as line_of
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
@@ -76,6 +78,7 @@ from ._state import AsyncResult as AsyncResult
 from ._state import OperationState as OperationState
 from ._state import OpKind as OpKind
 from ._state import Outcome as Outcome
+from ._state import transition_to_running as transition_to_running
 from ._stats import OperationStatistics as OperationStatistics
 from ._stop import check_cancel_grace as check_cancel_grace
 from ._stop import stop_requested_of as stop_requested_of

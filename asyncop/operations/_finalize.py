@@ -18,7 +18,7 @@ Outcome of the operation's own work
 -----------------------------------
 ``_outcome`` is None while the work has not ended, then VALUE, ERROR or
 CANCELLED, once. This module owns it: ``_transition_to_ended`` is the only
-code that writes it (``AsyncOperation.__init__`` sets None), and says
+code that writes it (``OperationFields.__init__`` sets None), and says
 whether it happened: the cancel walk, which ends the work of operations that
 never started, and a scope's or a remote job's end, which may race with an
 abandon or a cancel, act on that answer. The final state follows from the
@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ._errors import Cancelled
 from ._hooks import run_after
-from ._state import OperationState, OpKind, Outcome
+from ._state import OperationState, OpKind, Outcome, transition_to_final
 
 if TYPE_CHECKING:
     from ._hooks import After
@@ -99,7 +99,7 @@ def end_work(
     # may take the lock: on the main thread, a Ctrl-C raised as acquire()
     # returns would land before the try and leave the lock held for good.
     with self.runtime._lock:
-        ended = self._transition_to_ended(outcome, value, error, after)
+        ended = transition_to_ended(self, outcome, value, error, after)
         assert ended, f"{self.name!r} ended its work twice"
     if after:
         run_after(after)
@@ -123,7 +123,7 @@ def end_work_on_worker(
     lock = self.runtime._lock
     lock.acquire()
     try:
-        ended = self._transition_to_ended(outcome, value, error, after, at)
+        ended = transition_to_ended(self, outcome, value, error, after, at)
         assert ended, f"{self.name!r} ended its work twice"
     finally:
         lock.release()
@@ -164,7 +164,7 @@ def transition_to_ended(
         # in the order they happened, as trio's and asyncio's do.
         self._failures.append(error)  # type: ignore[arg-type]
     if after is not None:
-        self._try_finalize_locked(after, at)
+        try_finalize_locked(self, after, at)
     return True
 
 
@@ -220,7 +220,7 @@ def try_finalize_locked(
                     state = _cancelled
             if node._cancel_unfinished and kept is None:
                 kept = node  # its cancel walk is still under way
-            ended = node._transition_to_final(state, error, taken_over, report)
+            ended = transition_to_final(node, state, error, taken_over, report)
             assert ended, f"{node.name!r} was final already"
         node.runtime._on_final_locked(node, after, at)
         at = node._ended_at

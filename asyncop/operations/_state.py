@@ -24,7 +24,7 @@ work runs in another process, and never in a queue.
 Who writes what
 ---------------
 This module owns ``AsyncOperation._state``: the three transitions below are
-the only code that writes it (``AsyncOperation.__init__`` sets the state it
+the only code that writes it (``OperationFields.__init__`` sets the state it
 is born in), and the class binds them as its methods. Each one tests where
 it starts from and says whether it happened, and its callers act on that
 answer; all of them run under the runtime lock:

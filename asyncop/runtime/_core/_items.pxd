@@ -1,13 +1,21 @@
 # C declarations for the compiled form of _items.py (see _waker.pxd): the
-# batch loop reads the thread's state, the meter and the tasks' queue
-# numbers in C.
+# batch loop reads the thread's state, the meter, the nodes' fields and the
+# tasks' queue numbers in C.
 
 cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.operations._finalize cimport end_work_on_worker
+from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._task cimport TaskState as CTaskState
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 
 
-@cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t)
+@cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t, op=CNode)
 cpdef step_batch(rt, worker, CThreadState state, ready)
+
+@cython.locals(op=CNode)
+cpdef run_sync(rt, worker, CThreadState state)
+
+cpdef _call_sync(rt, CNode op, CThreadState state, worker, _value=*, _error=*, _cancelled=*)

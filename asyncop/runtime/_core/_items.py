@@ -30,7 +30,13 @@ from collections.abc import Callable
 from types import AsyncGeneratorType, CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from ...operations import Cancelled, Outcome, ThreadState
+from ...operations import (
+    Cancelled,
+    Outcome,
+    ThreadState,
+    end_work_on_worker,
+    transition_to_running,
+)
 from ._instruments import failed, flush_ended, park_reason, tell, tell_why
 from ._task import step, strip_own_frame
 from ._usage import CpuMeter, charge, wall_clock
@@ -238,7 +244,7 @@ def run_sync(rt: Kernel, worker: Worker, state: ThreadState) -> None:
         if not rt._sync_ready or not rt._sync_slot_free_locked():
             return
         op = rt._sync_ready.popleft()
-        if not op._transition_to_running():
+        if not transition_to_running(op):
             return  # cancelled while queued: already finalized, never runs
         worker.in_sync = True
     finally:
@@ -305,7 +311,7 @@ def _call_sync(
     # Its waiters are woken before this worker looks for more work or
     # parks: a thread woken now has the OS's wake-up latency to cover, and
     # this worker's own bookkeeping then overlaps it instead of coming first.
-    op._end_work_on_worker(outcome, value, error, now if rt._stamp is wall_clock else None)
+    end_work_on_worker(op, outcome, value, error, now if rt._stamp is wall_clock else None)
 
 
 # What a plain function may not return: work that would never run.

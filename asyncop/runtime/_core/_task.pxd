@@ -6,6 +6,8 @@ cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.operations._finalize cimport end_work_on_worker
+from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker

@@ -70,9 +70,11 @@ from ...operations import (
     Outcome,
     ThreadState,
     cancelled_for,
+    end_work_on_worker,
     foreign_failure,
     foreign_yield_error,
     only_cancelled,
+    transition_to_running,
 )
 from ._abandon import abandon_scope
 from ._awaitables import CHECKPOINT, OpWait
@@ -302,7 +304,7 @@ def step(
         # Else only a QUEUED waker resumes: any other queue entry is stale.
         first = task.coro is None
         if not (
-            op._transition_to_running(start if stamp else None)
+            transition_to_running(op, start if stamp else None)
             if first
             else waker._transition_to_result()
         ):
@@ -649,7 +651,7 @@ def _finish(
         task.held = None
         for lock in list(held):
             lock._break(task)
-    task.task._end_work_on_worker(outcome, value, error, at)
+    end_work_on_worker(task.task, outcome, value, error, at)
 
 
 def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
