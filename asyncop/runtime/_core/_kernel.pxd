@@ -1,7 +1,8 @@
 # C declarations for the compiled form of _kernel.py (see _waker.pxd): the
-# types that cython.locals() names in the .py, for the push of a task and
-# the end of an operation.
+# types that cython.locals() names in the .py, for the push of a task, the
+# end of an operation and its cancel, which calls on_cancel_running in C.
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._task cimport TaskState as CTaskState
+from asyncop.runtime._core._task cimport on_cancel_running

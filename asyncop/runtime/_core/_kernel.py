@@ -489,6 +489,7 @@ class Kernel(WorkerPool):
         op._ctx = None
         op._task = None
 
+    @cython.locals(op="CNode")
     def _on_cancel_running_locked(
         self, op: AsyncOperation, after: After, _running: OperationState = OperationState.RUNNING
     ) -> bool:
@@ -507,6 +508,7 @@ class Kernel(WorkerPool):
         ignored: bool = task._transition_to_ignored()
         return ignored
 
+    @cython.locals(op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
         if timer is not None:
