@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import asyncop
 import asyncop.lowlevel
 from asyncop import _compiled
 from asyncop._compiled import SourceFinder
@@ -35,6 +36,12 @@ def test_is_compiled_says_whether_the_core_runs_as_extension_modules() -> None:
     kernel = sys.modules["asyncop.runtime._core._kernel"]
     assert kernel.__file__ is not None
     assert asyncop.lowlevel.is_compiled() is (not kernel.__file__.endswith(".py"))
+
+
+def test_compiled_an_operations_fields_are_the_members_of_an_extension_type() -> None:
+    base = asyncop.AsyncOperation.__mro__[1]
+    heap = bool(base.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
+    assert heap is not asyncop.lowlevel.is_compiled()
 
 
 def test_no_extensions_at_run_time_imports_every_module_from_its_source() -> None:

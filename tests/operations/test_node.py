@@ -184,6 +184,21 @@ def test_done_is_a_property() -> None:
     assert isinstance(AsyncOperation.__dict__.get("done"), property)
 
 
+def test_an_operations_fields_are_its_bases_alone(runtime: asyncop.Runtime) -> None:
+    # A slot declared again on AsyncOperation would hide its base's field,
+    # which the compiled core reads as a C member: the two would part ways.
+    assert AsyncOperation.__dict__.get("__slots__") == ()
+    base = AsyncOperation.__mro__[1]
+    slots = set(base.__dict__["__slots__"])
+    assert {"runtime", "name", "parent", "first_child", "_state", "_outcome"} <= slots
+    assert not slots & set(AsyncOperation.__dict__)
+    op = runtime.spawn(time.sleep, 0)
+    op.wait(5)
+    assert not hasattr(op, "__dict__")
+    assert weakref.ref(op)() is op
+    assert AsyncOperation[int] is not AsyncOperation  # (Generic stays)
+
+
 def test_done_is_false_until_the_operation_ends(runtime: asyncop.Runtime) -> None:
     release = threading.Event()
     op = runtime.spawn(release.wait, 10)
