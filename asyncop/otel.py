@@ -43,6 +43,7 @@ span.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, final
@@ -160,44 +161,52 @@ class _Hooks:
     def __init__(self, tracer: trace.Tracer, select: Callable[[Op], bool] | None) -> None:
         self._tracer = tracer
         self._select = select
-        # The open span of each selected operation that has started.
-        self._spans: dict[Op, Span] = {}
+        # The open span of each selected operation, with the context that
+        # holds it: its own code runs in that context, and its children's
+        # spans start in it.
+        self._spans: dict[Op, tuple[Span, otel_context.Context]] = {}
 
     def spawned(self, op: Op) -> None:
         select = self._select
         if select is not None and not select(op):
             return
-        span = self._start(op)
+        span = self._tracer.start_span(op.name, context=self._parent_context(op))
         ctx = op._ctx
         if ctx is not None:
             # Current in the operation's own context, where its code will run
             # (none of it has yet): never detached, it goes with the context
             # when the operation ends.
-            ctx.run(_make_current, span)
+            self._spans[op] = (span, ctx.run(_make_current, span))
+        else:
+            self._spans[op] = (span, trace.set_span_in_context(span))
+        # The span ends with the operation, called as its waiters are (no
+        # ``ended`` hook: the operations not selected then cost no call).
+        end = functools.partial(self._end, op)
+        with op.runtime._lock:
+            final = op._state.final  # (a cancel may already have ended it)
+            if not final:
+                op._add_waiter_locked(end)
+        if final:
+            end()
 
     def cancelled(self, op: Op, reason: object) -> None:
-        span = self._spans.get(op)
-        if span is not None:
-            span.set_attribute("asyncop.cancel_reason", str(reason))
+        entry = self._spans.get(op)
+        if entry is not None:
+            entry[0].set_attribute("asyncop.cancel_reason", str(reason))
 
-    def ended(self, op: Op) -> None:
-        span = self._spans.pop(op, None)
-        if span is not None:
-            _finish(span, op)
-
-    def _start(self, op: Op) -> Span:
-        span = self._tracer.start_span(op.name, context=self._parent_context(op))
-        self._spans[op] = span
-        return span
+    def _end(self, op: Op) -> None:
+        entry = self._spans.pop(op, None)
+        if entry is not None:  # (else close() has ended it)
+            _finish(entry[0], op)
 
     def _parent_context(self, op: Op) -> otel_context.Context:
         """The nearest selected ancestor's span, else the context the operation was made in."""
         node = op.parent
         spans = self._spans
         while node is not None:
-            span = spans.get(node)
-            if span is not None:
-                return trace.set_span_in_context(span)
+            entry = spans.get(node)
+            if entry is not None:
+                return entry[1]
             node = node.parent
         ctx = op._ctx
         if ctx is not None:
@@ -206,13 +215,16 @@ class _Hooks:
 
     def end_all(self) -> None:
         while self._spans:
-            op, span = self._spans.popitem()
+            op, (span, _) = self._spans.popitem()
             span.set_attribute("asyncop.state", op.state.name.lower())
             span.end()
 
 
-def _make_current(span: Span) -> None:
-    otel_context.attach(trace.set_span_in_context(span))
+def _make_current(span: Span) -> otel_context.Context:
+    """Make ``span`` current in the context this runs in; return the context that holds it."""
+    in_span = trace.set_span_in_context(span)
+    otel_context.attach(in_span)
+    return in_span
 
 
 def _finish(span: Span, op: Op) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import socket
 import subprocess
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .._output import Output
 
 pytestmark = [
     pytest.mark.timeout(30),
@@ -35,26 +36,14 @@ class Server:
             stderr=subprocess.PIPE,
             text=True,
         )
-        self.output = ""
+        self.out = Output(self.proc)
         match = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.read_until("listening on"))
-        assert match is not None, self.output
+        assert match is not None, self.out.stdout
         self.port = int(match[1])
 
     def read_until(self, text: str, timeout: float = 10) -> str:
-        """Read stdout line by line until a line holds ``text``; returns that line."""
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if selector.select(deadline - time.monotonic()):
-                    line = self.proc.stdout.readline()
-                    if not line:
-                        break
-                    self.output += line
-                    if text in line:
-                        return line
-        raise AssertionError(f"no line with {text!r} within {timeout} s; got:\n{self.output}")
+        """Wait for a line of stdout holding ``text``; returns the lines up to it."""
+        return self.out.read_until(text, timeout)
 
     def request(self, seconds: float) -> socket.socket:
         """Send ``work SECONDS`` on a new connection, once the server holds it."""
@@ -64,9 +53,7 @@ class Server:
         return client
 
     def finish(self) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=20)
-        self.output += out
-        return self.proc.returncode, self.output, err
+        return self.out.finish()
 
 
 @pytest.fixture
@@ -77,7 +64,7 @@ def server() -> Iterator[Server]:
     finally:
         if running.proc.poll() is None:
             running.proc.kill()
-            running.proc.communicate()
+            running.out.finish()
 
 
 def refused_soon(port: int, within: float = 5.0) -> bool:

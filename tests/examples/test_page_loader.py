@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import selectors
 import signal
 import ssl
 import subprocess
@@ -23,6 +22,8 @@ from examples.page_loader.recorder import OpRecorder
 from examples.page_loader.server import running_server
 from examples.page_loader.tls import make_contexts
 from examples.page_loader.wire import parse_head
+
+from .._output import Output
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -203,26 +204,8 @@ def test_failing_resource_gives_one_readable_line_and_cancels_its_siblings() -> 
     assert "threads left: none" in done.stdout
 
 
-def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
-    """Read the process's stdout line by line until a line contains ``text``."""
-    assert proc.stdout is not None
-    seen = ""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if selector.select(deadline - time.monotonic()):
-                line = proc.stdout.readline()
-                if not line:
-                    break
-                seen += line
-                if text in line:
-                    return seen
-    raise AssertionError(f"no line with {text!r} within {timeout} s; got:\n{seen}")
-
-
-def _start_app(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """Start the program; returns it and its output up to the start of the load."""
+def _start_app(*args: str) -> tuple[Output, str]:
+    """Start the program; returns its output, and what it printed up to the start of the load."""
     proc = subprocess.Popen(
         _command(*args),
         cwd=ROOT,
@@ -231,16 +214,19 @@ def _start_app(*args: str) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    return proc, _read_until(proc, "loading page 1", timeout=15)
+    out = Output(proc)
+    return out, out.read_until("loading page 1", timeout=15)
 
 
-def _finish_app(proc: subprocess.Popen[str]) -> tuple[str, str]:
+def _finish_app(out: Output) -> tuple[str, str]:
+    """Wait for the program to exit: what it printed after the lines read so far, and stderr."""
     try:
-        return proc.communicate(timeout=10)
+        _, _, errors = out.finish(10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if out.proc.poll() is None:
+            out.proc.kill()
+            out.finish()
+    return out.unread, errors
 
 
 @pytest.mark.parametrize(
@@ -253,14 +239,14 @@ def test_ctrl_c_or_sigterm_lets_the_fetches_in_flight_finish_for_a_second(
 ) -> None:
     # The header takes 1 s, the body 3.2 s: asked at 0.3 s, the header
     # finishes within the grace and the body is cancelled when it ends.
-    proc, head = _start_app("--latency", "1.0")
+    out, head = _start_app("--latency", "1.0")
     try:
         time.sleep(0.3)
-        proc.send_signal(signum)
-        stopping = _read_until(proc, "stopping:", timeout=10)
+        out.proc.send_signal(signum)
+        stopping = out.read_until("stopping:", timeout=10)
     finally:
-        rest, errors = _finish_app(proc)
-    assert proc.returncode == status, errors
+        rest, errors = _finish_app(out)
+    assert out.proc.returncode == status, errors
     assert f"stopping: the fetches in flight have 1 s to finish ({by} again stops now)" in stopping
     output = head + stopping + rest
     after_request = output.split("stopping:")[1]
@@ -283,17 +269,17 @@ def test_ctrl_c_or_sigterm_lets_the_fetches_in_flight_finish_for_a_second(
     ids=["SIGINT-twice", "SIGTERM-then-SIGINT"],
 )
 def test_a_second_ctrl_c_stops_at_once(first: int, status: int) -> None:
-    proc, head = _start_app("--latency", "1.0")
+    out, head = _start_app("--latency", "1.0")
     try:
         time.sleep(0.3)
-        proc.send_signal(first)
-        stopping = _read_until(proc, "stopping:", timeout=10)
-        proc.send_signal(signal.SIGINT)
+        out.proc.send_signal(first)
+        stopping = out.read_until("stopping:", timeout=10)
+        out.proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
     finally:
-        rest, errors = _finish_app(proc)
+        rest, errors = _finish_app(out)
     exited_after = time.monotonic() - sent
-    assert proc.returncode == status, errors
+    assert out.proc.returncode == status, errors
     [tree] = final_trees(head + stopping + rest)
     assert tree["load_page(1)"] == "CANCELLED"
     assert tree["fetch_body"] == "CANCELLED"
@@ -367,8 +353,9 @@ def test_console_serves_the_tree_while_the_page_loads(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    out = Output(proc)
     try:
-        _read_until(proc, "loading page 1", timeout=15)
+        out.read_until("loading page 1", timeout=15)
         deadline = time.monotonic() + 10
         while True:
             tree = subprocess.run(
@@ -381,11 +368,12 @@ def test_console_serves_the_tree_while_the_page_loads(tmp_path: Path) -> None:
             if "fetch_body" in tree.stdout or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        rest, errors = proc.communicate(timeout=20)
+        _, _, errors = out.finish(20)
+        rest = out.unread
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            out.finish()
     assert tree.returncode == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("runtime page-loader (pid ")

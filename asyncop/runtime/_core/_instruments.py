@@ -74,6 +74,7 @@ __all__ = [
     "add_instrument",
     "failed",
     "flush_ended",
+    "note_ended_locked",
     "park_reason",
     "remove_instrument",
     "tell",
@@ -109,7 +110,7 @@ def tell_why(runtime: Any, hooks: Hooks, op: AsyncOperation, reason: object) -> 
             failed(runtime, hook)
 
 
-@final
+# Final: an extension type when compiled (see _instruments.pxd), which no class extends.
 class Instruments:
     """The instruments of one runtime, and their hooks by event; never changed in place."""
 
@@ -147,28 +148,29 @@ class Instruments:
                 functools.partial(tell_why, op.runtime, self.cancelled, op, op.cancel_reason)
             )
 
-    def note_ended_locked(self, op: AsyncOperation, after: After) -> None:
-        """``ended(op)`` once the lock is released; or after the step it ends in.
 
-        An operation that ends in its own step, on the worker stepping it,
-        is reported after that step's ``step_ended`` (``flush_ended``), when
-        an instrument listens to steps; and so are the ancestors its end
-        makes final, after it: a parent is never reported before its child.
-        """
-        if not self.ended:
-            return
-        if self.stepping:
-            try:
-                state = _thread_local.state  # (thread_state(), inline)
-            except AttributeError:
-                state = thread_state()
-            worker = state.worker
-            if worker is not None:
-                task = state.task
-                if worker.ended_later or (task is not None and task.task is op):
-                    worker.ended_later.append(op)
-                    return
-        after.append(functools.partial(tell, op.runtime, self.ended, op))
+def note_ended_locked(instruments: Instruments, op: AsyncOperation, after: After) -> None:
+    """``ended(op)`` once the lock is released; or after the step it ends in.
+
+    An operation that ends in its own step, on the worker stepping it,
+    is reported after that step's ``step_ended`` (``flush_ended``), when
+    an instrument listens to steps; and so are the ancestors its end
+    makes final, after it: a parent is never reported before its child.
+    """
+    if not instruments.ended:
+        return
+    if instruments.stepping:
+        try:
+            state = _thread_local.state  # (thread_state(), inline)
+        except AttributeError:
+            state = thread_state()
+        worker = state.worker
+        if worker is not None:
+            task = state.task
+            if worker.ended_later or (task is not None and task.task is op):
+                worker.ended_later.append(op)
+                return
+    after.append(functools.partial(tell, op.runtime, instruments.ended, op))
 
 
 def failed(runtime: Any, hook: Callable[..., object]) -> None:

@@ -1,6 +1,6 @@
 # C declarations for the compiled form of _items.py (see _waker.pxd): the
-# batch loop reads the thread's state, the meter, the nodes' fields and the
-# tasks' queue numbers in C.
+# batch loop reads the thread's state, the meter, the nodes' fields, the
+# tasks' queue numbers and the instruments in C, and calls the task step in C.
 
 cimport cython
 
@@ -9,11 +9,18 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._finalize cimport end_work_on_worker
 from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._task cimport TaskState as CTaskState
+from asyncop.runtime._core._task cimport step
+from asyncop.runtime._core._instruments cimport Instruments as CInstruments
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 
 
-@cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t, op=CNode)
+@cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t,
+               instruments=CInstruments, op=CNode)
 cpdef step_batch(rt, worker, CThreadState state, ready)
+
+@cython.locals(task=CTaskState, steps=Py_ssize_t, current=CInstruments)
+cpdef _step_instrumented(rt, CNode op, CThreadState state, CCpuMeter meter, worker,
+                         CInstruments instruments, _waiting=*)
 
 @cython.locals(op=CNode)
 cpdef run_sync(rt, worker, CThreadState state)

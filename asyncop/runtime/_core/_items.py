@@ -44,6 +44,7 @@ from ._waker import WaitEvent, WakerStatus, describe_event
 
 if TYPE_CHECKING:
     from ...operations import AsyncOperation
+    from ._instruments import Instruments
     from ._kernel import Kernel
     from ._worker import Worker
 
@@ -173,7 +174,7 @@ def step_batch(
             if instruments is None or not instruments.stepping:
                 step(rt, op, state, meter)
             else:
-                _step_instrumented(rt, op, state, meter, worker)
+                _step_instrumented(rt, op, state, meter, worker, instruments)
         except BaseException:  # pragma: no cover - a bug in asyncop
             _log_exception("asyncop: worker failed stepping %r", op)
         # Do not keep the last item alive from this frame (an unobserved
@@ -196,9 +197,10 @@ def _step_instrumented(
     state: ThreadState,
     meter: CpuMeter,
     worker: Worker,
+    instruments: Instruments,
     _waiting: WakerStatus = WakerStatus.WAITING,
 ) -> None:
-    """``step``, told to the instruments: ``step_started``, ``parked``, ``step_ended``.
+    """``step``, told to ``instruments``: ``step_started``, ``parked``, ``step_ended``.
 
     An operation that ends in the step is reported ``ended`` after it.
     """
@@ -206,28 +208,26 @@ def _step_instrumented(
     if task is None:
         return  # already final: nothing runs
     steps = op._steps
-    instruments = rt._instruments
-    if instruments is not None:
-        for hook in instruments.step_started:  # (tell(), inline)
-            try:
-                hook(op)
-            except Exception:
-                failed(rt, hook)
+    for hook in instruments.step_started:  # (tell(), inline)
+        try:
+            hook(op)
+        except Exception:
+            failed(rt, hook)
     try:
         step(rt, op, state, meter)
     finally:
-        instruments = rt._instruments
-        if instruments is not None:
+        current = rt._instruments  # (one may have come or gone in the step)
+        if current is not None:
             if (
-                instruments.parked
+                current.parked
                 and op._steps != steps
                 and (task.status is _waiting or task.triggered is not None)
             ):
                 # (Not a yield: a checkpoint left it QUEUED with no event.)
                 reason = park_reason(task)
                 if reason is not None:
-                    tell_why(rt, instruments.parked, op, reason)
-            for hook in instruments.step_ended:
+                    tell_why(rt, current.parked, op, reason)
+            for hook in current.step_ended:
                 try:
                     hook(op)
                 except Exception:

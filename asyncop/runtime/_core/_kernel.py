@@ -83,7 +83,7 @@ from .._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from .._introspect import owner_of
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
-from ._instruments import Instruments
+from ._instruments import Instruments, note_ended_locked
 from ._instruments import add_instrument as _add_instrument
 from ._instruments import remove_instrument as _remove_instrument
 from ._items import _log_exception
@@ -482,7 +482,7 @@ class Kernel(WorkerPool):
         op._ended_at = self._stamp() if at is None else at
         instruments = self._instruments
         if instruments is not None:
-            instruments.note_ended_locked(op, after)
+            note_ended_locked(instruments, op, after)
         # Break the operation <-> task state <-> waker cycle, and drop the
         # context: a finished operation is then freed by reference counting
         # alone, without waiting for (and feeding) the garbage collector.

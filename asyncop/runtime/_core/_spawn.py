@@ -49,6 +49,7 @@ from ...operations import (
     thread_state,
 )
 from .._kinds import describe_fn, kind_of
+from ._instruments import tell
 from ._task import TaskState
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def _tell_spawned(
     A cancel in between ends a PENDING operation at once: it is not queued.
     (A root made by ``create``, or a remote root, is linked nowhere.)
     """
-    instruments.tell(self, instruments.spawned, op)
+    tell(self, instruments.spawned, op)
     if not queued:
         with self._lock:
             if op._state is _pending and op._outcome is None:
