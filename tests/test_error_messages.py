@@ -218,6 +218,12 @@ def t_result_unfinished(c: Ctx) -> BaseException:
     return caught(c.rt.create(noop_callback, name="unfinished").result)
 
 
+def t_pickle_operation(c: Ctx) -> BaseException:
+    import pickle
+
+    return caught(pickle.dumps, c.rt.create(noop_callback, name="pickled"))
+
+
 def t_result_cancelled(c: Ctx) -> BaseException:
     op = c.rt.create(noop_callback, name="dropped")
     op.cancel()
@@ -1812,6 +1818,7 @@ CASES = [
     # operations
     Case("result-unfinished", t_result_unfinished, InvalidStateError, "'unfinished'"),
     Case("result-cancelled", t_result_cancelled, CancellationError, "'dropped'"),
+    Case("pickle-operation", t_pickle_operation, TypeError, "'pickled'"),
     Case("deadline-nan", t_deadline_nan, ValueError, "'deadlined'"),
     Case("deadline-type", t_deadline_type, TypeError, "'deadline_typed'"),
     Case("wait-timeout", t_wait_timeout, TimeoutError, "'slow_op'", "outcome"),

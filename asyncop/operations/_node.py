@@ -64,7 +64,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType, FrameType
-from typing import TYPE_CHECKING, Any, Generic, Never, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Never, NoReturn, SupportsIndex, final, overload
 
 from ..platform import check_deadline, check_timeout
 
@@ -284,6 +284,13 @@ class AsyncOperation(OperationFields, Generic[T]):
 
     def __repr__(self) -> str:
         return f"<AsyncOperation {self.name!r} {self._state.name} at {self.filename}:{self.lineno}>"
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        # pickle and copy ask this first: a node of a live tree has no copy.
+        raise TypeError(
+            f"operation {self.name!r} cannot be pickled or copied: it is a node of its "
+            "runtime's tree; pass its result (op.result()) or its name instead"
+        )
 
     def children(self) -> list[AsyncOperation[Any]]:
         """Return the live children, oldest first."""

@@ -1186,3 +1186,18 @@ def test_create_with_parent_links_the_operation_under_it(runtime: asyncop.Runtim
     assert parent.first_child is child
     assert child.runtime is runtime
     parent.cancel()
+
+
+def test_an_operation_is_neither_pickled_nor_copied(runtime: asyncop.Runtime) -> None:
+    import copy
+    import pickle
+
+    async def work() -> int:
+        return 1
+
+    op = runtime.spawn(work, name="shipped")
+    op.wait(10)
+    for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="operation 'shipped' cannot be pickled or copied"):
+            attempt(op)
+    assert op.result() == 1  # untouched
