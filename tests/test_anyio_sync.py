@@ -288,7 +288,10 @@ def test_condition_notifies_in_order_and_a_cancelled_waiter_holds_the_lock() -> 
                 condition.notify_all()
         return woken
 
-    assert run(main) == [0, 1, 2]
+    woken = run(main)
+    # notify(2) wakes the two oldest waiters; in parallel mode the two may
+    # take the lock back in either order, so only the set is theirs to keep.
+    assert sorted(woken[:2]) == [0, 1] and woken[2:] == [2]
 
 
 def test_memory_object_streams_keep_items_from_cancelled_receivers() -> None:
