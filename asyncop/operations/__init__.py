@@ -56,6 +56,7 @@ from ._face import RuntimeFace as RuntimeFace
 from ._face import ScopeFace as ScopeFace
 from ._finalize import end_work_on_worker as end_work_on_worker
 from ._finalize import line_of as line_of
+from ._finalize import transition_to_ended as transition_to_ended
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error

@@ -1,4 +1,3 @@
-# C declarations for the compiled form of _node.py (see _fields.pxd): the
-# type that cython.locals() names in the .py, for linking a child.
-
-from asyncop.operations._fields cimport OperationFields as Node
+# C declarations for the compiled form of _node.py (see _fields.pxd): none
+# of its own. The node's fields are its base's, OperationFields, whose C
+# struct the runtime's core reads; AsyncOperation adds only methods.

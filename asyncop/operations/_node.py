@@ -56,7 +56,9 @@ A parent holds its live children in a doubly linked list (``first_child``,
 ``_last_child``, ``sibling_next``, ``_sibling_prev``) so that a child ending
 among 100,000 siblings unlinks in O(1). A child that becomes final unlinks at
 once and clears its own links, which also breaks the parent <-> child
-reference cycle without the garbage collector's help.
+reference cycle without the garbage collector's help. A child is appended
+where every operation is made and linked, the runtime's ``link_new_locked``,
+and unlinked in ``_try_finalize_locked`` (``_finalize.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from typing import TYPE_CHECKING, Any, Generic, Never, NoReturn, SupportsIndex, 
 
 from ..platform import check_deadline, check_timeout
 
-if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.compiled below)
     from ..platform import pure_cython as cython
 else:
     try:
@@ -93,7 +95,6 @@ from ._park import cancelled_error
 from ._state import (
     AsyncResult,
     OperationState,
-    OpKind,
     transition_to_final,
     transition_to_pending,
     transition_to_running,
@@ -546,35 +547,6 @@ class AsyncOperation(OperationFields, Generic[T]):
         # The runtime sits above the operations package: it installed its
         # start() in _hooks when it was imported.
         return start_child(self, fn, args, name)
-
-    # (Compiled, the nodes' fields are read and written in C: see _fields.pxd.)
-    @cython.locals(self="Node", child="Node", last="Node")
-    def _link_child_locked(
-        self, child: AsyncOperation, _created: OperationState = OperationState.CREATED
-    ) -> None:
-        """Append ``child`` to the live children, in O(1); refuses a final parent."""
-        if self._state.final:
-            if self._kind is OpKind.SCOPE:
-                raise RuntimeError(
-                    f"cannot spawn into scope {self.name!r}: its block has exited and its "
-                    "children have ended; spawn into a scope that is still open"
-                )
-            raise RuntimeError(
-                f"cannot add child {child.name!r} to operation {self.name!r}, which is "
-                f"already {self._state.name}; add it to a live operation instead"
-            )
-        child.parent = self
-        last = self._last_child
-        if last is None:
-            self.first_child = child
-        else:
-            last.sibling_next = child
-            child._sibling_prev = last
-        self._last_child = child
-        if self.parent is None and self._state is _created:
-            # A root that was made but not started yet: a started one is
-            # tracked already (a scope from birth, other work from submit).
-            self.runtime._track_root_locked(self)
 
     # ------------------------------------------------------------------
     # Transitions: see _state.py (and _finalize.py for the outcome)

@@ -9,9 +9,9 @@ from asyncop.operations._fields cimport OperationFields as CNode
 
 @cython.locals(state=CThreadState, depth=int, op=CNode)
 cpdef new_operation(self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
-                    seed_shape=*, task=*, _coro=*, _sync=*, _scope=*, _pending=*, _running=*)
+                    seed_shape=*, task=*, _coro=*, _sync=*, _scope=*, _pending=*, _running=*,
+                    _agen=*, _async=*)
 
-cpdef _link_new(self, CNode op, CNode parent, bint shield, bint submit, CThreadState state, woken, bint queue)
-
+@cython.locals(last=CNode)
 cpdef link_new_locked(self, CNode op, CNode parent, bint shield, bint submit, CThreadState state, woken,
-                      bint queue=*, _scope=*, _cancelled=*)
+                      bint queue=*, _scope=*, _cancelled=*, _created=*)

@@ -35,7 +35,7 @@ import contextvars
 from collections.abc import Callable
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
 from types import FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ...operations import (
     AsyncOperation,
@@ -80,14 +80,15 @@ def new_operation(
     _scope: OpKind = OpKind.SCOPE,
     _pending: OperationState = OperationState.PENDING,
     _running: OperationState = OperationState.RUNNING,
+    _agen: int = CO_ASYNC_GENERATOR,
+    _async: int = CO_COROUTINE,
 ) -> AsyncOperation:
     """Make an operation, link it under ``parent``, and with ``submit`` queue it.
 
-    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). A
-    scope's ``supervise`` keeps its children's failures on them, and its
-    ``task`` (for ``async with``) is woken by its cancel; other work's
-    ``supervise`` keeps its failure off its parent. ``seed_shape``: ``fn``
-    is a ``create`` callback, for the messages.
+    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). ``supervise``
+    keeps a scope's children's failures on them, other work's failure off its
+    parent; a scope's ``task`` (``async with``) is woken by its cancel.
+    ``seed_shape``: ``fn`` is a ``create`` callback, for the messages.
 
     Raises:
         TypeError: ``fn`` is no function asyncop can run (see ``kind_of``),
@@ -95,21 +96,21 @@ def new_operation(
         RuntimeError: ``parent`` has ended or belongs to another runtime, or
             (``submit``, no parent) the runtime is shut down.
     """
-    # Where the user's frame is, at the nearest (_user_frame() walks on out
-    # past asyncop's frames): spawn() or create() -> here -> _user_frame(); a
-    # scope's with-statement or an executor's spawn() is one call further.
+    # The user's frame, at the nearest: spawn() or create() -> here -> _user_frame();
+    # a scope's with-statement or an executor's spawn() is one call further.
     depth = 3 if kind is None else 4
-    if kind is None and type(fn) is FunctionType and not fn.__code__.co_flags & CO_ASYNC_GENERATOR:
+    if kind is None and type(fn) is FunctionType and not (flags := fn.__code__.co_flags) & _agen:
         # The common case: read the code flags.
-        kind = _coro if fn.__code__.co_flags & CO_COROUTINE else _sync
+        kind = _coro if flags & _async else _sync
         if name is None:
             name = fn.__qualname__
-    elif kind is None:
-        kind, name = kind_of(fn, name, seed_shape)
-    if name is None:
-        name = describe_fn(fn) if fn is not None else "scope"
-    elif type(name) is not str and not isinstance(name, str):
-        raise TypeError(f"operation name must be a str, got {type(name).__name__}; pass name='...'")
+        elif type(name) is not str:
+            name = _name_of(fn, name)
+    else:
+        if kind is None:
+            kind, name = kind_of(fn, name, seed_shape)
+        if type(name) is not str:
+            name = _name_of(fn, name)
     owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
     if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not owner):
         self._check_parent(parent, name)  # raises
@@ -117,10 +118,9 @@ def new_operation(
         state = _thread_local.state  # (thread_state(), inline)
     except AttributeError:
         state = thread_state()
-    # Instruments hear of an operation before its first step: it is queued
-    # once they were told, unless it is a task that a task of the default
-    # mode spawns, as it cannot run before that step ends (the step holds
-    # the lane; a callback needs no lane, and may start at once).
+    # Instruments hear of an operation before its first step: it is queued once they
+    # were told, unless a task of the default mode spawns a task, which cannot run
+    # before that step ends (the step holds the lane; a callback may start at once).
     instruments = self._instruments
     queue = (
         instruments is None
@@ -141,53 +141,53 @@ def new_operation(
         ctx = _copy_context() if running is parent else parent._ctx.copy()
     born = _running if kind is _scope else _pending if submit else OperationState.CREATED
     op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
-    if shield:
-        op._shield = True
     if kind is _coro:
         op._task = TaskState(op, self)
-    elif kind is _scope:
-        op._propagates = False  # its error leaves through the block, not to the parent
-        op._task = task
-        op._started_at = op._created_at  # (born RUNNING)
-    if supervise:
-        if kind is _scope:
-            op._supervise = True
-        else:
-            op._supervised = True
+    if supervise or shield or kind is _scope:
+        _set_up(op, task, supervise, shield)
     if parent is not None or kind is _scope or submit:  # (else nothing to link)
-        _link_new(self, op, parent, shield, submit, state, woken, queue)
+        # A worker runs no signal handlers: acquire() then try, half a with's cost (a
+        # Ctrl-C raised as acquire() returns, before a try, would leave the lock held).
+        lock = self._lock
+        if state.worker is not None:
+            lock.acquire()
+            try:
+                after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
+            finally:
+                lock.release()
+        else:
+            with lock:
+                after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
+        if after:
+            run_after(after)
     if instruments is not None:
         _tell_spawned(self, instruments, op, state, queue)
     return op
 
 
-def _link_new(
-    self: Kernel,
-    op: AsyncOperation,
-    parent: AsyncOperation | None,
-    shield: bool,
-    submit: bool,
-    state: ThreadState,
-    woken: Worker | None,
-    queue: bool,
-) -> None:
-    """``link_new_locked`` under the runtime lock; then what it left to run."""
-    after: After | None
-    lock = self._lock
-    if state.worker is not None:
-        # A worker never runs signal handlers: acquire() then try, half the cost.
-        lock.acquire()
-        try:
-            after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
-        finally:
-            lock.release()
-    else:
-        # A with-statement: on the main thread, a Ctrl-C raised as acquire()
-        # returns would land before a try and leave the lock held for good.
-        with lock:
-            after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
-    if after:
-        run_after(after)
+def _name_of(fn: Callable[..., Any] | None, name: object) -> str:
+    """The name of a new operation: ``name``, checked, or one made from ``fn``."""
+    if name is None:
+        return describe_fn(fn) if fn is not None else "scope"
+    if not isinstance(name, str):
+        raise TypeError(f"operation name must be a str, got {type(name).__name__}; pass name='...'")
+    return name
+
+
+def _set_up(op: AsyncOperation, task: TaskState | None, supervise: bool, shield: bool) -> None:
+    """Set a new scope's fields, and what ``supervise`` and ``shield`` ask of any node."""
+    scope = op._kind is OpKind.SCOPE
+    if shield:
+        op._shield = True
+    if scope:
+        op._propagates = False  # its error leaves through the block, not to the parent
+        op._task = task
+        op._started_at = op._created_at  # (born RUNNING)
+    if supervise:
+        if scope:
+            op._supervise = True
+        else:
+            op._supervised = True
 
 
 def _tell_spawned(
@@ -221,6 +221,7 @@ def link_new_locked(
     queue: bool = True,
     _scope: OpKind = OpKind.SCOPE,
     _cancelled: Outcome = Outcome.CANCELLED,
+    _created: OperationState = OperationState.CREATED,
 ) -> After | None:
     """Link new ``op`` under ``parent``, apply a cancel pending there, maybe queue it.
 
@@ -234,7 +235,21 @@ def link_new_locked(
             runtime is shut down.
     """
     if parent is not None:
-        parent._link_child_locked(op)
+        if parent._state.final:
+            _refuse_child(parent, op)
+        # Appended to the parent's live children, in O(1).
+        op.parent = parent
+        last = parent._last_child
+        if last is None:
+            parent.first_child = op
+        else:
+            last.sibling_next = op
+            op._sibling_prev = last
+        parent._last_child = op
+        if parent.parent is None and parent._state is _created:
+            # A root that was made but not started yet: a started one is
+            # tracked already (a scope from birth, other work from submit).
+            self._track_root_locked(parent)
     elif submit and self._closing:
         raise RuntimeError(
             f"Runtime {self.name!r} is shut down and takes no new operations; "
@@ -262,3 +277,16 @@ def link_new_locked(
         if queue:
             self._push_locked(op, state, woken)
     return after
+
+
+def _refuse_child(parent: AsyncOperation, op: AsyncOperation) -> NoReturn:
+    """Refuse to link ``op`` under ``parent``, which is final."""
+    if parent._kind is OpKind.SCOPE:
+        raise RuntimeError(
+            f"cannot spawn into scope {parent.name!r}: its block has exited and its "
+            "children have ended; spawn into a scope that is still open"
+        )
+    raise RuntimeError(
+        f"cannot add child {op.name!r} to operation {parent.name!r}, which is "
+        f"already {parent._state.name}; add it to a live operation instead"
+    )

@@ -6,7 +6,7 @@ cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
-from asyncop.operations._finalize cimport end_work_on_worker
+from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
@@ -54,5 +54,5 @@ cpdef tuple _wait_on(TaskState task, ev, Py_ssize_t inline)
 @cython.locals(waker=TaskState)
 cpdef tuple _suspend_locked(TaskState task, bint cancellable)
 
-@cython.locals(held=list)
+@cython.locals(held=list, op=CNode, ended=bint)
 cpdef _finish(TaskState task, outcome, value, error, at=*, _value=*, _cancelled=*)

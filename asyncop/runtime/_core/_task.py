@@ -70,10 +70,11 @@ from ...operations import (
     Outcome,
     ThreadState,
     cancelled_for,
-    end_work_on_worker,
     foreign_failure,
     foreign_yield_error,
     only_cancelled,
+    run_after,
+    transition_to_ended,
     transition_to_running,
 )
 from ._abandon import abandon_scope
@@ -651,7 +652,19 @@ def _finish(
         task.held = None
         for lock in list(held):
             lock._break(task)
-    end_work_on_worker(task.task, outcome, value, error, at)
+    # The operation's own end, with the lock taken here (as
+    # ``end_work_on_worker`` would, on a worker thread: see step).
+    op = task.task
+    after: After = []
+    runtime_lock = op.runtime._lock
+    runtime_lock.acquire()
+    try:
+        ended = transition_to_ended(op, outcome, value, error, after, at)
+    finally:
+        runtime_lock.release()
+    assert ended, f"{op.name!r} ended its work twice"
+    if after:
+        run_after(after)
 
 
 def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
