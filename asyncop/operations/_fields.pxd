@@ -49,6 +49,6 @@ cdef class OperationFields:
     cdef public Py_ssize_t _wakes
     cdef public double _busy
     cdef public double _cpu
-    cdef public object _created_at
+    cdef public double _created_at
     cdef public object _started_at
     cdef public object _ended_at
