@@ -7,6 +7,9 @@
 cimport cython
 
 
+cdef double _NOT_STARTED
+
+
 @cython.auto_pickle(False)
 cdef class OperationFields:
     cdef object __weakref__
@@ -50,5 +53,5 @@ cdef class OperationFields:
     cdef public double _busy
     cdef public double _cpu
     cdef public double _created_at
-    cdef public object _started_at
+    cdef public double _started_at
     cdef public object _ended_at
