@@ -1,9 +1,8 @@
 # C declarations for the compiled form of _suspend.py (see
 # asyncop/runtime/_core/_waker.pxd): what a task awaits is an extension type
-# of three C fields, stepped through C slots.
+# of two C fields, stepped through C slots.
 
 cimport cython
-
 
 
 cdef int _FRESH
@@ -15,8 +14,5 @@ cdef int _OVER
 @cython.auto_pickle(False)
 cdef class Suspension:
     cdef object _yielded
-    cdef object _awaited
     cdef int _at
-
-    cpdef send(self, value)
 

@@ -1,7 +1,7 @@
 """The one object every asyncop awaitable suspends its task in.
 
 ``await event`` calls ``event.__await__()``, which returns
-``suspend(yielded, event)``: a :class:`Suspension`, the iterator the task's
+``suspend(yielded)``: a :class:`Suspension`, the iterator the task's
 coroutine awaits. It yields ``yielded`` (the event itself, or
 ``CHECKPOINT``) to the worker stepping the task, and returns what the worker
 sends back once the wait is over. A wait that ends with an error is sent
@@ -15,7 +15,7 @@ passes, and end with the outermost one. The worker recognises a
 Why an iterator of its own, not a generator: a parked task keeps what it
 awaits alive for as long as it waits, and a generator is a frame (about
 250 bytes, a quarter of what a parked task costs), where a ``Suspension``
-is three fields. It behaves as the generator did: ``send``, ``throw`` and
+is two fields. It behaves as the generator did: ``send``, ``throw`` and
 ``close``, in the same order and with the same errors.
 
 Compiled, ``Suspension`` is an extension type (``_suspend.pxd``), and
@@ -52,12 +52,12 @@ class Suspension:
     # The mark typing.final leaves, which an extension type cannot take as a decorator.
     __final__ = True
 
-    __slots__ = ("_at", "_awaited", "_yielded")
+    __slots__ = ("_at", "_yielded")
 
-    def __init__(self, yielded: Any, awaited: Any) -> None:
+    def __init__(self, yielded: Any) -> None:
+        # What the task awaits (or the CHECKPOINT a checkpoint() yields),
+        # described (``_await_description()``) when a foreign loop refuses it.
         self._yielded = yielded
-        # Described (``_await_description()``) when a foreign loop refuses it.
-        self._awaited = awaited
         self._at = _FRESH
 
     def __iter__(self) -> Suspension:
@@ -115,7 +115,7 @@ class Suspension:
             and isinstance(exc, (RuntimeError, TypeError))
             and thread_state().task is None
         ):
-            raise awaited_outside_error(self._awaited._await_description(), exc) from None
+            raise awaited_outside_error(self._yielded._await_description(), exc) from None
         raise exc
 
     def close(self) -> None:
@@ -123,7 +123,7 @@ class Suspension:
         self._at = _OVER
 
     def __repr__(self) -> str:
-        return f"<Suspension in {self._awaited!r}>"
+        return f"<Suspension in {self._yielded!r}>"
 
 
 def _thrown(kind: Any, error: Any, traceback: Any) -> BaseException:
@@ -141,8 +141,8 @@ def _thrown(kind: Any, error: Any, traceback: Any) -> BaseException:
     return exc
 
 
-# ``suspend(yielded, awaited)``: the iterator that yields ``yielded`` to the
-# stepping worker, for ``awaited``; the class itself, with no call between.
+# ``suspend(yielded)``: the iterator that yields ``yielded`` to the stepping
+# worker; the class itself, with no call between.
 suspend = Suspension
 
 

@@ -172,7 +172,7 @@ class WaitEvent(Generic[T]):
 
     def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
-        return suspend(self, self)
+        return suspend(self)
 
     def _await_description(self) -> str:
         return _describe_safely(self)
