@@ -83,7 +83,10 @@ class Suspension:
             return self.__next__()
         at = self._at
         if at == _FRESH:
-            raise TypeError("can't send non-None value to a just-started Suspension")
+            raise TypeError(
+                f"{self!r} was sent {value!r} before it started; "
+                "send None first, as to a just-started generator"
+            )
         self._at = _OVER
         if at == _OVER:
             raise StopIteration

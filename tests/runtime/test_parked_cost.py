@@ -42,7 +42,7 @@ def test_a_suspension_steps_as_a_one_yield_generator() -> None:
     token = object()
     it = suspend(token)
     assert type(it) is Suspension and iter(it) is it
-    with pytest.raises(TypeError, match="non-None value"):
+    with pytest.raises(TypeError, match="before it started; send None first"):
         it.send(1)
     assert next(it) is token
     with pytest.raises(StopIteration) as stop:
