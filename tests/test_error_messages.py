@@ -224,6 +224,11 @@ def t_pickle_operation(c: Ctx) -> BaseException:
     return caught(pickle.dumps, c.rt.create(noop_callback, name="pickled"))
 
 
+def t_send_before_start(c: Ctx) -> BaseException:
+    awaiting = asyncop.Event(name="unstarted").wait_async().__await__()
+    return caught(awaiting.send, 1)
+
+
 def t_result_cancelled(c: Ctx) -> BaseException:
     op = c.rt.create(noop_callback, name="dropped")
     op.cancel()
@@ -1819,6 +1824,7 @@ CASES = [
     Case("result-unfinished", t_result_unfinished, InvalidStateError, "'unfinished'"),
     Case("result-cancelled", t_result_cancelled, CancellationError, "'dropped'"),
     Case("pickle-operation", t_pickle_operation, TypeError, "'pickled'"),
+    Case("send-before-start", t_send_before_start, TypeError, "Suspension"),
     Case("deadline-nan", t_deadline_nan, ValueError, "'deadlined'"),
     Case("deadline-type", t_deadline_type, TypeError, "'deadline_typed'"),
     Case("wait-timeout", t_wait_timeout, TimeoutError, "'slow_op'", "outcome"),

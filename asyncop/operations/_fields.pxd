@@ -7,6 +7,9 @@
 cimport cython
 
 
+cdef double _NOT_STARTED
+
+
 @cython.auto_pickle(False)
 cdef class OperationFields:
     cdef object __weakref__
@@ -49,6 +52,6 @@ cdef class OperationFields:
     cdef public Py_ssize_t _wakes
     cdef public double _busy
     cdef public double _cpu
-    cdef public object _created_at
-    cdef public object _started_at
+    cdef public double _created_at
+    cdef public double _started_at
     cdef public object _ended_at

@@ -421,7 +421,7 @@ class AsyncOperation(OperationFields, Generic[T]):
             RuntimeError: ``op`` is the awaiting task or one of its ancestors.
         """
         # The worker stepping the task turns the operation into an event.
-        return suspend(self, self)
+        return suspend(self)
 
     def _await_description(self) -> str:
         return f"operation {self.name!r}"

@@ -17,8 +17,8 @@ Who writes what
 ---------------
 - ``_created_at``: the node's constructor, on the runtime's clock.
 - ``_started_at``: the transition to RUNNING (the first step, the start of
-  a callback, a scope's birth), on the runtime's clock; unset until then,
-  which saves the node's constructor a write.
+  a callback, a scope's birth), on the runtime's clock; NaN until then
+  (compiled, a C double: no float object per started operation).
 - ``_ended_at``: the runtime, as the node becomes final; unset until then.
 - ``_steps``, ``_busy``, ``_cpu``: the worker running the work, one step
   or callback at a time (see ``runtime/_core/_usage.py`` for how CPU time is
@@ -31,6 +31,7 @@ while the operation runs may mix one step's counts with the next one's.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -76,12 +77,13 @@ class OperationStatistics:
 
 def statistics(op: OperationFields) -> OperationStatistics:
     """What ``op`` has cost so far: the snapshot ``op.stats`` returns."""
+    started = op._started_at  # NaN until the operation starts
     return OperationStatistics(
         op._steps,
         op._busy,
         op._cpu,
         op._wakes,
         op._created_at,
-        getattr(op, "_started_at", None),
+        None if math.isnan(started) else started,
         getattr(op, "_ended_at", None),
     )

@@ -79,7 +79,7 @@ class Checkpoint(WaitEvent):
         # identity, and hands itself back to checkpoint()'s spares.
         self._awaited = True
         _keep_spare(self)
-        return suspend(CHECKPOINT, self)
+        return suspend(CHECKPOINT)
 
     def _await_description(self) -> str:
         return "checkpoint()"

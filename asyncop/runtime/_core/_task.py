@@ -64,10 +64,10 @@ from ...operations import (
     OWN_COROUTINE,
     OWN_GENERATOR,
     RAISE,
-    SUSPEND_CODE,
     AsyncOperation,
     Cancelled,
     Outcome,
+    Suspension,
     ThreadState,
     cancelled_for,
     foreign_failure,
@@ -395,30 +395,26 @@ def _raised(
 def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     """Whether ``error`` is handed to the awaitable ``coro`` waits in, to raise it there.
 
-    When the innermost frame is one of asyncop's awaitables, the error is
-    left in ``state.thrown_in`` for it and the task is sent ``RAISE``: raised
-    there, it chains to the exception being handled where the task waits,
-    as in trio. Anything else (a user's awaitable, an async generator's
-    ``asend``) gets it through ``throw()``, which sets the context again in
-    every frame it passes. (Compiled, asyncop's own generators and
+    When the task waits in one of asyncop's awaitables (a ``Suspension``
+    ends its await chain), the error is left in ``state.thrown_in`` for it
+    and the task is sent ``RAISE``: raised there, it chains to the exception
+    being handled where the task waits, as in trio. Anything else (a user's
+    awaitable, an async generator's ``asend``) gets it through ``throw()``,
+    which sets the context again in every frame it passes. (Compiled, asyncop's own generators and
     coroutines are Cython's types, ``OWN_GENERATOR`` and ``OWN_COROUTINE``.)
     """
     inner = coro
     while True:
         kind = type(inner)
         if kind is CoroutineType or kind is OWN_COROUTINE:
-            awaited = inner.cr_await
+            inner = inner.cr_await
         elif kind is GeneratorType or kind is OWN_GENERATOR:
-            awaited = inner.gi_yieldfrom
+            inner = inner.gi_yieldfrom
+        elif kind is Suspension:
+            state.thrown_in = error
+            return True
         else:
             return False  # an async generator's asend, a user's iterator...
-        if awaited is None:
-            break
-        inner = awaited
-    if kind is OWN_GENERATOR and inner.gi_code is SUSPEND_CODE:
-        state.thrown_in = error
-        return True
-    return False
 
 
 def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseException | None:

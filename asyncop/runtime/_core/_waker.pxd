@@ -22,8 +22,6 @@ cdef class Waker:
     cdef public object triggered
     cdef public object result
     cdef public object error
-    cdef public object filename
-    cdef public object lineno
     cdef public Py_ssize_t generation
     cdef public Py_ssize_t queued_at
 

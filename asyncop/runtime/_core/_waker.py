@@ -172,7 +172,7 @@ class WaitEvent(Generic[T]):
 
     def __await__(self) -> Generator[Any, Any, T]:
         self._awaited = True
-        return suspend(self, self)
+        return suspend(self)
 
     def _await_description(self) -> str:
         return _describe_safely(self)
@@ -247,12 +247,16 @@ class Waker:
 
     _made_by_runtime: ClassVar[bool] = True
 
+    # Kept for code that reads them: always empty. Where a task is suspended
+    # is read from its coroutine when asked (TaskState.suspension_point), so
+    # a parked task carries no copy of it.
+    filename = ""
+    lineno = 0
+
     __slots__ = (
         "error",
         "events",
-        "filename",
         "generation",
-        "lineno",
         "queued_at",
         "result",
         "runtime",
@@ -274,9 +278,6 @@ class Waker:
         self.triggered: Any = None
         self.result: Any = None
         self.error: BaseException | None = None
-        # Where the task is suspended, for dump().
-        self.filename = ""
-        self.lineno = 0
         # Bumped by every reset, so a late firing of an old wait is ignored.
         self.generation = 0
         # When the task was last queued, in pushes (see Kernel._push_locked).
