@@ -1,22 +1,29 @@
 """The one object every asyncop awaitable suspends its task in.
 
 ``await event`` calls ``event.__await__()``, which returns
-``suspend(yielded)``: a :class:`Suspension`, the iterator the task's
-coroutine awaits. It yields ``yielded`` (the event itself, or
-``CHECKPOINT``) to the worker stepping the task, and returns what the worker
-sends back once the wait is over. A wait that ends with an error is sent
-``RAISE`` instead, and the error (in the worker's
-``thread_state().thrown_in``) is raised here, in the innermost call of the
-task: there it chains to the exception being handled where the task waits,
-as in trio. A ``coro.throw()`` would set the context again in every frame it
-passes, and end with the outermost one. The worker recognises a
-``Suspension`` by its type before it sends ``RAISE``.
+``suspend(yielded)``: what the task's coroutine awaits. It yields
+``yielded`` (the event itself, or ``CHECKPOINT``) to the worker stepping
+the task, and returns what the worker sends back once the wait is over. A
+wait that ends with an error is sent ``RAISE`` instead, and the error (in
+the worker's ``thread_state().thrown_in``) is raised here, in the innermost
+call of the task: there it chains to the exception being handled where the
+task waits, as in trio. A ``coro.throw()`` would set the context again in
+every frame it passes, and end with the outermost one.
 
-Why an iterator of its own, not a generator: a parked task keeps what it
-awaits alive for as long as it waits, and a generator is a frame (about
-250 bytes, a quarter of what a parked task costs), where a ``Suspension``
-is two fields. It behaves as the generator did: ``send``, ``throw`` and
-``close``, in the same order and with the same errors.
+What ``suspend`` returns depends on the form, each the cheaper in its own:
+
+- Compiled, a :class:`Suspension`: an iterator of two C fields, stepped
+  through C slots. A parked task keeps what it awaits alive for as long as
+  it waits, and a generator is a frame (about 250 bytes, a quarter of what
+  a parked task costs).
+- As Python, a generator (``_suspend_in_frame``). CPython resumes a
+  generator without a call and ends it without raising, where a Python
+  ``Suspension`` ends every wait in a call that raises ``StopIteration``.
+
+Both behave alike: ``send``, ``throw`` and ``close``, in the same order and
+with the same errors (the two share ``_raise_thrown_in`` and
+``_refuse_foreign``). The worker recognises either, by the type or by the
+generator's code object (``SUSPEND_CODE``), before it sends ``RAISE``.
 
 Compiled, ``Suspension`` is an extension type (``_suspend.pxd``), and
 asyncop's own ``async def`` functions make Cython's coroutines (and its
@@ -32,12 +39,20 @@ the awaitable and ``asyncop.anyio``.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.compiled below)
+    from ..platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ..platform import pure_cython as cython
 
 from ._current import RAISE, _thread_local, thread_state
 from ._foreign import awaited_outside_error
 
-__all__ = ["OWN_COROUTINE", "OWN_GENERATOR", "Suspension", "suspend"]
+__all__ = ["OWN_COROUTINE", "OWN_GENERATOR", "SUSPEND_CODE", "Suspension", "suspend"]
 
 # Where a Suspension is: before its one yield, waiting after it, or over.
 _FRESH = 0
@@ -91,13 +106,7 @@ class Suspension:
         if at == _OVER:
             raise StopIteration
         if value is RAISE:
-            state = _thread_local.state  # (the worker that sent RAISE set it)
-            error = state.thrown_in
-            state.thrown_in = None
-            try:
-                raise error
-            finally:
-                del error, state
+            _raise_thrown_in()
         raise StopIteration(value)
 
     def throw(self, kind: Any, error: Any = None, traceback: Any = None) -> Any:
@@ -110,15 +119,8 @@ class Suspension:
         exc = _thrown(kind, error, traceback)
         at = self._at
         self._at = _OVER
-        # What asyncio ("Task got bad yield") and trio ("unrecognized yield
-        # message") throw back at an object they cannot run. An asyncop task
-        # is stepped with thread_state().task set.
-        if (
-            at == _WAITING
-            and isinstance(exc, (RuntimeError, TypeError))
-            and thread_state().task is None
-        ):
-            raise awaited_outside_error(self._yielded._await_description(), exc) from None
+        if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
+            _refuse_foreign(exc, self._yielded)
         raise exc
 
     def close(self) -> None:
@@ -144,9 +146,56 @@ def _thrown(kind: Any, error: Any, traceback: Any) -> BaseException:
     return exc
 
 
-# ``suspend(yielded)``: the iterator that yields ``yielded`` to the stepping
-# worker; the class itself, with no call between.
-suspend = Suspension
+def _raise_thrown_in() -> NoReturn:
+    """Raise the error a wait ended with, which the worker that sent ``RAISE`` left."""
+    state = _thread_local.state
+    error = state.thrown_in
+    state.thrown_in = None
+    try:
+        raise error
+    finally:
+        del error, state
+
+
+def _refuse_foreign(exc: BaseException, yielded: Any) -> None:
+    """Raise the TypeError naming ``yielded`` if a foreign loop threw ``exc`` back.
+
+    What asyncio ("Task got bad yield") and trio ("unrecognized yield
+    message") throw back at an object they cannot run. An asyncop task is
+    stepped with ``thread_state().task`` set; outside one, this raises.
+    """
+    if thread_state().task is None:
+        raise awaited_outside_error(yielded._await_description(), exc) from None
+
+
+def _suspend_in_frame(yielded: Any) -> Generator[Any, Any, Any]:
+    """``suspend(yielded)`` as Python: a generator, with a ``Suspension``'s behaviour.
+
+    Raises:
+        BaseException: the error the wait ended with.
+        TypeError: awaited outside an asyncop task.
+    """
+    try:
+        value = yield yielded
+    except (RuntimeError, TypeError) as exc:
+        _refuse_foreign(exc, yielded)
+        raise
+    if value is RAISE:
+        _raise_thrown_in()
+    return value
+
+
+# (As Python, the code the worker tells this generator by: see _hand_in in
+# asyncop/runtime/_core/_task.py.)
+SUSPEND_CODE = _suspend_in_frame.__code__
+
+# ``suspend(yielded)``, in each form the cheaper (see the module's essay):
+# compiled, the class itself, with no call between; as Python, the generator.
+# (Type checkers see the generator, whose behaviour a Suspension has.)
+if TYPE_CHECKING:
+    suspend = _suspend_in_frame
+else:
+    suspend = Suspension if cython.compiled else _suspend_in_frame
 
 
 def _own_generator() -> Generator[None, None, None]:

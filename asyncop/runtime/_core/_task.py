@@ -64,6 +64,7 @@ from ...operations import (
     OWN_COROUTINE,
     OWN_GENERATOR,
     RAISE,
+    SUSPEND_CODE,
     AsyncOperation,
     Cancelled,
     Outcome,
@@ -395,21 +396,27 @@ def _raised(
 def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     """Whether ``error`` is handed to the awaitable ``coro`` waits in, to raise it there.
 
-    When the task waits in one of asyncop's awaitables (a ``Suspension``
-    ends its await chain), the error is left in ``state.thrown_in`` for it
-    and the task is sent ``RAISE``: raised there, it chains to the exception
-    being handled where the task waits, as in trio. Anything else (a user's
-    awaitable, an async generator's ``asend``) gets it through ``throw()``,
-    which sets the context again in every frame it passes. (Compiled, asyncop's own generators and
-    coroutines are Cython's types, ``OWN_GENERATOR`` and ``OWN_COROUTINE``.)
+    When the task waits in one of asyncop's awaitables (its await chain
+    ends in what ``suspend()`` returned: a ``Suspension`` compiled, the
+    generator of ``SUSPEND_CODE`` as Python), the error is left in
+    ``state.thrown_in`` for it and the task is sent ``RAISE``: raised there,
+    it chains to the exception being handled where the task waits, as in
+    trio. Anything else (a user's awaitable, an async generator's ``asend``)
+    gets it through ``throw()``, which sets the context again in every frame
+    it passes. (Compiled, asyncop's own generators and coroutines are
+    Cython's types, ``OWN_GENERATOR`` and ``OWN_COROUTINE``.)
     """
-    inner = coro
+    inner: Any = coro
     while True:
         kind = type(inner)
         if kind is CoroutineType or kind is OWN_COROUTINE:
             inner = inner.cr_await
         elif kind is GeneratorType or kind is OWN_GENERATOR:
-            inner = inner.gi_yieldfrom
+            awaited = inner.gi_yieldfrom
+            if awaited is None and inner.gi_code is SUSPEND_CODE:
+                state.thrown_in = error
+                return True
+            inner = awaited
         elif kind is Suspension:
             state.thrown_in = error
             return True
