@@ -23,6 +23,12 @@ A :class:`Kernel` holds:
 - the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
   monitor asks at each look whether the runtime is stuck.
 
+``Kernel.__init__`` sets every field. Those that every task reads (the
+queues and their numbers, the lock, the clock readers, the idle stack and
+the workers...) are declared on the base ``KernelFields``
+(``_fields.py``): compiled, the push below, the batch loop, the stepper,
+a wake and the work cycle read them as C struct members.
+
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
 runtime through these calls alone:
@@ -386,8 +392,16 @@ class Kernel(WorkerPool):
                 self._track_root_locked(op)
             self._push_locked(op)
 
-    # (Compiled, the thread's state, the node and the task state are read in C: see _kernel.pxd.)
-    @cython.locals(op="CNode", state="CThreadState", task="CTaskState")
+    # (Compiled, the kernel's and the workers' fields, the thread's state, the
+    # node and the task state are read in C: see _kernel.pxd.)
+    @cython.locals(
+        self="CKernel",
+        op="CNode",
+        state="CThreadState",
+        woken="CWorker",
+        task="CTaskState",
+        worker="CWorker",
+    )
     def _push_locked(
         self,
         op: AsyncOperation,
@@ -468,7 +482,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    @cython.locals(op="CNode")
+    @cython.locals(self="CKernel", op="CNode")
     def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
         timer = op._deadline_timer
         if timer is not None:
