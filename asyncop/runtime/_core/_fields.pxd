@@ -32,6 +32,7 @@ cdef class KernelFields:
     cdef public Py_ssize_t _active
     cdef public Py_ssize_t _polls
     cdef public double _next_deadline
+    cdef public double _far_floor
     cdef public object _instruments
     cdef public object _reactor
     cdef public object _poller

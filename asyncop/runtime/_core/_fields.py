@@ -43,6 +43,7 @@ class KernelFields:
         "_active",
         "_autojump",
         "_dynamic",
+        "_far_floor",
         "_idle",
         "_instruments",
         "_lane",

@@ -522,7 +522,7 @@ class Kernel(WorkerPool):
         ignored: bool = task._transition_to_ignored()
         return ignored
 
-    @cython.locals(op="CNode")
+    @cython.locals(self="CKernel", op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
         if timer is not None:
@@ -536,6 +536,7 @@ class Kernel(WorkerPool):
         op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
         return False
 
+    @cython.locals(self="CKernel")
     def _add_timer_locked(
         self, deadline: float, callback: Callable[[], object], *, inline: bool
     ) -> Any:
@@ -565,10 +566,12 @@ class Kernel(WorkerPool):
                 self._monitor.deadline_pending()
         return timer
 
+    @cython.locals(self="CKernel")
     def _cancel_timer_locked(self, timer: Timer) -> None:
         if self._timers.cancel(timer):
             timer.callback = _noop  # drop the reference to the waiter now
 
+    @cython.locals(self="CKernel")
     def _fire_due_timers(self) -> None:
         after: After = []
         with self._lock:

@@ -97,8 +97,8 @@ worker itself and read by the monitor; ``cpu_clock``, ``thread_state`` and
 ``ended_later`` are used by the worker's thread alone; everything else is
 written under the runtime lock. The fields are declared on the base
 :class:`~asyncop.runtime._core._fields.WorkerFields` (C struct members
-when compiled, which the batch loop and the push read in C), and set
-here, in ``Worker.__init__``.
+when compiled, which the batch loop, the push and the work cycle below
+read in C), and set here, in ``Worker.__init__``.
 """
 
 from __future__ import annotations
