@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,31 @@ def test_compiled_an_operations_fields_are_the_members_of_an_extension_type() ->
     base = asyncop.AsyncOperation.__mro__[1]
     heap = bool(base.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
     assert heap is not asyncop.lowlevel.is_compiled()
+
+
+async def _one_step() -> None:
+    await asyncop.checkpoint()
+
+
+def test_compiled_the_kernels_and_a_workers_fields_are_the_members_of_extension_types() -> None:
+    from asyncop.runtime._core._fields import KernelFields, WorkerFields
+    from asyncop.runtime._core._worker import Worker
+
+    assert KernelFields in asyncop.Runtime.__mro__
+    assert Worker.__mro__[1] is WorkerFields
+    for base in (KernelFields, WorkerFields):
+        heap = bool(base.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE
+        assert heap is not asyncop.lowlevel.is_compiled()
+    with asyncop.Runtime(workers=1, name="fields") as rt:
+        # The runtime stays a plain object: weak references, any attribute.
+        assert weakref.ref(rt)() is rt
+        rt.user_note = "kept"  # type: ignore[attr-defined]
+        assert rt.user_note == "kept"  # type: ignore[attr-defined]
+        assert rt.run(_one_step) is None
+        worker = rt._workers[0]
+        assert isinstance(worker, WorkerFields) and worker.runtime is rt
+        assert not hasattr(worker, "__dict__")
+        assert repr(worker).startswith(f"<Worker {worker.index} base ")
 
 
 def test_no_extensions_at_run_time_imports_every_module_from_its_source() -> None:

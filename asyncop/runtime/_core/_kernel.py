@@ -23,6 +23,12 @@ A :class:`Kernel` holds:
 - the **deadlock watch** (``_deadlocks``, ``_deadlock.py``), which the
   monitor asks at each look whether the runtime is stuck.
 
+``Kernel.__init__`` sets every field. Those that every task reads (the
+queues and their numbers, the lock, the clock readers, the idle stack and
+the workers...) are declared on the base ``KernelFields``
+(``_fields.py``): compiled, the push below, the batch loop, the stepper,
+a wake and the work cycle read them as C struct members.
+
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
 runtime through these calls alone:
@@ -90,7 +96,7 @@ from ._items import _log_exception
 from ._monitor import Monitor
 from ._pool import WorkerPool
 from ._reactor import Reactor
-from ._spawn import link_new_locked, new_operation
+from ._spawn import new_operation
 from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._worker import IDLE_RETIRE, Worker, WorkerState
@@ -281,7 +287,6 @@ class Kernel(WorkerPool):
 
     # Making an operation, linking it and queueing it: see _spawn.py.
     _new_operation = new_operation
-    _link_new_locked = link_new_locked
     # AsyncOperation.cancel(grace=...), and a shield dropped: see _grace.py.
     _request_stop = request_stop
     _wake_stop_waiters_locked = wake_stop_waiters_locked
@@ -386,8 +391,16 @@ class Kernel(WorkerPool):
                 self._track_root_locked(op)
             self._push_locked(op)
 
-    # (Compiled, the thread's state, the node and the task state are read in C: see _kernel.pxd.)
-    @cython.locals(op="CNode", state="CThreadState", task="CTaskState")
+    # (Compiled, the kernel's and the workers' fields, the thread's state, the
+    # node and the task state are read in C: see _kernel.pxd.)
+    @cython.locals(
+        self="CKernel",
+        op="CNode",
+        state="CThreadState",
+        woken="CWorker",
+        task="CTaskState",
+        worker="CWorker",
+    )
     def _push_locked(
         self,
         op: AsyncOperation,
@@ -468,7 +481,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    @cython.locals(op="CNode")
+    @cython.locals(self="CKernel", op="CNode")
     def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
         timer = op._deadline_timer
         if timer is not None:
@@ -508,7 +521,7 @@ class Kernel(WorkerPool):
         ignored: bool = task._transition_to_ignored()
         return ignored
 
-    @cython.locals(op="CNode")
+    @cython.locals(self="CKernel", op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
         if timer is not None:
@@ -522,6 +535,7 @@ class Kernel(WorkerPool):
         op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
         return False
 
+    @cython.locals(self="CKernel")
     def _add_timer_locked(
         self, deadline: float, callback: Callable[[], object], *, inline: bool
     ) -> Any:
@@ -551,10 +565,12 @@ class Kernel(WorkerPool):
                 self._monitor.deadline_pending()
         return timer
 
+    @cython.locals(self="CKernel")
     def _cancel_timer_locked(self, timer: Timer) -> None:
         if self._timers.cancel(timer):
             timer.callback = _noop  # drop the reference to the waiter now
 
+    @cython.locals(self="CKernel")
     def _fire_due_timers(self) -> None:
         after: After = []
         with self._lock:

@@ -22,6 +22,9 @@ runtime lock, as every ``_locked`` method does:
   ``wait_all_blocked()``).
 
 The workers themselves (their loop and how they park) are ``_worker.py``.
+The fields that every task reads (the queues, the idle stack, the worker
+list...) are declared on its base :class:`~asyncop.runtime._core._fields.KernelFields`,
+C struct members when compiled; the kernel sets them all in its ``__init__``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...platform import start_thread
+from ._fields import KernelFields
 from ._items import _log_exception
 from ._worker import Worker, WorkerState, worker_main
 
@@ -40,10 +44,18 @@ if TYPE_CHECKING:
     from ._monitor import Monitor
     from ._timers import TimerHeap
 
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+    from ...platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ...platform import pure_cython as cython
+
 __all__ = ["WorkerPool"]
 
 
-class WorkerPool:
+class WorkerPool(KernelFields):
     """The kernel's calls about its worker threads; see the module docstring."""
 
     if TYPE_CHECKING:
@@ -195,6 +207,8 @@ class WorkerPool:
                 active -= 1
         return active
 
+    # (Compiled, the kernel's and the workers' fields are read in C: see _pool.pxd.)
+    @cython.locals(self="CKernel", idle="list", worker="CWorker", other="CWorker")
     def _wake_one_locked(self, _polling: WorkerState = WorkerState.POLLING) -> Worker:
         """Pop a parked worker and wake it: the most recently parked one.
 
@@ -217,6 +231,7 @@ class WorkerPool:
             worker.event.set()
         return worker
 
+    @cython.locals(self="CKernel", worker="CWorker")
     def _unpark_locked(self, worker: Worker) -> bool:
         """``worker`` (already off the idle stack) is busy again; False if it was not parked."""
         if not worker._transition_to_busy():
@@ -226,6 +241,7 @@ class WorkerPool:
             self._monitor.wake()
         return True
 
+    @cython.locals(self="CKernel", worker="CWorker", busy="Py_ssize_t")
     def _sync_slot_free_locked(self) -> bool:
         """Whether fewer than ``workers`` sync callbacks hold a slot."""
         busy = 0
@@ -234,6 +250,7 @@ class WorkerPool:
                 busy += 1
         return busy < self._target
 
+    @cython.locals(self="CKernel")
     def _work_for_worker_locked(self) -> bool:
         """Whether a worker about to park has work it may take instead."""
         return bool(

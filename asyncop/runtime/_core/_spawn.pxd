@@ -1,14 +1,16 @@
 # C declarations for the compiled form of _spawn.py (see _waker.pxd): making
-# an operation reads the thread's state and the nodes' fields in C.
+# an operation reads the kernel's fields, the thread's state and the nodes'
+# fields in C.
 
 cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.runtime._core._fields cimport KernelFields as CKernel
 
 
 @cython.locals(state=CThreadState, depth=int, op=CNode)
-cpdef new_operation(self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
+cpdef new_operation(CKernel self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
                     seed_shape=*, task=*, _coro=*, _sync=*, _scope=*, _pending=*, _running=*,
                     _agen=*, _async=*)
 

@@ -1,6 +1,6 @@
 # C declarations for the compiled form of _task.py (see _waker.pxd): the task
 # state is an extension type, and the stepper's helpers are C functions that
-# read its fields in C.
+# read its fields, and the kernel's, in C.
 
 cimport cython
 
@@ -8,6 +8,7 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._state cimport transition_to_running
+from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
@@ -34,13 +35,13 @@ cpdef deliver_cancel(TaskState task)
 cpdef note_cancel(TaskState task)
 
 @cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, inline=Py_ssize_t, start=double, now=double)
-cpdef step(runtime, CNode op, CThreadState state, CCpuMeter meter, _value=*)
+cpdef step(CKernel runtime, CNode op, CThreadState state, CCpuMeter meter, _value=*)
 
 cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)
 
 cpdef bint _hand_in(coro, BaseException error, CThreadState state) except -1
 
-cpdef _checkpoint(runtime, TaskState task, CThreadState state)
+cpdef _checkpoint(CKernel runtime, TaskState task, CThreadState state)
 
 cpdef _first_coroutine(TaskState task, CNode op, ctx, CCpuMeter meter, double start)
 

@@ -3,7 +3,10 @@ cimport cython
 # C declarations for the compiled form of _waker.py (Cython's pure-Python
 # mode: this file types the classes and locals of the .py beside it, which
 # runs unchanged as Python). The waker and its subscriptions are extension
-# types, so that the stepper reads and writes their fields in C.
+# types, so that the stepper reads and writes their fields in C. A waker's
+# runtime is the kernel's fields: a wake reads them in C too.
+
+from asyncop.runtime._core._fields cimport KernelFields
 
 @cython.final
 cdef class Subscription:
@@ -16,7 +19,7 @@ cdef class Subscription:
 
 cdef class Waker:
     cdef public object task
-    cdef public object runtime
+    cdef public KernelFields runtime
     cdef public object status
     cdef public list events
     cdef public object triggered
@@ -32,6 +35,7 @@ cdef class Waker:
     cpdef bint _transition_to_result_early(self, _no_status=*, _result=*)
     cpdef bint _transition_to_ignored(self, _result=*, _ignored=*)
     cpdef bint _transition_to_result(self, _queued=*, _result=*)
+    @cython.locals(runtime=KernelFields)
     cpdef bint _complete(self, Subscription sub, result, error)
     cpdef Subscription _new_wait(self, event, callback)
     cpdef _disarm_all(self)

@@ -95,7 +95,10 @@ runtime lock, and each says whether it happened (``_unpark_locked`` in
 worker itself and read by the monitor; ``cpu_clock``, ``thread_state`` and
 ``steps_only`` are set once when the thread starts; ``meter`` and
 ``ended_later`` are used by the worker's thread alone; everything else is
-written under the runtime lock.
+written under the runtime lock. The fields are declared on the base
+:class:`~asyncop.runtime._core._fields.WorkerFields` (C struct members
+when compiled, which the batch loop, the push and the work cycle below
+read in C), and set here, in ``Worker.__init__``.
 """
 
 from __future__ import annotations
@@ -107,12 +110,21 @@ from typing import TYPE_CHECKING, Any, final
 
 from ...operations import ThreadState, thread_state
 from ...platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
+from ._fields import WorkerFields
 from ._items import _log_exception, run_sync, step_batch
 from ._usage import CpuMeter
 
 if TYPE_CHECKING:
     from ...operations import AsyncOperation
     from ._kernel import Kernel
+
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+    from ...platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ...platform import pure_cython as cython
 
 __all__ = [
     "BLOCKED_AFTER",
@@ -150,28 +162,11 @@ class WorkerState(enum.Enum):
 
 
 @final
-class Worker:
+class Worker(WorkerFields):
     """One worker thread's state, shared with the runtime and the monitor."""
 
-    __slots__ = (
-        "cpu_clock",
-        "ended_later",
-        "event",
-        "extra",
-        "handle",
-        "in_sync",
-        "index",
-        "item",
-        "item_seq",
-        "meter",
-        "parked_at",
-        "replaced",
-        "runtime",
-        "state",
-        "stepping",
-        "steps_only",
-        "thread_state",
-    )
+    # Every field is its base's (see _fields.py): a slot here would hide it.
+    __slots__ = ()
 
     def __init__(
         self, runtime: Kernel, index: int, *, extra: bool, steps_only: bool = False
@@ -220,6 +215,7 @@ class Worker:
 
     # -- transitions (under the runtime lock) ------------------------------
 
+    @cython.locals(self="CWorker")
     def _transition_to_parked(
         self,
         poll: bool,
@@ -234,6 +230,7 @@ class Worker:
         self.state = _polling if poll else _parked
         return True
 
+    @cython.locals(self="CWorker")
     def _transition_to_busy(
         self,
         _parked: WorkerState = WorkerState.PARKED,
@@ -256,6 +253,7 @@ class Worker:
         self.state = _retired
         return True
 
+    @cython.locals(self="CWorker")
     def holds_sync_slot(self) -> bool:
         """Whether it runs a sync callback that is not waiting inside asyncop."""
         if not self.in_sync:
@@ -306,6 +304,8 @@ class Worker:
 monotonic = time.monotonic
 
 
+# (Compiled, the kernel's and the worker's fields are read in C: see _worker.pxd.)
+@cython.locals(rt="CKernel", worker="CWorker", state="CThreadState")
 def worker_main(rt: Kernel, worker: Worker) -> None:
     """The body of a worker thread; returns when the worker retires."""
     ready = rt._ready
@@ -378,6 +378,7 @@ def _recover(rt: Kernel, worker: Worker, state: ThreadState) -> None:
     time.sleep(_RECOVER_PAUSE)
 
 
+@cython.locals(rt="CKernel", worker="CWorker")
 def retire_locked(rt: Kernel, worker: Worker) -> None:
     """Take ``worker`` out of the pool, in the same locked step that decided it.
 
@@ -410,6 +411,7 @@ def retire_locked(rt: Kernel, worker: Worker) -> None:
         rt._wake_one_locked()
 
 
+@cython.locals(rt="CKernel", worker="CWorker", state="CThreadState")
 def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     """Park until woken or the next deadline; False when the worker must exit."""
     if worker.steps_only:
@@ -470,6 +472,7 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     return True
 
 
+@cython.locals(rt="CKernel", worker="CWorker")
 def _park_stepper(rt: Kernel, worker: Worker) -> bool:
     """The stepper's park: off the idle stack, until tasks need it again.
 
@@ -497,6 +500,7 @@ def _park_stepper(rt: Kernel, worker: Worker) -> bool:
     return True
 
 
+@cython.locals(rt="CKernel", other="CWorker")
 def _another_polls_soon(rt: Kernel, worker: Worker, _busy: WorkerState = WorkerState.BUSY) -> bool:
     """Whether another worker runs the loop, and so polls at its next round.
 
@@ -510,6 +514,7 @@ def _another_polls_soon(rt: Kernel, worker: Worker, _busy: WorkerState = WorkerS
     return False
 
 
+@cython.locals(rt="CKernel", worker="CWorker")
 def _poll_parked(
     rt: Kernel, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
 ) -> bool:
@@ -541,6 +546,7 @@ _RETIRE: Any = _Retire()
 RETIRE = _RETIRE
 
 
+@cython.locals(rt="CKernel", worker="CWorker")
 def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     """How long ``worker`` may park: ``(timeout, go_on)``.
 
