@@ -270,16 +270,19 @@ class Worker(WorkerFields):
         rt = self.runtime
         if not self.in_sync:
             return
-        if rt._autojump:
+        if rt._autojump or rt._idle_watchers:
             # One thread fewer can move the work on: should nothing else
-            # run, the virtual clock jumps (a parked worker re-parks and
-            # looks; with none parked, this thread looks itself).
+            # run, the virtual clock jumps and wait_all_blocked() returns (a
+            # parked worker re-parks and looks, as a worker that parked
+            # while this callback still ran could not tell; with none
+            # parked, this thread looks itself for the clock, and the
+            # busy workers for the waiters, as they park).
             with rt._lock:
                 if rt._stopping:
                     pass
                 elif rt._idle:
                     rt._wake_one_locked()
-                else:
+                elif rt._autojump:
                     rt._jump_if_every_thread_sleeps_locked()
         if not (rt._sync_ready or rt._ready or rt._woken):
             return
