@@ -10,6 +10,16 @@ cimport cython
 cdef double _NOT_STARTED
 
 
+@cython.final
+@cython.auto_pickle(False)
+cdef class RareFields:
+    cdef public object deadline
+    cdef public object deadline_timer
+    cdef public object failures
+    cdef public object token
+    cdef public object unobserved
+
+
 @cython.auto_pickle(False)
 cdef class OperationFields:
     # Pointers first, then the 4-byte flags together, then the 8-byte
@@ -32,13 +42,9 @@ cdef class OperationFields:
     cdef public object _outcome
     cdef public object _value
     cdef public object _error
-    cdef public object _failures
     cdef public object _waiters
-    cdef public object _unobserved
-    cdef public object _deadline
-    cdef public object _deadline_timer
+    cdef public RareFields _rare
     cdef public object _task
-    cdef public object _token
     cdef public object _code
     cdef public object _ended_at
     cdef public bint _observed
