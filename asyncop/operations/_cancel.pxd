@@ -4,6 +4,7 @@
 cimport cython
 
 from asyncop.operations._fields cimport OperationFields as Node
+from asyncop.operations._fields cimport RareFields as Rare
 
 
 @cython.locals(node=Node, child=Node, nxt=Node, stack=list, unstarted=list, redo=bint)
@@ -12,6 +13,7 @@ cpdef cancel_locked(Node self, reason, after, bint again=*, _running=*, _cancell
 @cython.locals(target=Node, node=Node)
 cpdef expire(Node self)
 
+@cython.locals(rare=Rare)
 cpdef bint cancel_token_locked(Node self, after) except -1
 
 cpdef finish_token_cancel_locked(Node self, after)

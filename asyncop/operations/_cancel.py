@@ -208,7 +208,8 @@ def cancel_token_locked(self: AsyncOperation, after: After) -> bool:
     instruments = self.runtime._instruments
     if instruments is not None:
         instruments.note_cancelled_locked(self, after)
-    token = self._token
+    rare = self._rare
+    token = None if rare is None else rare.token
     if token is not None:
         token._about = (self.name, self.cancel_reason)
         token._cancel_locked(after)

@@ -10,8 +10,21 @@ cimport cython
 cdef double _NOT_STARTED
 
 
+@cython.final
+@cython.auto_pickle(False)
+cdef class RareFields:
+    cdef public object deadline
+    cdef public object deadline_timer
+    cdef public object failures
+    cdef public object token
+    cdef public object unobserved
+
+
 @cython.auto_pickle(False)
 cdef class OperationFields:
+    # Pointers first, then the 4-byte flags together, then the 8-byte
+    # numbers: no padding between them, so the node fits a smaller
+    # allocator size class.
     cdef object __weakref__
     cdef public object runtime
     cdef public object name
@@ -29,29 +42,25 @@ cdef class OperationFields:
     cdef public object _outcome
     cdef public object _value
     cdef public object _error
-    cdef public object _failures
     cdef public object _waiters
+    cdef public RareFields _rare
+    cdef public object _task
+    cdef public object _code
+    cdef public object _ended_at
     cdef public bint _observed
-    cdef public object _unobserved
     cdef public bint _propagates
     cdef public bint _supervised
     cdef public bint _supervise
     cdef public bint _shield
-    cdef public object _deadline
-    cdef public object _deadline_timer
     cdef public bint _expired
     cdef public bint _interrupted
     cdef public bint _outside_cancel
-    cdef public object _task
     cdef public bint _cancelled
-    cdef public object _token
     cdef public bint _cancel_unfinished
-    cdef public object _code
-    cdef public Py_ssize_t _lasti
+    cdef public int _lasti
     cdef public Py_ssize_t _steps
     cdef public Py_ssize_t _wakes
     cdef public double _busy
     cdef public double _cpu
     cdef public double _created_at
     cdef public double _started_at
-    cdef public object _ended_at

@@ -15,6 +15,13 @@ take ``typing.Generic`` as a base, nor can a subclass declare the fields
 again (its slots would hide the base's): so ``AsyncOperation`` adds only
 ``Generic`` and its methods, with no slots of its own.
 
+Five fields that few operations ever set (a deadline and its timer, the
+failures the children handed up, the token, the report of an unobserved
+failure) live in a :class:`RareFields` of their own, made on the first write
+of one of them: a parked task pays one pointer for them, not five. The node
+reads and writes them as properties of the same names (``op._deadline``...);
+the hot paths (the end of every operation, a cancel) read ``op._rare``.
+
 What each field means, and who writes it, is told in ``_node.py`` (and, for
 the counters behind ``op.stats``, in ``_stats.py``). ``_ended_at`` is set
 later than the constructor: it stays unset (None, compiled) until the
@@ -39,7 +46,7 @@ if TYPE_CHECKING:
     from ._state import OperationState, OpKind, Outcome
     from ._token import CancelToken
 
-__all__ = ["OperationFields"]
+__all__ = ["OperationFields", "RareFields"]
 
 # ``_started_at`` of an operation that has not started.
 _NOT_STARTED = math.nan
@@ -59,12 +66,9 @@ class OperationFields:
         "_cpu",
         "_created_at",
         "_ctx",
-        "_deadline",
-        "_deadline_timer",
         "_ended_at",
         "_error",
         "_expired",
-        "_failures",
         "_fn",
         "_interrupted",
         "_kind",
@@ -74,6 +78,7 @@ class OperationFields:
         "_outcome",
         "_outside_cancel",
         "_propagates",
+        "_rare",
         "_shield",
         "_sibling_prev",
         "_started_at",
@@ -82,8 +87,6 @@ class OperationFields:
         "_supervise",
         "_supervised",
         "_task",
-        "_token",
-        "_unobserved",
         "_value",
         "_waiters",
         "_wakes",
@@ -127,20 +130,18 @@ class OperationFields:
         self._outcome: Outcome | None = None
         self._value: Any = None
         self._error: BaseException | None = None
-        self._failures: list[BaseException] | None = None
+        # The fields few operations ever set: a deadline and its timer, the
+        # children's failures, the token, the report of an unobserved
+        # failure (see RareFields). Made on the first write of one of them.
+        self._rare: RareFields | None = None
         # What to wake when the operation is final: the lock a thread blocked in
         # wait() sleeps on, or a callback to run once the runtime lock is free.
         self._waiters: list[Callable[[], object] | _thread.LockType] | None = None
         self._observed: bool = False
-        # Logs the failure when the operation is collected, unless it is
-        # observed first; made only for a failure nobody has taken over.
-        self._unobserved: _Unobserved | None = None
         self._propagates: bool = True
         self._supervised: bool = False
         self._supervise: bool = False
         self._shield: bool = False
-        self._deadline: float | None = None
-        self._deadline_timer: Any = None
         self._expired: bool = False
         self._interrupted: bool = False
         # True once a cancel walk that started above this node reached it (or
@@ -149,10 +150,9 @@ class OperationFields:
         # exit reads it to decide whether its Cancelled passes on.
         self._outside_cancel: bool = False
         self._task: Any = None
-        # The token is made on first use (most operations never hand theirs
-        # out); until then, and always for the runtime, the flag is the truth.
+        # The token (in _rare) is made on first use (most operations never hand
+        # theirs out); until then, and always for the runtime, the flag is the truth.
         self._cancelled: bool = False
-        self._token: CancelToken | None = None
         # Set while a cancel walk from this node runs, and from the transition to
         # final until the node is settled: still set afterwards only if a Ctrl-C
         # cut either short, and then the next cancel() that meets it finishes it.
@@ -166,3 +166,81 @@ class OperationFields:
         # Set when the operation starts (NaN until then) and when it becomes final.
         self._started_at: float = _NOT_STARTED
         self._ended_at: float | None
+
+    # -- the rare fields, read and written as if they were the node's own --------
+
+    def _rare_fields(self) -> RareFields:
+        rare = self._rare
+        if rare is None:
+            rare = self._rare = RareFields()
+        return rare
+
+    @property
+    def _deadline(self) -> float | None:
+        rare = self._rare
+        return None if rare is None else rare.deadline
+
+    @_deadline.setter
+    def _deadline(self, value: float | None) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().deadline = value
+
+    @property
+    def _deadline_timer(self) -> Any:
+        rare = self._rare
+        return None if rare is None else rare.deadline_timer
+
+    @_deadline_timer.setter
+    def _deadline_timer(self, value: Any) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().deadline_timer = value
+
+    @property
+    def _failures(self) -> list[BaseException] | None:
+        rare = self._rare
+        return None if rare is None else rare.failures
+
+    @_failures.setter
+    def _failures(self, value: list[BaseException] | None) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().failures = value
+
+    @property
+    def _token(self) -> CancelToken | None:
+        rare = self._rare
+        return None if rare is None else rare.token
+
+    @_token.setter
+    def _token(self, value: CancelToken | None) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().token = value
+
+    @property
+    def _unobserved(self) -> _Unobserved | None:
+        rare = self._rare
+        return None if rare is None else rare.unobserved
+
+    @_unobserved.setter
+    def _unobserved(self, value: _Unobserved | None) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().unobserved = value
+
+
+# Final: an extension type when compiled (see _fields.pxd), which no class extends.
+class RareFields:
+    """The fields of a node that few operations ever set, made on the first write of one."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
+    __slots__ = ("deadline", "deadline_timer", "failures", "token", "unobserved")
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+        # The timer that expires the deadline, while one is armed.
+        self.deadline_timer: Any = None
+        self.failures: list[BaseException] | None = None
+        self.token: CancelToken | None = None
+        # Logs the failure when the operation is collected, unless it is
+        # observed first; made only for a failure nobody has taken over.
+        self.unobserved: _Unobserved | None = None

@@ -205,7 +205,7 @@ def try_finalize_locked(
             if kept is None:
                 kept = node
         else:
-            if node._failures or node._outcome is _error:
+            if node._outcome is _error or (node._rare is not None and node._rare.failures):
                 state, error, taken_over, report = _failed_ending(node, parent)
             else:
                 error = report = None

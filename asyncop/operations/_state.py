@@ -219,7 +219,9 @@ def transition_to_final(
     if state is not _completed:
         self._value = None
     self._error = error
-    self._failures = None
+    rare = self._rare
+    if rare is not None:
+        rare.failures = None
     if taken_over:
         # The parent takes the failure over: it is observed there.
         self._observed = True

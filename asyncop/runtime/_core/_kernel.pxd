@@ -7,5 +7,6 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.runtime._core._task cimport TaskState as CTaskState
 from asyncop.runtime._core._task cimport on_cancel_running

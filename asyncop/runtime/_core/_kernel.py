@@ -481,14 +481,14 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    @cython.locals(self="CKernel", op="CNode")
+    @cython.locals(self="CKernel", op="CNode", rare="CRare")
     def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
-        timer = op._deadline_timer
-        if timer is not None:
+        rare = op._rare
+        if rare is not None and rare.deadline_timer is not None:
             # Cancel first: a Ctrl-C in between leaves the field set, and a
             # repeat call (cancelling twice is harmless) finishes the job.
-            self._timers.cancel(timer)
-            op._deadline_timer = None
+            self._timers.cancel(rare.deadline_timer)
+            rare.deadline_timer = None
         if op.parent is None:
             self._roots.pop(op, None)
         # (At the reading the finalizing caller has, if any: see try_finalize_locked.)

@@ -318,7 +318,7 @@ def step(
     assert ctx is not None
     if not first:
         value, error = waker.result, waker.error
-        if error is not None or waker.events:
+        if error is not None or waker._subs is not None:
             error = _resumed(task, error)
         waker.result = waker.error = None
         coro: Any = task.coro
@@ -487,7 +487,7 @@ def _resumed(task: TaskState, error: BaseException | None) -> BaseException | No
     ``deliver_cancel`` makes it), and a ``Cancelled`` from its own cancel
     marks the task (``note_cancel``).
     """
-    if task.events:
+    if task._subs is not None:
         task._disarm_all()
     if error is None:
         return None
@@ -694,6 +694,6 @@ def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
     waker = task
     if waker.status is not WakerStatus.WAITING:
         return None
-    what = ", ".join(describe_event(sub.event) for sub in list(waker.events or ())) or "?"
+    what = ", ".join(describe_event(sub.event) for sub in waker.events) or "?"
     point = task.suspension_point()
     return what, (f"{point[0]}:{point[1]}" if point else None)

@@ -21,7 +21,7 @@ cdef class Waker:
     cdef public object task
     cdef public KernelFields runtime
     cdef public object status
-    cdef public list events
+    cdef public object _subs
     cdef public object triggered
     cdef public object result
     cdef public object error
@@ -39,3 +39,6 @@ cdef class Waker:
     cpdef bint _complete(self, Subscription sub, result, error)
     cpdef Subscription _new_wait(self, event, callback)
     cpdef _disarm_all(self)
+
+
+cdef _take_back(Subscription sub)

@@ -254,8 +254,8 @@ class Waker:
     lineno = 0
 
     __slots__ = (
+        "_subs",
         "error",
-        "events",
         "generation",
         "queued_at",
         "result",
@@ -271,9 +271,10 @@ class Waker:
         self.task = task
         self.runtime = runtime
         self.status = _no_status
-        # The subscriptions of the current wait; made on the first wait that
-        # subscribes, then reused (a task that only checkpoints never needs it).
-        self.events: list[Subscription] | None = None
+        # The subscription of the current wait, or None; a list of them only
+        # for a wait on several events (resume_when added to it). The
+        # commonest wait, on one event, costs no list.
+        self._subs: Subscription | list[Subscription] | None = None
         # The event that won the current wait, or None.
         self.triggered: Any = None
         self.result: Any = None
@@ -421,42 +422,56 @@ class Waker:
         instruments.tell(runtime, instruments.woken, self.task)
         return True
 
+    @property
+    def events(self) -> list[Subscription]:
+        """The subscriptions of the current wait (a new list; empty when none)."""
+        subs = self._subs
+        if subs is None:
+            return []
+        return list(subs) if type(subs) is list else [subs]  # type: ignore[list-item]
+
     def _add_subscription(self, sub: Subscription) -> None:
-        if self.events is None:
-            self.events = [sub]
+        subs = self._subs
+        if subs is None:
+            self._subs = sub
+        elif type(subs) is list:
+            subs.append(sub)
         else:
-            self.events.append(sub)
+            self._subs = [subs, sub]  # type: ignore[list-item]
 
     def _new_wait(self, event: Any, callback: WakeCallback) -> Subscription:
         """Start a wait on one event: forget the last wait, then subscribe to ``event``."""
         started = self._transition_to_no_status()
         assert started, f"{self!r} started a wait outside its running task"
         sub = Subscription(self, event, callback)
-        events = self.events
-        if events is None:
-            self.events = [sub]
-        else:
-            events.clear()
-            events.append(sub)
+        self._subs = sub
         return sub
 
     def _disarm_all(self) -> None:
         """Take every subscription of the current wait back from its event."""
-        events = self.events
-        if not events:
+        subs = self._subs
+        if subs is None:
             return
-        for sub in events:
-            try:
-                sub.event._disarm(sub)
-            except BaseException as exc:
-                # A custom event's _disarm failed. The wait is over either
-                # way (a late firing is ignored by its generation), so the
-                # task must still resume, and the other events be disarmed.
-                log_user_failure(f"_disarm() of {describe_event(sub.event)}", exc)
-        events.clear()
+        if type(subs) is list:
+            for sub in subs:
+                _take_back(sub)
+        else:
+            _take_back(subs)  # type: ignore[arg-type]
+        self._subs = None
 
     def __repr__(self) -> str:
         return f"<Waker of {self.task.name!r} {self.status.name}>"
+
+
+def _take_back(sub: Subscription) -> None:
+    """Take ``sub`` back from its event: a failing ``_disarm`` is logged, not raised."""
+    try:
+        sub.event._disarm(sub)
+    except BaseException as exc:
+        # A custom event's _disarm failed. The wait is over either way (a
+        # late firing is ignored by its generation), so the task must still
+        # resume, and the other events be disarmed.
+        log_user_failure(f"_disarm() of {describe_event(sub.event)}", exc)
 
 
 # -- the standard callbacks ---------------------------------------------------
