@@ -345,7 +345,7 @@ class _TaskStatus(abc.TaskStatus[Any]):
             _report(task)
 
     def _transition_to_started(self, value: Any) -> bool:
-        """WAITING -> STARTED: ``started(value)``; False once started, ended or abandoned."""
+        """WAITING -> STARTED (under ``_lock``): ``started(value)``; False if not WAITING."""
         if self._state is not _Start.WAITING:
             return False
         self._state = _Start.STARTED
@@ -359,8 +359,7 @@ class _TaskStatus(abc.TaskStatus[Any]):
                 return False
             self._state = _Start.ENDED
             self._error = error
-        self._ready.set()
-        return True
+            return True
 
     def _transition_to_abandoned(self) -> bool:
         """WAITING -> ABANDONED: the caller of ``start()`` gives up; False if not WAITING."""
@@ -377,7 +376,10 @@ class _TaskStatus(abc.TaskStatus[Any]):
         if self._state is _Start.STARTED:
             return value
         if error is not None:
-            _raise_keeping_context(error)
+            try:
+                _raise_keeping_context(error)
+            finally:
+                del error  # (the traceback holds this frame)
         raise RuntimeError(
             "Child exited without calling task_status.started(); call it once the task is "
             "ready, or start the task with start_soon() instead"
@@ -574,12 +576,17 @@ async def _run_started(status: _TaskStatus, handle: TaskHandle[Any]) -> None:
     try:
         await run
     except BaseException as error:
-        if status._transition_to_ended(error) or status._state is _Start.ABANDONED:
+        if status._transition_to_ended(error):
+            status._ready.set()  # start() raises it
+            return
+        if status._state is _Start.ABANDONED:
             return
         raise
     finally:
-        status._task = None
-    status._transition_to_ended(None)
+        with status._lock:
+            status._task = None  # a started() from elsewhere has no task to report now
+    if status._transition_to_ended(None):
+        status._ready.set()  # start() raises RuntimeError: it returned without started()
 
 
 class AsyncopTaskInfo(TaskInfo):
