@@ -168,6 +168,74 @@ def test_start_returns_what_the_task_reports() -> None:
     assert run(main) == "ready"
 
 
+@pytest.mark.parametrize(
+    ("how", "cancelled"),
+    [("start_soon", "the group"), ("start", "the group"), ("start", "the caller's scope")],
+)
+def test_a_task_launched_under_a_cancel_runs_until_its_first_checkpoint(
+    how: str, cancelled: str
+) -> None:
+    # anyio's rule, on every backend: a task always runs until its first
+    # checkpoint, where a cancel already pending lands (a task start()
+    # launches is under its caller's scope until it reports).
+    log: list[str] = []
+
+    async def task(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        log.append("ran")
+        await anyio.sleep(1)
+        log.append("not reached")
+
+    async def main() -> bool:
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as caller:
+                (tg.cancel_scope if cancelled == "the group" else caller).cancel()
+                if how == "start":
+                    await tg.start(task)
+                else:
+                    tg.start_soon(task)
+                    await anyio.sleep(1)
+        return tg.cancel_scope.cancel_called
+
+    group_cancelled = run(main)
+    assert log == ["ran"]
+    assert group_cancelled == (cancelled == "the group")
+
+
+def test_a_started_task_is_the_callers_until_it_reports() -> None:
+    # Before started(), the group's cancel does not reach the task, and its
+    # failure is start()'s; after it, the task is the group's.
+    log: list[str] = []
+
+    async def slow_start(*, task_status: Any) -> None:
+        await anyio.sleep(1)
+        log.append("still running after the group's cancel")
+        task_status.started()
+        await anyio.sleep(1)
+        log.append("not reached")
+
+    async def fails_first(*, task_status: Any) -> None:
+        await anyio.sleep(1)
+        raise ValueError("not ready")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_after, tg.cancel_scope, 0.5)
+            with anyio.CancelScope(shield=True):
+                await tg.start(slow_start)
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ValueError, match="not ready"):
+                await tg.start(fails_first)
+            log.append(f"group cancelled: {tg.cancel_scope.cancel_called}")
+
+    run(main)
+    assert log == ["still running after the group's cancel", "group cancelled: False"]
+
+
+async def _cancel_after(scope: anyio.CancelScope, delay: float) -> None:
+    await anyio.sleep(delay)
+    scope.cancel()
+
+
 def test_move_on_after_and_fail_after() -> None:
     async def main() -> list[Any]:
         log: list[Any] = []

@@ -2777,6 +2777,24 @@ def t_anyio_started_twice(c: Ctx) -> BaseException:
     return error.exceptions[0]
 
 
+def t_anyio_started_after_end(c: Ctx) -> BaseException:
+    import anyio
+
+    kept: list[Any] = []
+
+    async def keeps_its_status(*, task_status: Any) -> None:
+        kept.append(task_status)
+        raise ValueError("ends before it is ready")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            with contextlib.suppress(ValueError):
+                await tg.start(keeps_its_status)
+        kept[0].started()
+
+    return _anyio_run(c, main)
+
+
 def t_anyio_group_not_entered(c: Ctx) -> BaseException:
     import anyio
 
@@ -2872,6 +2890,7 @@ CASES += [
     Case("anyio-group-scope-enter", t_anyio_group_scope_entered, RuntimeError, "cancel_scope"),
     Case("anyio-group-scope-exit", t_anyio_group_scope_left, RuntimeError, "cancel_scope"),
     Case("anyio-started-twice", t_anyio_started_twice, RuntimeError, "'started'"),
+    Case("anyio-started-after-end", t_anyio_started_after_end, RuntimeError, "task ended"),
     Case("anyio-group-unentered", t_anyio_group_not_entered, RuntimeError, "task group"),
     Case("anyio-group-twice", t_anyio_group_entered_twice, RuntimeError, "TaskGroup"),
     Case("anyio-group-inactive", t_anyio_group_inactive, RuntimeError, "task group"),

@@ -155,6 +155,7 @@ STATE_FIELDS: dict[tuple[str, str], str] = {
     ("RemoteJob", "state"): "asyncop.runtime._executors._remote",
     ("SignalReceiver", "_state"): "asyncop.runtime._proc._signals",
     ("_Status", "_state"): "asyncop.runtime._start",
+    ("_TaskStatus", "_state"): "asyncop._anyio._tasks",
     ("AsyncioCall", "state"): "asyncop.runtime._asyncio_call",
     ("AsyncioHost", "_state"): "asyncop.runtime._asyncio_host",
     ("TLSStream", "_state"): "asyncop.runtime._net._tls",

@@ -15,11 +15,25 @@ and the group raises an ``ExceptionGroup``. Its ``cancel_scope`` is the
 group's scope seen as a cancel scope: its own cancel, or its deadline,
 stops at the group (where ``scope(timeout=)`` would raise ``TimeoutError``).
 Each anyio task is an asyncop operation, which ``dump()`` shows.
+
+Every anyio task runs until its first checkpoint, whatever cancel is
+pending when it is launched, as anyio specifies on every backend (an asyncop
+task cancelled before its first step never runs). So each is spawned
+shielded (``lowlevel.spawn_shielded``): a ``start_soon`` task drops the
+shield as it starts, and a cancel pending above lands at its first await. A
+task ``start()`` launches keeps the shield until it calls ``started()``:
+until then it belongs to the caller of ``start()``, whose failure it is
+and whose cancel alone reaches it. That cancel goes through the task's
+handle: the caller cancels the handle's cancel scope, which the task enters
+at its first step, and so the task too runs until its first checkpoint
+(``_TaskStatus`` has the states of one start).
 """
 
 from __future__ import annotations
 
+import enum
 import math
+import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from contextvars import Context
@@ -33,7 +47,7 @@ from anyio.abc._tasks import call_for_coroutine, get_callable_name, get_coro_nam
 
 from .. import lowlevel
 from ..operations import AsyncOperation, Cancelled, OperationState
-from ..runtime import Scope, current_runtime, scope, sleep
+from ..runtime import Event, Scope, current_runtime, scope, sleep
 
 __all__ = ["AsyncopTaskInfo", "CancelScope", "TaskGroup", "running_task_infos", "task_info"]
 
@@ -262,44 +276,121 @@ class _GroupScope(BaseCancelScope):
         self._group._op.shield = value
 
 
-class _TaskStatus(abc.TaskStatus[Any]):
-    """Hands ``start()`` the value a started task reports, through asyncop's ``TaskStatus``.
+class _Start(enum.Enum):
+    """Where one ``TaskGroup.start()`` stands; see ``_TaskStatus``."""
 
-    A plain function that calls ``started()`` and then returns the coroutine
-    (a wrapper) reports before the task has a coroutine: the value is kept,
-    and handed on once the coroutine exists (``attach``). Until then an
-    error of the wrapper's, such as a second ``started()``, is ``start()``'s.
+    WAITING = "waiting"
+    STARTED = "started"
+    ENDED = "ended"
+    ABANDONED = "abandoned"
+
+
+class _TaskStatus(abc.TaskStatus[Any]):
+    """The status of one ``start()``: the value the started task reports, or its failure.
+
+    States (``_lock`` guards them, with ``_task``, so that ``started()``, the
+    task's first step, its end and the caller giving up cannot cross):
+
+    - WAITING: the task has not called ``started()``. It is spawned shielded:
+      it belongs to the caller of ``start()``, so a cancel of the group does
+      not reach it, and a failure of its is ``start()``'s, not the group's.
+    - STARTED: ``started()`` was called; the task is an ordinary task of the
+      group from then on (its shield is dropped), and ``start()`` returns
+      the value.
+    - ENDED: the task ended before ``started()``; ``start()`` raises its
+      failure, or RuntimeError.
+    - ABANDONED: the caller of ``start()`` was cancelled (or interrupted)
+      first; it cancels the task's handle, whose cancel scope the task
+      enters at its first step, so the task runs until its first
+      checkpoint, as every anyio task does, and then ends.
+
+    Only the three transitions write the state, and the first to come wins.
     """
 
-    __slots__ = ("_attached", "_inner", "_started", "_task", "_value")
+    __slots__ = ("_error", "_lock", "_ready", "_state", "_task", "_value")
 
-    def __init__(self, inner: Any, task: AsyncOperation[Any]) -> None:
-        self._inner = inner
-        self._task = task
-        self._started = False
-        self._attached = False
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = _Start.WAITING
         self._value: Any = None
+        self._error: BaseException | None = None
+        self._task: AsyncOperation[Any] | None = None  # set at the task's first step
+        self._ready = Event()  # set on STARTED or ENDED
 
     def started(self, value: Any = None) -> None:
-        if self._started:
-            raise RuntimeError(
-                "called 'started' twice on the same task status; call it once, when the "
-                "task is ready"
-            )
-        self._started = True
+        with self._lock:
+            if not self._transition_to_started(value):
+                if self._state is _Start.ABANDONED:
+                    return  # the caller of start() gave up: nobody to hand it to
+                if self._state is _Start.ENDED:
+                    raise RuntimeError(
+                        "called 'started' after the started task ended; call it from the "
+                        "task, before it returns"
+                    )
+                raise RuntimeError(
+                    "called 'started' twice on the same task status; call it once, when "
+                    "the task is ready"
+                )
+            task = self._task
+        if task is not None:
+            _report(task)
+        self._ready.set()
+
+    def _stepped(self, task: AsyncOperation[Any]) -> None:
+        """The task takes its first step: ``started()`` may now drop its shield."""
+        with self._lock:
+            self._task = task
+            started = self._state is _Start.STARTED
+        if started:
+            _report(task)
+
+    def _transition_to_started(self, value: Any) -> bool:
+        """WAITING -> STARTED (under ``_lock``): ``started(value)``; False if not WAITING."""
+        if self._state is not _Start.WAITING:
+            return False
+        self._state = _Start.STARTED
         self._value = value
-        if self._attached:
-            self._report()
+        return True
 
-    def attach(self) -> None:
-        self._attached = True
-        if self._started:
-            self._report()
+    def _transition_to_ended(self, error: BaseException | None) -> bool:
+        """WAITING -> ENDED: the task ended without ``started()``; False if not WAITING."""
+        with self._lock:
+            if self._state is not _Start.WAITING:
+                return False
+            self._state = _Start.ENDED
+            self._error = error
+            return True
 
-    def _report(self) -> None:
-        _starters.pop(self._task, None)  # the task belongs to the group now
-        self._inner.started(self._value)
-        self._value = None
+    def _transition_to_abandoned(self) -> bool:
+        """WAITING -> ABANDONED: the caller of ``start()`` gives up; False if not WAITING."""
+        with self._lock:
+            if self._state is not _Start.WAITING:
+                return False
+            self._state = _Start.ABANDONED
+            return True
+
+    def _outcome(self) -> Any:
+        """What ``start()`` gives once ``_ready`` is set: the value, or the error."""
+        value, error = self._value, self._error
+        self._value = self._error = None
+        if self._state is _Start.STARTED:
+            return value
+        if error is not None:
+            try:
+                _raise_keeping_context(error)
+            finally:
+                del error  # (the traceback holds this frame)
+        raise RuntimeError(
+            "Child exited without calling task_status.started(); call it once the task is "
+            "ready, or start the task with start_soon() instead"
+        )
+
+
+def _report(task: AsyncOperation[Any]) -> None:
+    """A started task becomes an ordinary task of its group."""
+    _starters.pop(task, None)
+    # Whatever cancelled the group meanwhile reaches the task now, at its next await.
+    task.shield = False
 
 
 class TaskGroup(abc.TaskGroup):
@@ -426,30 +517,29 @@ class TaskGroup(abc.TaskGroup):
     ) -> Any:
         self._check_active()
         final_name = get_callable_name(func, name)
-        handles: list[TaskHandle[Any]] = []
+        status = _TaskStatus()
+        coro = call_for_coroutine(func, args, task_status=status)
+        handle: TaskHandle[Any] = TaskHandle(coro, final_name)
+        # Shielded until started(), and so run until its first checkpoint
+        # whatever happens meanwhile: the caller's cancel reaches it through
+        # its handle's cancel scope, the group's only once it has started.
+        task = lowlevel.spawn_shielded(self._op, _run_started, status, handle, name=final_name)
         starter = lowlevel.current_task()
-
-        async def run(*, task_status: Any) -> Any:
-            me = lowlevel.current_task()
-            assert me is not None
-            if starter is not None:
-                _starters[me] = starter
-            status = _TaskStatus(task_status, me)
-            coro = call_for_coroutine(func, args, task_status=status)
-            status.attach()
-            handle: TaskHandle[Any] = TaskHandle(coro, final_name)
-            handles.append(handle)
-            await handle._run_coro()
-            if not status._started:
-                raise RuntimeError(
-                    "Child exited without calling task_status.started(); call it once the "
-                    "task is ready, or start the task with start_soon() instead"
-                )
-
-        value = await self._op.start(run, name=final_name)
+        with status._lock:
+            if starter is not None and status._state is _Start.WAITING:
+                _starters[task] = starter
+        del task
+        try:
+            await status._ready.wait_async()
+        except BaseException:
+            if status._transition_to_abandoned():
+                handle.cancel()
+                with CancelScope(shield=True):
+                    await handle.wait()
+            raise
+        value = status._outcome()
         if not return_handle:
             return value
-        handle = handles[0]
         handle._start_value = value
         return handle
 
@@ -469,6 +559,34 @@ async def _run(handle: TaskHandle[Any]) -> None:
     # which holds the failure (_run_coro lets go of it likewise).
     del task, handle
     await run
+
+
+async def _run_started(status: _TaskStatus, handle: TaskHandle[Any]) -> None:
+    """A task ``start()`` launched: ``_run``, with what it does before ``started()`` kept apart.
+
+    A failure before ``started()`` is ``start()``'s to raise, not the group's;
+    after ``start()`` gave up it goes nowhere, as the caller's own
+    interruption replaces it.
+    """
+    task = lowlevel.current_task()
+    assert task is not None
+    status._stepped(task)
+    run = handle._run_coro()
+    del task, handle  # (as in _run: a failure's traceback holds this frame)
+    try:
+        await run
+    except BaseException as error:
+        if status._transition_to_ended(error):
+            status._ready.set()  # start() raises it
+            return
+        if status._state is _Start.ABANDONED:
+            return
+        raise
+    finally:
+        with status._lock:
+            status._task = None  # a started() from elsewhere has no task to report now
+    if status._transition_to_ended(None):
+        status._ready.set()  # start() raises RuntimeError: it returned without started()
 
 
 class AsyncopTaskInfo(TaskInfo):
