@@ -446,13 +446,11 @@ def _waits_for_all_blocked(rt: asyncop.Runtime) -> bool:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("workers", [1, 2])
-def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_asyncop(
-    workers: int,
-) -> None:
-    # No worker is left to park: the last callback to fall asleep wakes the waiter.
+def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_asyncop() -> None:
+    # The one worker steps main, then runs the callback, which falls asleep:
+    # no worker is left to park, so the callback's sleep must wake the waiter.
     event = asyncop.Event()
-    runtime = asyncop.Runtime(workers)
+    runtime = asyncop.Runtime(1)
 
     def falls_asleep_once_main_waits() -> bool:
         assert wait_until(lambda: _waits_for_all_blocked(runtime))
@@ -460,8 +458,7 @@ def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_
 
     async def main() -> None:
         async with asyncop.scope() as s:
-            for _ in range(workers):
-                s.spawn(falls_asleep_once_main_waits)
+            s.spawn(falls_asleep_once_main_waits)
             await wait_all_blocked()
             event.set()
 
