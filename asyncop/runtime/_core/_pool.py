@@ -79,6 +79,9 @@ class WorkerPool(KernelFields):
         _monitor: Monitor
         _timers: TimerHeap
         _outside_work: int
+        _autojump: bool
+        # wait_all_blocked()'s subscriptions, each with its ``threads`` flag.
+        _idle_watchers: list[tuple[Any, bool]]
         _clock: Any
         _reactor: Any
         _next_deadline: float
