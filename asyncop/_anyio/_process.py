@@ -18,9 +18,11 @@ anyio coat, and it behaves as it does on anyio's trio backend:
   cancelled, so anyio's waits do not call it: each process has a *watcher*,
   an operation at the root of the runtime that waits for the process with
   asyncop's ``wait()`` and reaps it as soon as it exits, and ``wait()``
-  awaits the watcher. A process still running when the runtime shuts down
-  is stopped by the shutdown, which cancels its watcher: ``SIGTERM``, then
-  ``SIGKILL`` after 5 seconds, and the reap. Nothing is left behind.
+  awaits the watcher. ``open_process`` returns once the watcher runs (a
+  watcher cancelled before it ran would stop nothing). A process still
+  running when the runtime shuts down is stopped by the shutdown, which
+  cancels its watcher: ``SIGTERM``, then ``SIGKILL`` after 5 seconds, and
+  the reap. Nothing is left behind.
 - **The streams raise anyio's errors**: ``EndOfStream`` once the process
   has closed its end, and anyio's ``ClosedResourceError``,
   ``BrokenResourceError`` and ``BusyResourceError`` for asyncop's.
