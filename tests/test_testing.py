@@ -445,6 +445,18 @@ def _waits_for_all_blocked(rt: asyncop.Runtime) -> bool:
     return any(row["waiting_on"] == "wait_all_blocked()" for row in rows)
 
 
+def _wait_all_blocked_beside(callback: Any, event: asyncop.Event) -> Any:
+    """A main that spawns ``callback``, waits until all is blocked, then sets ``event``."""
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(callback)
+            await wait_all_blocked()
+            event.set()
+
+    return main
+
+
 @pytest.mark.timeout(30)
 def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_asyncop() -> None:
     # The one worker steps main, then runs the callback, which falls asleep:
@@ -456,11 +468,7 @@ def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_
         assert wait_until(lambda: _waits_for_all_blocked(runtime))
         return event.wait()
 
-    async def main() -> None:
-        async with asyncop.scope() as s:
-            s.spawn(falls_asleep_once_main_waits)
-            await wait_all_blocked()
-            event.set()
+    main = _wait_all_blocked_beside(falls_asleep_once_main_waits, event)
 
     with runtime:
         assert runtime.spawn(main).wait(10).state is OperationState.COMPLETED
@@ -479,11 +487,7 @@ def test_wait_all_blocked_returns_when_a_callback_falls_asleep_after_a_worker_pa
         gate.wait(10)
         return event.wait()
 
-    async def main() -> None:
-        async with asyncop.scope() as s:
-            s.spawn(falls_asleep_when_let)
-            await wait_all_blocked()
-            event.set()
+    main = _wait_all_blocked_beside(falls_asleep_when_let, event)
 
     with asyncop.Runtime(2) as runtime:
         op = runtime.spawn(main)

@@ -45,12 +45,16 @@ class _Pause:
             self.reached.set()
             self.checkpointed.wait(10)
 
-    def wait_for_the_fire(self, landed: Callable[[], bool]) -> None:
-        """Block the body until the firing thread is held, or the cancel has landed."""
+    async def checkpoint_while_held(self, landed: Callable[[], bool]) -> None:
+        """Checkpoint once the firing thread is held (or the cancel has landed); then free it."""
         self.body_thread = threading.get_ident()
         give_up = time.monotonic() + 10
         while not self.reached.is_set() and not landed() and time.monotonic() < give_up:
             time.sleep(0.001)
+        try:
+            await asyncop.checkpoint()
+        finally:
+            self.checkpointed.set()
 
 
 @contextmanager
@@ -78,11 +82,7 @@ def test_a_checkpoint_raises_for_a_deadline_another_thread_is_firing() -> None:
             async with asyncop.scope(timeout=1):
                 me = _op()
                 clock.advance(2)  # another thread fires the deadline
-                pause.wait_for_the_fire(lambda: me.cancel_reason is not None)
-                try:
-                    await asyncop.checkpoint()
-                finally:
-                    pause.checkpointed.set()
+                await pause.checkpoint_while_held(lambda: me.cancel_reason is not None)
                 return "ran on past its deadline"
 
         with asyncop.Runtime(1, clock=clock) as rt, pytest.raises(TimeoutError):
@@ -97,11 +97,7 @@ def test_a_checkpoint_raises_for_a_grace_another_thread_is_ending() -> None:
             me = _op()
             me.cancel("enough", grace=1)
             clock.advance(2)  # another thread ends the grace
-            pause.wait_for_the_fire(lambda: me.cancel_reason is not None)
-            try:
-                await asyncop.checkpoint()
-            finally:
-                pause.checkpointed.set()
+            await pause.checkpoint_while_held(lambda: me.cancel_reason is not None)
             return "ran on past its grace"
 
         with asyncop.Runtime(1, clock=clock) as rt, pytest.raises(asyncop.CancellationError):
