@@ -56,7 +56,9 @@ def wait_all_blocked(*, threads: bool = True) -> WaitEvent[None]:
 
     "Parked" means suspended on an event with no worker running anything and
     no blocking call in flight, so nothing can happen until an outside event
-    (a timer, I/O, another thread) fires. A cancellation point.
+    (a timer, I/O, another thread) fires. A sync callback asleep in one of
+    asyncop's waits (``Event.wait()``, ``op.wait()``...) runs nothing: it
+    counts as parked. A cancellation point.
 
     Args:
         threads: with False, a blocking call running in another thread

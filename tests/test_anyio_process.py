@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -266,6 +267,46 @@ def test_a_process_the_program_forgot_is_stopped_and_reaped_at_shutdown() -> Non
     begun = time.monotonic()
     pid = anyio.run(main, backend="asyncop", backend_options={"workers": 2})
     assert time.monotonic() - begun < 10  # SIGTERM ended it: no grace was needed
+    assert not is_live(pid)
+    assert child_pids() == before
+
+
+@pytest.mark.timeout(30)
+def test_a_process_is_stopped_at_shutdown_even_if_no_worker_got_to_watch_it() -> None:
+    # The one worker is held by another task from just after the process
+    # started until the shutdown's cancel has landed: had the process's
+    # watcher not run by then, it would be cancelled unstarted.
+    before = child_pids()
+    gate = threading.Event()
+
+    async def holds_the_worker(woken: asyncop.Event) -> None:
+        await woken.wait_async()
+        gate.wait(10)  # blocks the worker's thread, on purpose
+
+    async def main() -> int:
+        woken = asyncop.Event()
+        asyncop.current_runtime().spawn(holds_the_worker, woken)
+        process = await anyio.open_process(["sleep", "20"])
+        woken.set()  # it runs next, before anything queued
+        return process.pid
+
+    def cancel_landed() -> bool:
+        rows = [row for row in runtime.snapshot()["operations"] if "process" in row["name"]]
+        return all(row["cancel_reason"] is not None for row in rows)
+
+    runtime = asyncop.Runtime(1)
+    stopper = threading.Thread(target=runtime.shutdown)
+    try:
+        pid = anyio.run(main, backend="asyncop", backend_options={"runtime": runtime})
+        stopper.start()
+        end = time.monotonic() + 10
+        while not cancel_landed() and time.monotonic() < end:
+            time.sleep(0.001)
+    finally:
+        gate.set()
+        if stopper.is_alive():
+            stopper.join(20)
+        runtime.shutdown()
     assert not is_live(pid)
     assert child_pids() == before
 

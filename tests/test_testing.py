@@ -437,3 +437,63 @@ def test_wait_all_blocked_can_count_a_task_waiting_for_a_thread_as_parked() -> N
     with asyncop.Runtime(2) as rt:
         rt.run(main)
     assert log == ["parked", "done"]
+
+
+def _waits_for_all_blocked(rt: asyncop.Runtime) -> bool:
+    """Whether a task of ``rt`` waits in ``wait_all_blocked()``."""
+    rows = rt.snapshot()["operations"]
+    return any(row["waiting_on"] == "wait_all_blocked()" for row in rows)
+
+
+def _wait_all_blocked_beside(callback: Any, event: asyncop.Event) -> Any:
+    """A main that spawns ``callback``, waits until all is blocked, then sets ``event``."""
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(callback)
+            await wait_all_blocked()
+            event.set()
+
+    return main
+
+
+@pytest.mark.timeout(30)
+def test_wait_all_blocked_returns_when_every_worker_is_a_callback_asleep_inside_asyncop() -> None:
+    # The one worker steps main, then runs the callback, which falls asleep:
+    # no worker is left to park, so the callback's sleep must wake the waiter.
+    event = asyncop.Event()
+    runtime = asyncop.Runtime(1)
+
+    def falls_asleep_once_main_waits() -> bool:
+        assert wait_until(lambda: _waits_for_all_blocked(runtime))
+        return event.wait()
+
+    main = _wait_all_blocked_beside(falls_asleep_once_main_waits, event)
+
+    with runtime:
+        assert runtime.spawn(main).wait(10).state is OperationState.COMPLETED
+
+
+@pytest.mark.timeout(30)
+def test_wait_all_blocked_returns_when_a_callback_falls_asleep_after_a_worker_parked() -> None:
+    # The other worker parks while the callback still runs (it cannot tell
+    # that the callback is about to sleep); the callback's sleep must wake it.
+    gate = threading.Event()
+    started = threading.Event()
+    event = asyncop.Event()
+
+    def falls_asleep_when_let() -> bool:
+        started.set()
+        gate.wait(10)
+        return event.wait()
+
+    main = _wait_all_blocked_beside(falls_asleep_when_let, event)
+
+    with asyncop.Runtime(2) as runtime:
+        op = runtime.spawn(main)
+        assert started.wait(10)
+        assert wait_until(
+            lambda: _waits_for_all_blocked(runtime) and runtime.snapshot()["threads"]["parked"] == 1
+        )
+        gate.set()
+        assert op.wait(10).state is OperationState.COMPLETED

@@ -18,9 +18,11 @@ anyio coat, and it behaves as it does on anyio's trio backend:
   cancelled, so anyio's waits do not call it: each process has a *watcher*,
   an operation at the root of the runtime that waits for the process with
   asyncop's ``wait()`` and reaps it as soon as it exits, and ``wait()``
-  awaits the watcher. A process still running when the runtime shuts down
-  is stopped by the shutdown, which cancels its watcher: ``SIGTERM``, then
-  ``SIGKILL`` after 5 seconds, and the reap. Nothing is left behind.
+  awaits the watcher. ``open_process`` returns once the watcher runs (a
+  watcher cancelled before it ran would stop nothing). A process still
+  running when the runtime shuts down is stopped by the shutdown, which
+  cancels its watcher: ``SIGTERM``, then ``SIGKILL`` after 5 seconds, and
+  the reap. Nothing is left behind.
 - **The streams raise anyio's errors**: ``EndOfStream`` once the process
   has closed its end, and anyio's ``ClosedResourceError``,
   ``BrokenResourceError`` and ``BusyResourceError`` for asyncop's.
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from signal import Signals
 from typing import IO, Any
 
@@ -54,7 +56,7 @@ from ..operations import (
     BusyResourceError,
     ClosedResourceError,
 )
-from ..runtime import checkpoint, current_runtime, scope
+from ..runtime import Event, checkpoint, current_runtime, scope, select
 
 __all__ = ["Process", "ProcessMethods"]
 
@@ -197,15 +199,33 @@ def _as_str(item: StrOrBytesPath) -> str:
 
 
 async def _watch(process: aprocess.Process) -> AsyncOperation[int]:
-    """Start the watcher of a process that was just started; kill it if none can start."""
+    """Start the watcher of a process that was just started, and see it run.
+
+    The watcher is a root operation: a shutdown that comes before any
+    worker has started it cancels it unstarted, and a wait that never ran
+    stops nothing. So this waits until the watcher runs (a wait it starts
+    stops the process when cancelled); should the watcher end first, or
+    not start at all, the process is killed and reaped here.
+    """
+    running = Event()
+
+    async def watch() -> int:
+        running.set()
+        return await process.wait()
+
+    watcher: AsyncOperation[int] | None = None
     try:
-        return current_runtime().spawn(process.wait, name=f"wait for process {process.pid}")
-    except BaseException:
-        # The runtime is shutting down: nobody would reap the process.
-        process.kill()
-        async with scope(shield=True, name=f"reap process {process.pid}"):
-            await process.wait()
-        raise
+        watcher = current_runtime().spawn(watch, name=f"wait for process {process.pid}")
+        async with scope(shield=True, name=f"watch process {process.pid}"):
+            with suppress(Exception):  # the watcher ended: what matters is whether it ran
+                await select(running.wait_async(), watcher)
+    finally:
+        if not running.is_set():
+            # The runtime is shutting down: nobody would reap the process.
+            process.kill()
+            async with scope(shield=True, name=f"reap process {process.pid}"):
+                await process.wait()
+    return watcher
 
 
 def _kill_pool(workers: set[abc.Process]) -> None:

@@ -10,8 +10,10 @@ from asyncop.operations._fields cimport RareFields as Rare
 @cython.locals(node=Node, child=Node, nxt=Node, stack=list, unstarted=list, redo=bint)
 cpdef cancel_locked(Node self, reason, after, bint again=*, _running=*, _cancelled=*, _remote=*)
 
-@cython.locals(target=Node, node=Node)
 cpdef expire(Node self)
+
+@cython.locals(target=Node, node=Node)
+cpdef expire_locked(Node self, after)
 
 @cython.locals(rare=Rare)
 cpdef bint cancel_token_locked(Node self, after) except -1

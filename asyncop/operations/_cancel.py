@@ -3,7 +3,7 @@
 ``AsyncOperation.cancel()`` (``cancel`` below) takes the runtime lock and
 calls ``_cancel_locked``, the walk, which the class binds as a method
 like every function here (``cancel``, ``_cancel_locked``, ``_expire``,
-``_cancel_token_locked``, ``_finish_token_cancel_locked``). With a grace,
+``_expire_locked``, ``_cancel_token_locked``, ``_finish_token_cancel_locked``). With a grace,
 ``cancel()`` hands the operation to the runtime instead, which asks the
 subtree to stop and calls ``cancel()`` again when the grace runs out (see
 ``_stop.py``).
@@ -18,8 +18,13 @@ the walk short anywhere: the node it started from stays flagged
 (``_cancel_unfinished``), and the next walk that meets it redoes it, as it
 redoes a finalization a Ctrl-C cut short (see ``_finalize.py``).
 
-A deadline's timer calls ``_expire``, which cancels the subtree of the
-outermost operation whose deadline is due and marks it expired.
+A deadline's timer calls ``_expire_locked``, which cancels the subtree of
+the outermost operation whose deadline is due and marks it expired. It
+runs under the runtime lock in the same hold as the timer leaves the heap
+(see ``Kernel._fire_due_timers``): no thread can then see the deadline gone
+from the heap and the subtree not yet cancelled, so a checkpoint after a
+deadline passed always raises. ``_expire`` does the same for a deadline set
+in the past, taking the lock itself.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "cancel_locked",
     "cancel_token_locked",
     "expire",
+    "expire_locked",
     "finish_token_cancel_locked",
 ]
 
@@ -177,27 +183,31 @@ def cancel_locked(
 
 
 def expire(self: AsyncOperation) -> None:
-    """The deadline timer fired: cancel the subtree and mark it expired."""
+    """The deadline passed: cancel the subtree and mark it expired."""
     after: After = []
-    runtime = self.runtime
-    with runtime._lock:
-        if self._state.final:
-            return
-        now = runtime.now()
-        # When an outer deadline is due at the same instant, the outer
-        # scope owns the timeout: it is the one that must raise
-        # TimeoutError, and the inner one lets Cancelled pass.
-        target = self
-        node = self
-        while not node._shield and node.parent is not None:
-            node = node.parent
-            if node._deadline is not None and node._deadline <= now and not node._cancelled:
-                target = node
-        if target._cancelled:
-            return
-        target._expired = True
-        target._cancel_locked("deadline passed", after)
+    with self.runtime._lock:
+        self._expire_locked(after)
     run_after(after)
+
+
+def expire_locked(self: AsyncOperation, after: After) -> None:
+    """``expire`` under the runtime lock, leaving to ``after`` what runs outside it."""
+    if self._state.final:
+        return
+    now = self.runtime.now()
+    # When an outer deadline is due at the same instant, the outer
+    # scope owns the timeout: it is the one that must raise
+    # TimeoutError, and the inner one lets Cancelled pass.
+    target = self
+    node = self
+    while not node._shield and node.parent is not None:
+        node = node.parent
+        if node._deadline is not None and node._deadline <= now and not node._cancelled:
+            target = node
+    if target._cancelled:
+        return
+    target._expired = True
+    target._cancel_locked("deadline passed", after)
 
 
 def cancel_token_locked(self: AsyncOperation, after: After) -> bool:

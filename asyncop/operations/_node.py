@@ -18,7 +18,7 @@ what a method defined here would:
   the runtime, which asks the subtree to stop first: see ``_stop.py``),
   and the cancel walk (``_cancel_locked``), which goes down the
   subtree with an explicit stack; a walk cut short by a Ctrl-C is redone by
-  the next one. Also a deadline's expiry (``_expire``) and the token side of
+  the next one. Also a deadline's expiry (``_expire``, ``_expire_locked``) and the token side of
   a cancel.
 - ``_waiting.py``: blocking a thread until the node is final
   (``_block_until_final``, through ``_park.park``, so a cancel of the
@@ -78,7 +78,13 @@ else:
     except ImportError:  # run as Python, without Cython installed
         from ..platform import pure_cython as cython
 from ._cancel import cancel as cancel_operation
-from ._cancel import cancel_locked, cancel_token_locked, expire, finish_token_cancel_locked
+from ._cancel import (
+    cancel_locked,
+    cancel_token_locked,
+    expire,
+    expire_locked,
+    finish_token_cancel_locked,
+)
 from ._current import thread_state
 from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
 from ._executor import spawn_remote
@@ -363,6 +369,7 @@ class AsyncOperation(OperationFields, Generic[T]):
     cancel = cancel_operation
     _cancel_locked = cancel_locked
     _expire = expire
+    _expire_locked = expire_locked
     _cancel_token_locked = cancel_token_locked
     _finish_token_cancel_locked = finish_token_cancel_locked
 

@@ -10,8 +10,8 @@ operation to :func:`request_stop`, which records a :class:`StopRequest` in
 ``runtime._stop_requests`` and arms a timer on the runtime's clock (so a
 ``VirtualClock`` drives it like any sleep). Who counts as asked is decided
 by walking up the tree (``operations/_stop.py``); nothing in the subtree is
-touched, and nothing is cancelled, until the timer fires and calls
-``op.cancel(reason)``.
+touched, and nothing is cancelled, until the timer fires and cancels the
+subtree as ``op.cancel(reason)`` would (:meth:`StopRequest.expire_locked`).
 
 What running work sees of a request:
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, final
 
 from ..operations import (
@@ -49,6 +50,7 @@ from ._core._waker import Subscription, WaitEvent
 from ._introspect import owner_of
 
 if TYPE_CHECKING:
+    from ..operations import After
     from ._core._kernel import Kernel
     from ._core._timers import Timer
 
@@ -82,15 +84,21 @@ class StopRequest:
         # if the operation still runs: a shutdown names what it cancels.
         self.on_expire: Callable[[AsyncOperation], object] | None = None
 
-    def expire(self) -> None:
-        """The grace ran out: cancel the subtree, as ``cancel(reason)`` would."""
+    def expire_locked(self, after: After) -> None:
+        """The grace ran out: cancel the subtree, as ``cancel(reason)`` would.
+
+        Called under the runtime lock as the timer leaves the heap, so that
+        no checkpoint in the subtree sees the grace gone and the cancel not
+        yet landed; the announcement, like the cancel's wake-ups, goes to
+        ``after``.
+        """
         op = self.op
-        if op.done:
+        if op._state.final:
             return
         announce = self.on_expire
         if announce is not None:
-            announce(op)
-        op.cancel(self.reason)
+            after.append(partial(announce, op))
+        op._cancel_locked(self.reason, after)
 
     def on_end(self) -> None:
         """The operation is final: drop the request and its timer."""
@@ -136,7 +144,7 @@ def request_stop(
             if timer is not None:
                 runtime._cancel_timer_locked(timer)
         if deadline < _INF:
-            request.timer = runtime._add_timer_locked(deadline, request.expire, inline=False)
+            request.timer = runtime._add_timer_locked(deadline, request.expire_locked, inline=False)
         return request
 
 

@@ -532,12 +532,12 @@ class Kernel(WorkerPool):
             return False
         if deadline <= self._now():
             return True
-        op._deadline_timer = self._add_timer_locked(deadline, op._expire, inline=False)
+        op._deadline_timer = self._add_timer_locked(deadline, op._expire_locked, inline=False)
         return False
 
     @cython.locals(self="CKernel")
     def _add_timer_locked(
-        self, deadline: float, callback: Callable[[], object], *, inline: bool
+        self, deadline: float, callback: Callable[..., object], *, inline: bool
     ) -> Any:
         if not deadline < self._far_floor and is_far(deadline, self._now()):
             # Never due (inf, or decades away): a dormant timer, which no
@@ -577,20 +577,23 @@ class Kernel(WorkerPool):
             due = self._timers.pop_due(self._now())
             for timer in due:
                 callback = timer.callback
-                if timer.inline:
-                    # Each on its own: the timers behind a failing one are
-                    # already out of the heap and must fire all the same.
-                    try:
+                # Each on its own: the timers behind a failing one are
+                # already out of the heap and must fire all the same.
+                try:
+                    if timer.inline:
                         callback()
-                    except BaseException:
-                        _log_exception("asyncop: timer %r failed", timer)
-                else:
-                    after.append(callback)
+                    else:
+                        # A deadline's cancel: marked in this same hold of
+                        # the lock as the timer left the heap, so that no
+                        # checkpoint sees neither (its on_cancel runs after).
+                        callback(after)
+                except BaseException:
+                    _log_exception("asyncop: timer %r failed", timer)
             nxt = self._timers.next_deadline()
             self._next_deadline = _INF if nxt is None else nxt
-        for callback in after:
+        for action in after:
             try:
-                callback()  # a deadline: cancels a subtree, runs its on_cancel
+                action()  # the wake-ups and on_cancel callbacks of a deadline's cancel
             except BaseException:
                 _log_exception("asyncop: a deadline's cancel raised; the timers go on")
 

@@ -19,7 +19,9 @@ runtime lock, as every ``_locked`` method does:
   whether a worker about to park has work (``_work_for_worker_locked``),
   and how many workers could still move work on
   (``_effectively_active_locked``, for the virtual clock's jump and
-  ``wait_all_blocked()``).
+  ``wait_all_blocked()``, whose waiters ``_fire_idle_watchers_locked``
+  wakes: the last worker to park, or the last callback to fall asleep
+  inside asyncop while none is parked, ``_look_if_every_thread_sleeps_locked``).
 
 The workers themselves (their loop and how they park) are ``_worker.py``.
 The fields that every task reads (the queues, the idle stack, the worker
@@ -77,6 +79,9 @@ class WorkerPool(KernelFields):
         _monitor: Monitor
         _timers: TimerHeap
         _outside_work: int
+        _autojump: bool
+        # wait_all_blocked()'s subscriptions, each with its ``threads`` flag.
+        _idle_watchers: list[tuple[Any, bool]]
         _clock: Any
         _reactor: Any
         _next_deadline: float
@@ -174,24 +179,45 @@ class WorkerPool(KernelFields):
         self._monitor.wake()
         return True
 
-    def _jump_if_every_thread_sleeps_locked(self) -> None:
-        """Jump a virtual clock to the next deadline if nothing else can run.
+    def _look_if_every_thread_sleeps_locked(self) -> None:
+        """Do what the last worker to park does, for a callback falling asleep.
 
         For a callback about to sleep inside asyncop while no worker is
         parked (a parking worker makes the same test itself): when every
-        worker sleeps in a callback, only a timer can move the work on.
+        worker sleeps in a callback, nothing runs, so the
+        ``wait_all_blocked()`` waiters are woken; failing that, only a timer
+        can move the work on, so a virtual clock jumps to the next deadline.
         """
-        deadline = self._timers.next_deadline()
         if (
-            deadline is not None
-            and not (self._ready or self._woken)
+            self._ready
+            or self._woken
             # (Callbacks queued at max_threads wait for these very threads.)
-            and not (self._sync_ready and len(self._workers) < self._max_threads)
-            and self._outside_work == 0
-            and not self._io_waiting()
-            and self._effectively_active_locked() == 0
+            or (self._sync_ready and len(self._workers) < self._max_threads)
+            or self._effectively_active_locked() != 0
         ):
+            return
+        if self._idle_watchers and self._fire_idle_watchers_locked():
+            return  # a task was woken: no time need pass
+        if not self._autojump:
+            return
+        deadline = self._timers.next_deadline()
+        if deadline is not None and self._outside_work == 0 and not self._io_waiting():
             self._clock._jump_to(deadline)
+
+    def _fire_idle_watchers_locked(self) -> bool:
+        """Every task is blocked: wake the ``wait_all_blocked()`` waiters; False if none woke.
+
+        Those that count a blocking call in another thread as busy wake
+        only once none runs.
+        """
+        outside = self._outside_work
+        due = [w for w in self._idle_watchers if outside == 0 or not w[1]]
+        if not due:
+            return False
+        self._idle_watchers = [w for w in self._idle_watchers if outside and w[1]]
+        for sub, _ in due:
+            sub.fire(None)
+        return True
 
     def _effectively_active_locked(self) -> int:
         """The workers not parked, less those whose callback sleeps inside asyncop.

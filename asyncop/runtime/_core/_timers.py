@@ -75,14 +75,17 @@ class Timer:
     def __init__(
         self,
         deadline: float,
-        callback: Callable[[], object],
+        callback: Callable[..., object],
         inline: bool,
         _armed: TimerState = TimerState.ARMED,
     ) -> None:
         self.deadline = deadline
         self.callback = callback
-        # inline: safe to call under the runtime lock (an internal wake-up),
-        # so due timers of this kind fire in deadline order across threads.
+        # inline: an internal wake-up, called with no argument. Otherwise a
+        # deadline's cancel, called with the list of what to run once the
+        # runtime lock is released. Both are called under the lock, so due
+        # timers fire in deadline order across threads, each in the same
+        # hold of the lock as it leaves the heap.
         self.inline = inline
         self.state = _armed
 
@@ -133,7 +136,7 @@ class TimerHeap:
         """Entries physically in the heap, cancelled ones included."""
         return len(self._heap)
 
-    def push(self, deadline: float, callback: Callable[[], object], *, inline: bool) -> Timer:
+    def push(self, deadline: float, callback: Callable[..., object], *, inline: bool) -> Timer:
         """Arm a timer; O(log n). A deadline of ``inf`` or NaN arms a dormant timer."""
         if not deadline < _INF:
             # Never due: kept out of the heap (see the module docstring).

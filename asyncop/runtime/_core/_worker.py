@@ -275,15 +275,14 @@ class Worker(WorkerFields):
             # run, the virtual clock jumps and wait_all_blocked() returns (a
             # parked worker re-parks and looks, as a worker that parked
             # while this callback still ran could not tell; with none
-            # parked, this thread looks itself for the clock, and the
-            # busy workers for the waiters, as they park).
+            # parked, this thread looks itself, as the last to sleep).
             with rt._lock:
                 if rt._stopping:
                     pass
                 elif rt._idle:
                     rt._wake_one_locked()
-                elif rt._autojump:
-                    rt._jump_if_every_thread_sleeps_locked()
+                else:
+                    rt._look_if_every_thread_sleeps_locked()
         if not (rt._sync_ready or rt._ready or rt._woken):
             return
         with rt._lock:
@@ -564,18 +563,10 @@ def park_timeout_locked(rt: Kernel, worker: Worker) -> tuple[Any, bool]:
     active = rt._active
     if active > 1 and (rt._idle_watchers or rt._autojump):
         active = rt._effectively_active_locked()
-    if active == 1 and rt._idle_watchers:
+    if active == 1 and rt._idle_watchers and rt._fire_idle_watchers_locked():
         # This worker is the last one busy and is about to park: every
-        # task is blocked. Wake the wait_all_blocked() waiters, but those
-        # that count a blocking call in another thread as busy only once
-        # none runs.
-        outside = rt._outside_work
-        due = [w for w in rt._idle_watchers if outside == 0 or not w[1]]
-        if due:
-            rt._idle_watchers = [w for w in rt._idle_watchers if outside and w[1]]
-            for sub, _ in due:
-                sub.fire(None)
-            return None, True
+        # task is blocked, and a waiter woke.
+        return None, True
     # Retire only after the check above, and not when a clock jump is
     # due: the last busy worker must still wake wait_all_blocked() and
     # jump the clock, even when it is an extra one on its way out.
