@@ -78,8 +78,9 @@ from ...operations import (
     transition_to_ended,
     transition_to_running,
 )
-from ._abandon import abandon_scope
+from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
+from ._scope_task import ScopeDone
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
 
@@ -546,9 +547,13 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
                 return None, error, inline
     # Cancellation point, check 1: on entry. Every runtime awaitable is
     # one, even those a cancel cannot interrupt once they wait (a
-    # blocking call); only a scope's wait for its children is exempt.
-    if entry_checked and task.current._cancelled:
-        return None, deliver_cancel(task), inline
+    # blocking call); only a scope's wait for its children is exempt,
+    # and it suspends in one locked step of its own (_scope_task.py).
+    if entry_checked:
+        if task.current._cancelled:
+            return None, deliver_cancel(task), inline
+    elif type(ev) is ScopeDone and ev._suspend(task):
+        return _NOT_READY, None, inline
     inline += 1
     waker = task
     sub = waker._new_wait(ev, resolve)
@@ -648,7 +653,7 @@ def _finish(
     if task.outer:
         # Scopes left open (an async generator holding one across a yield):
         # close them, or the task could never end.
-        error = _close_open_scopes(task, error)
+        error = close_open_scopes(task, error)
         outcome, value = Outcome.ERROR, None
     held = task.held
     if held:
@@ -668,25 +673,6 @@ def _finish(
     assert ended, f"{op.name!r} ended its work twice"
     if after:
         run_after(after)
-
-
-def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
-    """Close the async scopes a finished task left open; make the task's error."""
-    outer = task.outer
-    assert outer
-    scopes = [*outer[1:], task.current]
-    for scope_op in reversed(scopes):
-        abandon_scope(scope_op, f"task {task.task.name!r} ended with this scope open")
-    task.current = task.task
-    task.outer = None
-    names = ", ".join(repr(node.name) for node in scopes)
-    failure = RuntimeError(
-        f"task {task.task.name!r} ended while scope {names} it entered was still open "
-        "(an async generator holding a scope across a yield?); the scope was cancelled "
-        "and closed; close every 'async with scope()' before the task returns"
-    )
-    failure.__context__ = error
-    return failure
 
 
 def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
