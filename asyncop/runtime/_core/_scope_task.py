@@ -7,7 +7,7 @@ two roads, both through the same transitions:
   the scope final at once, and returns without a wait;
 - children still running: it awaits ``ScopeDone(op, end_block=True)``, and
   the worker stepping the task ends the block, subscribes the task to the
-  scope's end and suspends it, in one locked step (``ScopeDone._suspend``,
+  scope's end and suspends it, in one locked step (``suspend_for_children``,
   which ``_wait_on`` in ``_task.py`` calls for this event alone).
 
 Every other exit ends the block first (``Scope._end_block``), then waits on
@@ -15,7 +15,7 @@ a plain ``ScopeDone`` until the scope's operation is final. The wait is not
 interrupted by a cancel (the cancel reaches the children instead), and is
 not a cancellation point on entry: it must happen. A scope that turns out
 final already when the wait starts (its last child ended meanwhile) is a
-ready event: ``_suspend`` declines, and ``_wait_on``'s general path arms it
+ready event: ``suspend_for_children`` declines, and ``_wait_on``'s general path arms it
 (``_arm_locked`` fires at once) and the task goes on without suspending.
 
 See ``_scope.py`` for the rules of scopes, and ``_block.py`` for the entry.
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-from ...operations import AsyncOperation, Outcome, run_after
+from ...operations import AsyncOperation, Outcome, run_after, transition_to_ended
 from ._waker import Subscription, WaitEvent, resolve
 
 if TYPE_CHECKING:
     from ...operations import After
     from ._task import TaskState
 
-__all__ = ["ScopeDone"]
+__all__ = ["ScopeDone", "suspend_for_children"]
 
 
 @final
@@ -52,44 +52,9 @@ class ScopeDone(WaitEvent):
         self.op = op
         self.end_block = end_block
 
-    def _suspend(self, task: TaskState, _value: Outcome = Outcome.VALUE) -> bool:
-        """Suspend ``task`` until the scope is final, in one locked step; True if it did.
-
-        Called by the worker stepping ``task`` (which never runs signal
-        handlers: the lock is taken with acquire() then try). With
-        ``end_block`` it first ends the block, which finalizes the scope
-        if no child is left (what that wakes runs once the lock is free).
-        False when the scope is final: nothing is subscribed, and the
-        general path finds the event ready.
-        """
-        op = self.op
-        after: After | None = None
-        lock = op.runtime._lock
-        lock.acquire()
-        try:
-            if self.end_block:
-                self.end_block = False
-                # With a child left nothing can become final here: no
-                # climb to try, nothing to run after.
-                if op.first_child is None:
-                    after = []
-                if not op._transition_to_ended(_value, None, None, after):
-                    after = None  # ended already, abandoned: a plain wait
-            if not op._state.final:
-                sub = task._new_wait(self, resolve)
-                op._add_waiter_locked(sub.fire)
-                if task._transition_to_waiting():
-                    task.cancellable = False
-                    return True
-        finally:
-            lock.release()
-        if after:
-            run_after(after)
-        return False
-
     def _arm_locked(self, sub: Subscription) -> None:
-        # (After _suspend declined: the scope is final, and the task goes
-        # on without suspending.)
+        # (After suspend_for_children declined: the scope is final, and
+        # the task goes on without suspending.)
         op = self.op
         if op._state.final:
             sub.fire()
@@ -107,3 +72,40 @@ class ScopeDone(WaitEvent):
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"
+
+
+def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outcome.VALUE) -> bool:
+    """Suspend ``task`` until ``ev``'s scope is final, in one locked step; True if it did.
+
+    Called by the worker stepping ``task`` (which never runs signal
+    handlers: the lock is taken with acquire() then try), for a
+    ``ScopeDone`` alone. With ``end_block`` it first ends the block, which
+    finalizes the scope if no child is left (what that wakes runs once the
+    lock is free). False when the scope is final: nothing is subscribed,
+    and the general path finds the event ready.
+    """
+    op = ev.op
+    waker = task  # (a Waker: typed so in _scope_task.pxd)
+    after: After | None = None
+    lock = op.runtime._lock
+    lock.acquire()
+    try:
+        if ev.end_block:
+            ev.end_block = False
+            # With a child left nothing can become final here: no climb
+            # to try, nothing to run after.
+            if op.first_child is None:
+                after = []
+            if not transition_to_ended(op, _value, None, None, after):
+                after = None  # ended already, abandoned: a plain wait
+        if not op._state.final:
+            sub = waker._new_wait(ev, resolve)
+            op._add_waiter_locked(sub.fire)
+            if waker._transition_to_waiting():
+                task.cancellable = False
+                return True
+    finally:
+        lock.release()
+    if after:
+        run_after(after)
+    return False

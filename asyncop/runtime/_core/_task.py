@@ -80,7 +80,7 @@ from ...operations import (
 )
 from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
-from ._scope_task import ScopeDone
+from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
 
@@ -552,7 +552,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     if entry_checked:
         if task.current._cancelled:
             return None, deliver_cancel(task), inline
-    elif type(ev) is ScopeDone and ev._suspend(task):
+    elif type(ev) is ScopeDone and suspend_for_children(ev, task):
         return _NOT_READY, None, inline
     inline += 1
     waker = task
