@@ -533,6 +533,10 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         ev._awaited = True
         entry_checked = True
     else:
+        if type(ev) is ScopeDone and suspend_for_children(ev, task):
+            # A scope's exit waiting for its children, in one locked step of
+            # its own (_scope_task.py); no cancellation point: it must wait.
+            return _NOT_READY, None, inline
         try:
             # (isinstance may run a user's __getattribute__ for __class__.)
             if isinstance(ev, WaitEvent):
@@ -547,13 +551,9 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
                 return None, error, inline
     # Cancellation point, check 1: on entry. Every runtime awaitable is
     # one, even those a cancel cannot interrupt once they wait (a
-    # blocking call); only a scope's wait for its children is exempt,
-    # and it suspends in one locked step of its own (_scope_task.py).
-    if entry_checked:
-        if task.current._cancelled:
-            return None, deliver_cancel(task), inline
-    elif type(ev) is ScopeDone and suspend_for_children(ev, task):
-        return _NOT_READY, None, inline
+    # blocking call); only a scope's wait for its children is exempt.
+    if entry_checked and task.current._cancelled:
+        return None, deliver_cancel(task), inline
     inline += 1
     waker = task
     sub = waker._new_wait(ev, resolve)
