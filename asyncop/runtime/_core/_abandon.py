@@ -10,6 +10,8 @@ without waiting for the children (they end by themselves, once cancelled).
   ended with the scope still open.
 - :func:`unwind_to`: scopes an async generator held open across a ``yield``,
   exited out of order; the inner ones are abandoned.
+- :func:`close_open_scopes`: the scopes a finished task left open (an async
+  generator holding one across its last ``yield``).
 - :func:`abandon_open_blocks`: at interpreter exit, the sync scopes the
   main thread entered and never left.
 - :class:`ExitAttribute`: ``Scope.__exit__``, watched so that a Ctrl-C
@@ -30,8 +32,15 @@ if TYPE_CHECKING:
 
     from ...operations import After, ThreadState
     from ._scope import Scope
+    from ._task import TaskState
 
-__all__ = ["ExitAttribute", "abandon_open_blocks", "abandon_scope", "unwind_to"]
+__all__ = [
+    "ExitAttribute",
+    "abandon_open_blocks",
+    "abandon_scope",
+    "close_open_scopes",
+    "unwind_to",
+]
 
 
 def abandon_scope(op: AsyncOperation, reason: str) -> bool:
@@ -90,6 +99,25 @@ def unwind_to(task: Any, op: AsyncOperation) -> RuntimeError:
         "(an async generator holding a scope across a yield?); the inner scope was "
         "cancelled and closed; close scopes in the reverse order of opening them"
     )
+
+
+def close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
+    """Close the async scopes a finished task left open; make the task's error."""
+    outer = task.outer
+    assert outer
+    scopes = [*outer[1:], task.current]
+    for scope_op in reversed(scopes):
+        abandon_scope(scope_op, f"task {task.task.name!r} ended with this scope open")
+    task.current = task.task
+    task.outer = None
+    names = ", ".join(repr(node.name) for node in scopes)
+    failure = RuntimeError(
+        f"task {task.task.name!r} ended while scope {names} it entered was still open "
+        "(an async generator holding a scope across a yield?); the scope was cancelled "
+        "and closed; close every 'async with scope()' before the task returns"
+    )
+    failure.__context__ = error
+    return failure
 
 
 def _exit_unbound(

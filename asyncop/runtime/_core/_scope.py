@@ -427,10 +427,16 @@ class Scope:
         del task
         if exc is None and misuse is None:
             # The common exit, on its own short path: the block ended with
-            # no error (this runs on a worker, stepping the task).
-            op._end_work_on_worker(_value, None, None)
-            if not op._state.final:
-                await ScopeDone(op)
+            # no error (this runs on a worker, stepping the task). Read
+            # without the lock, first_child only picks the road: either
+            # one finds out under the lock whether a child is left.
+            if op.first_child is not None:
+                # Children to wait for: the wait ends the block in the
+                # locked step that suspends the task (_scope_task.py).
+                await ScopeDone(op, True)
+            else:
+                # No child left: ending the block makes the scope final.
+                op._end_work_on_worker(_value, None, None)
             if op._state is _completed and not op._outside_cancel:
                 return False
         else:

@@ -1,46 +1,111 @@
 """``ScopeDone``: the wait of a scope's exit for its children.
 
-An ``async with scope()`` exit first ends the block (``_end_work``, which
-makes the scope final at once when no child is left), then, while children
-remain, waits on a ``ScopeDone`` until the scope's operation is final. The
-wait is not interrupted by a cancel (the cancel reaches the children
-instead), and is not a cancellation point on entry: it must happen. It arms
-under the runtime lock (``arms_locked``), so the worker stepping the task
-subscribes and suspends it in one locked step (``_wait_on`` in
-``_task.py``); it is awaited nowhere else, and has no ``_arm`` of its own.
+An ``async with scope()`` exit whose block ended with no error takes one of
+two roads, both through the same transitions:
+
+- no child left: it ends the block (``_end_work_on_worker``), which makes
+  the scope final at once, and returns without a wait;
+- children still running: it awaits ``ScopeDone(op, end_block=True)``, and
+  the worker stepping the task ends the block, subscribes the task to the
+  scope's end and suspends it, in one locked step (``suspend_for_children``,
+  which ``_wait_on`` in ``_task.py`` calls for this event alone).
+
+Every other exit ends the block first (``Scope._end_block``), then waits on
+a plain ``ScopeDone`` until the scope's operation is final. The wait is not
+interrupted by a cancel (the cancel reaches the children instead), and is
+not a cancellation point on entry: it must happen. A scope that turns out
+final already when the wait starts (its last child ended meanwhile) is a
+ready event: ``suspend_for_children`` declines, and ``_wait_on``'s general path arms it
+(``_arm_locked`` fires at once) and the task goes on without suspending.
 
 See ``_scope.py`` for the rules of scopes, and ``_block.py`` for the entry.
 """
 
 from __future__ import annotations
 
-from typing import final
+from typing import TYPE_CHECKING, final
 
-from ...operations import AsyncOperation
-from ._awaitables import forget_end_waiter, when_ended_locked
-from ._waker import Subscription, WaitEvent
+from ...operations import AsyncOperation, Outcome, run_after, transition_to_ended
+from ._waker import Subscription, WaitEvent, resolve
 
-__all__ = ["ScopeDone"]
+if TYPE_CHECKING:
+    from ...operations import After
+    from ._task import TaskState
+
+__all__ = ["ScopeDone", "suspend_for_children"]
 
 
 @final
 class ScopeDone(WaitEvent):
-    """Wait, without being interruptible, until a scope operation is final."""
+    """Wait, without being interruptible, until a scope operation is final.
 
-    __slots__ = ("op",)
+    With ``end_block``, the wait first records that the scope's block ended
+    with no error, in the same locked step as it subscribes.
+    """
+
+    __slots__ = ("end_block", "op")
     cancellable = False
     entry_checked = False
     arms_locked = True
 
-    def __init__(self, op: AsyncOperation) -> None:
+    def __init__(self, op: AsyncOperation, end_block: bool = False) -> None:
         self.op = op
+        self.end_block = end_block
 
     def _arm_locked(self, sub: Subscription) -> None:
-        if not when_ended_locked(self.op, sub, sub.fire):
-            sub.fire()  # final already: the task goes on without suspending
+        # (After suspend_for_children declined: the scope is final, and
+        # the task goes on without suspending.)
+        op = self.op
+        if op._state.final:
+            sub.fire()
+        else:
+            op._add_waiter_locked(sub.fire)
 
     def _disarm(self, sub: Subscription) -> None:
-        forget_end_waiter(self.op, sub)
+        # The waiter is the subscription's fire, told by equality: nothing
+        # in the subscription points back at it (no cycle for the collector
+        # to find). The usual end, the scope becoming final, drops every
+        # waiter for good: nothing is left to take back then.
+        op = self.op
+        if op._waiters is not None:
+            op._remove_waiter(sub.fire)
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"
+
+
+def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outcome.VALUE) -> bool:
+    """Suspend ``task`` until ``ev``'s scope is final, in one locked step; True if it did.
+
+    Called by the worker stepping ``task`` (which never runs signal
+    handlers: the lock is taken with acquire() then try), for a
+    ``ScopeDone`` alone. With ``end_block`` it first ends the block, which
+    finalizes the scope if no child is left (what that wakes runs once the
+    lock is free). False when the scope is final: nothing is subscribed,
+    and the general path finds the event ready.
+    """
+    op = ev.op
+    waker = task  # (a Waker: typed so in _scope_task.pxd)
+    after: After | None = None
+    lock = op.runtime._lock
+    lock.acquire()
+    try:
+        if ev.end_block:
+            ev.end_block = False
+            # With a child left nothing can become final here: no climb
+            # to try, nothing to run after.
+            if op.first_child is None:
+                after = []
+            if not transition_to_ended(op, _value, None, None, after):
+                after = None  # ended already, abandoned: a plain wait
+        if not op._state.final:
+            sub = waker._new_wait(ev, resolve)
+            op._add_waiter_locked(sub.fire)
+            if waker._transition_to_waiting():
+                task.cancellable = False
+                return True
+    finally:
+        lock.release()
+    if after:
+        run_after(after)
+    return False

@@ -12,6 +12,7 @@ from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
+from asyncop.runtime._core._scope_task cimport suspend_for_children
 
 
 @cython.final

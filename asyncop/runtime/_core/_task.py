@@ -78,8 +78,9 @@ from ...operations import (
     transition_to_ended,
     transition_to_running,
 )
-from ._abandon import abandon_scope
+from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
+from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
 
@@ -532,6 +533,10 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         ev._awaited = True
         entry_checked = True
     else:
+        if type(ev) is ScopeDone and suspend_for_children(ev, task):
+            # A scope's exit waiting for its children, in one locked step of
+            # its own (_scope_task.py); no cancellation point: it must wait.
+            return _NOT_READY, None, inline
         try:
             # (isinstance may run a user's __getattribute__ for __class__.)
             if isinstance(ev, WaitEvent):
@@ -648,7 +653,7 @@ def _finish(
     if task.outer:
         # Scopes left open (an async generator holding one across a yield):
         # close them, or the task could never end.
-        error = _close_open_scopes(task, error)
+        error = close_open_scopes(task, error)
         outcome, value = Outcome.ERROR, None
     held = task.held
     if held:
@@ -668,25 +673,6 @@ def _finish(
     assert ended, f"{op.name!r} ended its work twice"
     if after:
         run_after(after)
-
-
-def _close_open_scopes(task: TaskState, error: BaseException | None) -> RuntimeError:
-    """Close the async scopes a finished task left open; make the task's error."""
-    outer = task.outer
-    assert outer
-    scopes = [*outer[1:], task.current]
-    for scope_op in reversed(scopes):
-        abandon_scope(scope_op, f"task {task.task.name!r} ended with this scope open")
-    task.current = task.task
-    task.outer = None
-    names = ", ".join(repr(node.name) for node in scopes)
-    failure = RuntimeError(
-        f"task {task.task.name!r} ended while scope {names} it entered was still open "
-        "(an async generator holding a scope across a yield?); the scope was cancelled "
-        "and closed; close every 'async with scope()' before the task returns"
-    )
-    failure.__context__ = error
-    return failure
 
 
 def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
