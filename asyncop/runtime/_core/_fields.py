@@ -28,11 +28,25 @@ which owns them with its base ``WorkerPool`` (``_pool.py``); ``Worker``
 kernel's hot fields alone: the rest live in the runtime's ``__dict__``
 (``Runtime`` is a plain class, and so keeps its weak references too).
 ``Worker`` adds no slot of its own (one would hide its base's).
+:class:`WorkerState`, the values of a worker's ``state``, is here too, for
+the push (``_waker.py``), which reads a worker's state and is imported
+below ``_worker``; ``_worker`` owns the field and its transitions.
 """
 
 from __future__ import annotations
 
-__all__ = ["KernelFields", "WorkerFields"]
+import enum
+
+__all__ = ["KernelFields", "WorkerFields", "WorkerState"]
+
+
+class WorkerState(enum.Enum):
+    """Where a worker is in its life."""
+
+    BUSY = "busy"  # running the loop: stepping, running a callback, or between
+    PARKED = "parked"  # on the idle stack, waiting on its wake event
+    POLLING = "polling"  # on the idle stack, waiting in the I/O multiplexer
+    RETIRED = "retired"  # out of the pool; the thread is ending
 
 
 # Compiled, an extension type (see _fields.pxd) that WorkerPool extends.

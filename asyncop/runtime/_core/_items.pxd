@@ -15,6 +15,7 @@ from asyncop.runtime._core._task cimport TaskState as CTaskState
 from asyncop.runtime._core._task cimport step
 from asyncop.runtime._core._instruments cimport Instruments as CInstruments
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
+from asyncop.runtime._core._usage cimport charge
 
 
 @cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t,

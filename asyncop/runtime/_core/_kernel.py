@@ -26,8 +26,9 @@ A :class:`Kernel` holds:
 ``Kernel.__init__`` sets every field. Those that every task reads (the
 queues and their numbers, the lock, the clock readers, the idle stack and
 the workers...) are declared on the base ``KernelFields``
-(``_fields.py``): compiled, the push below, the batch loop, the stepper,
-a wake and the work cycle read them as C struct members.
+(``_fields.py``): compiled, the push (``push_locked``, in ``_waker.py``,
+which the stepper, a spawn and a wake call in C), the batch loop, the
+stepper, a wake and the work cycle read them as C struct members.
 
 The modules below it (``_task``, ``_waker``, ``_awaitables``, ``_reactor``,
 ``_scope``, the work cycle in ``_worker`` and ``_monitor``) reach the
@@ -80,7 +81,6 @@ from ...operations import (
     AsyncOperation,
     OperationState,
     OpKind,
-    ThreadState,
     thread_state,
 )
 from ...platform import RecursiveLock, ThreadHandle
@@ -99,7 +99,8 @@ from ._reactor import Reactor
 from ._spawn import new_operation
 from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
-from ._worker import IDLE_RETIRE, Worker, WorkerState
+from ._waker import push_locked
+from ._worker import IDLE_RETIRE, Worker
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
     from ...platform import pure_cython as cython
@@ -391,80 +392,9 @@ class Kernel(WorkerPool):
                 self._track_root_locked(op)
             self._push_locked(op)
 
-    # (Compiled, the kernel's and the workers' fields, the thread's state, the
-    # node and the task state are read in C: see _kernel.pxd.)
-    @cython.locals(
-        self="CKernel",
-        op="CNode",
-        state="CThreadState",
-        woken="CWorker",
-        task="CTaskState",
-        worker="CWorker",
-    )
-    def _push_locked(
-        self,
-        op: AsyncOperation,
-        state: ThreadState | None = None,
-        woken: Worker | None = None,
-        resumed: bool = False,
-        _coro: OpKind = OpKind.CORO,
-        _busy: WorkerState = WorkerState.BUSY,
-    ) -> None:
-        """Queue ``op`` and wake a parked worker for it, if one is needed.
-
-        ``state`` is the calling thread's state, for callers that hold it.
-        ``woken`` is a worker the caller woke for this item beforehand: if it
-        is still up, between items (it took none meanwhile), and this is the
-        only item queued, it will find the item, and nobody else is woken.
-        ``resumed``: a coroutine task that an event woke, which goes to
-        ``_woken`` (see "Which task runs next" in ``_worker.py``).
-        """
-        if op._kind is _coro:
-            ready = self._woken if resumed else self._ready
-            # (A task is queued only while it is live: it has its task state.)
-            task = op._task
-            self._queue_seq = task.queued_at = self._queue_seq + 1
-        else:
-            ready = self._sync_ready
-        ready.append(op)
-        if (
-            woken is not None
-            and len(ready) == 1
-            and not woken.parked
-            and not woken.item_seq & 1
-            and woken in self._workers
-        ):
-            return
-        if state is None:
-            state = thread_state()
-        if ready is not self._sync_ready:
-            worker = state.worker
-            if (
-                worker is not None
-                and state.op is None
-                and worker.runtime is self
-                and worker.state is _busy
-            ):
-                # A task queued by this worker's own step (or its timers, or
-                # its poll): the worker runs the queue when the step ends
-                # (the test of _on_own_worker, inline: this is the hottest
-                # path). Should the step not end, the monitor hands the
-                # queue on (in parallel mode) or reports the slow step.
-                return
-            if not self._parallel and self._lane.locked():
-                return  # the lane's holder steps it, before it parks
-        elif not self._sync_slot_free_locked():
-            return  # the callback that frees a slot runs it next
-        if self._idle:
-            self._wake_one_locked()
-        elif self._dynamic and self._unstuck_locked() < self._target:
-            self._grow_locked(extra=False)
-        elif ready is not self._sync_ready:
-            # Every worker is busy. Those inside callbacks that wait for
-            # asyncop may wait for this very task: give it a thread now.
-            self._give_steps_a_thread_locked(waiting_only=True)
-        # Else one takes it when its item ends, and the monitor hands it on
-        # should none end soon.
+    # Queueing a ready operation and waking a worker for it: see push_locked
+    # in _waker.py (compiled, the step, a spawn and a wake call it in C).
+    _push_locked = push_locked
 
     def _on_own_worker(self, state: Any) -> bool:
         """Whether the calling thread is a worker of this runtime that will

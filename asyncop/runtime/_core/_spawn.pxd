@@ -7,9 +7,10 @@ cimport cython
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
+from asyncop.runtime._core._waker cimport push_locked
 
 
-@cython.locals(state=CThreadState, depth=int, op=CNode)
+@cython.locals(state=CThreadState, depth=int, op=CNode, node=CNode)
 cpdef new_operation(CKernel self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
                     seed_shape=*, task=*, _coro=*, _sync=*, _scope=*, _pending=*, _running=*,
                     _agen=*, _async=*)

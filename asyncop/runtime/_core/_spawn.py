@@ -51,6 +51,7 @@ from ...operations import (
 from .._kinds import describe_fn, kind_of
 from ._instruments import tell
 from ._task import TaskState
+from ._waker import push_locked
 
 if TYPE_CHECKING:
     from ...operations import After
@@ -85,10 +86,10 @@ def new_operation(
 ) -> AsyncOperation:
     """Make an operation, link it under ``parent``, and with ``submit`` queue it.
 
-    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). ``supervise``
-    keeps a scope's children's failures on them, other work's failure off its
-    parent; a scope's ``task`` (``async with``) is woken by its cancel.
-    ``seed_shape``: ``fn`` is a ``create`` callback, for the messages.
+    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). ``supervise`` keeps a
+    scope's children's failures on them, other work's failure off its parent; a scope's
+    ``task`` (``async with``) is woken by its cancel. ``seed_shape``: ``fn`` is a ``create``
+    callback, for the messages.
 
     Raises:
         TypeError: ``fn`` is no function asyncop can run (see ``kind_of``),
@@ -96,8 +97,7 @@ def new_operation(
         RuntimeError: ``parent`` has ended or belongs to another runtime, or
             (``submit``, no parent) the runtime is shut down.
     """
-    # The user's frame, at the nearest: spawn() or create() -> here -> _user_frame();
-    # a scope's with-statement or an executor's spawn() is one call further.
+    # The user's frame: spawn(), create() -> here -> _user_frame(); a with, an executor: +1.
     depth = 3 if kind is None else 4
     if kind is None and type(fn) is FunctionType and not (flags := fn.__code__.co_flags) & _agen:
         # The common case: read the code flags.
@@ -112,15 +112,17 @@ def new_operation(
         if type(name) is not str:
             name = _name_of(fn, name)
     owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
-    if parent is not None and (type(parent) is not AsyncOperation or parent.runtime is not owner):
-        self._check_parent(parent, name)  # raises
+    node = None  # (the parent once checked: compiled, a node, whose fields are read in C)
+    if parent is not None:
+        node = parent if type(parent) is AsyncOperation else None
+        if node is None or node.runtime is not owner:
+            self._check_parent(parent, name)  # raises
     try:
         state = _thread_local.state  # (thread_state(), inline)
     except AttributeError:
         state = thread_state()
-    # Instruments hear of an operation before its first step: it is queued once they
-    # were told, unless a task of the default mode spawns a task, which cannot run
-    # before that step ends (the step holds the lane; a callback may start at once).
+    # Instruments hear of an operation before its first step: it is queued once told, unless a
+    # task of the default mode spawns a task (it cannot run before that step, holding the lane).
     instruments = self._instruments
     queue = (
         instruments is None
@@ -133,12 +135,12 @@ def new_operation(
     code, lasti = _user_frame(depth)
     if kind is not _coro and kind is not _sync:
         ctx = None  # scope, remote work: no code of its own (a scope's child copies its spawner's)
-    elif parent is None or parent._ctx is None:
+    elif node is None or node._ctx is None:
         ctx = _copy_context()
     else:
         # The live context in the parent's own code, else a copy of the parent's.
         running = state.op if state.task is None else state.task.current
-        ctx = _copy_context() if running is parent else parent._ctx.copy()
+        ctx = _copy_context() if running is node else node._ctx.copy()
     born = _running if kind is _scope else _pending if submit else OperationState.CREATED
     op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
     if kind is _coro:
@@ -146,18 +148,17 @@ def new_operation(
     if supervise or shield or kind is _scope:
         _set_up(op, task, supervise, shield)
     if parent is not None or kind is _scope or submit:  # (else nothing to link)
-        # A worker runs no signal handlers: acquire() then try, half a with's cost (a
-        # Ctrl-C raised as acquire() returns, before a try, would leave the lock held).
+        # A worker runs no signal handlers: acquire() then try, half a with's cost (see _task.step).
         lock = self._lock
         if state.worker is not None:
             lock.acquire()
             try:
-                after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
+                after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
             finally:
                 lock.release()
         else:
             with lock:
-                after = link_new_locked(self, op, parent, shield, submit, state, woken, queue)
+                after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
         if after:
             run_after(after)
     if instruments is not None:
@@ -207,7 +208,7 @@ def _tell_spawned(
     if not queued:
         with self._lock:
             if op._state is _pending and op._outcome is None:
-                self._push_locked(op, state)
+                push_locked(self, op, state)
 
 
 def link_new_locked(
@@ -275,7 +276,7 @@ def link_new_locked(
         if parent is None:
             self._track_root_locked(op)
         if queue:
-            self._push_locked(op, state, woken)
+            push_locked(self, op, state, woken)
     return after
 
 

@@ -10,9 +10,11 @@ from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
+from asyncop.runtime._core._usage cimport charge
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
 from asyncop.runtime._core._scope_task cimport suspend_for_children
+from asyncop.runtime._core._waker cimport push_locked
 
 
 @cython.final

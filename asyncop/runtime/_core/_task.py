@@ -82,7 +82,7 @@ from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
-from ._waker import WaitEvent, WakerStatus, describe_event, is_event, resolve
+from ._waker import WaitEvent, WakerStatus, describe_event, is_event, push_locked, resolve
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -204,7 +204,7 @@ def on_cancel_running(
         # cancel from the main thread) leaves the waker WAITING, so the
         # next cancel walk wakes it again, and step() drops the stale
         # queue entry, as it runs only a QUEUED waker.
-        waker.runtime._push_locked(waker.task, resumed=True)
+        push_locked(waker.runtime, waker.task, None, None, True)  # (resumed)
         if not waker._transition_to_queued():
             return False
         task.task._wakes += 1
@@ -216,7 +216,7 @@ def on_cancel_running(
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
         # queue is harmless, its step finds the waker no longer QUEUED.
-        waker.runtime._push_locked(waker.task, resumed=True)
+        push_locked(waker.runtime, waker.task, None, None, True)  # (resumed)
         return True
     return False
 
@@ -439,7 +439,7 @@ def _checkpoint(runtime: Kernel, task: TaskState, state: ThreadState) -> BaseExc
     lock.acquire()  # (worker thread only, see step)
     try:
         if task._transition_to_requeued():
-            runtime._push_locked(task.task, state)
+            push_locked(runtime, task.task, state)
     finally:
         lock.release()
     return None
@@ -601,7 +601,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
             if waker._transition_to_requeued():
                 # Delivered as the task resumes, as an event's result is.
                 waker.result, waker.error = value, error
-                waker.runtime._push_locked(task.task)
+                push_locked(waker.runtime, task.task)
                 return _NOT_READY, None, inline
     return value, error, inline
 
@@ -664,7 +664,7 @@ def _finish(
     # ``end_work_on_worker`` would, on a worker thread: see step).
     op = task.task
     after: After = []
-    runtime_lock = op.runtime._lock
+    runtime_lock = task.runtime._lock
     runtime_lock.acquire()
     try:
         ended = transition_to_ended(op, outcome, value, error, after, at)

@@ -4,9 +4,13 @@ cimport cython
 # mode: this file types the classes and locals of the .py beside it, which
 # runs unchanged as Python). The waker and its subscriptions are extension
 # types, so that the stepper reads and writes their fields in C. A waker's
-# runtime is the kernel's fields: a wake reads them in C too.
+# runtime is the kernel's fields: a wake reads them in C too, and so does
+# the push, which the step, a spawn and a wake call in C.
 
+from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields
+from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 
 @cython.final
 cdef class Subscription:
@@ -42,3 +46,7 @@ cdef class Waker:
 
 
 cdef _take_back(Subscription sub)
+
+@cython.locals(task=Waker, worker=CWorker)
+cpdef push_locked(KernelFields runtime, CNode op, CThreadState state=*, CWorker woken=*,
+                  bint resumed=*, _coro=*, _busy=*)

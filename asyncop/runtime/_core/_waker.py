@@ -60,6 +60,15 @@ reactor thread, which must survive it: a ``_disarm`` that raises is logged
 and the task still resumes; a callback that raises resumes the task with
 its exception (``Subscription.fire`` never raises).
 
+The push
+--------
+:func:`push_locked` puts a ready operation in its ready queue and wakes a
+parked worker if one is needed: a woken task (``_complete``), a new one (a
+spawn, ``_spawn.py``), one that yields at a checkpoint (``_task.py``), a
+sync callback (``Kernel._push_locked``, the same function). It lives here,
+below the stepper and the spawn, so that, compiled, they call it in C and
+it reads the kernel's, the worker's and the node's fields in C.
+
 Never awaited
 -------------
 A ``WaitEvent`` carries one flag, ``_awaited``, set when it is awaited or
@@ -89,14 +98,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from ...operations import (
     Cancelled,
+    OpKind,
     T,
+    ThreadState,
     current_operation,
     log_user_failure,
     made_by_user,
     safe_repr,
     suspend,
+    thread_state,
 )
 from ...platform import is_main_thread
+from ._fields import WorkerState
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -106,6 +119,7 @@ except ImportError:  # run as Python, without Cython installed
 if TYPE_CHECKING:
     from ...operations import AsyncOperation
     from ._kernel import Kernel
+    from ._worker import Worker
 
 __all__ = [
     "Subscription",
@@ -116,6 +130,7 @@ __all__ = [
     "describe_event",
     "is_event",
     "let_go",
+    "push_locked",
     "resolve",
     "timeout",
 ]
@@ -281,7 +296,7 @@ class Waker:
         self.error: BaseException | None = None
         # Bumped by every reset, so a late firing of an old wait is ignored.
         self.generation = 0
-        # When the task was last queued, in pushes (see Kernel._push_locked).
+        # When the task was last queued, in pushes (see push_locked).
         self.queued_at = 0
 
     # -- transitions ---------------------------------------------------------
@@ -405,7 +420,7 @@ class Waker:
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
-                runtime._push_locked(self.task, resumed=True)
+                push_locked(runtime, self.task, None, None, True)  # (resumed)
                 instruments = runtime._instruments
                 if instruments is None:
                     return True
@@ -461,6 +476,74 @@ class Waker:
 
     def __repr__(self) -> str:
         return f"<Waker of {self.task.name!r} {self.status.name}>"
+
+
+# (Compiled, the kernel's, the node's, the thread's and the workers' fields
+# are read in C, and the step, a spawn and a wake call it in C: see _waker.pxd.)
+def push_locked(
+    runtime: Kernel,
+    op: AsyncOperation,
+    state: ThreadState | None = None,
+    woken: Worker | None = None,
+    resumed: bool = False,
+    _coro: OpKind = OpKind.CORO,
+    _busy: WorkerState = WorkerState.BUSY,
+) -> None:
+    """Queue ``op`` and wake a parked worker for it, if one is needed: ``Kernel._push_locked``.
+
+    Under the runtime lock. ``state`` is the calling thread's state, for
+    callers that hold it. ``woken`` is a worker the caller woke for this item
+    beforehand: if it is still up, between items (it took none meanwhile),
+    and this is the only item queued, it will find the item, and nobody else
+    is woken. ``resumed``: a coroutine task that an event woke, which goes to
+    ``_woken`` (see "Which task runs next" in ``_worker.py``).
+    """
+    if op._kind is _coro:
+        ready = runtime._woken if resumed else runtime._ready
+        # (A task is queued only while it is live: it has its task state.)
+        task = op._task
+        runtime._queue_seq = task.queued_at = runtime._queue_seq + 1
+    else:
+        ready = runtime._sync_ready
+    ready.append(op)
+    if (
+        woken is not None
+        and len(ready) == 1
+        and not woken.parked
+        and not woken.item_seq & 1
+        and woken in runtime._workers
+    ):
+        return
+    if state is None:
+        state = thread_state()
+    if ready is not runtime._sync_ready:
+        worker = state.worker
+        if (
+            worker is not None
+            and state.op is None
+            and worker.runtime is runtime
+            and worker.state is _busy
+        ):
+            # A task queued by this worker's own step (or its timers, or its
+            # poll): the worker runs the queue when the step ends (the test
+            # of Kernel._on_own_worker, inline: this is the hottest path).
+            # Should the step not end, the monitor hands the queue on (in
+            # parallel mode) or reports the slow step.
+            return
+        if not runtime._parallel and runtime._lane.locked():
+            return  # the lane's holder steps it, before it parks
+    elif not runtime._sync_slot_free_locked():
+        return  # the callback that frees a slot runs it next
+    if runtime._idle:
+        runtime._wake_one_locked()
+    elif runtime._dynamic and runtime._unstuck_locked() < runtime._target:
+        runtime._grow_locked(extra=False)
+    elif ready is not runtime._sync_ready:
+        # Every worker is busy. Those inside callbacks that wait for
+        # asyncop may wait for this very task: give it a thread now.
+        runtime._give_steps_a_thread_locked(waiting_only=True)
+    # Else one takes it when its item ends, and the monitor hands it on
+    # should none end soon.
 
 
 def _take_back(sub: Subscription) -> None:

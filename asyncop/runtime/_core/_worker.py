@@ -103,14 +103,13 @@ read in C), and set here, in ``Worker.__init__``.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 from ...operations import ThreadState, thread_state
 from ...platform import ThreadHandle, WakeEvent, join_by, thread_cpu_clock
-from ._fields import WorkerFields
+from ._fields import WorkerFields, WorkerState
 from ._items import _log_exception, run_sync, step_batch
 from ._usage import CpuMeter
 
@@ -150,15 +149,6 @@ EXTRA_IDLE = 0.5
 # How long a worker pauses after an error escaped its loop.
 _RECOVER_PAUSE = 0.01
 _INF = float("inf")
-
-
-class WorkerState(enum.Enum):
-    """Where a worker is in its life."""
-
-    BUSY = "busy"  # running the loop: stepping, running a callback, or between
-    PARKED = "parked"  # on the idle stack, waiting on its wake event
-    POLLING = "polling"  # on the idle stack, waiting in the I/O multiplexer
-    RETIRED = "retired"  # out of the pool; the thread is ending
 
 
 @final
