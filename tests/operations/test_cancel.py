@@ -463,6 +463,6 @@ def time_children_ending(runtime: asyncop.Runtime, count: int) -> float:
 
 def test_children_ending_under_one_parent_cost_linear_time(runtime: asyncop.Runtime) -> None:
     small = min(time_children_ending(runtime, 10_000) for _ in range(3))
-    large = time_children_ending(runtime, 100_000)
+    large = min(time_children_ending(runtime, 100_000) for _ in range(2))
     # 10x the children: linear is ~10x, quadratic ~100x.
     assert large <= 30 * max(small, 0.002), f"10k: {small:.4f} s, 100k: {large:.4f} s"
