@@ -25,6 +25,13 @@ with the same errors (the two share ``_raise_thrown_in`` and
 ``_refuse_foreign``). The worker recognises either, by the type or by the
 generator's code object (``SUSPEND_CODE``), before it sends ``RAISE``.
 
+Compiled, an awaitable may also be its own suspension
+(:class:`SuspendsItself`, stepped as a ``Suspension`` is, with the same
+helpers): it yields itself, and a task parked in it keeps one object alive
+instead of two. ``Awaited``, the base of every runtime event, holds the
+field it steps by beside the event's ``_awaited`` flag, in room the flag
+left unused.
+
 Compiled, ``Suspension`` is an extension type (``_suspend.pxd``), and
 asyncop's own ``async def`` functions make Cython's coroutines (and its
 other generators Cython's generators): ``OWN_GENERATOR`` and
@@ -52,12 +59,22 @@ else:
 from ._current import RAISE, _thread_local, thread_state
 from ._foreign import awaited_outside_error
 
-__all__ = ["OWN_COROUTINE", "OWN_GENERATOR", "SUSPEND_CODE", "Suspension", "suspend"]
+__all__ = [
+    "OWN_COROUTINE",
+    "OWN_GENERATOR",
+    "SUSPEND_CODE",
+    "Awaited",
+    "Suspension",
+    "SuspendsItself",
+    "suspend",
+]
 
 # Where a Suspension is: before its one yield, waiting after it, or over.
-_FRESH = 0
-_WAITING = 1
-_OVER = 2
+# (0, a C field's first value: an awaitable that is its own Suspension and
+# was never awaited, see SuspendsItself.)
+_FRESH = 1
+_WAITING = 2
+_OVER = 3
 
 
 # Final: an extension type when compiled (see _suspend.pxd), which no class extends.
@@ -98,16 +115,9 @@ class Suspension:
             return self.__next__()
         at = self._at
         if at == _FRESH:
-            raise TypeError(
-                f"{self!r} was sent {value!r} before it started; "
-                "send None first, as to a just-started generator"
-            )
+            raise _sent_before_start(self, value)
         self._at = _OVER
-        if at == _OVER:
-            raise StopIteration
-        if value is RAISE:
-            _raise_thrown_in()
-        raise StopIteration(value)
+        _end_sent(at, value)
 
     def throw(self, kind: Any, error: Any = None, traceback: Any = None) -> Any:
         """Raise an error thrown in, as a generator does at its yield.
@@ -119,9 +129,7 @@ class Suspension:
         exc = _thrown(kind, error, traceback)
         at = self._at
         self._at = _OVER
-        if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
-            _refuse_foreign(exc, self._yielded)
-        raise exc
+        _end_thrown(at, exc, self._yielded)
 
     def close(self) -> None:
         """End the wait, as a generator's ``close()`` does."""
@@ -129,6 +137,114 @@ class Suspension:
 
     def __repr__(self) -> str:
         return f"<Suspension in {self._yielded!r}>"
+
+
+class Awaited:
+    """The base of asyncop's awaitable events: whether one was awaited.
+
+    ``_awaited`` is the flag ``WaitEvent`` warns by (see its module,
+    ``_waker.py``). Compiled, the 4-byte flag leaves room beside it for
+    ``_at``, where a :class:`SuspendsItself` is in its one wait: every event
+    keeps the size the flag alone gave it.
+    """
+
+    # (As Python only the flag, left unset at creation: see _waker.py.)
+    __slots__ = ("_awaited",)
+
+
+class SuspendsItself(Awaited):
+    """An awaitable that is its own :class:`Suspension`: it yields itself.
+
+    A task parked in one keeps one object alive where a ``WaitEvent`` and
+    the ``Suspension`` its ``__await__`` made are two. Compiled only: as
+    Python, a generator is the cheaper suspension (see the module's
+    essay), and nothing extends this class. Awaited a second time, before
+    or after the first wait ended, it suspends in a ``Suspension`` of its
+    own, as any event does.
+    """
+
+    # (As Python; compiled, _at is Awaited's C field.)
+    __slots__ = ("_at",)
+
+    def __await__(self) -> Any:
+        self._awaited = True
+        if self._at:
+            return Suspension(self)
+        self._at = _FRESH
+        return self
+
+    def __iter__(self) -> SuspendsItself:
+        return self
+
+    def __next__(self) -> Any:
+        if self._at == _FRESH:
+            self._at = _WAITING
+            return self
+        self._at = _OVER
+        raise StopIteration
+
+    def send(self, value: Any) -> Any:
+        """As ``Suspension.send``, yielding the awaitable itself.
+
+        Raises:
+            BaseException: the error the wait ended with, or StopIteration.
+        """
+        if value is None:
+            return self.__next__()
+        at = self._at
+        if at == _FRESH:
+            raise _sent_before_start(self, value)
+        self._at = _OVER
+        _end_sent(at, value)
+
+    def throw(self, kind: Any, error: Any = None, traceback: Any = None) -> Any:
+        """As ``Suspension.throw``: a foreign loop's error names the awaitable itself.
+
+        Raises:
+            BaseException: the error thrown in (a TypeError outside an asyncop task).
+        """
+        exc = _thrown(kind, error, traceback)
+        at = self._at
+        self._at = _OVER
+        _end_thrown(at, exc, self)
+
+    def close(self) -> None:
+        """As ``Suspension.close``."""
+        self._at = _OVER
+
+
+def _sent_before_start(suspension: object, value: Any) -> TypeError:
+    """The error a suspension sent ``value`` before its one yield raises."""
+    return TypeError(
+        f"{suspension!r} was sent {value!r} before it started; "
+        "send None first, as to a just-started generator"
+    )
+
+
+def _end_sent(at: int, value: Any) -> NoReturn:
+    """End a wait that was at ``at`` and is sent ``value`` (not None).
+
+    Raises:
+        BaseException: the error the wait ended with, for ``RAISE``.
+        StopIteration: the wait is over, with ``value`` (with none if it was over).
+    """
+    if at == _OVER:
+        raise StopIteration
+    if value is RAISE:
+        _raise_thrown_in()
+    raise StopIteration(value)
+
+
+def _end_thrown(at: int, exc: BaseException, yielded: Any) -> NoReturn:
+    """End a wait that was at ``at`` with ``exc`` thrown in, raising it.
+
+    Raises:
+        BaseException: ``exc``.
+        TypeError: awaited outside an asyncop task (``yielded`` is named).
+    """
+    if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
+        _refuse_foreign(exc, yielded)
+    raise exc
 
 
 def _thrown(kind: Any, error: Any, traceback: Any) -> BaseException:
