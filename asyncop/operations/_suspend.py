@@ -180,7 +180,7 @@ class SuspendsItself(Awaited):
         self._awaited = True
         if self._at:
             return Suspension(self)
-        self._at = _FRESH
+        self._at: int = _FRESH
         return self
 
     def __iter__(self) -> SuspendsItself:
