@@ -87,6 +87,7 @@ from ._suspend import OWN_COROUTINE as OWN_COROUTINE
 from ._suspend import OWN_GENERATOR as OWN_GENERATOR
 from ._suspend import SUSPEND_CODE as SUSPEND_CODE
 from ._suspend import Awaited as Awaited
+from ._suspend import Suspends as Suspends
 from ._suspend import SuspendsItself as SuspendsItself
 from ._suspend import Suspension as Suspension
 from ._suspend import suspend as suspend

@@ -12,7 +12,7 @@ every frame it passes, and end with the outermost one.
 
 What ``suspend`` returns depends on the form, each the cheaper in its own:
 
-- Compiled, a :class:`Suspension`: an iterator of two C fields, stepped
+- Compiled, a :class:`Suspension`: an iterator of C fields, stepped
   through C slots. A parked task keeps what it awaits alive for as long as
   it waits, and a generator is a frame (about 250 bytes, a quarter of what
   a parked task costs).
@@ -26,11 +26,13 @@ with the same errors (the two share ``_raise_thrown_in`` and
 generator's code object (``SUSPEND_CODE``), before it sends ``RAISE``.
 
 Compiled, an awaitable may also be its own suspension
-(:class:`SuspendsItself`, stepped as a ``Suspension`` is, with the same
-helpers): it yields itself, and a task parked in it keeps one object alive
-instead of two. ``Awaited``, the base of every runtime event, holds the
-field it steps by beside the event's ``_awaited`` flag, in room the flag
-left unused.
+(:class:`SuspendsItself`): it yields itself, and a task parked in it keeps
+one object alive instead of two. Both kinds step by one copy of the
+iterator protocol, that of their base :class:`Suspends`, which tells by
+the type what to yield (``_yielded_by``). ``Awaited``, the base of every
+runtime event and of ``Suspends``, holds the field a suspension steps by
+beside the event's ``_awaited`` flag, in room the flag left unused; an
+``Awaited`` alone is no iterator.
 
 Compiled, ``Suspension`` is an extension type (``_suspend.pxd``), and
 asyncop's own ``async def`` functions make Cython's coroutines (and its
@@ -64,6 +66,7 @@ __all__ = [
     "OWN_GENERATOR",
     "SUSPEND_CODE",
     "Awaited",
+    "Suspends",
     "Suspension",
     "SuspendsItself",
     "suspend",
@@ -77,30 +80,42 @@ _WAITING = 2
 _OVER = 3
 
 
-# Final: an extension type when compiled (see _suspend.pxd), which no class extends.
-class Suspension:
-    """The iterator one ``await`` of an asyncop awaitable suspends its task in."""
+class Awaited:
+    """The base of asyncop's awaitable events: whether one was awaited.
 
-    # The mark typing.final leaves, which an extension type cannot take as a decorator.
-    __final__ = True
+    ``_awaited`` is the flag ``WaitEvent`` warns by (see its module,
+    ``_waker.py``). Compiled, the 4-byte flag leaves room beside it for a
+    :class:`Suspends`'s ``_at``: an event that is its own suspension keeps
+    the size the flag alone gives every event.
+    """
 
-    __slots__ = ("_at", "_yielded")
+    # (As Python only the flag, left unset at creation: see _waker.py.)
+    __slots__ = ("_awaited",)
 
-    def __init__(self, yielded: Any) -> None:
-        # What the task awaits (or the CHECKPOINT a checkpoint() yields),
-        # described (``_await_description()``) when a foreign loop refuses it.
-        self._yielded = yielded
-        self._at = _FRESH
 
-    def __iter__(self) -> Suspension:
+class Suspends(Awaited):
+    """The iterator protocol of one wait, which both kinds of suspension step by.
+
+    A :class:`Suspension` yields the awaitable it was made for; a
+    :class:`SuspendsItself` yields itself (``_yielded_by``). The methods
+    are here once, and an error they raise has them as its innermost
+    traceback entry: a helper function between would take one more entry,
+    which, compiled, costs a frame object on every cancel of a waiting task.
+    (An ``Awaited`` is no iterator: the protocol begins here, below it.)
+    """
+
+    # (As Python; compiled, _at is Awaited's C field, beside _awaited.)
+    __slots__ = ("_at",)
+
+    def __iter__(self) -> Suspends:
         return self
 
     def __next__(self) -> Any:
         # What a wait that ends with None resumes through. (Compiled, this
         # StopIteration is no object: the slot returns empty-handed.)
         if self._at == _FRESH:
-            self._at = _WAITING
-            return self._yielded
+            self._at: int = _WAITING  # (a C int compiled)
+            return _yielded_by(self)
         self._at = _OVER
         raise StopIteration
 
@@ -134,31 +149,34 @@ class Suspension:
         at = self._at
         self._at = _OVER
         if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
-            _refuse_foreign(exc, self._yielded)
+            _refuse_foreign(exc, _yielded_by(self))
         raise exc
 
     def close(self) -> None:
         """End the wait, as a generator's ``close()`` does."""
         self._at = _OVER
 
+
+# Final: an extension type when compiled (see _suspend.pxd), which no class extends.
+class Suspension(Suspends):
+    """The iterator one ``await`` of an asyncop awaitable suspends its task in."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
+    __slots__ = ("_yielded",)
+
+    def __init__(self, yielded: Any) -> None:
+        # What the task awaits (or the CHECKPOINT a checkpoint() yields),
+        # described (``_await_description()``) when a foreign loop refuses it.
+        self._yielded = yielded
+        self._at = _FRESH
+
     def __repr__(self) -> str:
         return f"<Suspension in {self._yielded!r}>"
 
 
-class Awaited:
-    """The base of asyncop's awaitable events: whether one was awaited.
-
-    ``_awaited`` is the flag ``WaitEvent`` warns by (see its module,
-    ``_waker.py``). Compiled, the 4-byte flag leaves room beside it for
-    ``_at``, where a :class:`SuspendsItself` is in its one wait: every event
-    keeps the size the flag alone gave it.
-    """
-
-    # (As Python only the flag, left unset at creation: see _waker.py.)
-    __slots__ = ("_awaited",)
-
-
-class SuspendsItself(Awaited):
+class SuspendsItself(Suspends):
     """An awaitable that is its own :class:`Suspension`: it yields itself.
 
     A task parked in one keeps one object alive where a ``WaitEvent`` and
@@ -169,64 +187,25 @@ class SuspendsItself(Awaited):
     own, as any event does.
     """
 
-    # (As Python; compiled, _at is Awaited's C field.)
-    __slots__ = ("_at",)
-
-    # Its methods repeat Suspension's rather than call a shared helper: an
-    # error raised through one more call takes one more traceback entry,
-    # which, compiled, costs a frame object on every cancel of a waiting task.
+    __slots__ = ()
 
     def __await__(self) -> Any:
         self._awaited = True
         if self._at:
             return Suspension(self)
-        self._at: int = _FRESH
+        self._at = _FRESH
         return self
 
-    def __iter__(self) -> SuspendsItself:
-        return self
 
-    def __next__(self) -> Any:
-        if self._at == _FRESH:
-            self._at = _WAITING
-            return self
-        self._at = _OVER
-        raise StopIteration
+def _yielded_by(suspension: Suspends) -> Any:
+    """What ``suspension`` yields: a ``Suspension``'s awaitable, or the awaitable itself.
 
-    def send(self, value: Any) -> Any:
-        """As ``Suspension.send``, yielding the awaitable itself.
-
-        Raises:
-            BaseException: the error the wait ended with, or StopIteration.
-        """
-        if value is None:
-            return self.__next__()
-        at = self._at
-        if at == _FRESH:
-            raise _sent_before_start(self, value)
-        self._at = _OVER
-        if at == _OVER:
-            raise StopIteration
-        if value is RAISE:
-            _raise_thrown_in()
-        raise StopIteration(value)
-
-    def throw(self, kind: Any, error: Any = None, traceback: Any = None) -> Any:
-        """As ``Suspension.throw``: a foreign loop's error names the awaitable itself.
-
-        Raises:
-            BaseException: the error thrown in (a TypeError outside an asyncop task).
-        """
-        exc = _thrown(kind, error, traceback)
-        at = self._at
-        self._at = _OVER
-        if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
-            _refuse_foreign(exc, self)
-        raise exc
-
-    def close(self) -> None:
-        """As ``Suspension.close``."""
-        self._at = _OVER
+    (Compiled, a C function that cannot raise, which no traceback names.)
+    """
+    if type(suspension) is Suspension:
+        own = suspension  # (compiled, a C pointer of Suspension's type)
+        return own._yielded
+    return suspension
 
 
 def _sent_before_start(suspension: object, value: Any) -> TypeError:

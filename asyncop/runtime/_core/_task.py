@@ -68,7 +68,7 @@ from ...operations import (
     AsyncOperation,
     Cancelled,
     Outcome,
-    SuspendsItself,
+    Suspends,
     Suspension,
     ThreadState,
     cancelled_for,
@@ -398,9 +398,9 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     """Whether ``error`` is handed to the awaitable ``coro`` waits in, to raise it there.
 
     When the task waits in one of asyncop's awaitables (its await chain
-    ends in what ``suspend()`` returned, or in a ``SuspendsItself``: see
-    ``_suspend.py``), the error is left in ``state.thrown_in`` for it and
-    the task is sent ``RAISE``: raised there,
+    ends in what ``suspend()`` returned, or in a ``SuspendsItself``: both
+    are ``Suspends``, see ``_suspend.py``), the error is left in
+    ``state.thrown_in`` for it and the task is sent ``RAISE``: raised there,
     it chains to the exception being handled where the task waits, as in
     trio. Anything else (a user's awaitable, an async generator's ``asend``)
     gets it through ``throw()``, which sets the context again in every frame
@@ -418,7 +418,7 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
                 state.thrown_in = error
                 return True
             inner = awaited
-        elif kind is Suspension or isinstance(inner, SuspendsItself):
+        elif kind is Suspension or isinstance(inner, Suspends):
             state.thrown_in = error
             return True
         else:
