@@ -36,5 +36,4 @@ cdef class SuspendsItself(Suspends):
     pass
 
 
-@cython.locals(own=Suspension)
 cdef inline object _yielded_by(Suspends suspension)

@@ -203,8 +203,7 @@ def _yielded_by(suspension: Suspends) -> Any:
     (Compiled, a C function that cannot raise, which no traceback names.)
     """
     if type(suspension) is Suspension:
-        own = suspension  # (compiled, a C pointer of Suspension's type)
-        return own._yielded
+        return cython.cast(Suspension, suspension)._yielded
     return suspension
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import asyncop
 from asyncop.lowlevel import is_compiled
-from asyncop.operations import Suspension, suspend
+from asyncop.operations import Awaited, SuspendsItself, Suspension, suspend
 from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(20)
@@ -63,6 +63,12 @@ def test_a_suspension_steps_as_a_one_yield_generator(make: Any) -> None:
     closed.close()
     with pytest.raises(StopIteration):
         next(closed)
+
+
+@pytest.mark.parametrize("name", ["__iter__", "__next__", "send", "throw", "close"])
+def test_both_kinds_of_suspension_step_by_one_iterator_protocol(name: str) -> None:
+    assert getattr(Suspension, name) is getattr(SuspendsItself, name)
+    assert not hasattr(Awaited, name)  # (an event that is no suspension is no iterator)
 
 
 @pytest.mark.parametrize("make", [Suspension, suspend], ids=["Suspension", "suspend"])
