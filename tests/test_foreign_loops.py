@@ -203,6 +203,19 @@ def test_an_asyncop_awaitable_under_another_loop_is_a_clear_type_error(
     assert "asyncop.anyio" in message
 
 
+@pytest.mark.parametrize("what", sorted(_asyncop_awaitables()))
+def test_an_asyncop_awaitable_made_an_asyncio_task_is_refused_not_completed(what: str) -> None:
+    # Handed to asyncio.create_task() itself rather than awaited in a
+    # coroutine: never a task that ends at once as if the wait were over.
+    async def main() -> object:
+        return await asyncio.create_task(_asyncop_awaitables()[what]())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the refused object, never awaited
+        error = _error_of(lambda: asyncio.run(main()))
+    assert isinstance(error, TypeError), repr(error)
+
+
 def test_an_operation_awaited_under_asyncio_is_a_clear_type_error(rt: asyncop.Runtime) -> None:
     op = rt.create(lambda o, c: None, name="foreign_awaited")
 

@@ -86,6 +86,9 @@ from ._stop import stop_requested_of as stop_requested_of
 from ._suspend import OWN_COROUTINE as OWN_COROUTINE
 from ._suspend import OWN_GENERATOR as OWN_GENERATOR
 from ._suspend import SUSPEND_CODE as SUSPEND_CODE
+from ._suspend import Awaited as Awaited
+from ._suspend import Suspends as Suspends
+from ._suspend import SuspendsItself as SuspendsItself
 from ._suspend import Suspension as Suspension
 from ._suspend import suspend as suspend
 from ._token import CancelHandle as CancelHandle

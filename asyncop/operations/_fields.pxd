@@ -22,9 +22,10 @@ cdef class RareFields:
 
 @cython.auto_pickle(False)
 cdef class OperationFields:
-    # Pointers first, then the 4-byte flags together, then the 8-byte
-    # numbers: no padding between them, so the node fits a smaller
-    # allocator size class.
+    # Pointers first, then the flags together, one byte each (Python
+    # reads them as 0 or 1: what it hands on as a bool goes through
+    # bool()), then the 8-byte numbers: ten flags and _lasti fill 16
+    # bytes, so the node fits a smaller allocator size class.
     cdef object __weakref__
     cdef public object runtime
     cdef public object name
@@ -47,16 +48,16 @@ cdef class OperationFields:
     cdef public object _task
     cdef public object _code
     cdef public object _ended_at
-    cdef public bint _observed
-    cdef public bint _propagates
-    cdef public bint _supervised
-    cdef public bint _supervise
-    cdef public bint _shield
-    cdef public bint _expired
-    cdef public bint _interrupted
-    cdef public bint _outside_cancel
-    cdef public bint _cancelled
-    cdef public bint _cancel_unfinished
+    cdef public unsigned char _observed
+    cdef public unsigned char _propagates
+    cdef public unsigned char _supervised
+    cdef public unsigned char _supervise
+    cdef public unsigned char _shield
+    cdef public unsigned char _expired
+    cdef public unsigned char _interrupted
+    cdef public unsigned char _outside_cancel
+    cdef public unsigned char _cancelled
+    cdef public unsigned char _cancel_unfinished
     cdef public int _lasti
     cdef public Py_ssize_t _steps
     cdef public Py_ssize_t _wakes

@@ -250,7 +250,7 @@ class AsyncOperation(OperationFields, Generic[T]):
     @property
     def expired(self) -> bool:
         """True if the operation's own deadline passed and cancelled it."""
-        return self._expired
+        return bool(self._expired)
 
     @property
     def error(self) -> BaseException | None:
@@ -343,7 +343,7 @@ class AsyncOperation(OperationFields, Generic[T]):
     @property
     def shield(self) -> bool:
         """True if a cancel (or a stop request) from above does not enter this subtree."""
-        return self._shield
+        return bool(self._shield)
 
     @shield.setter
     def shield(self, value: bool) -> None:

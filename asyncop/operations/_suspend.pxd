@@ -1,6 +1,6 @@
 # C declarations for the compiled form of _suspend.py (see
 # asyncop/runtime/_core/_waker.pxd): what a task awaits is an extension type
-# of two C fields, stepped through C slots.
+# of C fields, stepped through C slots.
 
 cimport cython
 
@@ -10,9 +10,30 @@ cdef int _WAITING
 cdef int _OVER
 
 
-@cython.final
+# The base of WaitEvent (asyncop/runtime/_core/_waker.py): the flag and the
+# place of a suspension's one wait share one 8-byte word.
 @cython.auto_pickle(False)
-cdef class Suspension:
-    cdef object _yielded
+cdef class Awaited:
+    cdef public bint _awaited
     cdef int _at
 
+
+# The iterator protocol, once, for both kinds below. (No cdef method: one
+# would give every object a pointer to its table.)
+@cython.auto_pickle(False)
+cdef class Suspends(Awaited):
+    pass
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class Suspension(Suspends):
+    cdef object _yielded
+
+
+@cython.auto_pickle(False)
+cdef class SuspendsItself(Suspends):
+    pass
+
+
+cdef inline object _yielded_by(Suspends suspension)

@@ -12,7 +12,7 @@ every frame it passes, and end with the outermost one.
 
 What ``suspend`` returns depends on the form, each the cheaper in its own:
 
-- Compiled, a :class:`Suspension`: an iterator of two C fields, stepped
+- Compiled, a :class:`Suspension`: an iterator of C fields, stepped
   through C slots. A parked task keeps what it awaits alive for as long as
   it waits, and a generator is a frame (about 250 bytes, a quarter of what
   a parked task costs).
@@ -24,6 +24,15 @@ Both behave alike: ``send``, ``throw`` and ``close``, in the same order and
 with the same errors (the two share ``_raise_thrown_in`` and
 ``_refuse_foreign``). The worker recognises either, by the type or by the
 generator's code object (``SUSPEND_CODE``), before it sends ``RAISE``.
+
+Compiled, an awaitable may also be its own suspension
+(:class:`SuspendsItself`): it yields itself, and a task parked in it keeps
+one object alive instead of two. Both kinds step by one copy of the
+iterator protocol, that of their base :class:`Suspends`, which tells by
+the type what to yield (``_yielded_by``). ``Awaited``, the base of every
+runtime event and of ``Suspends``, holds the field a suspension steps by
+beside the event's ``_awaited`` flag, in room the flag left unused; an
+``Awaited`` alone is no iterator.
 
 Compiled, ``Suspension`` is an extension type (``_suspend.pxd``), and
 asyncop's own ``async def`` functions make Cython's coroutines (and its
@@ -52,38 +61,65 @@ else:
 from ._current import RAISE, _thread_local, thread_state
 from ._foreign import awaited_outside_error
 
-__all__ = ["OWN_COROUTINE", "OWN_GENERATOR", "SUSPEND_CODE", "Suspension", "suspend"]
+__all__ = [
+    "OWN_COROUTINE",
+    "OWN_GENERATOR",
+    "SUSPEND_CODE",
+    "Awaited",
+    "Suspends",
+    "Suspension",
+    "SuspendsItself",
+    "suspend",
+]
 
 # Where a Suspension is: before its one yield, waiting after it, or over.
-_FRESH = 0
-_WAITING = 1
-_OVER = 2
+# (0, a C field's first value: an awaitable that is its own Suspension and
+# was never awaited, see SuspendsItself.)
+_FRESH = 1
+_WAITING = 2
+_OVER = 3
 
 
-# Final: an extension type when compiled (see _suspend.pxd), which no class extends.
-class Suspension:
-    """The iterator one ``await`` of an asyncop awaitable suspends its task in."""
+class Awaited:
+    """The base of asyncop's awaitable events: whether one was awaited.
 
-    # The mark typing.final leaves, which an extension type cannot take as a decorator.
-    __final__ = True
+    ``_awaited`` is the flag ``WaitEvent`` warns by (see its module,
+    ``_waker.py``). Compiled, the 4-byte flag leaves room beside it for a
+    :class:`Suspends`'s ``_at``: an event that is its own suspension keeps
+    the size the flag alone gives every event.
+    """
 
-    __slots__ = ("_at", "_yielded")
+    # (As Python only the flag, left unset at creation: see _waker.py.)
+    __slots__ = ("_awaited",)
 
-    def __init__(self, yielded: Any) -> None:
-        # What the task awaits (or the CHECKPOINT a checkpoint() yields),
-        # described (``_await_description()``) when a foreign loop refuses it.
-        self._yielded = yielded
-        self._at = _FRESH
 
-    def __iter__(self) -> Suspension:
+class Suspends(Awaited):
+    """The iterator protocol of one wait, which both kinds of suspension step by.
+
+    A :class:`Suspension` yields the awaitable it was made for; a
+    :class:`SuspendsItself` yields itself (``_yielded_by``). The methods
+    are here once, and an error they raise has them as its innermost
+    traceback entry: a helper function between would take one more entry,
+    which, compiled, costs a frame object on every cancel of a waiting task.
+    (An ``Awaited`` is no iterator: the protocol begins here, below it.)
+    """
+
+    # (As Python; compiled, _at is Awaited's C field, beside _awaited.)
+    __slots__ = ("_at",)
+
+    def __iter__(self) -> Suspends:
         return self
 
     def __next__(self) -> Any:
         # What a wait that ends with None resumes through. (Compiled, this
         # StopIteration is no object: the slot returns empty-handed.)
         if self._at == _FRESH:
-            self._at = _WAITING
-            return self._yielded
+            self._at: int = _WAITING  # (a C int compiled)
+            return _yielded_by(self)
+        if not self._at:
+            # A SuspendsItself never awaited, stepped as a coroutine (by
+            # asyncio.create_task(event.wait_async()), say): refuse it.
+            raise awaited_outside_error(_yielded_by(self)._await_description())
         self._at = _OVER
         raise StopIteration
 
@@ -98,10 +134,7 @@ class Suspension:
             return self.__next__()
         at = self._at
         if at == _FRESH:
-            raise TypeError(
-                f"{self!r} was sent {value!r} before it started; "
-                "send None first, as to a just-started generator"
-            )
+            raise _sent_before_start(self, value)
         self._at = _OVER
         if at == _OVER:
             raise StopIteration
@@ -120,15 +153,70 @@ class Suspension:
         at = self._at
         self._at = _OVER
         if at == _WAITING and isinstance(exc, (RuntimeError, TypeError)):
-            _refuse_foreign(exc, self._yielded)
+            _refuse_foreign(exc, _yielded_by(self))
         raise exc
 
     def close(self) -> None:
         """End the wait, as a generator's ``close()`` does."""
         self._at = _OVER
 
+
+# Final: an extension type when compiled (see _suspend.pxd), which no class extends.
+class Suspension(Suspends):
+    """The iterator one ``await`` of an asyncop awaitable suspends its task in."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
+    __slots__ = ("_yielded",)
+
+    def __init__(self, yielded: Any) -> None:
+        # What the task awaits (or the CHECKPOINT a checkpoint() yields),
+        # described (``_await_description()``) when a foreign loop refuses it.
+        self._yielded = yielded
+        self._at = _FRESH
+
     def __repr__(self) -> str:
         return f"<Suspension in {self._yielded!r}>"
+
+
+class SuspendsItself(Suspends):
+    """An awaitable that is its own :class:`Suspension`: it yields itself.
+
+    A task parked in one keeps one object alive where a ``WaitEvent`` and
+    the ``Suspension`` its ``__await__`` made are two. Compiled only: as
+    Python, a generator is the cheaper suspension (see the module's
+    essay), and nothing extends this class. Awaited a second time, before
+    or after the first wait ended, it suspends in a ``Suspension`` of its
+    own, as any event does.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        self._awaited = True
+        if self._at:
+            return Suspension(self)
+        self._at = _FRESH
+        return self
+
+
+def _yielded_by(suspension: Suspends) -> Any:
+    """What ``suspension`` yields: a ``Suspension``'s awaitable, or the awaitable itself.
+
+    (Compiled, a C function that cannot raise, which no traceback names.)
+    """
+    if type(suspension) is Suspension:
+        return cython.cast(Suspension, suspension)._yielded
+    return suspension
+
+
+def _sent_before_start(suspension: object, value: Any) -> TypeError:
+    """The error a suspension sent ``value`` before its one yield raises."""
+    return TypeError(
+        f"{suspension!r} was sent {value!r} before it started; "
+        "send None first, as to a just-started generator"
+    )
 
 
 def _thrown(kind: Any, error: Any, traceback: Any) -> BaseException:

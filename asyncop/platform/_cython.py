@@ -12,18 +12,19 @@ Compiled, ``import cython`` is Cython's own: ``cython.compiled`` is True, and
 its decorators would declare C types. Run as Python, it is Cython's
 ``Shadow`` module when Cython is installed, and this namespace when it is
 not, with ``compiled`` False. Only the names asyncop uses are here
-(``compiled``, ``locals``): ``tests/test_compiled.py`` checks that every
+(``compiled``, ``locals``, ``cast``): ``tests/test_compiled.py`` checks that every
 ``cython.X`` in asyncop has its stand-in, which does nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["pure_cython"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 def _unchanged(fn: _F) -> _F:
@@ -39,3 +40,8 @@ class pure_cython:  # (lower case: it stands in for the module ``cython``)
     def locals(**types: object) -> Callable[[_F], _F]:
         """``@cython.locals(name=type)``: C types of a function's locals; none here."""
         return _unchanged
+
+    @staticmethod
+    def cast(kind: type[_T], value: object) -> _T:
+        """``cython.cast(kind, value)``: ``value`` taken for a ``kind``, unchecked; here, as is."""
+        return cast(_T, value)

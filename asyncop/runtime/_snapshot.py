@@ -138,7 +138,7 @@ def _row_locked(runtime: Kernel, op: AsyncOperation, depth: int, now: float) -> 
     kind = _KINDS[op._kind]
     if op._kind is OpKind.REMOTE and task is not None:
         kind = getattr(task, "kind", kind)
-    cancelling = op._cancelled and not op.done
+    cancelling = bool(op._cancelled) and not op.done
     return {
         "id": id(op),
         "parent": None if parent is None else id(parent),
@@ -156,7 +156,7 @@ def _row_locked(runtime: Kernel, op: AsyncOperation, depth: int, now: float) -> 
         "stop": describe_stop_locked(runtime, op).strip() or None,
         "deadline": deadline,
         "deadline_in_s": None if deadline is None else deadline - now,
-        "shield": op._shield,
+        "shield": op.shield,
         "warnings": [],
         **_stats(op, now),
     }

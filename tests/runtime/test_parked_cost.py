@@ -9,7 +9,7 @@ import pytest
 
 import asyncop
 from asyncop.lowlevel import is_compiled
-from asyncop.operations import Suspension, suspend
+from asyncop.operations import Awaited, SuspendsItself, Suspension, suspend
 from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(20)
@@ -65,6 +65,12 @@ def test_a_suspension_steps_as_a_one_yield_generator(make: Any) -> None:
         next(closed)
 
 
+@pytest.mark.parametrize("name", ["__iter__", "__next__", "send", "throw", "close"])
+def test_both_kinds_of_suspension_step_by_one_iterator_protocol(name: str) -> None:
+    assert getattr(Suspension, name) is getattr(SuspendsItself, name)
+    assert not hasattr(Awaited, name)  # (an event that is no suspension is no iterator)
+
+
 @pytest.mark.parametrize("make", [Suspension, suspend], ids=["Suspension", "suspend"])
 def test_a_suspension_waiting_for_none_ends_with_none(make: Any) -> None:
     it = make("event")
@@ -72,3 +78,106 @@ def test_a_suspension_waiting_for_none_ends_with_none(make: Any) -> None:
     with pytest.raises(StopIteration) as stop:
         next(it)
     assert stop.value.value is None
+
+
+def _parked_on_an_event(inspect: Any) -> list[Any]:
+    """What ``inspect(op)`` returns for a task parked on an event's wait_async()."""
+    seen: list[Any] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+
+        async def waiter() -> None:
+            await event.wait_async()
+
+        async with asyncop.scope() as scope:
+            op = scope.spawn(waiter)
+            while op._task.coro is None or op._task.coro.cr_await is None:
+                await asyncop.checkpoint()
+            seen.append(inspect(op))
+            event.set()
+
+    with asyncop.Runtime(1, clock=VirtualClock(autojump=True)) as runtime:
+        runtime.run(main)
+    return seen
+
+
+@pytest.mark.skipif(not is_compiled(), reason="as Python a task suspends in a generator")
+def test_a_task_parked_on_an_event_keeps_one_object_for_its_wait() -> None:
+    [(awaited, subscribed)] = _parked_on_an_event(
+        lambda op: (op._task.coro.cr_await, op._task._subs.event)
+    )
+    assert awaited is subscribed
+
+
+@pytest.mark.skipif(not is_compiled(), reason="as Python a node's fields are slots")
+def test_a_parked_task_s_node_fits_272_bytes() -> None:
+    [size] = _parked_on_an_event(sys.getsizeof)
+    assert size <= 272
+
+
+def test_a_node_s_flags_read_as_bools() -> None:
+    def flags(op: Any) -> list[object]:
+        rows = op.runtime.snapshot()["operations"]
+        return [
+            op.shield,
+            op.expired,
+            *(row[key] for row in rows for key in ("shield", "cancelling")),
+        ]
+
+    [read] = _parked_on_an_event(flags)
+    assert len(read) > 2
+    assert all(flag is False for flag in read)
+
+
+@pytest.mark.parametrize("set_first", [False, True], ids=["waiting", "already set"])
+def test_one_wait_awaited_by_two_tasks_wakes_both(set_first: bool) -> None:
+    woke: list[str] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        wait = event.wait_async()
+
+        async def waiter(name: str) -> None:
+            await wait
+            woke.append(name)
+
+        if set_first:
+            event.set()
+        async with asyncop.scope() as scope:
+            scope.spawn(waiter, "a")
+            scope.spawn(waiter, "b")
+            await asyncop.sleep(1)
+            event.set()
+        await wait
+
+    with asyncop.Runtime(2, clock=VirtualClock(autojump=True)) as runtime:
+        runtime.run(main)
+    assert sorted(woke) == ["a", "b"]
+
+
+def test_a_task_parked_on_an_event_is_cancelled_with_the_error_it_handles() -> None:
+    seen: list[BaseException | None] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+
+        async def waiter() -> None:
+            try:
+                raise KeyError("handled")
+            except KeyError:
+                try:
+                    await event.wait_async()
+                except asyncop.Cancelled as exc:
+                    seen.append(exc.__context__)
+                    raise
+
+        async with asyncop.scope() as scope:
+            op = scope.spawn(waiter)
+            await asyncop.sleep(1)
+            op.cancel()
+
+    with asyncop.Runtime(1, clock=VirtualClock(autojump=True)) as runtime:
+        runtime.run(main)
+    [context] = seen
+    assert isinstance(context, KeyError)

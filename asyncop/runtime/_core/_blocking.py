@@ -206,7 +206,7 @@ class Blocking(WaitEvent):
                 f"spawn_blocking(limiter=...) needs a CapacityLimiter, got "
                 f"{type(limiter).__name__}; pass asyncop.CapacityLimiter(n) or None"
             )
-        del self._awaited
+        self._awaited = False
         self.fn = fn
         self.args = args
         self.abandon = abandon

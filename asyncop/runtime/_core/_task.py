@@ -68,6 +68,7 @@ from ...operations import (
     AsyncOperation,
     Cancelled,
     Outcome,
+    Suspends,
     Suspension,
     ThreadState,
     cancelled_for,
@@ -398,8 +399,8 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
     """Whether ``error`` is handed to the awaitable ``coro`` waits in, to raise it there.
 
     When the task waits in one of asyncop's awaitables (its await chain
-    ends in what ``suspend()`` returned: a ``Suspension`` compiled, the
-    generator of ``SUSPEND_CODE`` as Python), the error is left in
+    ends in what ``suspend()`` returned, or in a ``SuspendsItself``: both
+    are ``Suspends``, see ``_suspend.py``), the error is left in
     ``state.thrown_in`` for it and the task is sent ``RAISE``: raised there,
     it chains to the exception being handled where the task waits, as in
     trio. Anything else (a user's awaitable, an async generator's ``asend``)
@@ -418,7 +419,7 @@ def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
                 state.thrown_in = error
                 return True
             inner = awaited
-        elif kind is Suspension:
+        elif kind is Suspension or isinstance(inner, Suspends):
             state.thrown_in = error
             return True
         else:

@@ -97,8 +97,10 @@ from types import CoroutineType, FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from ...operations import (
+    Awaited,
     Cancelled,
     OpKind,
+    SuspendsItself,
     T,
     ThreadState,
     current_operation,
@@ -122,6 +124,7 @@ if TYPE_CHECKING:
     from ._worker import Worker
 
 __all__ = [
+    "SelfSuspendedEvent",
     "Subscription",
     "WaitEvent",
     "Waker",
@@ -155,7 +158,7 @@ class WakerStatus(enum.Enum):
 WakeCallback = Callable[["Waker", "Subscription", Any, "BaseException | None"], bool]
 
 
-class WaitEvent(Generic[T]):
+class WaitEvent(Awaited, Generic[T]):
     """Base of the runtime's awaitables: an event a task can wait on.
 
     ``await event`` yields the event to the worker stepping the task, which
@@ -169,10 +172,10 @@ class WaitEvent(Generic[T]):
     happened.
     """
 
-    # _awaited: set (to True) once the event is awaited or otherwise used.
-    # It is left unset at creation, so making an event costs nothing more;
-    # only __del__ reads it, and only an unused event misses it.
-    __slots__ = ("_awaited",)
+    # _awaited (Awaited's): set (to True) once the event is awaited or
+    # otherwise used. It is left unset at creation, so making an event costs
+    # nothing more; only __del__ reads it, and only an unused event misses it.
+    __slots__ = ()
 
     #: A cancel of the waiting task wakes it with ``Cancelled``. False for
     #: waits that must run to the end (a blocking call in another thread).
@@ -215,6 +218,20 @@ class WaitEvent(Generic[T]):
 
     def _describe(self) -> str:
         return type(self).__name__
+
+
+# An event that, compiled, is its own Suspension: a task parked in it keeps
+# one object alive, not two. As Python, any event (see SuspendsItself).
+if TYPE_CHECKING or not cython.compiled:
+    SelfSuspendedEvent = WaitEvent
+else:
+
+    class SelfSuspendedEvent(WaitEvent, SuspendsItself):
+        """A ``WaitEvent`` that yields itself when awaited."""
+
+        __slots__ = ()
+        # (WaitEvent's comes first in the MRO: this one, the C slot's.)
+        __await__ = SuspendsItself.__await__
 
 
 # Final: an extension type when compiled (see _waker.pxd), which no class extends.

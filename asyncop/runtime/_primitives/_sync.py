@@ -56,7 +56,7 @@ from ...operations import (
 )
 from ...platform import check_timeout
 from .._core._task import TaskState
-from .._core._waker import Subscription, WaitEvent
+from .._core._waker import SelfSuspendedEvent, Subscription, WaitEvent
 from ._lock_cycles import cycle_error, holder_text
 from ._names import check_name, label, made_at, short_label
 from ._statistics import EventStatistics, LockStatistics
@@ -402,7 +402,9 @@ class Lock:
 
 
 @final
-class _EventWait(WaitEvent):
+class _EventWait(SelfSuspendedEvent):
+    # Compiled, its own suspension: a task parked on an event keeps this
+    # one object for its wait.
     __slots__ = ("event",)
 
     def __init__(self, event: Event) -> None:
