@@ -148,6 +148,9 @@ def test_the_environment_variable_gives_every_runtime_its_console(
 def test_the_protocol_answers_each_request_line_with_one_json_line(path: str) -> None:
     with asyncop.Runtime(1, console=path, name="served", clock=VirtualClock()) as rt:
         op = rt.spawn(parked, name="parked")
+        until = time.monotonic() + 10
+        while "waiting on" not in rt.dump() and time.monotonic() < until:
+            time.sleep(0.001)  # until the task is parked, as the dump below shows it
         client = Client(path)
         hello = client.ask(b"hello\n")
         assert hello == {
