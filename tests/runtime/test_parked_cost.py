@@ -20,25 +20,9 @@ pytestmark = pytest.mark.timeout(20)
     reason="as Python a task suspends in a generator, which CPython steps without a call",
 )
 def test_a_task_parked_on_an_event_awaits_no_generator_frame() -> None:
-    seen: list[Any] = []
-
-    async def main() -> None:
-        event = asyncop.Event()
-
-        async def waiter() -> None:
-            await event.wait_async()
-
-        async with asyncop.scope() as scope:
-            op = scope.spawn(waiter)
-            while op._task.coro is None or op._task.coro.cr_await is None:
-                await asyncop.checkpoint()
-            awaited = op._task.coro.cr_await
-            seen.extend([awaited, sys.getsizeof(awaited)])
-            event.set()
-
-    with asyncop.Runtime(1, clock=VirtualClock(autojump=True)) as runtime:
-        runtime.run(main)
-    awaited, size = seen
+    [(awaited, size)] = _parked_on_an_event(
+        lambda op: (op._task.coro.cr_await, sys.getsizeof(op._task.coro.cr_await))
+    )
     assert getattr(awaited, "gi_frame", None) is None
     assert size <= 64
 
