@@ -210,6 +210,35 @@ async def test_lock_handed_over_then_cancelled_keeps_the_lock(
 
 
 @pytest.mark.asyncop
+async def test_a_lock_guard_releases_only_its_own_acquisition(
+    autojump_clock: VirtualClock,
+) -> None:
+    # As releasing a lock one does not hold: a guard used up by release()
+    # (or by its with block) must not release a later acquisition.
+    lock = asyncop.Lock()
+    guard = await lock.lock_async()
+    guard.release()
+    with pytest.raises(RuntimeError, match="released it already"):
+        guard.release()
+    assert not lock.locked()
+
+    async with lock:
+        with pytest.raises(RuntimeError, match="released it already"):
+            guard.release()
+        assert lock.locked()
+    assert not lock.locked()
+
+    async with await lock.lock_async() as used:
+        pass
+    second = await lock.lock_async()
+    with pytest.raises(RuntimeError, match="released it already"):
+        used.release()
+    assert lock.statistics().owner is asyncop.current_operation()
+    second.release()
+    assert not lock.locked()
+
+
+@pytest.mark.asyncop
 async def test_task_ending_with_the_lock_breaks_it(autojump_clock: VirtualClock) -> None:
     lock = asyncop.Lock()
 

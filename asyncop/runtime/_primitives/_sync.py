@@ -76,28 +76,45 @@ def _owner_key() -> object:
 
 @final
 class LockGuard:
-    """Proof of holding a ``Lock``: ``release()`` it, or use it as a context manager."""
+    """Proof of holding a ``Lock``: ``release()`` it, or use it as a context manager.
 
-    __slots__ = ("_lock",)
+    A guard stands for one acquisition and releases it once: a second
+    ``release()`` raises, even when the same task holds the lock again
+    through a later acquire (that one has its own guard).
+    """
+
+    __slots__ = ("_held", "_lock")
 
     def __init__(self, lock: Lock) -> None:
         self._lock = lock
+        self._held = True
 
     def release(self) -> None:
-        """Release the lock this guard holds."""
+        """Release the lock this guard holds.
+
+        Raises:
+            RuntimeError: this guard released it already, or the caller does
+                not hold the lock.
+        """
+        if not self._held:
+            raise RuntimeError(
+                f"this guard of {self._lock._label()} released it already; a later "
+                "acquire has its own guard: release that one, or call lock.release()"
+            )
         self._lock.release()
+        self._held = False
 
     def __enter__(self) -> LockGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
     async def __aenter__(self) -> LockGuard:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
 
 @final
