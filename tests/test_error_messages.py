@@ -750,6 +750,29 @@ def t_lock_reentry(c: Ctx) -> BaseException:
         lock.release()
 
 
+def t_lock_guard_released_twice(c: Ctx) -> BaseException:
+    lock = Lock("guarded_lock")
+
+    async def twice() -> None:
+        guard = await lock.lock_async()
+        guard.release()
+        async with lock:
+            guard.release()
+
+    return failure_of(c.vrt, twice)
+
+
+def t_shield_type(c: Ctx) -> BaseException:
+    def set_shield() -> None:
+        current_operation().shield = "yes"  # type: ignore[assignment]
+
+    return failure_of(c.vrt, set_shield)
+
+
+def t_scope_shield_type(c: Ctx) -> BaseException:
+    return caught(c.rt.scope, shield=1)
+
+
 def t_wait_timeout_type(c: Ctx) -> BaseException:
     return caught(Event().wait, "5")
 
@@ -1932,6 +1955,9 @@ CASES = [
     Case("lock-broken", t_lock_broken, BrokenResourceError, "'cache_lock'"),
     Case("lock-release-unheld", t_lock_release_unheld, RuntimeError, "'free_lock'"),
     Case("lock-reentry", t_lock_reentry, RuntimeError, "'reentered_lock'"),
+    Case("lock-guard-released-twice", t_lock_guard_released_twice, RuntimeError, "'guarded_lock'"),
+    Case("shield-type", t_shield_type, TypeError, "set_shield'"),
+    Case("scope-shield-type", t_scope_shield_type, TypeError, "scope(shield=...)"),
     Case("wait-timeout-type", t_wait_timeout_type, TypeError, "Event.wait(timeout=...)"),
     Case("wait-timeout-nan", t_wait_timeout_nan, ValueError, "Channel.send(timeout=...)"),
     Case("lock-release-by-other", t_lock_release_by_other, RuntimeError, "'held_lock'"),

@@ -24,6 +24,7 @@ __all__ = [
     "SPAWN_KEYWORDS",
     "WouldBlock",
     "blocking_in_task_error",
+    "check_flag",
     "keywords_refused",
 ]
 
@@ -99,6 +100,21 @@ def blocking_in_task_error(call: str, instead: str) -> RuntimeError:
         instead: the async form to write, quoted: ``"'await lock.lock_async()'"``.
     """
     return RuntimeError(f"{call} would block a worker inside a coroutine; write {instead} instead")
+
+
+def check_flag(value: object, what: str) -> bool:
+    """``value`` if it is True or False; else a TypeError naming ``what``.
+
+    A flag such as ``shield`` or ``supervise`` takes a bool only, as
+    trio's ``CancelScope.shield`` does: ``shield="no"`` would otherwise read
+    as True, and ``shield=None`` as False, without a word.
+
+    Args:
+        what: the flag as the user wrote it: ``"scope(shield=...)"``.
+    """
+    if value is True or value is False:
+        return value
+    raise TypeError(f"{what} needs True or False, got {type(value).__name__}; pass a bool")
 
 
 # The keywords of spawn() itself (AsyncOperation.spawn and Runtime.spawn).

@@ -86,7 +86,13 @@ from ._cancel import (
     finish_token_cancel_locked,
 )
 from ._current import thread_state
-from ._errors import SPAWN_KEYWORDS, CancellationError, InvalidStateError, keywords_refused
+from ._errors import (
+    SPAWN_KEYWORDS,
+    CancellationError,
+    InvalidStateError,
+    check_flag,
+    keywords_refused,
+)
 from ._executor import spawn_remote
 from ._fields import OperationFields
 from ._finalize import (
@@ -342,14 +348,22 @@ class AsyncOperation(OperationFields, Generic[T]):
 
     @property
     def shield(self) -> bool:
-        """True if a cancel (or a stop request) from above does not enter this subtree."""
+        """True if a cancel (or a stop request) from above does not enter this subtree.
+
+        Settable, to True or False only.
+
+        Raises:
+            TypeError: the new value is not True or False.
+        """
         return bool(self._shield)
 
     @shield.setter
     def shield(self, value: bool) -> None:
+        # Checked first: a bad value changes nothing.
+        value = check_flag(value, f"the shield of operation {self.name!r}")
         after: After = []
         with self.runtime._lock:
-            self._shield = bool(value)
+            self._shield = value
             parent = self.parent
             # Dropping the shield lets in a cancel that is already pending
             # above: the subtree must not stay live under a cancelled parent.
@@ -503,12 +517,14 @@ class AsyncOperation(OperationFields, Generic[T]):
 
         Raises:
             TypeError: ``fn`` is not callable, a keyword argument is meant
-                for ``fn``, or (with an executor) ``fn`` or an argument
-                cannot be pickled.
+                for ``fn``, ``supervise`` is not a bool, or (with an
+                executor) ``fn`` or an argument cannot be pickled.
             RuntimeError: this operation has ended (a scope that exited).
         """
         if keywords and callable(fn):  # (else refused below, for what fn is)
             raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
+        if supervise is not False and supervise is not True:
+            check_flag(supervise, "spawn(supervise=...)")
         if executor is not None or abandon:
             return spawn_remote(
                 self.runtime,

@@ -30,6 +30,7 @@ from ..operations import (
     OperationState,
     R,
     Ts,
+    check_flag,
     keywords_refused,
     run_isolated,
     safe_repr,
@@ -386,12 +387,14 @@ class Runtime(Kernel):
 
         Raises:
             TypeError: ``fn`` is not callable, a keyword argument is meant
-                for ``fn``, or (with an executor) ``fn`` or an argument
-                cannot be pickled.
+                for ``fn``, ``supervise`` is not a bool, or (with an
+                executor) ``fn`` or an argument cannot be pickled.
             RuntimeError: the runtime is shut down.
         """
         if keywords and callable(fn):  # (else refused below, for what fn is)
             raise keywords_refused("spawn", fn, keywords, SPAWN_KEYWORDS)
+        if supervise is not False and supervise is not True:
+            check_flag(supervise, "Runtime.spawn(supervise=...)")
         if isinstance(executor, RemoteExecutor):  # (spawn_remote's common case, one call less)
             return executor._spawn_into(
                 self, None, fn, args, name=name, supervise=supervise, abandon=abandon
@@ -476,7 +479,8 @@ class Runtime(Kernel):
             deadline: an absolute time (``runtime.now()`` clock) for the same.
             shield: a cancel from above does not enter the scope.
             supervise: a failing child neither cancels its siblings nor makes
-                the block raise; its error stays on the child.
+                the block raise; its error stays on the child. Both flags
+                take True or False only (else TypeError).
         """
         return Scope(
             self,

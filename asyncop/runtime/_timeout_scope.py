@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, final
 
-from ..operations import OperationState, thread_state
+from ..operations import OperationState, check_flag, thread_state
 from ..platform import check_deadline, check_timeout
 from ._core._scope import Scope
 from ._introspect import runtime_of_caller
@@ -241,8 +241,9 @@ def _make(what: str, value: object, *, absolute: bool, shield: bool, move_on: bo
         timeout, deadline = None, check_deadline(value, f"{what}()")
     else:
         timeout, deadline = check_timeout(value, f"{what}()"), None
+    shield = check_flag(shield, f"{what}(shield=...)")
     runtime = runtime_of_caller(f"asyncop.{what}()")
-    scope = Scope(runtime, f"{what}({value!r})", timeout, deadline, bool(shield), False)
+    scope = Scope(runtime, f"{what}({value!r})", timeout, deadline, shield, False)
     return TimeoutScope(scope, move_on=move_on)
 
 
@@ -256,7 +257,7 @@ def move_on_after(seconds: float | None, *, shield: bool = False) -> TimeoutScop
     ``shield=True`` keeps cancels from outside out, as ``scope(shield=True)``.
 
     Raises:
-        TypeError: ``seconds`` is not a number (or None).
+        TypeError: ``seconds`` is not a number (or None), or ``shield`` not a bool.
         ValueError: ``seconds`` is NaN.
         RuntimeError: the calling thread runs no asyncop operation.
     """
@@ -269,7 +270,7 @@ def move_on_at(deadline: float | None, *, shield: bool = False) -> TimeoutScope:
     As :func:`move_on_after`, with an absolute time (``current_time() + 5``).
 
     Raises:
-        TypeError: ``deadline`` is not a number (or None).
+        TypeError: ``deadline`` is not a number (or None), or ``shield`` not a bool.
         ValueError: ``deadline`` is NaN.
         RuntimeError: the calling thread runs no asyncop operation.
     """
@@ -285,7 +286,7 @@ def fail_after(seconds: float | None, *, shield: bool = False) -> TimeoutScope:
     None) means no limit.
 
     Raises:
-        TypeError: ``seconds`` is not a number (or None).
+        TypeError: ``seconds`` is not a number (or None), or ``shield`` not a bool.
         ValueError: ``seconds`` is NaN.
         RuntimeError: the calling thread runs no asyncop operation.
     """
@@ -298,7 +299,7 @@ def fail_at(deadline: float | None, *, shield: bool = False) -> TimeoutScope:
     As :func:`fail_after`, with an absolute time.
 
     Raises:
-        TypeError: ``deadline`` is not a number (or None).
+        TypeError: ``deadline`` is not a number (or None), or ``shield`` not a bool.
         ValueError: ``deadline`` is NaN.
         RuntimeError: the calling thread runs no asyncop operation.
     """

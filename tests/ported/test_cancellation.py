@@ -198,6 +198,44 @@ async def test_setting_shield_keeps_later_cancel_out(autojump_clock: VirtualCloc
     assert asyncop.current_time() == 1
 
 
+@pytest.mark.parametrize("bad", ["hello", 1, 0, None])
+@pytest.mark.asyncop
+async def test_shield_and_supervise_take_only_a_bool(
+    autojump_clock: VirtualClock, bad: object
+) -> None:
+    # As trio's CancelScope.shield: a truthy string or a None must not pass
+    # for a flag, and a refused value leaves the flag as it was.
+    async with asyncop.scope() as s:
+        with pytest.raises(TypeError, match="True or False"):
+            s.shield = bad  # type: ignore[assignment]
+        assert s.shield is False
+        s.shield = True
+        with pytest.raises(TypeError, match="True or False"):
+            s.shield = bad  # type: ignore[assignment]
+        assert s.shield is True
+        s.shield = False
+        with pytest.raises(TypeError, match="True or False"):
+            s.spawn(asyncop.checkpoint, supervise=bad)  # type: ignore[arg-type]
+        assert s.children() == []
+    with pytest.raises(TypeError, match="shield"):
+        asyncop.scope(shield=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="supervise"):
+        asyncop.scope(supervise=bad)  # type: ignore[arg-type]
+    for timeout_scope in (
+        asyncop.move_on_after,
+        asyncop.move_on_at,
+        asyncop.fail_after,
+        asyncop.fail_at,
+    ):
+        with pytest.raises(TypeError, match="shield"):
+            timeout_scope(1, shield=bad)  # type: ignore[arg-type]
+    rt = asyncop.current_runtime()
+    with pytest.raises(TypeError, match="shield"):
+        rt.scope(shield=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="supervise"):
+        rt.spawn(asyncop.checkpoint, supervise=bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.asyncop
 async def test_shielded_cleanup_in_finally(autojump_clock: VirtualClock) -> None:
     log: list[str] = []

@@ -81,6 +81,7 @@ from ...operations import (
     TreeWait,
     _thread_local,
     cancelled_for,
+    check_flag,
     keywords_refused,
     only_cancelled,
     park,
@@ -149,6 +150,8 @@ class Scope:
             timeout = check_timeout(timeout, "scope(timeout=...)")
         if deadline is not None:
             deadline = check_deadline(deadline, "scope(deadline=...)")
+        shield = check_flag(shield, "scope(shield=...)")
+        supervise = check_flag(supervise, "scope(supervise=...)")
         self._runtime = runtime
         self._name = name
         self._timeout = timeout
@@ -606,6 +609,7 @@ def scope(
     Raises:
         RuntimeError: the calling thread is not running an operation; outside
             one, use ``runtime.scope()``.
+        TypeError: ``shield`` or ``supervise`` is not True or False.
     """
     try:
         state = _thread_local.state  # (thread_state(), inline)
