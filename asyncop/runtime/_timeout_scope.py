@@ -28,6 +28,11 @@ and waited for at the exit, and a cancel from outside passes through as
   that raised; False when the block finished in time, failed, or was
   cancelled from outside.
 
+Other errors keep the scope's rule too: an exception that leaves the
+block comes out in an ``ExceptionGroup``, even alone (trio's cancel scopes
+let it through bare), and so does an inner ``fail_after``'s ``TimeoutError``
+that leaves an outer timeout block.
+
 In a coroutine write ``async with``; ``with`` is for sync operations (a
 callback on a worker, a thread inside a ``with runtime.scope()`` block). A
 plain ``with`` in a coroutine is refused at once, where trio and anyio

@@ -393,6 +393,26 @@ async def test_child_failure_is_raised_not_moved_on(autojump_clock: VirtualClock
 
 
 @pytest.mark.asyncop
+async def test_an_error_leaving_the_block_comes_out_in_a_group(
+    autojump_clock: VirtualClock,
+) -> None:
+    # Unlike trio's cancel scopes: the block is a scope's block, whose errors
+    # are grouped even alone; only the scope's own expiry is bare.
+    for timeout_scope in (asyncop.move_on_after, asyncop.fail_after):
+        with pytest.raises(ExceptionGroup) as info:
+            async with timeout_scope(10) as cs:
+                raise Boom
+        assert [type(e) for e in info.value.exceptions] == [Boom]
+        assert not cs.cancelled_caught
+    with pytest.raises(ExceptionGroup) as nested:
+        async with asyncop.fail_after(10) as outer, asyncop.fail_after(1) as inner:
+            await asyncop.sleep_forever()
+    assert [type(e) for e in nested.value.exceptions] == [TimeoutError]
+    assert inner.cancelled_caught and not outer.cancelled_caught
+    assert asyncop.current_time() == 1
+
+
+@pytest.mark.asyncop
 async def test_fail_after_times_out_a_slow_child(autojump_clock: VirtualClock) -> None:
     log: list[str] = []
     with pytest.raises(TimeoutError):
