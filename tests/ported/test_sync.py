@@ -251,6 +251,33 @@ async def test_task_ending_with_the_lock_breaks_it(autojump_clock: VirtualClock)
         await lock.lock_async()
 
 
+@pytest.mark.asyncop
+async def test_a_broken_lock_names_the_task_that_ended_holding_it(
+    autojump_clock: VirtualClock,
+) -> None:
+    # As trio's "Owner of this lock exited without releasing": the error
+    # says which task to look at, for waiters already queued and for later ones.
+    lock = asyncop.Lock()
+
+    async def forgetful_holder() -> None:
+        await lock.lock_async()
+        await asyncop.sleep(1)
+
+    async def waiter() -> None:
+        await lock.lock_async()
+
+    with pytest.raises(ExceptionGroup) as queued:
+        async with asyncop.scope() as s:
+            s.spawn(forgetful_holder)
+            await wait_all_blocked()
+            s.spawn(waiter)
+    [error] = queued.value.exceptions
+    assert isinstance(error, BrokenResourceError)
+    assert "forgetful_holder' ended" in str(error)
+    with pytest.raises(BrokenResourceError, match="forgetful_holder' ended"):
+        await lock.lock_async()
+
+
 def test_lock_from_threads(vruntime: asyncop.Runtime) -> None:
     lock = asyncop.Lock()
     counter = [0]

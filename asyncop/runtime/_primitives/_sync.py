@@ -162,6 +162,7 @@ class Lock:
         self._owner: object = None
         self._waiters: deque[tuple[Any, object]] = deque()
         self._broken = False
+        self._broken_by = ""  # who ended holding it (holder_text), once broken
 
     def locked(self) -> bool:
         """True while someone holds the lock."""
@@ -182,8 +183,8 @@ class Lock:
 
     def _broken_error(self) -> BrokenResourceError:
         return BrokenResourceError(
-            f"{self._label()} is broken: a task ended while holding it; "
-            "make a new Lock, and release locks before a task ends"
+            f"{self._label()} is broken: {self._broken_by or 'a task'} ended while holding "
+            "it; make a new Lock, and release locks before a task ends"
         )
 
     def _reentry_error(self) -> RuntimeError:
@@ -386,6 +387,7 @@ class Lock:
                 return
             self._owner = None
             self._broken = True
+            self._broken_by = holder_text(owner)
             while self._waiters:
                 waiter, _ = self._waiters.popleft()
                 waiter.fire(None, self._broken_error())
