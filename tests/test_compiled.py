@@ -81,7 +81,7 @@ def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bas
         assert heap is not asyncop.lowlevel.is_compiled()
     # NodeHooks alone implements them: a definition in a Python class above it
     # would make every compiled call look it up and call it as Python does.
-    for name in ("_new_operation", "_on_final_locked"):
+    for name in ("_new_operation", "_on_final_locked", "_on_cancel_running_locked"):
         assert [cls for cls in mro if name in vars(cls)] == [NodeHooks, RuntimeBase]
     with asyncop.Runtime(workers=1, name="hooks") as rt:
         op = rt.spawn(_one_step)

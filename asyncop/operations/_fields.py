@@ -162,7 +162,7 @@ class OperationFields:
         self._wakes: int = 0
         self._busy: float = 0.0
         self._cpu: float = 0.0
-        self._created_at: float = runtime._stamp()
+        self._created_at: float = self.runtime._stamp()  # (compiled: a C field)
         # Set when the operation starts (NaN until then) and when it becomes final.
         self._started_at: float = _NOT_STARTED
         self._ended_at: float | None

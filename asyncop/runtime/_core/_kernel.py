@@ -50,8 +50,8 @@ runtime through these calls alone:
 (the calls about the worker threads are the kernel's part in ``_pool.py``)
 
 and the node hooks the operations layer calls (``operations/_hooks.py``):
-``_track_root_locked``, ``_on_final_locked`` (with ``_new_operation``, a C
-method of the base ``NodeHooks`` in ``_spawn.py``), ``_on_cancel_running_locked``,
+``_track_root_locked``, ``_on_final_locked`` and ``_on_cancel_running_locked``
+(with ``_new_operation``, C methods of the base ``NodeHooks``, ``_spawn.py``),
 ``_arm_deadline_locked``, and for a cancel with a grace ``_request_stop``
 and ``_wake_stop_waiters_locked`` (``_grace.py``, which keeps its requests
 and waiting tasks in ``_stop_requests`` and ``_stop_waiters``). ``Runtime``
@@ -97,7 +97,6 @@ from ._items import _log_exception
 from ._monitor import Monitor
 from ._pool import WorkerPool
 from ._reactor import Reactor
-from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._waker import push_locked
 from ._worker import IDLE_RETIRE, Worker
@@ -409,25 +408,6 @@ class Kernel(WorkerPool):
 
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
-
-    @cython.locals(op="CNode")
-    def _on_cancel_running_locked(
-        self, op: AsyncOperation, after: After, _running: OperationState = OperationState.RUNNING
-    ) -> bool:
-        """An operation's token was cancelled: wake it if it is a parked task.
-
-        Sync work polls its token instead. A coroutine task cancelled before
-        its first step (its work ended CANCELLED while CREATED or PENDING)
-        never runs: a worker that pops it anyway drops it. Returns whether
-        the task was woken or marked so.
-        """
-        task = op._task
-        if task is None:
-            return False
-        if op._state is _running:
-            return on_cancel_running(op, after)
-        ignored: bool = task._transition_to_ignored()
-        return ignored
 
     @cython.locals(self="CKernel", op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:

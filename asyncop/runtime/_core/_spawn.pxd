@@ -9,10 +9,11 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.runtime._core._fields cimport KernelFields
+from asyncop.runtime._core._task cimport on_cancel_running
 from asyncop.runtime._core._waker cimport push_locked
 
 
-# The node's two calls on its runtime (RuntimeBase's), overridden in C.
+# The node's calls on its runtime (RuntimeBase's), overridden in C.
 cdef class NodeHooks(KernelFields):
     @cython.locals(state=CThreadState, depth=int, op=CNode, node=CNode)
     cpdef _new_operation(self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
@@ -21,6 +22,9 @@ cdef class NodeHooks(KernelFields):
 
     @cython.locals(node=CNode, rare=CRare)
     cpdef _on_final_locked(self, op, after, at=*)
+
+    @cython.locals(node=CNode)
+    cpdef bint _on_cancel_running_locked(self, op, after, _running=*) except -1
 
 
 @cython.locals(last=CNode)

@@ -29,11 +29,14 @@ The state a new operation is born in follows from its kind:
 Other work under a cancelled parent (and not shielded) is born cancelled:
 its work ends CANCELLED at once, it never runs, and it unlinks at once.
 
-Why a class: ``_new_operation`` is one of the two calls every operation
-makes on its runtime, as it is made; the other is ``_on_final_locked``, the
+Why a class: ``_new_operation`` is one of the calls every operation makes
+on its runtime, as it is made; another is ``_on_final_locked``, the
 runtime's part of its end (cancel its deadline timer, forget a root, stamp
-the end, tell the instruments, drop the task state and the context), which
-:class:`NodeHooks` holds too. The operations package declares both on
+the end, tell the instruments, drop the task state and the context), and
+the cancel walk makes the third on every node it cancels,
+``_on_cancel_running_locked`` (wake a parked task, or mark one that never
+started never to run): :class:`NodeHooks` holds all three. The operations
+package declares them on
 ``RuntimeBase`` (``operations/_owner.py``), which ``KernelFields`` extends;
 compiled, ``NodeHooks`` is an extension type that overrides them with C
 methods, so that a node calls them in C, through its type, without naming
@@ -61,7 +64,7 @@ from ...operations import (
 )
 from .._kinds import describe_fn, kind_of
 from ._instruments import note_ended_locked, tell
-from ._task import TaskState
+from ._task import TaskState, on_cancel_running
 from ._waker import push_locked
 
 try:
@@ -83,7 +86,7 @@ _copy_context = contextvars.copy_context
 
 # Compiled, an extension type (see _spawn.pxd) that WorkerPool extends.
 class NodeHooks(KernelFields):
-    """The kernel's two calls that every operation makes on it: the base of ``WorkerPool``."""
+    """The kernel's calls that every operation makes on it: the base of ``WorkerPool``."""
 
     __slots__ = ()
 
@@ -209,6 +212,28 @@ class NodeHooks(KernelFields):
         # alone, without waiting for (and feeding) the garbage collector.
         node._ctx = None
         node._task = None
+
+    def _on_cancel_running_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
+        self: Kernel,
+        op: AsyncOperation,
+        after: After,
+        _running: OperationState = OperationState.RUNNING,
+    ) -> bool:
+        """An operation's token was cancelled: wake it if it is a parked task.
+
+        Sync work polls its token instead. A coroutine task cancelled before
+        its first step (its work ended CANCELLED while CREATED or PENDING)
+        never runs: a worker that pops it anyway drops it. Returns whether
+        the task was woken or marked so.
+        """
+        node: AsyncOperation = op  # (compiled, typed: the fields are read in C)
+        task = node._task
+        if task is None:
+            return False
+        if node._state is _running:
+            return on_cancel_running(node, after)
+        ignored: bool = task._transition_to_ignored()
+        return ignored
 
 
 # The function that makes every operation, for the code that names it (read
