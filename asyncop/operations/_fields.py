@@ -10,6 +10,10 @@ struct members, where an attribute of a plain class is a dictionary walk
 through the type and a descriptor call. Run as Python, it is a plain class
 with ``__slots__``, and the fields are the slots ``AsyncOperation`` had.
 
+Compiled, a node's ``runtime`` is typed with ``RuntimeBase`` (``_owner.py``),
+the base of every runtime: a node reads its runtime's lock and stamp clock,
+and makes its calls on it, in C.
+
 A Python class can extend an extension type, but an extension type cannot
 take ``typing.Generic`` as a base, nor can a subclass declare the fields
 again (its slots would hide the base's): so ``AsyncOperation`` adds only
