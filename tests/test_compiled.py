@@ -70,6 +70,25 @@ def test_compiled_the_kernels_and_a_workers_fields_are_the_members_of_extension_
         assert repr(worker).startswith(f"<Worker {worker.index} base ")
 
 
+def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:
+    from asyncop.operations import RuntimeBase
+    from asyncop.runtime._core._spawn import NodeHooks
+
+    mro = asyncop.Runtime.__mro__
+    assert mro.index(RuntimeBase) > mro.index(NodeHooks)
+    for base in (RuntimeBase, NodeHooks):
+        heap = bool(base.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE
+        assert heap is not asyncop.lowlevel.is_compiled()
+    # NodeHooks alone implements them: a definition in a Python class above it
+    # would make every compiled call look it up and call it as Python does.
+    for name in ("_new_operation", "_on_final_locked", "_on_cancel_running_locked"):
+        assert [cls for cls in mro if name in vars(cls)] == [NodeHooks, RuntimeBase]
+    with asyncop.Runtime(workers=1, name="hooks") as rt:
+        op = rt.spawn(_one_step)
+        op.wait(10)
+        assert op.done and op.runtime is rt
+
+
 def test_no_extensions_at_run_time_imports_every_module_from_its_source() -> None:
     code = (
         "import sys, asyncop, asyncop.lowlevel, asyncop.net\n"

@@ -80,7 +80,12 @@ SCHEDULER = "asyncop.runtime._scheduler"
 # still waits for.
 
 #: (importing module, imported module) -> why it may use another package's insides.
-FACE_EXCEPTIONS: dict[tuple[str, str], str] = {}
+FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("asyncop.runtime._core._fields", "asyncop.operations._owner"): (
+        "KernelFields extends RuntimeBase, an extension type when compiled: Cython "
+        "takes a Python import of a cimported base only from the module that defines it"
+    ),
+}
 
 #: (importing module, imported module) -> why a type-only import may point upward.
 #: None may: the operations package types ``op.runtime`` with a protocol of its

@@ -5,8 +5,11 @@ An ``AsyncOperation`` is one unit of work. It links to its ``parent``, its
 its whole subtree with one iterative walk, and a child that ends unlinks
 itself in O(1). Running work learns of a cancel through its ``CancelToken``.
 This package holds the node's state machine and tree rules; it reaches the
-runtime that schedules the work only through the ``RuntimeHooks`` protocol
-and the services the runtime installs in ``_hooks.py``.
+runtime that schedules the work only through the ``RuntimeHooks`` protocol,
+the services the runtime installs in ``_hooks.py``, and the base
+``RuntimeBase`` of ``_owner.py`` that every runtime extends (the lock, the
+clock and the two calls every operation makes, which the compiled core
+reaches in C).
 
 Where things are: ``_node.py`` defines ``AsyncOperation`` (its public
 face), on the base ``OperationFields`` of ``_fields.py`` (its fields, which
@@ -73,6 +76,7 @@ from ._hooks import run_after as run_after
 from ._node import AsyncOperation as AsyncOperation
 from ._node import _user_frame as _user_frame
 from ._node import made_by_user as made_by_user
+from ._owner import RuntimeBase as RuntimeBase
 from ._park import cancelled_error as cancelled_error
 from ._park import park as park
 from ._park import release_quietly as release_quietly

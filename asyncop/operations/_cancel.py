@@ -139,8 +139,9 @@ def cancel_locked(
         node = stack.pop()
         if node.cancel_reason is None:
             node.cancel_reason = reason
-        if not node._cancel_token_locked(after) and redo:
-            node._finish_token_cancel_locked(after)
+        # (The functions, not the node's methods: compiled, a C call.)
+        if not cancel_token_locked(node, after) and redo:
+            finish_token_cancel_locked(node, after)
         state = node._state
         if state is _running:
             if node._kind is _remote:

@@ -6,6 +6,8 @@
 
 cimport cython
 
+from asyncop.operations._owner cimport RuntimeBase
+
 
 cdef double _NOT_STARTED
 
@@ -27,7 +29,7 @@ cdef class OperationFields:
     # bool()), then the 8-byte numbers: ten flags and _lasti fill 16
     # bytes, so the node fits a smaller allocator size class.
     cdef object __weakref__
-    cdef public object runtime
+    cdef public RuntimeBase runtime
     cdef public object name
     cdef public OperationFields parent
     cdef public OperationFields first_child

@@ -10,6 +10,10 @@ struct members, where an attribute of a plain class is a dictionary walk
 through the type and a descriptor call. Run as Python, it is a plain class
 with ``__slots__``, and the fields are the slots ``AsyncOperation`` had.
 
+Compiled, a node's ``runtime`` is typed with ``RuntimeBase`` (``_owner.py``),
+the base of every runtime: a node reads its runtime's lock and stamp clock,
+and makes its calls on it, in C.
+
 A Python class can extend an extension type, but an extension type cannot
 take ``typing.Generic`` as a base, nor can a subclass declare the fields
 again (its slots would hide the base's): so ``AsyncOperation`` adds only
@@ -162,7 +166,7 @@ class OperationFields:
         self._wakes: int = 0
         self._busy: float = 0.0
         self._cpu: float = 0.0
-        self._created_at: float = runtime._stamp()
+        self._created_at: float = self.runtime._stamp()  # (compiled: a C field)
         # Set when the operation starts (NaN until then) and when it becomes final.
         self._started_at: float = _NOT_STARTED
         self._ended_at: float | None

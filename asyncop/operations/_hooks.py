@@ -4,7 +4,11 @@ The operations package sits below the runtime in the import order, so the
 node reaches its runtime only through this protocol, which the runtime
 implements, and through the few services the runtime installs here when it
 is imported (:func:`install_start`). An operation exists only once a runtime
-made it, so by the time a node calls a service, it is installed.
+made it, so by the time a node calls a service, it is installed. The calls
+every operation makes (``_new_operation``, ``_on_final_locked``, and from
+the cancel walk ``_on_cancel_running_locked``) and the fields they need
+are declared on ``RuntimeBase`` (``_owner.py``) too, which every runtime
+extends, so that the compiled node calls them in C.
 
 Work the node and the runtime do under the runtime lock collects what must
 happen after it (``After``), and :func:`run_after` runs it once the lock is

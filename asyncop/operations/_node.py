@@ -483,6 +483,7 @@ class AsyncOperation(OperationFields, Generic[T]):
         abandon: bool = False,
     ) -> AsyncOperation[R]: ...
 
+    @cython.locals(self="CNode")  # (compiled: the runtime's calls are C methods, see _owner.py)
     def spawn(
         self,
         fn: Callable[[*Ts], Any],

@@ -8,14 +8,13 @@
 cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._owner cimport RuntimeBase
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 
 
 @cython.auto_pickle(False)
-cdef class KernelFields:
-    cdef public object _lock
+cdef class KernelFields(RuntimeBase):
     cdef public object _now
-    cdef public object _stamp
     cdef public bint _parallel
     cdef public bint _dynamic
     cdef public bint _virtual

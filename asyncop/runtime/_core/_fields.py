@@ -22,12 +22,17 @@ there first.
 
 Each class holds fields only, and says nothing of their meaning: the
 kernel's are set and described in ``Kernel.__init__`` (``_kernel.py``),
-which owns them with its base ``WorkerPool`` (``_pool.py``); ``Worker``
+which owns them with its bases ``WorkerPool`` (``_pool.py``) and
+``NodeHooks`` (``_spawn.py``, the node's calls on its runtime); ``Worker``
 (``_worker.py``) extends ``WorkerFields``, sets every field in its
 ``__init__``, and tells who writes what. ``KernelFields`` holds the
 kernel's hot fields alone: the rest live in the runtime's ``__dict__``
 (``Runtime`` is a plain class, and so keeps its weak references too).
 ``Worker`` adds no slot of its own (one would hide its base's).
+``KernelFields`` extends the operations package's ``RuntimeBase``
+(``operations/_owner.py``), which holds the two fields a node reads (the
+lock and the stamp clock), and is imported from its own module: compiled,
+Cython matches a cimported base to the module that defines it.
 :class:`WorkerState`, the values of a worker's ``state``, is here too, for
 the push (``_waker.py``), which reads a worker's state and is imported
 below ``_worker``; ``_worker`` owns the field and its transitions.
@@ -36,6 +41,15 @@ below ``_worker``; ``_worker`` owns the field and its transitions.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ...platform import pure_cython as cython
+if TYPE_CHECKING or not cython.compiled:  # (compiled, _fields.pxd cimports it: the C base)
+    # (From its own module: Cython matches a C base to the module that defines it.)
+    from ...operations._owner import RuntimeBase
 
 __all__ = ["KernelFields", "WorkerFields", "WorkerState"]
 
@@ -49,9 +63,9 @@ class WorkerState(enum.Enum):
     RETIRED = "retired"  # out of the pool; the thread is ending
 
 
-# Compiled, an extension type (see _fields.pxd) that WorkerPool extends.
-class KernelFields:
-    """The kernel's fields that every task reads: the base of ``WorkerPool``."""
+# Compiled, an extension type (see _fields.pxd) that the core's NodeHooks extends.
+class KernelFields(RuntimeBase):
+    """The kernel's fields that every task reads: the base of ``NodeHooks``."""
 
     __slots__ = (
         "_active",
@@ -61,7 +75,6 @@ class KernelFields:
         "_idle",
         "_instruments",
         "_lane",
-        "_lock",
         "_monitor",
         "_next_deadline",
         "_now",
@@ -72,7 +85,6 @@ class KernelFields:
         "_queue_seq",
         "_reactor",
         "_ready",
-        "_stamp",
         "_sync_ready",
         "_target",
         "_timers",

@@ -50,7 +50,8 @@ runtime through these calls alone:
 (the calls about the worker threads are the kernel's part in ``_pool.py``)
 
 and the node hooks the operations layer calls (``operations/_hooks.py``):
-``_track_root_locked``, ``_on_final_locked``, ``_on_cancel_running_locked``,
+``_track_root_locked``, ``_on_final_locked`` and ``_on_cancel_running_locked``
+(with ``_new_operation``, C methods of the base ``NodeHooks``, ``_spawn.py``),
 ``_arm_deadline_locked``, and for a cancel with a grace ``_request_stop``
 and ``_wake_stop_waiters_locked`` (``_grace.py``, which keeps its requests
 and waiting tasks in ``_stop_requests`` and ``_stop_waiters``). ``Runtime``
@@ -89,15 +90,13 @@ from .._grace import StopRequest, request_stop, wake_stop_waiters_locked
 from .._introspect import owner_of
 from ._blocking import BlockingPool
 from ._clock import MonotonicClock, clock_reader, stamp_reader
-from ._instruments import Instruments, note_ended_locked
+from ._instruments import Instruments
 from ._instruments import add_instrument as _add_instrument
 from ._instruments import remove_instrument as _remove_instrument
 from ._items import _log_exception
 from ._monitor import Monitor
 from ._pool import WorkerPool
 from ._reactor import Reactor
-from ._spawn import new_operation
-from ._task import on_cancel_running
 from ._timers import FAR, Timer, TimerHeap, is_far
 from ._waker import push_locked
 from ._worker import IDLE_RETIRE, Worker
@@ -287,7 +286,6 @@ class Kernel(WorkerPool):
         return reactor is not None and reactor.waits() > 0
 
     # Making an operation, linking it and queueing it: see _spawn.py.
-    _new_operation = new_operation
     # AsyncOperation.cancel(grace=...), and a shield dropped: see _grace.py.
     _request_stop = request_stop
     _wake_stop_waiters_locked = wake_stop_waiters_locked
@@ -410,46 +408,6 @@ class Kernel(WorkerPool):
 
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
-
-    @cython.locals(self="CKernel", op="CNode", rare="CRare")
-    def _on_final_locked(self, op: AsyncOperation, after: After, at: float | None = None) -> None:
-        rare = op._rare
-        if rare is not None and rare.deadline_timer is not None:
-            # Cancel first: a Ctrl-C in between leaves the field set, and a
-            # repeat call (cancelling twice is harmless) finishes the job.
-            self._timers.cancel(rare.deadline_timer)
-            rare.deadline_timer = None
-        if op.parent is None:
-            self._roots.pop(op, None)
-        # (At the reading the finalizing caller has, if any: see try_finalize_locked.)
-        op._ended_at = self._stamp() if at is None else at
-        instruments = self._instruments
-        if instruments is not None:
-            note_ended_locked(instruments, op, after)
-        # Break the operation <-> task state <-> waker cycle, and drop the
-        # context: a finished operation is then freed by reference counting
-        # alone, without waiting for (and feeding) the garbage collector.
-        op._ctx = None
-        op._task = None
-
-    @cython.locals(op="CNode")
-    def _on_cancel_running_locked(
-        self, op: AsyncOperation, after: After, _running: OperationState = OperationState.RUNNING
-    ) -> bool:
-        """An operation's token was cancelled: wake it if it is a parked task.
-
-        Sync work polls its token instead. A coroutine task cancelled before
-        its first step (its work ended CANCELLED while CREATED or PENDING)
-        never runs: a worker that pops it anyway drops it. Returns whether
-        the task was woken or marked so.
-        """
-        task = op._task
-        if task is None:
-            return False
-        if op._state is _running:
-            return on_cancel_running(op, after)
-        ignored: bool = task._transition_to_ignored()
-        return ignored
 
     @cython.locals(self="CKernel", op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:

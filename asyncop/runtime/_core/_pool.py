@@ -25,8 +25,9 @@ runtime lock, as every ``_locked`` method does:
 
 The workers themselves (their loop and how they park) are ``_worker.py``.
 The fields that every task reads (the queues, the idle stack, the worker
-list...) are declared on its base :class:`~asyncop.runtime._core._fields.KernelFields`,
-C struct members when compiled; the kernel sets them all in its ``__init__``.
+list...) are declared on :class:`~asyncop.runtime._core._fields.KernelFields`,
+the base of its base ``NodeHooks`` (``_spawn.py``), C struct members when
+compiled; the kernel sets them all in its ``__init__``.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...platform import start_thread
-from ._fields import KernelFields
 from ._items import _log_exception
+from ._spawn import NodeHooks
 from ._worker import Worker, WorkerState, worker_main
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ else:
 __all__ = ["WorkerPool"]
 
 
-class WorkerPool(KernelFields):
+class WorkerPool(NodeHooks):
     """The kernel's calls about its worker threads; see the module docstring."""
 
     if TYPE_CHECKING:

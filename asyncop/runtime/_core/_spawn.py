@@ -1,7 +1,8 @@
-"""Making an operation: the one function that makes a node, links it and queues it.
+"""Making an operation: the one method that makes a node, links it and queues it.
 
-Every operation the runtime makes comes from :func:`new_operation`, which
-the kernel binds as ``Kernel._new_operation``: a child spawned by
+Every operation the runtime makes comes from ``_new_operation``, a method
+of :class:`NodeHooks`, the kernel's base (``new_operation`` names the same
+function): a child spawned by
 ``AsyncOperation.spawn`` (the commonest, a coroutine task spawning into its
 own scope), a root (``Runtime.spawn``, ``Runtime.create``), a child made by
 ``start`` or ``spawn_shielded``, a scope's operation (``with`` and
@@ -27,6 +28,19 @@ The state a new operation is born in follows from its kind:
 
 Other work under a cancelled parent (and not shielded) is born cancelled:
 its work ends CANCELLED at once, it never runs, and it unlinks at once.
+
+Why a class: ``_new_operation`` is one of the calls every operation makes
+on its runtime, as it is made; another is ``_on_final_locked``, the
+runtime's part of its end (cancel its deadline timer, forget a root, stamp
+the end, tell the instruments, drop the task state and the context), and
+the cancel walk makes the third on every node it cancels,
+``_on_cancel_running_locked`` (wake a parked task, or mark one that never
+started never to run): :class:`NodeHooks` holds all three. The operations
+package declares them on
+``RuntimeBase`` (``operations/_owner.py``), which ``KernelFields`` extends;
+compiled, ``NodeHooks`` is an extension type that overrides them with C
+methods, so that a node calls them in C, through its type, without naming
+the runtime. ``WorkerPool`` and so the kernel and ``Runtime`` extend it.
 """
 
 from __future__ import annotations
@@ -49,121 +63,182 @@ from ...operations import (
     thread_state,
 )
 from .._kinds import describe_fn, kind_of
-from ._instruments import tell
-from ._task import TaskState
+from ._instruments import note_ended_locked, tell
+from ._task import TaskState, on_cancel_running
 from ._waker import push_locked
 
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ...platform import pure_cython as cython
+if TYPE_CHECKING or not cython.compiled:  # (compiled, _spawn.pxd cimports it: the C base)
+    from ._fields import KernelFields
 if TYPE_CHECKING:
     from ...operations import After
     from ._instruments import Instruments
     from ._kernel import Kernel
     from ._worker import Worker
 
-__all__ = ["link_new_locked", "new_operation"]
+__all__ = ["NodeHooks", "link_new_locked", "new_operation"]
 
 _copy_context = contextvars.copy_context
 
 
-def new_operation(
-    self: Kernel,
-    fn: Callable[..., Any] | None,
-    args: tuple[Any, ...],
-    parent: AsyncOperation | None,
-    name: str | None,
-    submit: bool = False,
-    supervise: bool = False,
-    kind: OpKind | None = None,
-    shield: bool = False,
-    seed_shape: bool = False,
-    task: TaskState | None = None,
-    _coro: OpKind = OpKind.CORO,
-    _sync: OpKind = OpKind.SYNC,
-    _scope: OpKind = OpKind.SCOPE,
-    _pending: OperationState = OperationState.PENDING,
-    _running: OperationState = OperationState.RUNNING,
-    _agen: int = CO_ASYNC_GENERATOR,
-    _async: int = CO_COROUTINE,
-) -> AsyncOperation:
-    """Make an operation, link it under ``parent``, and with ``submit`` queue it.
+# Compiled, an extension type (see _spawn.pxd) that WorkerPool extends.
+class NodeHooks(KernelFields):
+    """The kernel's calls that every operation makes on it: the base of ``WorkerPool``."""
 
-    ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). ``supervise`` keeps a
-    scope's children's failures on them, other work's failure off its parent; a scope's
-    ``task`` (``async with``) is woken by its cancel. ``seed_shape``: ``fn`` is a ``create``
-    callback, for the messages.
+    __slots__ = ()
 
-    Raises:
-        TypeError: ``fn`` is no function asyncop can run (see ``kind_of``),
-            ``name`` is not a str, or ``parent`` is not an operation.
-        RuntimeError: ``parent`` has ended or belongs to another runtime, or
-            (``submit``, no parent) the runtime is shut down.
-    """
-    # The user's frame: spawn(), create() -> here -> _user_frame(); a with, an executor: +1.
-    depth = 3 if kind is None else 4
-    if kind is None and type(fn) is FunctionType and not (flags := fn.__code__.co_flags) & _agen:
-        # The common case: read the code flags.
-        kind = _coro if flags & _async else _sync
-        if name is None:
-            name = fn.__qualname__
-        elif type(name) is not str:
-            name = _name_of(fn, name)
-    else:
-        if kind is None:
-            kind, name = kind_of(fn, name, seed_shape)
-        if type(name) is not str:
-            name = _name_of(fn, name)
-    owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
-    node = None  # (the parent once checked: compiled, a node, whose fields are read in C)
-    if parent is not None:
-        node = parent if type(parent) is AsyncOperation else None
-        if node is None or node.runtime is not owner:
-            self._check_parent(parent, name)  # raises
-    try:
-        state = _thread_local.state  # (thread_state(), inline)
-    except AttributeError:
-        state = thread_state()
-    # Instruments hear of an operation before its first step: it is queued once told, unless a
-    # task of the default mode spawns a task (it cannot run before that step, holding the lane).
-    instruments = self._instruments
-    queue = (
-        instruments is None
-        or not submit
-        or (kind is _coro and state.task is not None and not self._parallel)
-    )
-    woken = None
-    if state.worker is None and submit and queue and self._idle:
-        woken = self._wake_early()  # a user thread's submit (not a worker's)
-    code, lasti = _user_frame(depth)
-    if kind is not _coro and kind is not _sync:
-        ctx = None  # scope, remote work: no code of its own (a scope's child copies its spawner's)
-    elif node is None or node._ctx is None:
-        ctx = _copy_context()
-    else:
-        # The live context in the parent's own code, else a copy of the parent's.
-        running = state.op if state.task is None else state.task.current
-        ctx = _copy_context() if running is node else node._ctx.copy()
-    born = _running if kind is _scope else _pending if submit else OperationState.CREATED
-    op: AsyncOperation[Any] = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
-    if kind is _coro:
-        op._task = TaskState(op, self)
-    if supervise or shield or kind is _scope:
-        _set_up(op, task, supervise, shield)
-    if parent is not None or kind is _scope or submit:  # (else nothing to link)
-        # A worker runs no signal handlers: acquire() then try, half a with's cost (see _task.step).
-        lock = self._lock
-        if state.worker is not None:
-            lock.acquire()
-            try:
-                after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
-            finally:
-                lock.release()
+    def _new_operation(  # type: ignore[misc]  # (self: the kernel this is the base of)
+        self: Kernel,
+        fn: Callable[..., Any] | None,
+        args: tuple[Any, ...],
+        parent: AsyncOperation | None,
+        name: str | None,
+        submit: bool = False,
+        supervise: bool = False,
+        kind: OpKind | None = None,
+        shield: bool = False,
+        seed_shape: bool = False,
+        task: TaskState | None = None,
+        _coro: OpKind = OpKind.CORO,
+        _sync: OpKind = OpKind.SYNC,
+        _scope: OpKind = OpKind.SCOPE,
+        _pending: OperationState = OperationState.PENDING,
+        _running: OperationState = OperationState.RUNNING,
+        _agen: int = CO_ASYNC_GENERATOR,
+        _async: int = CO_COROUTINE,
+    ) -> AsyncOperation:
+        """Make an operation, link it under ``parent``, and with ``submit`` queue it.
+
+        ``kind`` is worked out from ``fn`` unless given (SCOPE, REMOTE). ``supervise`` keeps a
+        scope's children's failures on them, other work's failure off its parent; a scope's
+        ``task`` (``async with``) is woken by its cancel. ``seed_shape``: ``fn`` is a ``create``
+        callback, for the messages.
+
+        Raises:
+            TypeError: ``fn`` is no function asyncop can run (see ``kind_of``), ``name`` is
+                not a str, or ``parent`` is not an operation.
+            RuntimeError: ``parent`` has ended or belongs to another runtime, or (``submit``,
+                no parent) the runtime is shut down.
+        """
+        # The user's frame: spawn(), create() -> here -> _user_frame(); a with, an executor: +1.
+        depth = 3 if kind is None else 4
+        if kind is None and type(fn) is FunctionType and not (f := fn.__code__.co_flags) & _agen:
+            # The common case: read the code flags.
+            kind = _coro if f & _async else _sync
+            if name is None:
+                name = fn.__qualname__
+            elif type(name) is not str:
+                name = _name_of(fn, name)
         else:
-            with lock:
-                after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
-        if after:
-            run_after(after)
-    if instruments is not None:
-        _tell_spawned(self, instruments, op, state, queue)
-    return op
+            if kind is None:
+                kind, name = kind_of(fn, name, seed_shape)
+            if type(name) is not str:
+                name = _name_of(fn, name)
+        owner: Any = self  # (the node's runtime: the Runtime this kernel is the core of)
+        node = None  # (the parent once checked: compiled, a node, whose fields are read in C)
+        if parent is not None:
+            node = parent if type(parent) is AsyncOperation else None
+            if node is None or node.runtime is not owner:
+                self._check_parent(parent, name)  # raises
+        try:
+            state = _thread_local.state  # (thread_state(), inline)
+        except AttributeError:
+            state = thread_state()
+        # Instruments hear of an operation before its first step: it is queued once told, unless a
+        # task of the default mode spawns a task (it cannot run before that step, holding the lane).
+        instruments = self._instruments
+        queue = instruments is None or not submit
+        queue = queue or (kind is _coro and state.task is not None and not self._parallel)
+        woken = None
+        if state.worker is None and submit and queue and self._idle:
+            woken = self._wake_early()  # a user thread's submit (not a worker's)
+        code, lasti = _user_frame(depth)
+        if kind is not _coro and kind is not _sync:
+            ctx = None  # a scope, remote work: no code (a scope's child copies its spawner's)
+        elif node is None or node._ctx is None:
+            ctx = _copy_context()
+        else:
+            # The live context in the parent's own code, else a copy of the parent's.
+            running = state.op if state.task is None else state.task.current
+            ctx = _copy_context() if running is node else node._ctx.copy()
+        born = _running if kind is _scope else _pending if submit else OperationState.CREATED
+        op: AsyncOperation[Any]
+        op = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
+        if kind is _coro:
+            op._task = TaskState(op, self)
+        if supervise or shield or kind is _scope:
+            _set_up(op, task, supervise, shield)
+        if parent is not None or kind is _scope or submit:  # (else nothing to link)
+            # A worker runs no signal handlers: acquire() then try, half a with's cost (_task.step).
+            lock = self._lock
+            if state.worker is not None:
+                lock.acquire()
+                try:
+                    after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
+                finally:
+                    lock.release()
+            else:
+                with lock:
+                    after = link_new_locked(self, op, node, shield, submit, state, woken, queue)
+            if after:
+                run_after(after)
+        if instruments is not None:
+            _tell_spawned(self, instruments, op, state, queue)
+        return op
+
+    def _on_final_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
+        self: Kernel, op: AsyncOperation, after: After, at: float | None = None
+    ) -> None:
+        """The runtime's part of ``op``'s end, under the lock: as the node becomes final."""
+        node: AsyncOperation = op  # (compiled, typed: the fields are read in C)
+        rare = node._rare
+        if rare is not None and rare.deadline_timer is not None:
+            # Cancel first: a Ctrl-C in between leaves the field set, and a
+            # repeat call (cancelling twice is harmless) finishes the job.
+            self._timers.cancel(rare.deadline_timer)
+            rare.deadline_timer = None
+        if node.parent is None:
+            self._roots.pop(node, None)
+        # (At the reading the finalizing caller has, if any: see try_finalize_locked.)
+        node._ended_at = self._stamp() if at is None else at
+        instruments = self._instruments
+        if instruments is not None:
+            note_ended_locked(instruments, node, after)
+        # Break the operation <-> task state <-> waker cycle, and drop the
+        # context: a finished operation is then freed by reference counting
+        # alone, without waiting for (and feeding) the garbage collector.
+        node._ctx = None
+        node._task = None
+
+    def _on_cancel_running_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
+        self: Kernel,
+        op: AsyncOperation,
+        after: After,
+        _running: OperationState = OperationState.RUNNING,
+    ) -> bool:
+        """An operation's token was cancelled: wake it if it is a parked task.
+
+        Sync work polls its token instead. A coroutine task cancelled before
+        its first step (its work ended CANCELLED while CREATED or PENDING)
+        never runs: a worker that pops it anyway drops it. Returns whether
+        the task was woken or marked so.
+        """
+        node: AsyncOperation = op  # (compiled, typed: the fields are read in C)
+        task = node._task
+        if task is None:
+            return False
+        if node._state is _running:
+            return on_cancel_running(node, after)
+        ignored: bool = task._transition_to_ignored()
+        return ignored
+
+
+# The function that makes every operation, for the code that names it (read
+# from the class's namespace: compiled, the attribute names the C method).
+new_operation = vars(NodeHooks)["_new_operation"]
 
 
 def _name_of(fn: Callable[..., Any] | None, name: object) -> str:
