@@ -3435,6 +3435,48 @@ def test_a_blocking_call_in_a_coroutine_names_what_was_called_and_its_async_form
     assert suggests_what_to_do(message) and is_one_sentence(message), message
 
 
+# (how to make the primitive, named or not; how it is shown; the refused call)
+PRIMITIVE_REFUSALS: dict[str, tuple[Callable[[str | None], Any], str, Callable[[Any], object]]] = {
+    "Lock.acquire": (lambda name: Lock(name), "lock", lambda p: p.acquire()),
+    "with-Lock": (lambda name: Lock(name), "lock", _hold),
+    "Semaphore.acquire": (lambda name: Semaphore(1, name=name), "semaphore", lambda p: p.acquire()),
+    "with-Semaphore": (lambda name: Semaphore(1, name=name), "semaphore", _hold),
+    "Event.wait": (lambda name: Event(name=name), "event", lambda p: p.wait()),
+    "Condition.acquire": (
+        lambda name: asyncop.Condition(name=name),
+        "condition",
+        lambda p: p.acquire(),
+    ),
+    "with-Condition": (lambda name: asyncop.Condition(name=name), "condition", _hold),
+    "Condition.wait": (lambda name: asyncop.Condition(name=name), "condition", lambda p: p.wait()),
+    "Condition.notify": (
+        lambda name: asyncop.Condition(name=name),
+        "condition",
+        lambda p: p.notify(),
+    ),
+}
+
+
+@pytest.mark.parametrize("call", sorted(PRIMITIVE_REFUSALS))
+@pytest.mark.parametrize("name", [None, "jobs"])
+def test_a_primitive_refusing_a_call_names_the_primitive_by_its_name_or_its_place(
+    ctx: Ctx, call: str, name: str | None
+) -> None:
+    make, kind, refused = PRIMITIVE_REFUSALS[call]
+
+    async def main() -> BaseException:
+        primitive = make(name)
+        return caught(lambda: refused(primitive))
+
+    exc = ctx.vrt.run(main)
+    assert isinstance(exc, RuntimeError), repr(exc)
+    message = str(exc)
+    shown = f"{kind} 'jobs'" if name else f"{kind} (made at {__file__}:"
+    assert shown in message, message
+    assert "None" not in message and "<" not in message, message
+    assert suggests_what_to_do(message) and is_one_sentence(message), message
+
+
 # ----------------------------------------------------------------------
 # Keyword arguments for the function go through functools.partial
 # ----------------------------------------------------------------------

@@ -143,7 +143,8 @@ class Semaphore:
         state = thread_state()
         if state.task is not None:
             raise blocking_in_task_error(
-                "Semaphore.acquire()", "'await sem.acquire_async()' or 'async with sem'"
+                f"Semaphore.acquire() on {label('semaphore', self.name, self._site)}",
+                "'await sem.acquire_async()' or 'async with sem'",
             )
         limit = (
             None if timeout is None else check_timeout(timeout, "Semaphore.acquire(timeout=...)")
