@@ -771,6 +771,15 @@ def t_lock_release_unheld(c: Ctx) -> BaseException:
     return caught(Lock("free_lock").release)
 
 
+def t_lock_guard_released_twice(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        guard = await Lock("spent_lock").lock_async()
+        guard.release()
+        return caught(guard.release)
+
+    return c.vrt.run(main)
+
+
 def t_lock_release_by_other(c: Ctx) -> BaseException:
     lock = Lock("held_lock")
     assert lock.acquire(1)
@@ -1931,6 +1940,7 @@ CASES = [
     Case("lock-acquire-in-coroutine", t_lock_acquire_in_coroutine, RuntimeError, "'db_lock'"),
     Case("lock-broken", t_lock_broken, BrokenResourceError, "'cache_lock'"),
     Case("lock-release-unheld", t_lock_release_unheld, RuntimeError, "'free_lock'"),
+    Case("lock-guard-released-twice", t_lock_guard_released_twice, RuntimeError, "'spent_lock'"),
     Case("lock-reentry", t_lock_reentry, RuntimeError, "'reentered_lock'"),
     Case("wait-timeout-type", t_wait_timeout_type, TypeError, "Event.wait(timeout=...)"),
     Case("wait-timeout-nan", t_wait_timeout_nan, ValueError, "Channel.send(timeout=...)"),

@@ -76,28 +76,44 @@ def _owner_key() -> object:
 
 @final
 class LockGuard:
-    """Proof of holding a ``Lock``: ``release()`` it, or use it as a context manager."""
+    """Proof of holding a ``Lock``: ``release()`` it, or use it as a context manager.
 
-    __slots__ = ("_lock",)
+    A guard releases its lock once: a second ``release()`` raises instead of
+    releasing a later hold of the same lock by the same task.
+    """
+
+    __slots__ = ("_held", "_lock")
 
     def __init__(self, lock: Lock) -> None:
         self._lock = lock
+        self._held = True
 
     def release(self) -> None:
-        """Release the lock this guard holds."""
+        """Release the lock this guard holds.
+
+        Raises:
+            RuntimeError: this guard released its lock already, or the
+                caller may not release the lock (see ``Lock.release``).
+        """
+        if not self._held:
+            raise RuntimeError(
+                f"release() on a guard of {self._lock._label()} that was already released; "
+                "a guard releases its lock once: release the guard of the current hold"
+            )
         self._lock.release()
+        self._held = False
 
     def __enter__(self) -> LockGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
     async def __aenter__(self) -> LockGuard:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
 
 @final
