@@ -457,6 +457,17 @@ def t_spawn_after_shutdown(c: Ctx) -> BaseException:
     return caught(closed.spawn, noop)
 
 
+def t_with_after_shutdown(c: Ctx) -> BaseException:
+    closed = fresh_runtime("closed_rt_with")
+    assert closed.shutdown(timeout=5)
+
+    def enter() -> None:
+        with closed:
+            pass
+
+    return caught(enter)
+
+
 def t_scope_after_shutdown(c: Ctx) -> BaseException:
     closed = fresh_runtime("closed_rt_scope")
     assert closed.shutdown(timeout=5)
@@ -1867,6 +1878,7 @@ CASES = [
     Case("submit-cancelled", t_submit_cancelled, RuntimeError, "'cancelled_first'"),
     Case("submit-after-shutdown", t_submit_after_shutdown, RuntimeError, "'closed_rt_submit'"),
     Case("spawn-after-shutdown", t_spawn_after_shutdown, RuntimeError, "'closed_rt_spawn'"),
+    Case("with-after-shutdown", t_with_after_shutdown, RuntimeError, "'closed_rt_with'"),
     Case("scope-after-shutdown", t_scope_after_shutdown, RuntimeError, "'closed_rt_scope'"),
     Case(
         "scope-result-after-raise", t_scope_result_after_raise, InvalidStateError, "'failed_scope'"
