@@ -586,6 +586,10 @@ def t_timeout_op_type(c: Ctx) -> BaseException:
     return caught(asyncop.timeout, 1, "op")
 
 
+def t_timeout_without_op(c: Ctx) -> BaseException:
+    return caught(asyncop.timeout, 5)
+
+
 def t_timeout_seconds_type(c: Ctx) -> BaseException:
     return caught(asyncop.timeout, "1", c.rt.create(noop_callback))
 
@@ -1926,6 +1930,7 @@ CASES = [
     Case("sleep-nan", t_sleep_nan, ValueError, "sleep()"),
     Case("sleep-until-type", t_sleep_until_type, TypeError, "sleep_until()"),
     Case("timeout-op-type", t_timeout_op_type, TypeError, "timeout()"),
+    Case("timeout-without-op", t_timeout_without_op, TypeError, "timeout(5)"),
     Case("timeout-seconds-type", t_timeout_seconds_type, TypeError, "timeout()"),
     Case("timeout-expired", t_timeout_expired, TimeoutError, "'sleeper'", "outcome"),
     Case("await-cancelled", t_await_cancelled, CancellationError, "'victim'"),

@@ -10,6 +10,9 @@ Where asyncop differs from asyncio by design, the test holds asyncop's rule
 and says so: a cancel is level-triggered (an await in the handler of a
 ``Cancelled`` raises again at once; asyncio lets it run), and a timeout's
 relative deadline counts from the entry of its block, as in trio.
+``asyncop.timeout(seconds, op)`` waits for an operation; asyncio's block
+form, ``async with timeout(seconds):``, is ``fail_after`` here, and the
+one-argument call says so.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class Fatal(BaseException):
     """A BaseException that is neither an interrupt nor a cancel."""
 
 
-def here() -> asyncop.AsyncOperation:
+def here() -> asyncop.AsyncOperation[Any]:
     op = asyncop.current_operation()
     assert op is not None
     return op
@@ -107,9 +110,9 @@ async def test_a_base_exception_and_an_error_come_out_together_in_a_base_group(
 async def test_children_spawning_children_are_all_stopped_when_a_sibling_fails(
     autojump_clock: VirtualClock,
 ) -> None:
-    born: list[asyncop.AsyncOperation] = []
+    born: list[asyncop.AsyncOperation[Any]] = []
 
-    async def hydra(s: asyncop.AsyncOperation) -> None:
+    async def hydra(s: asyncop.AsyncOperation[Any]) -> None:
         born.append(here())
         await asyncop.sleep(0.01)
         s.spawn(hydra, s)
@@ -182,3 +185,16 @@ async def test_a_child_may_move_the_deadline_of_the_block_it_runs_in(
         await asyncop.sleep_forever()
     assert limit.cancelled_caught
     assert asyncop.current_time() == 2
+
+
+@pytest.mark.asyncop
+async def test_asyncios_timeout_block_spelling_points_to_fail_after(
+    autojump_clock: VirtualClock,
+) -> None:
+    with pytest.raises(TypeError, match=r"timeout\(5\) got no operation.*fail_after") as info:
+        async with asyncop.timeout(5):
+            await asyncop.sleep(1)
+    assert "'await asyncop.timeout(seconds, op)'" in str(info.value)
+    assert asyncop.current_time() == 0
+    with pytest.raises(TypeError, match="needs an operation"):
+        asyncop.timeout(5, None)  # type: ignore[call-overload]
