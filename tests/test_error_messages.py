@@ -3504,6 +3504,18 @@ def test_a_primitive_refusing_a_call_names_the_primitive_by_its_name_or_its_plac
     assert suggests_what_to_do(message) and is_one_sentence(message), message
 
 
+@pytest.mark.parametrize("name", [None, "slots"])
+def test_a_semaphore_past_its_bound_or_out_of_permits_is_named(name: str | None) -> None:
+    full = Semaphore(1, max_value=1, name=name)
+    empty = Semaphore(0, name=name)
+    for exc in (caught(full.release), caught(empty.acquire_nowait)):
+        assert isinstance(exc, ValueError | WouldBlock), repr(exc)
+        message = str(exc)
+        shown = "semaphore 'slots'" if name else f"semaphore (made at {__file__}:"
+        assert shown in message, message
+        assert suggests_what_to_do(message) and is_one_sentence(message), message
+
+
 # ----------------------------------------------------------------------
 # Keyword arguments for the function go through functools.partial
 # ----------------------------------------------------------------------
