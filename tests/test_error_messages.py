@@ -844,7 +844,7 @@ def t_channel_capacity_negative(c: Ctx) -> BaseException:
 
 
 def t_channel_send_closed(c: Ctx) -> BaseException:
-    channel: Channel[int] = Channel(1)
+    channel: Channel[int] = Channel(1, name="closed_jobs")
     channel.close()
     return caught(channel.send, 1)
 
@@ -1974,7 +1974,7 @@ CASES = [
     # channels
     Case("channel-capacity-type", t_channel_capacity_type, TypeError, "str"),
     Case("channel-capacity-negative", t_channel_capacity_negative, ValueError, "Channel(-1)"),
-    Case("channel-send-closed", t_channel_send_closed, ClosedResourceError, "channel"),
+    Case("channel-send-closed", t_channel_send_closed, ClosedResourceError, "'closed_jobs'"),
     Case("channel-recv-drained", t_channel_recv_drained, EndOfChannel, "channel"),
     Case("channel-send-in-coroutine", t_channel_send_in_coroutine, RuntimeError, "Channel.send()"),
     Case("channel-recv-in-coroutine", t_channel_recv_in_coroutine, RuntimeError, "Channel.recv()"),
