@@ -685,15 +685,9 @@ class Runtime(Kernel):
             )
 
     def __enter__(self) -> Runtime:
-        """Enter a runtime that still takes work; its exit shuts it down.
-
-        Raises:
-            RuntimeError: the runtime is shut down, or shutting down.
-        """
         if self._closing:
             raise RuntimeError(
-                f"'with' on Runtime {self.name!r}, which is shut down and takes no new "
-                "operations; make a new Runtime for the new block"
+                f"'with' on Runtime {self.name!r}, which is shut down; make a new Runtime"
             )
         return self
 
