@@ -457,6 +457,17 @@ def t_spawn_after_shutdown(c: Ctx) -> BaseException:
     return caught(closed.spawn, noop)
 
 
+def t_with_after_shutdown(c: Ctx) -> BaseException:
+    closed = fresh_runtime("closed_rt_with")
+    assert closed.shutdown(timeout=5)
+
+    def enter() -> None:
+        with closed:
+            pass
+
+    return caught(enter)
+
+
 def t_scope_after_shutdown(c: Ctx) -> BaseException:
     closed = fresh_runtime("closed_rt_scope")
     assert closed.shutdown(timeout=5)
@@ -573,6 +584,10 @@ def t_sleep_until_type(c: Ctx) -> BaseException:
 
 def t_timeout_op_type(c: Ctx) -> BaseException:
     return caught(asyncop.timeout, 1, "op")
+
+
+def t_timeout_without_op(c: Ctx) -> BaseException:
+    return caught(asyncop.timeout, 5)
 
 
 def t_timeout_seconds_type(c: Ctx) -> BaseException:
@@ -843,7 +858,7 @@ def t_channel_capacity_negative(c: Ctx) -> BaseException:
 
 
 def t_channel_send_closed(c: Ctx) -> BaseException:
-    channel: Channel[int] = Channel(1)
+    channel: Channel[int] = Channel(1, name="closed_jobs")
     channel.close()
     return caught(channel.send, 1)
 
@@ -1881,6 +1896,7 @@ CASES = [
     Case("submit-cancelled", t_submit_cancelled, RuntimeError, "'cancelled_first'"),
     Case("submit-after-shutdown", t_submit_after_shutdown, RuntimeError, "'closed_rt_submit'"),
     Case("spawn-after-shutdown", t_spawn_after_shutdown, RuntimeError, "'closed_rt_spawn'"),
+    Case("with-after-shutdown", t_with_after_shutdown, RuntimeError, "'closed_rt_with'"),
     Case("scope-after-shutdown", t_scope_after_shutdown, RuntimeError, "'closed_rt_scope'"),
     Case(
         "scope-result-after-raise", t_scope_result_after_raise, InvalidStateError, "'failed_scope'"
@@ -1928,6 +1944,7 @@ CASES = [
     Case("sleep-nan", t_sleep_nan, ValueError, "sleep()"),
     Case("sleep-until-type", t_sleep_until_type, TypeError, "sleep_until()"),
     Case("timeout-op-type", t_timeout_op_type, TypeError, "timeout()"),
+    Case("timeout-without-op", t_timeout_without_op, TypeError, "timeout(5)"),
     Case("timeout-seconds-type", t_timeout_seconds_type, TypeError, "timeout()"),
     Case("timeout-expired", t_timeout_expired, TimeoutError, "'sleeper'", "outcome"),
     Case("await-cancelled", t_await_cancelled, CancellationError, "'victim'"),
@@ -1973,7 +1990,7 @@ CASES = [
     # channels
     Case("channel-capacity-type", t_channel_capacity_type, TypeError, "str"),
     Case("channel-capacity-negative", t_channel_capacity_negative, ValueError, "Channel(-1)"),
-    Case("channel-send-closed", t_channel_send_closed, ClosedResourceError, "channel"),
+    Case("channel-send-closed", t_channel_send_closed, ClosedResourceError, "'closed_jobs'"),
     Case("channel-recv-drained", t_channel_recv_drained, EndOfChannel, "channel"),
     Case("channel-send-in-coroutine", t_channel_send_in_coroutine, RuntimeError, "Channel.send()"),
     Case("channel-recv-in-coroutine", t_channel_recv_in_coroutine, RuntimeError, "Channel.recv()"),
@@ -3459,6 +3476,60 @@ def test_a_blocking_call_in_a_coroutine_names_what_was_called_and_its_async_form
     assert name in message, message
     assert instead in message, message
     assert suggests_what_to_do(message) and is_one_sentence(message), message
+
+
+# (how to make the primitive, named or not; how it is shown; the refused call)
+PRIMITIVE_REFUSALS: dict[str, tuple[Callable[[str | None], Any], str, Callable[[Any], object]]] = {
+    "Lock.acquire": (lambda name: Lock(name), "lock", lambda p: p.acquire()),
+    "with-Lock": (lambda name: Lock(name), "lock", _hold),
+    "Semaphore.acquire": (lambda name: Semaphore(1, name=name), "semaphore", lambda p: p.acquire()),
+    "with-Semaphore": (lambda name: Semaphore(1, name=name), "semaphore", _hold),
+    "Event.wait": (lambda name: Event(name=name), "event", lambda p: p.wait()),
+    "Condition.acquire": (
+        lambda name: asyncop.Condition(name=name),
+        "condition",
+        lambda p: p.acquire(),
+    ),
+    "with-Condition": (lambda name: asyncop.Condition(name=name), "condition", _hold),
+    "Condition.wait": (lambda name: asyncop.Condition(name=name), "condition", lambda p: p.wait()),
+    "Condition.notify": (
+        lambda name: asyncop.Condition(name=name),
+        "condition",
+        lambda p: p.notify(),
+    ),
+}
+
+
+@pytest.mark.parametrize("call", sorted(PRIMITIVE_REFUSALS))
+@pytest.mark.parametrize("name", [None, "jobs"])
+def test_a_primitive_refusing_a_call_names_the_primitive_by_its_name_or_its_place(
+    ctx: Ctx, call: str, name: str | None
+) -> None:
+    make, kind, refused = PRIMITIVE_REFUSALS[call]
+
+    async def main() -> BaseException:
+        primitive = make(name)
+        return caught(lambda: refused(primitive))
+
+    exc = ctx.vrt.run(main)
+    assert isinstance(exc, RuntimeError), repr(exc)
+    message = str(exc)
+    shown = f"{kind} 'jobs'" if name else f"{kind} (made at {__file__}:"
+    assert shown in message, message
+    assert "None" not in message and "<" not in message, message
+    assert suggests_what_to_do(message) and is_one_sentence(message), message
+
+
+@pytest.mark.parametrize("name", [None, "slots"])
+def test_a_semaphore_past_its_bound_or_out_of_permits_is_named(name: str | None) -> None:
+    full = Semaphore(1, max_value=1, name=name)
+    empty = Semaphore(0, name=name)
+    for exc in (caught(full.release), caught(empty.acquire_nowait)):
+        assert isinstance(exc, ValueError | WouldBlock), repr(exc)
+        message = str(exc)
+        shown = "semaphore 'slots'" if name else f"semaphore (made at {__file__}:"
+        assert shown in message, message
+        assert suggests_what_to_do(message) and is_one_sentence(message), message
 
 
 # ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import CoroutineType
-from typing import Any, final, overload
+from typing import Any, NoReturn, final, overload
 
 from ..operations import (
     A,
@@ -293,8 +293,23 @@ class _Timeout(WaitEvent):
         return f"timeout({self.seconds:g}, {self.op.name!r})"
 
 
-def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]:
+# Stands for the operation left out, as in asyncio's ``async with timeout(5):``.
+_NO_OP: Any = object()
+
+
+@overload
+def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]: ...
+
+
+@overload
+def timeout(seconds: float) -> NoReturn: ...
+
+
+def timeout(seconds: float, op: AsyncOperation[V] = _NO_OP) -> WaitEvent[V]:
     """Wait for ``op`` for at most ``seconds``; it keeps running after a timeout.
+
+    ``timeout(seconds)`` alone, asyncio's ``async with timeout(5):``, raises
+    TypeError: the block form is ``fail_after`` (or ``move_on_after``).
 
     Returns:
         When awaited, the operation's value.
@@ -302,8 +317,16 @@ def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]:
     Raises:
         TimeoutError: ``op`` had not ended in time.
         BaseException: the operation's error.
+        TypeError: ``op`` is left out or is not an operation.
     """
     try:
+        if op is _NO_OP:
+            raise TypeError(
+                f"timeout({safe_repr(seconds)}) got no operation to wait for; to limit a "
+                "block, as asyncio's 'async with timeout(...)' does, write 'async with "
+                "asyncop.fail_after(seconds):' (or move_on_after), or pass the operation: "
+                "'await asyncop.timeout(seconds, op)'"
+            )
         if not isinstance(op, AsyncOperation):
             raise TypeError(
                 f"timeout() needs an operation as 'op', got {_refused(op)}; "

@@ -44,10 +44,7 @@ from ._core._clock import VirtualClock
 from ._core._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._core._scope import Scope
 from ._core._waker import let_go
-from ._core._worker import (
-    join_by,
-    monotonic,
-)
+from ._core._worker import join_by, monotonic
 from ._deadlock import check_deadlock_args
 from ._executors._remote import RemoteExecutor
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
@@ -65,9 +62,8 @@ logger = logging.getLogger("asyncop")
 
 # How long interpreter exit waits for cancelled work before abandoning it.
 EXIT_GRACE = 1.0
-# The most worker threads a Runtime takes. Far more than any CPU count; a
-# number past it is a mistake (a count of tasks, not of threads) that would
-# start threads until the OS refuses.
+# The most worker threads a Runtime takes, far more than any CPU count: a larger
+# number is a mistake (tasks, not threads) that would start threads until the OS refuses.
 MAX_WORKERS = 1024
 _INF = float("inf")
 
@@ -689,6 +685,10 @@ class Runtime(Kernel):
             )
 
     def __enter__(self) -> Runtime:
+        if self._closing:
+            raise RuntimeError(
+                f"'with' on Runtime {self.name!r}, which is shut down; make a new Runtime"
+            )
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -101,6 +101,19 @@ def test_shutdown_of_another_runtime_from_inside_a_scope_is_allowed() -> None:
     assert runtime_threads(other) == []
 
 
+def test_a_with_block_on_a_shut_down_runtime_is_refused_at_its_entry() -> None:
+    ran: list[str] = []
+    runtime = asyncop.Runtime(1, name="closed_once")
+    with runtime:
+        runtime.run(ran.append, "first block")
+    for _ in range(2):  # an exit's shutdown, then an explicit one
+        refused = pytest.raises(RuntimeError, match=r"'closed_once', which is shut down; make")
+        with refused, runtime:
+            ran.append("second block")  # pragma: no cover - must not run
+        runtime.shutdown()
+    assert ran == ["first block"]
+
+
 def test_a_refused_shutdown_can_be_followed_by_a_real_one() -> None:
     rt = asyncop.Runtime(2, name="refused-then-real")
     with rt.scope(), pytest.raises(RuntimeError):

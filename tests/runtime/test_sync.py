@@ -123,6 +123,31 @@ def test_lock_guard_works_as_async_context_manager(runtime: asyncop.Runtime) -> 
     assert runtime.run(main) == [True, False]
 
 
+def test_a_spent_guard_never_releases_a_later_hold_of_its_lock(runtime: asyncop.Runtime) -> None:
+    lock = asyncop.Lock("db")
+
+    async def main() -> list[object]:
+        seen: list[object] = []
+        first = await lock.lock_async()
+        first.release()
+        second = await lock.lock_async()  # the same task holds it again
+        for spent in (first.release, lambda: first.__exit__(None, None, None)):
+            with pytest.raises(RuntimeError, match="released it already") as caught:
+                spent()
+            seen.append(lock.locked())
+        async with second:
+            pass
+        seen.append(lock.locked())
+        with pytest.raises(RuntimeError, match="released it already"):
+            await second.__aexit__(None, None, None)
+        seen.append(str(caught.value))
+        return seen
+
+    *held, message = runtime.run(main)
+    assert held == [True, True, False]
+    assert "lock 'db'" in str(message)
+
+
 def test_async_with_lock_holds_it_inside_the_block_only(runtime: asyncop.Runtime) -> None:
     lock = asyncop.Lock()
 

@@ -250,7 +250,10 @@ class Channel(Receiving[T]):
     def _closed_error(self) -> ClosedResourceError | BrokenResourceError:
         if self._broken:
             return broken_error()
-        return ClosedResourceError("send on a closed channel; stop sending once close() was called")
+        return ClosedResourceError(
+            f"send on {label('channel', self.name, self._site)}, which is closed; "
+            "stop sending once close() was called"
+        )
 
     def _take_locked(self) -> Any:
         """Take the next item, or ``_NOTHING`` if a receive must wait."""

@@ -39,10 +39,12 @@ from ._sync import Event, Lock, LockGuard, _owner_key
 __all__ = ["Condition"]
 
 
-def _refuse_in_task(call: str) -> None:
+def _refuse_in_task(call: str, cond: Condition) -> None:
     # Refused here, not by the Lock: the message names what the user wrote.
     if thread_state().task is not None:
-        raise blocking_in_task_error(call, "'async with cond:' or 'await cond.acquire_async()'")
+        raise blocking_in_task_error(
+            f"{call} on {cond._label()}", "'async with cond:' or 'await cond.acquire_async()'"
+        )
 
 
 @final
@@ -108,7 +110,7 @@ class Condition:
             RuntimeError: the call is made inside a coroutine (use
                 ``acquire_async`` or ``async with``).
         """
-        _refuse_in_task("Condition.acquire()")
+        _refuse_in_task("Condition.acquire()", self)
         return self._lock.acquire(timeout)
 
     def release(self) -> None:
@@ -116,7 +118,7 @@ class Condition:
         self._lock.release()
 
     def __enter__(self) -> Condition:
-        _refuse_in_task("'with cond:'")
+        _refuse_in_task("'with cond:'", self)
         self._lock.acquire()
         return self
 
@@ -147,7 +149,7 @@ class Condition:
         owner = self._lock._owner
         if owner is None or owner is not _owner_key():
             raise RuntimeError(
-                f"{what} on {self!r} without holding its lock; use 'async with cond:' "
+                f"{what} on {self._label()} without holding its lock; use 'async with cond:' "
                 "or 'with cond:' to hold it first"
             )
 
@@ -253,7 +255,9 @@ class Condition:
         """
         seconds = check_timeout(timeout, "Condition.wait(timeout=...)")
         if thread_state().task is not None:
-            raise blocking_in_task_error("Condition.wait()", "'await cond.wait_async()'")
+            raise blocking_in_task_error(
+                f"Condition.wait() on {self._label()}", "'await cond.wait_async()'"
+            )
         self._check_held("wait()")
         waiter = self._enqueue()
         self._lock.release()

@@ -104,6 +104,9 @@ class Semaphore:
         """The most permits a release may bring the semaphore to, or None for no bound."""
         return self._max_value
 
+    def _label(self) -> str:
+        return label("semaphore", self.name, self._site)
+
     def _wait_text(self) -> str:
         """What a waiter for a permit waits on, for ``dump()`` and reports."""
         purpose = self._purpose
@@ -143,7 +146,8 @@ class Semaphore:
         state = thread_state()
         if state.task is not None:
             raise blocking_in_task_error(
-                "Semaphore.acquire()", "'await sem.acquire_async()' or 'async with sem'"
+                f"Semaphore.acquire() on {self._label()}",
+                "'await sem.acquire_async()' or 'async with sem'",
             )
         limit = (
             None if timeout is None else check_timeout(timeout, "Semaphore.acquire(timeout=...)")
@@ -185,7 +189,7 @@ class Semaphore:
                 self._value -= 1
                 return
         raise WouldBlock(
-            "the semaphore has no free permit; acquire later, or wait for one with "
+            f"{self._label()} has no free permit; acquire later, or wait for one with "
             "'await sem.acquire_async()' or acquire()"
         )
 
@@ -209,8 +213,8 @@ class Semaphore:
                     return
             if self._max_value is not None and self._value >= self._max_value:
                 raise ValueError(
-                    f"release() on a Semaphore already at its max_value={self._max_value}; "
-                    "release only permits that were acquired"
+                    f"release() on {self._label()}, already at its max_value="
+                    f"{self._max_value}; release only permits that were acquired"
                 )
             self._value += 1
 

@@ -274,7 +274,8 @@ class Lock:
         state = thread_state()
         if state.task is not None:
             raise blocking_in_task_error(
-                f"Lock.acquire() on {self.name!r}", "'await lock.lock_async()' or 'async with lock'"
+                f"Lock.acquire() on {self._label()}",
+                "'await lock.lock_async()' or 'async with lock'",
             )
         limit = None if timeout is None else check_timeout(timeout, "Lock.acquire(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
@@ -525,7 +526,10 @@ class Event:
         """
         state = thread_state()
         if state.task is not None:
-            raise blocking_in_task_error("Event.wait()", "'await event.wait_async()'")
+            raise blocking_in_task_error(
+                f"Event.wait() on {label('event', self.name, self._site)}",
+                "'await event.wait_async()'",
+            )
         limit = None if timeout is None else check_timeout(timeout, "Event.wait(timeout=...)")
         op = state.op  # the operation whose cancel ends the wait, if any
         if self._set:

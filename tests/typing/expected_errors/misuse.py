@@ -47,7 +47,7 @@ async def in_a_task(op: AsyncOperation[str], ch: asyncop.Channel[int]) -> None:
     # Keywords for the function go through functools.partial, not the call.
     await asyncop.spawn_blocking(compute, 1, b="x")  # expect: arg-type reportArgumentType
     await op.start(compute, 1, b="x")  # expect: arg-type reportArgumentType
-    await asyncop.timeout(1, fetch)  # expect: arg-type reportArgumentType
+    await asyncop.timeout(1, fetch)  # expect: call-overload reportArgumentType
     await asyncop.race(op, 3)  # expect: call-overload reportCallIssue
     await asyncop.select(op, 3)  # expect: call-overload reportCallIssue
     await asyncop.sleep("1")  # expect: arg-type reportArgumentType
