@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import _thread
 import enum
+import sys
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Never, NoReturn, final
@@ -203,16 +204,22 @@ class Scope:
                 "make a new Runtime"
             )
         op: AsyncOperation | None = None
+        name = self._name
         try:
-            op = runtime._new_operation(
+            # (What runtime._new_operation is, called by its arguments' places:
+            # compiled, a C call, with no method to bind and no keywords to match.)
+            op = new_operation(
+                runtime,
                 None,
                 (),
-                parent=parent,
-                name=self._name if self._name is not None else "scope",
-                kind=_scope,
-                shield=self._shield,
-                supervise=bool(self._supervise),
-                task=task,
+                parent,
+                name if name is not None else "scope",
+                False,
+                bool(self._supervise),
+                _scope,
+                self._shield,
+                False,
+                task,
             )
             deadline = self._deadline
             if self._timeout is not None:
@@ -355,6 +362,8 @@ class Scope:
             verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
+                if _raised_clean(verdict):
+                    raise verdict
                 _throw(verdict)
             return verdict
         finally:
@@ -456,6 +465,8 @@ class Scope:
         verdict = self._verdict(op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
+                if _raised_clean(verdict):
+                    raise verdict
                 _throw(verdict)
             return verdict
         finally:
@@ -520,6 +531,21 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
 
 if not TYPE_CHECKING:
     Scope.__exit__ = ExitAttribute()
+
+
+def _raised_clean(error: BaseException) -> bool:
+    """Whether a plain ``raise error`` gives it no misleading context.
+
+    It does unless the context it would get (the exception being handled,
+    else the one it has) is ``error`` or one of its members: then the exit
+    raises through :func:`_throw`. The common case, a ``Cancelled`` made
+    for the exit, takes no detour: compiled, each function an exception
+    leaves adds to its traceback, at a cost.
+    """
+    context = sys.exception()
+    if context is None:
+        context = error.__context__
+    return context is None or not _contains(error, context)
 
 
 def _throw(error: BaseException) -> NoReturn:
@@ -618,4 +644,5 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    return Scope(owner_of(op), name, timeout, deadline, shield, supervise)
+    runtime: Any = op.runtime  # (owner_of(op), inline)
+    return Scope(runtime, name, timeout, deadline, shield, supervise)
