@@ -1,5 +1,24 @@
 # C declarations for the compiled form of _scope.py (see _waker.pxd): a
-# scope's entry makes its operation with a C call to new_operation. (Scope
-# stays a Python class: its exit is a descriptor, see _abandon.py.)
+# scope's fields are the members of an extension type, which its entry and
+# exit read in C, with its operation's, and the entry makes the operation
+# with a C call to new_operation. (Scope itself, the Python subclass that
+# adds the methods, can take the public module's name.)
 
+cimport cython
+
+from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._spawn cimport new_operation
+
+
+@cython.auto_pickle(False)
+cdef class ScopeFields:
+    cdef public object _deadline
+    cdef public object _name
+    cdef public object _op
+    cdef public object _parent
+    cdef public object _runtime
+    cdef public object _saved
+    cdef public object _shield
+    cdef public object _supervise
+    cdef public object _timeout
+    cdef public object _watch

@@ -96,6 +96,14 @@ from ._block import enter_in_task
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
 
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+    from ...platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ...platform import pure_cython as cython
+
 if TYPE_CHECKING:
     from types import TracebackType
 
@@ -119,9 +127,12 @@ class ScopeState(enum.Enum):
     CLOSED = "closed"  # every child has ended and the exit is done
 
 
-@final
-class Scope:
-    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+class ScopeFields:
+    """A scope's fields: an extension type when compiled (see _scope.pxd).
+
+    The entry and exit read and write them in C; ``Scope`` adds the methods
+    (a Python class, which takes the name of the module users import it from).
+    """
 
     __slots__ = (
         "_deadline",
@@ -136,6 +147,14 @@ class Scope:
         "_watch",
     )
 
+
+@final
+class Scope(ScopeFields):
+    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+
+    __slots__ = ()
+
+    @cython.locals(self="ScopeFields")
     def __init__(
         self,
         runtime: Kernel,
@@ -180,6 +199,7 @@ class Scope:
         name = op.name if op is not None else (self._name or "scope")
         return f"<Scope {name!r} {self.state.name}>"
 
+    @cython.locals(self="ScopeFields", op="CNode")
     def _open(
         self,
         parent: AsyncOperation | None,
@@ -308,6 +328,9 @@ class Scope:
             tb: TracebackType | None,
         ) -> bool: ...
 
+    else:
+        __exit__ = ExitAttribute()
+
     def _leave(self, exc: BaseException | None) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
@@ -393,6 +416,7 @@ class Scope:
     async def __aenter__(self) -> AsyncOperation[None]:
         return enter_in_task(self)
 
+    @cython.locals(self="ScopeFields", op="CNode")
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -454,7 +478,8 @@ class Scope:
             # (A scope with no child left is final already: no wait to
             # make, as an await whose event is ready does not suspend.)
             await ScopeDone(op)
-        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        # (Tested for None first: an isinstance() with a tuple is a slow call.)
+        interrupt = exc if exc is not None and isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
             op._error = None
@@ -472,6 +497,7 @@ class Scope:
         finally:
             del exc, tb, interrupt, verdict
 
+    @cython.locals(self="ScopeFields", op="CNode")
     def _verdict(
         self,
         op: AsyncOperation,
@@ -527,10 +553,6 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
     state = thread_state()
     if state.op is op:
         state.op = scope._saved
-
-
-if not TYPE_CHECKING:
-    Scope.__exit__ = ExitAttribute()
 
 
 def _raised_clean(error: BaseException) -> bool:
