@@ -7,6 +7,7 @@
 cimport cython
 
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.runtime._core._block cimport enter_in_task
 from asyncop.runtime._core._spawn cimport new_operation
 
 
