@@ -638,6 +638,7 @@ def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     return None
 
 
+@cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
     name: str | None = None,
