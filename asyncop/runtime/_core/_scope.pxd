@@ -28,4 +28,6 @@ cdef class ScopeFields:
     cdef public object _watch
 
 
+cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)
+
 cpdef bint _raised_clean(error) except -1

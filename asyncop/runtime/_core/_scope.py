@@ -377,7 +377,7 @@ class Scope(ScopeFields):
                 # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
                 note = note if note is not None else tree_note(op)
-        verdict = self._verdict(op, exc, interrupt)
+        verdict = _verdict(self, op, exc, interrupt)
         if isinstance(verdict, KeyboardInterrupt):
             add_tree_note(verdict, note)
         elif interrupt is None:
@@ -487,7 +487,7 @@ class Scope(ScopeFields):
                 raise misuse
             finally:
                 del misuse, exc, tb
-        verdict = self._verdict(op, exc, interrupt)
+        verdict = _verdict(self, op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
                 if _raised_clean(verdict):
@@ -497,55 +497,55 @@ class Scope(ScopeFields):
         finally:
             del exc, tb, interrupt, verdict
 
-    @cython.locals(self="ScopeFields", op="CNode")
-    def _verdict(
-        self,
-        op: AsyncOperation,
-        exc: BaseException | None,
-        interrupt: BaseException | None,
-        _failed: OperationState = OperationState.FAILED,
-    ) -> BaseException | bool:
-        """What the exit raises, or whether it swallows ``exc``.
-
-        Returned, not raised: a frame that raises stays in the traceback,
-        and this one's locals would lead back to the exception.
-        """
-        error: BaseException | None = None
-        if op._state is _failed:
-            error = op.error  # reading it marks it observed
-            # The error leaves through the block only, and the scope does
-            # not keep it: its traceback holds the frame that holds the
-            # scope, so keeping it would make a reference cycle.
-            op._error = None
-        if interrupt is not None:
-            if error is not None and error is not interrupt:
-                interrupt.__context__ = error
-            return interrupt
-        if error is not None:
-            return error
-        if op._outside_cancel:
-            # Cancelled from outside the scope: leave as a cancelled
-            # operation does, so the code after the block never runs. (A
-            # root scope is cancelled from outside only in remote work, by
-            # the job's local operation: see _remote_call.py.)
-            if exc is not None and only_cancelled(exc):
-                return False
-            outside = self._parent or op
-            return cancelled_for(outside.name, outside.cancel_reason)
-        if op.expired and op._interrupted:
-            timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
-            if isinstance(exc, Cancelled):
-                timeout.__cause__ = exc
-            else:
-                timeout.__suppress_context__ = True
-            return timeout
-        # Swallow the Cancelled that this scope's own cancel caused.
-        return exc is not None and only_cancelled(exc)
-
 
 # Passed through bare, never grouped: Ctrl-C, SystemExit, and the
 # GeneratorExit that closes an async generator suspended inside the block.
 _INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _verdict(
+    scope: Scope,
+    op: AsyncOperation,
+    exc: BaseException | None,
+    interrupt: BaseException | None,
+    _failed: OperationState = OperationState.FAILED,
+) -> BaseException | bool:
+    """What ``scope``'s exit raises, or whether it swallows ``exc``.
+
+    Returned, not raised: a frame that raises stays in the traceback,
+    and this one's locals would lead back to the exception.
+    """
+    error: BaseException | None = None
+    if op._state is _failed:
+        error = op.error  # reading it marks it observed
+        # The error leaves through the block only, and the scope does
+        # not keep it: its traceback holds the frame that holds the
+        # scope, so keeping it would make a reference cycle.
+        op._error = None
+    if interrupt is not None:
+        if error is not None and error is not interrupt:
+            interrupt.__context__ = error
+        return interrupt
+    if error is not None:
+        return error
+    if op._outside_cancel:
+        # Cancelled from outside the scope: leave as a cancelled
+        # operation does, so the code after the block never runs. (A
+        # root scope is cancelled from outside only in remote work, by
+        # the job's local operation: see _remote_call.py.)
+        if exc is not None and only_cancelled(exc):
+            return False
+        outside = scope._parent or op
+        return cancelled_for(outside.name, outside.cancel_reason)
+    if op.expired and op._interrupted:
+        timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
+        if isinstance(exc, Cancelled):
+            timeout.__cause__ = exc
+        else:
+            timeout.__suppress_context__ = True
+        return timeout
+    # Swallow the Cancelled that this scope's own cancel caused.
+    return exc is not None and only_cancelled(exc)
 
 
 def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
