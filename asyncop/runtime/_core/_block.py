@@ -90,7 +90,7 @@ def enter_in_task(scope: Scope) -> AsyncOperation[None]:
     task = _running_task("'async with scope()'")
     parent = task.current
     runtime = scope._runtime
-    if owner_of(parent) is not runtime:
+    if parent.runtime is not runtime:  # (owner_of(parent), inline)
         raise RuntimeError(
             f"scope of runtime {runtime.name!r} entered from an operation of "
             f"runtime {parent.runtime.name!r}; use asyncop.scope() in that operation"

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import _thread
 import enum
+import sys
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Never, NoReturn, final
@@ -96,6 +97,14 @@ from ._block import enter_in_task
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
 
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+    from ...platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ...platform import pure_cython as cython
+
 if TYPE_CHECKING:
     from types import TracebackType
 
@@ -119,9 +128,12 @@ class ScopeState(enum.Enum):
     CLOSED = "closed"  # every child has ended and the exit is done
 
 
-@final
-class Scope:
-    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+class ScopeFields:
+    """A scope's fields: an extension type when compiled (see _scope.pxd).
+
+    The entry and exit read and write them in C; ``Scope`` adds the methods
+    (a Python class, which takes the name of the module users import it from).
+    """
 
     __slots__ = (
         "_deadline",
@@ -136,6 +148,14 @@ class Scope:
         "_watch",
     )
 
+
+@final
+class Scope(ScopeFields):
+    """The context manager returned by ``Runtime.scope()``; see the module docstring."""
+
+    __slots__ = ()
+
+    @cython.locals(self="ScopeFields")
     def __init__(
         self,
         runtime: Kernel,
@@ -182,6 +202,7 @@ class Scope:
         name = op.name if op is not None else (self._name or "scope")
         return f"<Scope {name!r} {self.state.name}>"
 
+    @cython.locals(self="ScopeFields", op="CNode")
     def _open(
         self,
         parent: AsyncOperation | None,
@@ -206,16 +227,22 @@ class Scope:
                 "make a new Runtime"
             )
         op: AsyncOperation | None = None
+        name = self._name
         try:
-            op = runtime._new_operation(
+            # (What runtime._new_operation is, called by its arguments' places:
+            # compiled, a C call, with no method to bind and no keywords to match.)
+            op = new_operation(
+                runtime,
                 None,
                 (),
-                parent=parent,
-                name=self._name if self._name is not None else "scope",
-                kind=_scope,
-                shield=self._shield,
-                supervise=bool(self._supervise),
-                task=task,
+                parent,
+                name if name is not None else "scope",
+                False,
+                bool(self._supervise),
+                _scope,
+                self._shield,
+                False,
+                task,
             )
             deadline = self._deadline
             if self._timeout is not None:
@@ -304,6 +331,9 @@ class Scope:
             tb: TracebackType | None,
         ) -> bool: ...
 
+    else:
+        __exit__ = ExitAttribute()
+
     def _leave(self, exc: BaseException | None) -> bool:
         """Leave the block: wait for the children, then raise what the block came to.
 
@@ -350,7 +380,7 @@ class Scope:
                 # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
                 note = note if note is not None else tree_note(op)
-        verdict = self._verdict(op, exc, interrupt)
+        verdict = _verdict(self, op, exc, interrupt)
         if isinstance(verdict, KeyboardInterrupt):
             add_tree_note(verdict, note)
         elif interrupt is None:
@@ -358,6 +388,8 @@ class Scope:
             verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
+                if _raised_clean(verdict):
+                    raise verdict
                 _throw(verdict)
             return verdict
         finally:
@@ -387,6 +419,7 @@ class Scope:
     async def __aenter__(self) -> AsyncOperation[None]:
         return enter_in_task(self)
 
+    @cython.locals(self="ScopeFields", op="CNode")
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -448,7 +481,8 @@ class Scope:
             # (A scope with no child left is final already: no wait to
             # make, as an await whose event is ready does not suspend.)
             await ScopeDone(op)
-        interrupt = exc if isinstance(exc, _INTERRUPTS) else None
+        # (Tested for None first: an isinstance() with a tuple is a slow call.)
+        interrupt = exc if exc is not None and isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
             op._observe()
             op._error = None
@@ -456,62 +490,65 @@ class Scope:
                 raise misuse
             finally:
                 del misuse, exc, tb
-        verdict = self._verdict(op, exc, interrupt)
+        verdict = _verdict(self, op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
+                if _raised_clean(verdict):
+                    raise verdict
                 _throw(verdict)
             return verdict
         finally:
             del exc, tb, interrupt, verdict
 
-    def _verdict(
-        self,
-        op: AsyncOperation,
-        exc: BaseException | None,
-        interrupt: BaseException | None,
-        _failed: OperationState = OperationState.FAILED,
-    ) -> BaseException | bool:
-        """What the exit raises, or whether it swallows ``exc``.
-
-        Returned, not raised: a frame that raises stays in the traceback,
-        and this one's locals would lead back to the exception.
-        """
-        error: BaseException | None = None
-        if op._state is _failed:
-            error = op.error  # reading it marks it observed
-            # The error leaves through the block only, and the scope does
-            # not keep it: its traceback holds the frame that holds the
-            # scope, so keeping it would make a reference cycle.
-            op._error = None
-        if interrupt is not None:
-            if error is not None and error is not interrupt:
-                interrupt.__context__ = error
-            return interrupt
-        if error is not None:
-            return error
-        if op._outside_cancel:
-            # Cancelled from outside the scope: leave as a cancelled
-            # operation does, so the code after the block never runs. (A
-            # root scope is cancelled from outside only in remote work, by
-            # the job's local operation: see _remote_call.py.)
-            if exc is not None and only_cancelled(exc):
-                return False
-            outside = self._parent or op
-            return cancelled_for(outside.name, outside.cancel_reason)
-        if op.expired and op._interrupted:
-            timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
-            if isinstance(exc, Cancelled):
-                timeout.__cause__ = exc
-            else:
-                timeout.__suppress_context__ = True
-            return timeout
-        # Swallow the Cancelled that this scope's own cancel caused.
-        return exc is not None and only_cancelled(exc)
-
 
 # Passed through bare, never grouped: Ctrl-C, SystemExit, and the
 # GeneratorExit that closes an async generator suspended inside the block.
 _INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _verdict(
+    scope: Scope,
+    op: AsyncOperation,
+    exc: BaseException | None,
+    interrupt: BaseException | None,
+    _failed: OperationState = OperationState.FAILED,
+) -> BaseException | bool:
+    """What ``scope``'s exit raises, or whether it swallows ``exc``.
+
+    Returned, not raised: a frame that raises stays in the traceback,
+    and this one's locals would lead back to the exception.
+    """
+    error: BaseException | None = None
+    if op._state is _failed:
+        error = op.error  # reading it marks it observed
+        # The error leaves through the block only, and the scope does
+        # not keep it: its traceback holds the frame that holds the
+        # scope, so keeping it would make a reference cycle.
+        op._error = None
+    if interrupt is not None:
+        if error is not None and error is not interrupt:
+            interrupt.__context__ = error
+        return interrupt
+    if error is not None:
+        return error
+    if op._outside_cancel:
+        # Cancelled from outside the scope: leave as a cancelled
+        # operation does, so the code after the block never runs. (A
+        # root scope is cancelled from outside only in remote work, by
+        # the job's local operation: see _remote_call.py.)
+        if exc is not None and only_cancelled(exc):
+            return False
+        outside = scope._parent or op
+        return cancelled_for(outside.name, outside.cancel_reason)
+    if op.expired and op._interrupted:
+        timeout = TimeoutError(f"scope {op.name!r} passed its deadline and was cancelled")
+        if isinstance(exc, Cancelled):
+            timeout.__cause__ = exc
+        else:
+            timeout.__suppress_context__ = True
+        return timeout
+    # Swallow the Cancelled that this scope's own cancel caused.
+    return exc is not None and only_cancelled(exc)
 
 
 def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
@@ -521,8 +558,19 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
         state.op = scope._saved
 
 
-if not TYPE_CHECKING:
-    Scope.__exit__ = ExitAttribute()
+def _raised_clean(error: BaseException) -> bool:
+    """Whether a plain ``raise error`` gives it no misleading context.
+
+    It does unless the context it would get (the exception being handled,
+    else the one it has) is ``error`` or one of its members: then the exit
+    raises through :func:`_throw`. The common case, a ``Cancelled`` made
+    for the exit, takes no detour: compiled, each function an exception
+    leaves adds to its traceback, at a cost.
+    """
+    context = sys.exception()
+    if context is None:
+        context = error.__context__
+    return context is None or not _contains(error, context)
 
 
 def _throw(error: BaseException) -> NoReturn:
@@ -593,6 +641,7 @@ def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
     return None
 
 
+@cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
     name: str | None = None,
@@ -622,4 +671,5 @@ def scope(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
             "none; outside an operation, write 'with runtime.scope()'"
         )
-    return Scope(owner_of(op), name, timeout, deadline, shield, supervise)
+    runtime: Any = op.runtime  # (owner_of(op), inline)
+    return Scope(runtime, name, timeout, deadline, shield, supervise)

@@ -87,7 +87,8 @@ def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outco
     op = ev.op
     waker = task  # (a Waker: typed so in _scope_task.pxd)
     after: After | None = None
-    lock = op.runtime._lock
+    runtime = op.runtime  # (a kernel: typed so in _scope_task.pxd)
+    lock = runtime._lock
     lock.acquire()
     try:
         if ev.end_block:

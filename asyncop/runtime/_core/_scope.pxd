@@ -1,0 +1,33 @@
+# C declarations for the compiled form of _scope.py (see _waker.pxd): a
+# scope's fields are the members of an extension type, which scope(), its
+# entry and its exit read in C, with the thread's state, the task's and the
+# operation's, and the entry makes the operation with a C call to
+# new_operation. (Scope itself, the Python subclass that adds the methods,
+# can take the public module's name.)
+
+cimport cython
+
+from asyncop.operations._current cimport ThreadState as CThreadState
+from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.runtime._core._block cimport enter_in_task
+from asyncop.runtime._core._spawn cimport new_operation
+from asyncop.runtime._core._task cimport TaskState as CTask
+
+
+@cython.auto_pickle(False)
+cdef class ScopeFields:
+    cdef public object _deadline
+    cdef public object _name
+    cdef public object _op
+    cdef public object _parent
+    cdef public object _runtime
+    cdef public object _saved
+    cdef public object _shield
+    cdef public object _supervise
+    cdef public object _timeout
+    cdef public object _watch
+
+
+cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)
+
+cpdef bint _raised_clean(error) except -1
