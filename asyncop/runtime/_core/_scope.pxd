@@ -1,16 +1,16 @@
 # C declarations for the compiled form of _scope.py (see _waker.pxd): a
 # scope's fields are the members of an extension type, which scope(), its
 # entry and its exit read in C, with the thread's state, the task's and the
-# operation's, and the entry makes the operation with a C call to
-# new_operation. (Scope itself, the Python subclass that adds the methods,
-# can take the public module's name.)
+# operation's, and the entry makes the operation with a C call to the
+# kernel's _new_operation. (Scope itself, the Python subclass that adds the
+# methods, can take the public module's name.)
 
 cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._block cimport enter_in_task
-from asyncop.runtime._core._spawn cimport new_operation
+from asyncop.runtime._core._spawn cimport NodeHooks
 from asyncop.runtime._core._task cimport TaskState as CTask
 
 

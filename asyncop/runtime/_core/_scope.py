@@ -202,7 +202,7 @@ class Scope(ScopeFields):
         name = op.name if op is not None else (self._name or "scope")
         return f"<Scope {name!r} {self.state.name}>"
 
-    @cython.locals(self="ScopeFields", op="CNode")
+    @cython.locals(self="ScopeFields", op="CNode", runtime="NodeHooks")
     def _open(
         self,
         parent: AsyncOperation | None,
@@ -229,10 +229,9 @@ class Scope(ScopeFields):
         op: AsyncOperation | None = None
         name = self._name
         try:
-            # (What runtime._new_operation is, called by its arguments' places:
-            # compiled, a C call, with no method to bind and no keywords to match.)
-            op = new_operation(
-                runtime,
+            # (Called by its arguments' places: compiled, a C call, with no
+            # method to bind and no keywords to match.)
+            op = runtime._new_operation(
                 None,
                 (),
                 parent,
