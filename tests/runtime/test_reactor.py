@@ -609,6 +609,46 @@ def test_after_a_cancelled_wait_another_task_can_wait_on_the_fd(
     assert second.wait(5).value == b"x"
 
 
+def _cancelled_wait_then_hang_up(
+    rt: asyncop.Runtime, pairs: Callable[[], tuple[socket.socket, socket.socket]]
+) -> socket.socket:
+    """A socket whose wait was cancelled, and whose peer then closed; it stays open."""
+    a, b = pairs()
+    op = rt.spawn(read_when_ready, a)
+    wait_until(lambda: rt.registrations() == 1, "the reader is parked")
+    op.cancel()
+    assert op.wait(5).state is OperationState.CANCELLED
+    b.close()  # a now reports a hang-up for as long as it is open
+    return a
+
+
+def test_a_hang_up_after_a_cancelled_wait_reaches_no_poller(
+    rt: asyncop.Runtime, pairs: Any, selector: str
+) -> None:
+    if selector != "epoll":
+        pytest.skip("the other multiplexers are handed only the fds that tasks wait on")
+    a = _cancelled_wait_then_hang_up(rt, pairs)
+    reactor = rt._reactor
+    assert reactor is not None
+    # What the next epoll_wait of a parked worker reports. epoll reports a
+    # hang-up whatever the mask: an fd left armed with an empty mask would
+    # end every wait at once, and could hand its hang-up to the next wait
+    # on the same number.
+    assert [fd for fd, _ in reactor._epoll.poll(0) if fd == a.fileno()] == []
+
+
+def test_the_workers_sleep_after_a_hang_up_on_a_socket_whose_wait_was_cancelled(
+    rt: asyncop.Runtime, pairs: Any
+) -> None:
+    _cancelled_wait_then_hang_up(rt, pairs)
+    time.sleep(0.05)  # let the workers park
+    cpu_before = time.process_time()
+    time.sleep(1.0)
+    cpu = time.process_time() - cpu_before
+    # A worker woken by the hang-up at every poll would burn close to a whole core.
+    assert cpu < 0.25, f"the process used {cpu:.3f} s of CPU in 1 s with no task to run"
+
+
 def test_a_reused_fd_number_can_be_waited_on(rt: asyncop.Runtime) -> None:
     import os
 

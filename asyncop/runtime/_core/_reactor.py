@@ -59,7 +59,12 @@ thread: ``epoll_ctl`` is safe to call while another thread is blocked in
 the threads that poll. An fd stays known to epoll (disarmed) after its
 wait, so the next wait is one ``EPOLL_CTL_MOD``, and a wait that fires
 costs no ``epoll_ctl`` at all: the one-shot event already disarmed the fd,
-and it is re-armed only for a direction that still waits. A fired wait
+and it is re-armed only for a direction that still waits. A wait taken back
+before it fired (a cancel) takes its fd out of epoll instead, once no
+direction waits: epoll reports a hang-up or an error whatever the mask, so
+an fd left armed with an empty mask whose peer hung up would end every
+``epoll_wait`` at once (a spinning poller) and could hand a later wait on
+the same number a readiness of the file that had it before. A fired wait
 leaves the table with its subscription's handle cleared, so the task's
 ``_disarm`` has nothing to take back and skips the reactor's lock.
 
@@ -302,8 +307,21 @@ class Reactor:
         if self._epoll is None:
             self._wakeup.wake()  # the reactor thread re-reads _armed
             return
-        mask = _TO_EPOLL[directions] | _EPOLLONESHOT if directions else 0
         epoll = self._epoll
+        if not directions:
+            # Taken out, not armed with an empty mask: epoll reports a
+            # hang-up or an error whatever the mask, so a disarmed fd whose
+            # peer hung up would end every epoll_wait at once (a spinning
+            # poller), and hand a later wait on the same number a readiness
+            # that belonged to this file.
+            if fd in self._known:
+                self._known.discard(fd)
+                try:
+                    epoll.unregister(fd)
+                except OSError:
+                    pass  # closed, or its number reused: epoll dropped it already
+            return
+        mask = _TO_EPOLL[directions] | _EPOLLONESHOT
         try:
             if fd in self._known:
                 try:
@@ -311,11 +329,8 @@ class Reactor:
                 except FileNotFoundError:
                     # The fd was closed and its number reused: epoll
                     # dropped the old one, so register the new one.
-                    if directions:
-                        epoll.register(fd, mask)
-                    else:
-                        self._known.discard(fd)
-            elif directions:
+                    epoll.register(fd, mask)
+            else:
                 try:
                     epoll.register(fd, mask)
                 except FileExistsError:
@@ -436,15 +451,7 @@ class Reactor:
                 sub = self._table.pop((fd, direction), None)
                 if sub is not None:
                     wakes.append((sub, _closed_error(fd, direction)))
-            self._armed.pop(fd, None)
-            if self._epoll is not None and fd in self._known:
-                self._known.discard(fd)
-                try:
-                    self._epoll.unregister(fd)
-                except OSError:
-                    pass
-            elif self._epoll is None:
-                self._wakeup.wake()
+            self._arm_locked(fd, 0, wakes)  # (taken out of epoll)
         _deliver(wakes)
 
     # -- the thread -----------------------------------------------------------
