@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.lowlevel import is_compiled, pass_checkpoint
+from asyncop.lowlevel import is_compiled, pass_checkpoint, resolve
 from asyncop.operations import Awaited, SuspendsItself, Suspension, suspend, thread_state
 from asyncop.testing import VirtualClock, assert_checkpoints
 
@@ -104,6 +104,15 @@ def test_a_parked_task_s_node_fits_272_bytes() -> None:
 def test_a_parked_task_s_task_state_fits_144_bytes() -> None:
     [size] = _parked_on_an_event(lambda op: sys.getsizeof(op._task))
     assert size <= 144
+
+
+@pytest.mark.skipif(not is_compiled(), reason="as Python a subscription's fields are slots")
+def test_a_parked_task_s_subscription_fits_64_bytes() -> None:
+    [(size, callback)] = _parked_on_an_event(
+        lambda op: (sys.getsizeof(op._task._subs), op._task._subs.callback)
+    )
+    assert size <= 64
+    assert callback is resolve
 
 
 def test_a_task_s_checkpoint_count_wraps_at_32_bits() -> None:

@@ -12,13 +12,18 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields
 from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 
-@cython.final
+# Four fields: the commonest subscription (a task's await, which resolves)
+# fits 64 bytes; one with another callback is a CallbackSubscription.
 cdef class Subscription:
     cdef public Waker waker
     cdef public object event
-    cdef public object callback
     cdef public Py_ssize_t generation
     cdef public object handle
+
+
+@cython.final
+cdef class CallbackSubscription(Subscription):
+    cdef object _callback
 
 
 cdef class Waker:
@@ -46,6 +51,8 @@ cdef class Waker:
 
 
 cdef _take_back(Subscription sub)
+
+cpdef Subscription subscription(Waker waker, event, callback)
 
 @cython.locals(task=Waker, worker=CWorker)
 cpdef push_locked(KernelFields runtime, CNode op, CThreadState state=*, CWorker woken=*,
