@@ -15,10 +15,11 @@ take ``typing.Generic`` as a base, nor can a subclass declare the fields
 again (its slots would hide the base's): so ``AsyncOperation`` adds only
 ``Generic`` and its methods, with no slots of its own.
 
-Five fields that few operations ever set (a deadline and its timer, the
+Six fields that few operations ever set (a deadline and its timer, the
 failures the children handed up, the token, the report of an unobserved
-failure) live in a :class:`RareFields` of their own, made on the first write
-of one of them: a parked task pays one pointer for them, not five. The node
+failure, the locks its coroutine holds) live in a :class:`RareFields` of
+their own, made on the first write of one of them: a parked task pays one
+pointer for them, not six. The node
 reads and writes them as properties of the same names (``op._deadline``...);
 the hot paths (the end of every operation, a cancel) read ``op._rare``.
 
