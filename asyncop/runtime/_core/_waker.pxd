@@ -46,6 +46,7 @@ cdef class Waker:
     cpdef bint _transition_to_result(self, _queued=*, _result=*)
     @cython.locals(runtime=KernelFields)
     cpdef bint _complete(self, Subscription sub, result, error)
+    @cython.locals(sub=Subscription)
     cpdef Subscription _new_wait(self, event, callback)
     cpdef _disarm_all(self)
 

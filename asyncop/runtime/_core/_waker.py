@@ -511,7 +511,11 @@ class Waker:
         """Start a wait on one event: forget the last wait, then subscribe to ``event``."""
         started = self._transition_to_no_status()
         assert started, f"{self!r} started a wait outside its running task"
-        sub = subscription(self, event, callback)
+        # (subscription(), inline: this is every await's)
+        if callback is resolve:
+            sub = Subscription(self, event)
+        else:
+            sub = CallbackSubscription(self, event, callback)
         self._subs = sub
         return sub
 
