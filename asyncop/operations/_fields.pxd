@@ -20,6 +20,7 @@ cdef class RareFields:
     cdef public object failures
     cdef public object token
     cdef public object unobserved
+    cdef public list held
 
 
 @cython.auto_pickle(False)

@@ -19,10 +19,11 @@ take ``typing.Generic`` as a base, nor can a subclass declare the fields
 again (its slots would hide the base's): so ``AsyncOperation`` adds only
 ``Generic`` and its methods, with no slots of its own.
 
-Five fields that few operations ever set (a deadline and its timer, the
+Six fields that few operations ever set (a deadline and its timer, the
 failures the children handed up, the token, the report of an unobserved
-failure) live in a :class:`RareFields` of their own, made on the first write
-of one of them: a parked task pays one pointer for them, not five. The node
+failure, the locks its coroutine holds) live in a :class:`RareFields` of
+their own, made on the first write of one of them: a parked task pays one
+pointer for them, not six. The node
 reads and writes them as properties of the same names (``op._deadline``...);
 the hot paths (the end of every operation, a cancel) read ``op._rare``.
 
@@ -136,7 +137,8 @@ class OperationFields:
         self._error: BaseException | None = None
         # The fields few operations ever set: a deadline and its timer, the
         # children's failures, the token, the report of an unobserved
-        # failure (see RareFields). Made on the first write of one of them.
+        # failure, the locks its task holds (see RareFields). Made on the
+        # first write of one of them.
         self._rare: RareFields | None = None
         # What to wake when the operation is final: the lock a thread blocked in
         # wait() sleeps on, or a callback to run once the runtime lock is free.
@@ -229,6 +231,16 @@ class OperationFields:
         if value is not None or self._rare is not None:
             self._rare_fields().unobserved = value
 
+    @property
+    def _held(self) -> list[Any] | None:
+        rare = self._rare
+        return None if rare is None else rare.held
+
+    @_held.setter
+    def _held(self, value: list[Any] | None) -> None:
+        if value is not None or self._rare is not None:
+            self._rare_fields().held = value
+
 
 # Final: an extension type when compiled (see _fields.pxd), which no class extends.
 class RareFields:
@@ -237,7 +249,7 @@ class RareFields:
     # The mark typing.final leaves, which an extension type cannot take as a decorator.
     __final__ = True
 
-    __slots__ = ("deadline", "deadline_timer", "failures", "token", "unobserved")
+    __slots__ = ("deadline", "deadline_timer", "failures", "held", "token", "unobserved")
 
     def __init__(self) -> None:
         self.deadline: float | None = None
@@ -248,3 +260,6 @@ class RareFields:
         # Logs the failure when the operation is collected, unless it is
         # observed first; made only for a failure nobody has taken over.
         self.unobserved: _Unobserved | None = None
+        # The locks the operation's coroutine holds (its task state's
+        # ``held``), broken if it ends holding them; few tasks take one.
+        self.held: list[Any] | None = None

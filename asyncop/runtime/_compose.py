@@ -28,6 +28,7 @@ from ..operations import (
 )
 from ._core._awaitables import OpWait, SleepUntil, _seconds
 from ._core._waker import (
+    CallbackSubscription,
     Subscription,
     WaitEvent,
     Waker,
@@ -107,7 +108,7 @@ class Select(WaitEvent):
                 value = (index, result) if transform is None else transform(index, result)
                 return sub.fire(value)
 
-            child = Subscription(waker, event, forward)
+            child = CallbackSubscription(waker, event, forward)
             subs.append(child)
             event._arm(child)
             if waker.status is not WakerStatus.NO_STATUS:
@@ -279,7 +280,7 @@ class _Timeout(WaitEvent):
                 )
             return sub.fire(value)
 
-        child = Subscription(sub.waker, inner, forward)
+        child = CallbackSubscription(sub.waker, inner, forward)
         sub.handle = child
         inner._arm(child)
 

@@ -24,6 +24,7 @@ from ._core._waker import (
     is_event,
     let_go,
     resolve,
+    subscription,
     timeout,
 )
 
@@ -77,7 +78,7 @@ def resume_when(
             f"resume_when() needs a callable as 'callback', got {type(callback).__name__}; "
             "pass lowlevel.resolve, lowlevel.cancel or lowlevel.timeout"
         )
-    sub = Subscription(waker, event, callback)
+    sub = subscription(waker, event, callback)
     waker._add_subscription(sub)
     event._arm(sub)
     return sub

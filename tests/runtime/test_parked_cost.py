@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import asyncop
-from asyncop.lowlevel import is_compiled
-from asyncop.operations import Awaited, SuspendsItself, Suspension, suspend
-from asyncop.testing import VirtualClock
+from asyncop.lowlevel import is_compiled, pass_checkpoint, resolve
+from asyncop.operations import Awaited, SuspendsItself, Suspension, suspend, thread_state
+from asyncop.testing import VirtualClock, assert_checkpoints
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -98,6 +98,37 @@ def test_a_task_parked_on_an_event_keeps_one_object_for_its_wait() -> None:
 def test_a_parked_task_s_node_fits_272_bytes() -> None:
     [size] = _parked_on_an_event(sys.getsizeof)
     assert size <= 272
+
+
+@pytest.mark.skipif(not is_compiled(), reason="as Python a task state's fields are slots")
+def test_a_parked_task_s_task_state_fits_144_bytes() -> None:
+    [size] = _parked_on_an_event(lambda op: sys.getsizeof(op._task))
+    assert size <= 144
+
+
+@pytest.mark.skipif(not is_compiled(), reason="as Python a subscription's fields are slots")
+def test_a_parked_task_s_subscription_fits_64_bytes() -> None:
+    [(size, callback)] = _parked_on_an_event(
+        lambda op: (sys.getsizeof(op._task._subs), op._task._subs.callback)
+    )
+    assert size <= 64
+    assert callback is resolve
+
+
+def test_a_task_s_checkpoint_count_wraps_at_32_bits() -> None:
+    passed: list[bool] = []
+
+    async def main() -> None:
+        task = thread_state().task
+        assert task is not None
+        task.checkpoints = 2**32 - 1
+        with assert_checkpoints():
+            passed.append(pass_checkpoint())
+        assert task.checkpoints == 0
+
+    with asyncop.Runtime(1, clock=VirtualClock(autojump=True)) as runtime:
+        runtime.run(main)
+    assert passed == [True]
 
 
 def test_a_node_s_flags_read_as_bools() -> None:

@@ -253,5 +253,5 @@ def pass_checkpoint() -> bool:
     task = _running_task("pass_checkpoint()")
     if task.current._cancelled:
         return False
-    task.checkpoints += 1
+    task.count_checkpoint()
     return True

@@ -6,6 +6,7 @@ cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
@@ -17,15 +18,17 @@ from asyncop.runtime._core._scope_task cimport suspend_for_children
 from asyncop.runtime._core._waker cimport push_locked
 
 
+# The count and the two flags share 8 bytes (Python reads the flags as 0 or
+# 1), and the locks held live with the operation's rare fields: the task
+# state fits a smaller allocator size class.
 @cython.final
 cdef class TaskState(Waker):
     cdef public object coro
     cdef public CNode current
     cdef public list outer
-    cdef public list held
-    cdef public Py_ssize_t checkpoints
-    cdef public bint cancellable
-    cdef public bint saw_cancel
+    cdef public unsigned int checkpoints
+    cdef public unsigned char cancellable
+    cdef public unsigned char saw_cancel
 
 
 @cython.locals(task=TaskState, waker=TaskState)
@@ -58,5 +61,5 @@ cpdef tuple _wait_on(TaskState task, ev, Py_ssize_t inline)
 @cython.locals(waker=TaskState)
 cpdef tuple _suspend_locked(TaskState task, bint cancellable)
 
-@cython.locals(held=list, op=CNode, ended=bint)
+@cython.locals(held=list, op=CNode, rare=CRare, ended=bint)
 cpdef _finish(TaskState task, outcome, value, error, at=*, _value=*, _cancelled=*)

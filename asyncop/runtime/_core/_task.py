@@ -115,7 +115,7 @@ class TaskState(Waker):
     """The coroutine side of a coroutine operation, and its one waker."""
 
     # The operation is the waker's ``task``.
-    __slots__ = ("cancellable", "checkpoints", "coro", "current", "held", "outer", "saw_cancel")
+    __slots__ = ("cancellable", "checkpoints", "coro", "current", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
         Waker.__init__(self, op, runtime)
@@ -125,9 +125,8 @@ class TaskState(Waker):
         self.current: AsyncOperation = op
         # The enclosing ones, innermost last; made when a scope is entered.
         self.outer: list[AsyncOperation] | None = None
-        # Locks this task holds; broken if it ends holding them.
-        self.held: list[Any] | None = None
-        # Awaits passed, for assert_checkpoints().
+        # Awaits passed, for assert_checkpoints(): compiled, a 32-bit count
+        # that wraps (whoever counts from Python masks it: count_checkpoint).
         self.checkpoints = 0
         # Whether the current wait may be interrupted by a cancel.
         self.cancellable = True
@@ -159,6 +158,10 @@ class TaskState(Waker):
         if frame is None:
             return None
         return frame.f_code.co_filename, frame.f_lineno
+
+    def count_checkpoint(self) -> None:
+        """Count an await passed outside the stepper, wrapping as the compiled count does."""
+        self.checkpoints = (self.checkpoints + 1) & 0xFFFFFFFF
 
     @property
     def waker(self) -> Waker:
@@ -656,14 +659,16 @@ def _finish(
         # close them, or the task could never end.
         error = close_open_scopes(task, error)
         outcome, value = Outcome.ERROR, None
-    held = task.held
-    if held:
-        task.held = None
-        for lock in list(held):
-            lock._break(task)
+    op = task.task
+    rare = op._rare
+    if rare is not None:
+        held = rare.held
+        if held:
+            rare.held = None
+            for lock in list(held):
+                lock._break(task)
     # The operation's own end, with the lock taken here (as
     # ``end_work_on_worker`` would, on a worker thread: see step).
-    op = task.task
     after: After = []
     runtime_lock = task.runtime._lock
     runtime_lock.acquire()

@@ -12,13 +12,18 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields
 from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 
-@cython.final
+# Four fields: the commonest subscription (a task's await, which resolves)
+# fits 64 bytes; one with another callback is a CallbackSubscription.
 cdef class Subscription:
     cdef public Waker waker
     cdef public object event
-    cdef public object callback
     cdef public Py_ssize_t generation
     cdef public object handle
+
+
+@cython.final
+cdef class CallbackSubscription(Subscription):
+    cdef object _callback
 
 
 cdef class Waker:
@@ -41,11 +46,14 @@ cdef class Waker:
     cpdef bint _transition_to_result(self, _queued=*, _result=*)
     @cython.locals(runtime=KernelFields)
     cpdef bint _complete(self, Subscription sub, result, error)
+    @cython.locals(sub=Subscription)
     cpdef Subscription _new_wait(self, event, callback)
     cpdef _disarm_all(self)
 
 
 cdef _take_back(Subscription sub)
+
+cpdef Subscription subscription(Waker waker, event, callback)
 
 @cython.locals(task=Waker, worker=CWorker)
 cpdef push_locked(KernelFields runtime, CNode op, CThreadState state=*, CWorker woken=*,

@@ -53,7 +53,9 @@ subscription and may fire it at once; ``_disarm`` takes it back and must be
 idempotent. ``resume_when(task, event, callback)`` makes the subscription
 (it and ``waker_new`` are in ``_subscribe.py``); the callback decides how a
 firing resolves the waker: ``resolve`` hands over the result or error,
-``cancel`` raises ``Cancelled``, ``timeout`` raises ``TimeoutError``.
+``cancel`` raises ``Cancelled``, ``timeout`` raises ``TimeoutError``. A
+subscription that resolves, a task's every await, carries no callback; a
+``CallbackSubscription`` carries any other (``subscription`` picks).
 
 An event's code is user code, and runs on workers, the timer path and the
 reactor thread, which must survive it: a ``_disarm`` that raises is logged
@@ -79,7 +81,8 @@ is the innermost frame outside asyncop when the event is collected: for a
 forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
 that made it, without paying for a frame lookup on every event made. One
 collected by asyncop's own code (a task's locals, freed as its coroutine
-ends) names the operation running there, and where that was made.
+ends) names the operation running there, and where that was made (the
+warning is ``_never_awaited.py``'s).
 
 A call that refuses its arguments lets go of every awaitable it was handed
 (``let_go``), whichever argument it refused: the caller did not forget
@@ -90,10 +93,8 @@ from __future__ import annotations
 
 import enum
 import inspect
-import sys
-import warnings
 from collections.abc import Callable, Generator, Iterable
-from types import CoroutineType, FrameType
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from ...operations import (
@@ -103,15 +104,13 @@ from ...operations import (
     SuspendsItself,
     T,
     ThreadState,
-    current_operation,
     log_user_failure,
-    made_by_user,
-    safe_repr,
     suspend,
     thread_state,
 )
 from ...platform import is_main_thread
 from ._fields import WorkerState
+from ._never_awaited import describe_event, warn_never_awaited
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -124,6 +123,7 @@ if TYPE_CHECKING:
     from ._worker import Worker
 
 __all__ = [
+    "CallbackSubscription",
     "SelfSuspendedEvent",
     "Subscription",
     "WaitEvent",
@@ -135,6 +135,7 @@ __all__ = [
     "let_go",
     "push_locked",
     "resolve",
+    "subscription",
     "timeout",
 ]
 
@@ -201,7 +202,7 @@ class WaitEvent(Awaited, Generic[T]):
                 return
         except AttributeError:
             pass
-        _warn_never_awaited(self)
+        warn_never_awaited(self)
 
     def _arm(self, sub: Subscription) -> None:
         raise NotImplementedError(
@@ -234,23 +235,26 @@ else:
         __await__ = SuspendsItself.__await__
 
 
-# Final: an extension type when compiled (see _waker.pxd), which no class extends.
+# Extended only by CallbackSubscription (see _waker.pxd).
 class Subscription:
     """One waker subscribed to one event for one wait."""
 
-    # The mark typing.final leaves, which an extension type cannot take as a decorator.
-    __final__ = True
+    _made_by_runtime: ClassVar[bool] = True
 
-    __slots__ = ("callback", "event", "generation", "handle", "waker")
+    __slots__ = ("event", "generation", "handle", "waker")
 
-    def __init__(self, waker: Waker, event: Any, callback: WakeCallback) -> None:
+    def __init__(self, waker: Waker, event: Any) -> None:
         self.waker = waker
         self.event = event
-        self.callback = callback
         self.generation = waker.generation
         # Whatever the event needs to take the subscription back (a timer,
         # a waiter entry); owned by the event.
         self.handle: Any = None
+
+    @property
+    def callback(self) -> WakeCallback:
+        """How a firing resolves the waker (see ``resume_when``)."""
+        return resolve
 
     def fire(self, result: Any = None, error: BaseException | None = None) -> bool:
         """Deliver the event: returns True if it won the waker.
@@ -262,6 +266,8 @@ class Subscription:
         must survive it, and the task must not be left waiting forever.
         """
         try:
+            if type(self) is Subscription:  # (resolve's, called in C)
+                return self.waker._complete(self, result, error)
             return self.callback(self.waker, self, result, error)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt) and is_main_thread():
@@ -270,6 +276,36 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"<Subscription to {self.event!r}>"
+
+
+# Final: an extension type when compiled (see _waker.pxd), which no class extends.
+class CallbackSubscription(Subscription):
+    """A subscription whose firing resolves the waker through another callback than ``resolve``.
+
+    The commonest wait, a task's await, resolves: its subscription carries
+    no callback, and fits a smaller allocator size class.
+    """
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
+
+    __slots__ = ("_callback",)
+
+    def __init__(self, waker: Waker, event: Any, callback: WakeCallback) -> None:
+        Subscription.__init__(self, waker, event)
+        self._callback = callback
+
+    @property
+    def callback(self) -> WakeCallback:
+        """How a firing resolves the waker (see ``resume_when``)."""
+        return self._callback
+
+
+def subscription(waker: Waker, event: Any, callback: WakeCallback) -> Subscription:
+    """A new subscription of ``waker`` to ``event``, whose firing calls ``callback``."""
+    if callback is resolve:
+        return Subscription(waker, event)
+    return CallbackSubscription(waker, event, callback)
 
 
 # Not final: the runtime's task state subclasses it, so that a task and its
@@ -475,7 +511,11 @@ class Waker:
         """Start a wait on one event: forget the last wait, then subscribe to ``event``."""
         started = self._transition_to_no_status()
         assert started, f"{self!r} started a wait outside its running task"
-        sub = Subscription(self, event, callback)
+        # (subscription(), inline: this is every await's)
+        if callback is resolve:
+            sub = Subscription(self, event)
+        else:
+            sub = CallbackSubscription(self, event, callback)
         self._subs = sub
         return sub
 
@@ -630,64 +670,4 @@ def let_go(handed: Iterable[object]) -> None:
             pass
 
 
-def describe_event(event: Any) -> str:
-    """What ``event`` is, for messages and ``dump()``; never raises."""
-    try:
-        describe = getattr(event, "_describe", None)
-        if describe is not None:
-            text = describe()
-            if type(text) is str:
-                return text
-    except BaseException:
-        pass
-    return safe_repr(event)
-
-
 _describe_safely = describe_event
-
-
-def _user_frame() -> FrameType | None:
-    """The innermost frame outside asyncop (and outside this finalizer).
-
-    Compiled, asyncop's functions have no frames: the walk starts at the
-    innermost Python frame.
-    """
-    frame = sys._getframe(0 if cython.compiled else 2)
-    while frame is not None:
-        if made_by_user(frame.f_globals.get("__name__", "")):
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
-def _warn_never_awaited(event: Any) -> None:
-    try:
-        what = describe_event(event)
-        frame = _user_frame()
-        op = None if frame is not None else current_operation()
-    except BaseException:  # pragma: no cover - interpreter shutdown
-        return
-    where = ""
-    if frame is not None:
-        filename = frame.f_code.co_filename
-        lineno = frame.f_lineno or 0
-        module = frame.f_globals.get("__name__", "?")
-        registry = frame.f_globals.setdefault("__warningregistry__", {})
-    elif op is not None:
-        # Collected by asyncop's own code, past the user's frames: when a
-        # task's coroutine ended, say. The task is the best clue left.
-        filename, lineno, module, registry = op.filename, op.lineno, "asyncop", None
-        where = f"in operation {op.name!r}, made "
-    else:
-        filename, lineno, module, registry = "sys", 1, "sys", None
-    # A warning turned into an error (-W error) escapes to sys.unraisablehook,
-    # as it does for a coroutine that was never awaited.
-    warnings.warn_explicit(
-        f"asyncop awaitable {what} was never awaited ({where}at {filename}:{lineno}); write "
-        "'await' before it: until it is awaited, it does nothing",
-        RuntimeWarning,
-        filename,
-        lineno,
-        module=module,
-        registry=registry,
-    )

@@ -136,7 +136,7 @@ class _BufferedReceiver(ReceiveStream):
         task = thread_state().task
         if task is None or task.current._cancelled:
             return PASS
-        task.checkpoints += 1
+        task.count_checkpoint()
         return None
 
     def _take(self, count: int) -> bytes:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from ...operations import WouldBlock, blocking_in_task_error, safe_repr, thread_state
 from ...platform import check_timeout
-from .._core._waker import Subscription, WaitEvent, WakerStatus, resolve
+from .._core._waker import CallbackSubscription, Subscription, WaitEvent, WakerStatus, resolve
 from .._introspect import runtime_of_caller
 from ._names import check_name, label, made_at, short_label
 from ._semaphore import Semaphore
@@ -465,7 +465,7 @@ class _TokenWait(WaitEvent[None]):
                 limiter._borrowers.discard(borrower)
             return False  # the permit goes on to the next waiter
 
-        child = Subscription(sub.waker, event, granted)
+        child = CallbackSubscription(sub.waker, event, granted)
         sub.handle = child
         event._arm(child)
 
@@ -558,7 +558,7 @@ def arm_token(
         start()
         return True
 
-    child = Subscription(waker, event, granted)
+    child = CallbackSubscription(waker, event, granted)
     sub.handle = child
     event._arm(child)
 

@@ -234,14 +234,16 @@ class Lock:
                     sub.fire(None, error)
 
     def _take(self, owner: object) -> None:
-        # Under the mutex. A task remembers the locks it holds, so that
-        # ending while holding one breaks it.
+        # Under the mutex. A task remembers the locks it holds (with its
+        # operation's rare fields), so that ending while holding one breaks it.
         self._owner = owner
         if isinstance(owner, TaskState):
-            if owner.held is None:
-                owner.held = [self]
+            op = owner.task
+            held = op._held
+            if held is None:
+                op._held = [self]
             else:
-                owner.held.append(self)
+                held.append(self)
 
     def acquire(self, timeout: float | None = None) -> bool:
         """Acquire the lock from a thread, waiting ``timeout`` seconds at most.
@@ -369,8 +371,9 @@ class Lock:
             return LockStatistics(holder is not None, holder, len(self._waiters))
 
     def _drop_owner(self, owner: object) -> None:
-        if isinstance(owner, TaskState) and owner.held and self in owner.held:
-            owner.held.remove(self)
+        held = owner.task._held if isinstance(owner, TaskState) else None
+        if held and self in held:
+            held.remove(self)
         self._owner = None
 
     def _hand_over(self) -> None:
