@@ -30,7 +30,9 @@ timer's two ``_transition_to_*`` methods are the only code that writes it
 (``__init__`` arms it), and the heap keeps its counts by their answers.
 Everything here runs once per timer or per look at the heap, so the states
 a method tests and writes are default arguments, read as locals (through its
-class, an enum member costs ten times that on CPython 3.11).
+class, an enum member costs ten times that on CPython 3.11); only the
+``active`` property, which the runtime never reads, names its state through
+the class (a property takes no argument).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from __future__ import annotations
 import enum
 import heapq
 from collections.abc import Callable
-from typing import final
 
 __all__ = ["FAR", "Timer", "TimerHeap", "TimerState", "is_far"]
 
@@ -66,9 +67,12 @@ class TimerState(enum.Enum):
     CANCELLED = "cancelled"
 
 
-@final
+# Final: an extension type when compiled (see _timers.pxd), which no class extends.
 class Timer:
     """One armed deadline and what to do when it passes."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
 
     __slots__ = ("callback", "deadline", "inline", "state")
 
@@ -90,9 +94,9 @@ class Timer:
         self.state = _armed
 
     @property
-    def active(self, _armed: TimerState = TimerState.ARMED) -> bool:
+    def active(self) -> bool:
         """Whether the timer is still armed."""
-        return self.state is _armed
+        return self.state is TimerState.ARMED
 
     def _transition_to_fired(
         self, _armed: TimerState = TimerState.ARMED, _fired: TimerState = TimerState.FIRED
@@ -116,8 +120,11 @@ class Timer:
         return f"<Timer {self.state.value} at {self.deadline:.6f}>"
 
 
+# Final, as Timer.
 class TimerHeap:
     """A min-heap of timers by deadline, FIFO among equal deadlines."""
+
+    __final__ = True
 
     __slots__ = ("_cancelled", "_heap", "_live", "_seq")
 
