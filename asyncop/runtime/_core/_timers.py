@@ -38,8 +38,8 @@ the class (a property takes no argument).
 from __future__ import annotations
 
 import enum
-import heapq
 from collections.abc import Callable
+from heapq import heapify, heappop, heappush
 
 __all__ = ["FAR", "Timer", "TimerHeap", "TimerState", "is_far"]
 
@@ -152,7 +152,7 @@ class TimerHeap:
             return timer
         timer = Timer(deadline, callback, inline)
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, timer))
+        heappush(self._heap, (deadline, self._seq, timer))
         self._live += 1
         return timer
 
@@ -170,14 +170,14 @@ class TimerHeap:
 
     def _compact(self, _armed: TimerState = TimerState.ARMED) -> None:
         self._heap = [entry for entry in self._heap if entry[2].state is _armed]
-        heapq.heapify(self._heap)
+        heapify(self._heap)
         self._cancelled = 0
 
     def next_deadline(self, _armed: TimerState = TimerState.ARMED) -> float | None:
         """The earliest armed deadline, or None when no timer is armed."""
         heap = self._heap
         while heap and heap[0][2].state is not _armed:
-            heapq.heappop(heap)
+            heappop(heap)
             self._cancelled -= 1
         return heap[0][0] if heap else None
 
@@ -186,7 +186,7 @@ class TimerHeap:
         heap = self._heap
         due: list[Timer] = []
         while heap and heap[0][0] <= now:
-            timer = heapq.heappop(heap)[2]
+            timer = heappop(heap)[2]
             if timer._transition_to_fired():
                 self._live -= 1
                 due.append(timer)
