@@ -21,7 +21,10 @@ cancelled, but it never enters the heap, so it never reaches
 and never draws an autojumping virtual clock to infinity. Callers turn
 far-away finite deadlines into ``inf`` first (see :func:`is_far`).
 
-Not thread-safe by itself: the runtime calls it under its lock.
+Not thread-safe by itself: the runtime calls it under its lock. Compiled
+(``_timers.pxd``), a timer and the heap are extension types, and the kernel,
+whose ``_timers`` field has the heap's type, arms, cancels and pops timers
+with C calls and reads a timer's fields in C.
 
 States of a timer: *armed* -> *fired* | *cancelled*. ``pop_due`` moves an
 armed timer to fired; ``cancel`` moves it to cancelled. Neither happens
@@ -120,7 +123,7 @@ class Timer:
         return f"<Timer {self.state.value} at {self.deadline:.6f}>"
 
 
-# Final, as Timer.
+# Final, as Timer (see _timers.pxd).
 class TimerHeap:
     """A min-heap of timers by deadline, FIFO among equal deadlines."""
 
