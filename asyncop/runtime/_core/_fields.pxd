@@ -9,6 +9,7 @@ cimport cython
 
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._owner cimport RuntimeBase
+from asyncop.runtime._core._timers cimport TimerHeap
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 
 
@@ -36,7 +37,7 @@ cdef class KernelFields(RuntimeBase):
     cdef public object _reactor
     cdef public object _poller
     cdef public object _monitor
-    cdef public object _timers
+    cdef public TimerHeap _timers
 
 
 @cython.auto_pickle(False)

@@ -18,7 +18,8 @@ Why a module of its own: the modules that read the fields in C
 (``_items``, ``_task``, ``_spawn``) are imported by ``_kernel`` and
 ``_worker``, and a compiled module finds the types it names as it is
 imported; this module imports nothing of the runtime, so it is always
-there first.
+there first. (Compiled, it imports ``_timers``, whose heap is the type of
+the kernel's ``_timers``, and which imports nothing of the runtime either.)
 
 Each class holds fields only, and says nothing of their meaning: the
 kernel's are set and described in ``Kernel.__init__`` (``_kernel.py``),

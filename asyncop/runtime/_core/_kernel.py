@@ -453,12 +453,12 @@ class Kernel(WorkerPool):
                 self._monitor.deadline_pending()
         return timer
 
-    @cython.locals(self="CKernel")
+    @cython.locals(self="CKernel", timer="CTimer")
     def _cancel_timer_locked(self, timer: Timer) -> None:
         if self._timers.cancel(timer):
             timer.callback = _noop  # drop the reference to the waiter now
 
-    @cython.locals(self="CKernel")
+    @cython.locals(self="CKernel", timer="CTimer")
     def _fire_due_timers(self) -> None:
         after: After = []
         with self._lock:

@@ -21,7 +21,10 @@ cancelled, but it never enters the heap, so it never reaches
 and never draws an autojumping virtual clock to infinity. Callers turn
 far-away finite deadlines into ``inf`` first (see :func:`is_far`).
 
-Not thread-safe by itself: the runtime calls it under its lock.
+Not thread-safe by itself: the runtime calls it under its lock. Compiled
+(``_timers.pxd``), a timer and the heap are extension types, and the kernel,
+whose ``_timers`` field has the heap's type, arms, cancels and pops timers
+with C calls and reads a timer's fields in C.
 
 States of a timer: *armed* -> *fired* | *cancelled*. ``pop_due`` moves an
 armed timer to fired; ``cancel`` moves it to cancelled. Neither happens
@@ -30,15 +33,16 @@ timer's two ``_transition_to_*`` methods are the only code that writes it
 (``__init__`` arms it), and the heap keeps its counts by their answers.
 Everything here runs once per timer or per look at the heap, so the states
 a method tests and writes are default arguments, read as locals (through its
-class, an enum member costs ten times that on CPython 3.11).
+class, an enum member costs ten times that on CPython 3.11); only the
+``active`` property, which the runtime never reads, names its state through
+the class (a property takes no argument).
 """
 
 from __future__ import annotations
 
 import enum
-import heapq
 from collections.abc import Callable
-from typing import final
+from heapq import heapify, heappop, heappush
 
 __all__ = ["FAR", "Timer", "TimerHeap", "TimerState", "is_far"]
 
@@ -66,9 +70,12 @@ class TimerState(enum.Enum):
     CANCELLED = "cancelled"
 
 
-@final
+# Final: an extension type when compiled (see _timers.pxd), which no class extends.
 class Timer:
     """One armed deadline and what to do when it passes."""
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
 
     __slots__ = ("callback", "deadline", "inline", "state")
 
@@ -90,9 +97,9 @@ class Timer:
         self.state = _armed
 
     @property
-    def active(self, _armed: TimerState = TimerState.ARMED) -> bool:
+    def active(self) -> bool:
         """Whether the timer is still armed."""
-        return self.state is _armed
+        return self.state is TimerState.ARMED
 
     def _transition_to_fired(
         self, _armed: TimerState = TimerState.ARMED, _fired: TimerState = TimerState.FIRED
@@ -116,8 +123,11 @@ class Timer:
         return f"<Timer {self.state.value} at {self.deadline:.6f}>"
 
 
+# Final, as Timer (see _timers.pxd).
 class TimerHeap:
     """A min-heap of timers by deadline, FIFO among equal deadlines."""
+
+    __final__ = True
 
     __slots__ = ("_cancelled", "_heap", "_live", "_seq")
 
@@ -145,7 +155,7 @@ class TimerHeap:
             return timer
         timer = Timer(deadline, callback, inline)
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, timer))
+        heappush(self._heap, (deadline, self._seq, timer))
         self._live += 1
         return timer
 
@@ -163,14 +173,14 @@ class TimerHeap:
 
     def _compact(self, _armed: TimerState = TimerState.ARMED) -> None:
         self._heap = [entry for entry in self._heap if entry[2].state is _armed]
-        heapq.heapify(self._heap)
+        heapify(self._heap)
         self._cancelled = 0
 
     def next_deadline(self, _armed: TimerState = TimerState.ARMED) -> float | None:
         """The earliest armed deadline, or None when no timer is armed."""
         heap = self._heap
         while heap and heap[0][2].state is not _armed:
-            heapq.heappop(heap)
+            heappop(heap)
             self._cancelled -= 1
         return heap[0][0] if heap else None
 
@@ -179,7 +189,7 @@ class TimerHeap:
         heap = self._heap
         due: list[Timer] = []
         while heap and heap[0][0] <= now:
-            timer = heapq.heappop(heap)[2]
+            timer = heappop(heap)[2]
             if timer._transition_to_fired():
                 self._live -= 1
                 due.append(timer)
