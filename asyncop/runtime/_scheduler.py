@@ -38,13 +38,14 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_timeout, cpu_count, serving
+from ._asyncgens import AsyncGenerators
 from ._console import Console, attach, console_path
 from ._core._abandon import abandon_open_blocks
 from ._core._clock import VirtualClock
 from ._core._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._core._scope import Scope
 from ._core._waker import let_go
-from ._core._worker import join_by, monotonic
+from ._core._worker import Worker, join_by, monotonic, worker_main
 from ._deadlock import check_deadlock_args
 from ._executors._remote import RemoteExecutor
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
@@ -240,6 +241,9 @@ class Runtime(Kernel):
         # The host loop of asyncop.asyncio_bridge, made by its first call
         # (_asyncio_host.py), and closed by shutdown() once the tree has ended.
         self._asyncio_host: AsyncioHost | None = None
+        # The async generators its tasks iterate, closed when dropped or at
+        # shutdown (_asyncgens.py); its hooks are on every worker thread.
+        self._asyncgens = AsyncGenerators(self)
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
         self._console: Console | None = None
@@ -619,6 +623,8 @@ class Runtime(Kernel):
         ended = wait_for_roots(self, roots, end)
         if not ended and cancel and grace is not None:
             cancel_roots(roots)  # what was only asked to stop: nothing stays asked
+        if ended:  # (a generator still in use by a task is not closed under it)
+            ended = self._asyncgens.close_all(end)
         with self._lock:
             self._transition_to_stopped_locked()
             # (Read with the stop: no host is made for a stopped runtime.)
@@ -652,6 +658,11 @@ class Runtime(Kernel):
             self._clock._unsubscribe(self)
         _live_runtimes.discard(self)
         return ended
+
+    def _run_worker(self, worker: Worker) -> None:
+        """The body of a worker thread, with the async generator hooks installed."""
+        with self._asyncgens.installed():
+            worker_main(self, worker)
 
     def _refuse_shutdown_from_inside(self) -> None:
         """Raise if the calling thread is part of what shutdown() waits for."""

@@ -108,11 +108,16 @@ class WorkerPool(NodeHooks):
         # behind that the pool would wait for. The new thread cannot look
         # at the pool before this returns: it parks under the lock we hold.
         worker.handle = start_thread(
-            lambda w: worker_main(owner, w), worker, name=f"{self.name}-{kind}-{worker.index}"
+            owner._run_worker, worker, name=f"{self.name}-{kind}-{worker.index}"
         )
         self._workers.append(worker)
         self._active += 1
         return worker
+
+    def _run_worker(self, worker: Worker) -> None:
+        """The body of a worker thread (``Runtime`` adds its async generator hooks)."""
+        owner: Any = self  # (the Kernel this pool is part of)
+        worker_main(owner, worker)
 
     def _grow_locked(self, *, extra: bool) -> bool:
         """Start a worker for work that waits; False if refused or at ``max_threads``.
