@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 import weakref
 from collections import deque
@@ -121,7 +122,9 @@ class _ThreadHooks:
 
     def firstiter(self, agen: AnyGen) -> None:
         if thread_state().task is not None:
-            self.gens._alive.add(agen)
+            gens = self.gens
+            with gens._alive_lock:
+                gens._alive.add(agen)
             return
         frame = _frame(agen)
         if frame is not None:
@@ -144,6 +147,8 @@ class AsyncGenerators:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._alive: weakref.WeakSet[AnyGen] = weakref.WeakSet()
+        # (A WeakSet is not safe across threads without the GIL.)
+        self._alive_lock = threading.Lock()
         # Dropped generators waiting for a thread that may take the runtime's lock.
         self._dropped: deque[AnyGen] = deque()
         # The closing tasks (the ended ones are dropped by close_all()), and
@@ -193,7 +198,7 @@ class AsyncGenerators:
             if not self._sealed and not rt._stopping and op._transition_to_pending():
                 self._closing.add(op)
                 if len(self._closing) >= self._prune_at:
-                    self._closing = {op for op in self._closing if not op.done}
+                    self._closing = {other for other in self._closing if not other.done}
                     self._prune_at = 2 * len(self._closing) + 16
                 rt._track_root_locked(op)
                 rt._push_locked(op)
@@ -217,7 +222,7 @@ class AsyncGenerators:
             with self._runtime._lock:
                 self._closing = {op for op in self._closing if not op.done}
                 closing = list(self._closing)
-                if not closing and not self._dropped and not self._helpers and not self._alive:
+                if not (closing or self._dropped or self._helpers or self._alive):
                     self._sealed = True
                     return True
             for op in closing:
@@ -228,11 +233,7 @@ class AsyncGenerators:
                     return False
 
     def _take_alive(self) -> list[AnyGen]:
-        while True:
-            try:
-                gens = list(self._alive)
-            except RuntimeError:  # (changed by another thread meanwhile)
-                continue
-            for agen in gens:
-                self._alive.discard(agen)
-            return gens
+        with self._alive_lock:
+            gens = list(self._alive)
+            self._alive.clear()
+        return gens

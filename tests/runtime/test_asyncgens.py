@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -182,3 +183,28 @@ def test_the_calling_threads_hooks_are_left_alone(vruntime: asyncop.Runtime) -> 
 
     vruntime.run(main)
     assert sys.get_asyncgen_hooks() == before
+
+
+def test_a_generator_dropped_inside_the_runtimes_lock_is_closed_after(
+    vruntime: asyncop.Runtime,
+) -> None:
+    # (The collector may run anywhere, even inside the runtime's own locked
+    # step: the cleanup is started once the lock is free, not in there.)
+    log: list[str] = []
+
+    async def first() -> Any:
+        gen = _numbers(log)
+        await gen.__anext__()
+        return gen
+
+    async def nap() -> None:
+        await asyncop.sleep(1)
+
+    kept = [vruntime.run(first)]
+    with vruntime._lock:
+        kept.clear()
+        assert log == []
+    give_up = time.monotonic() + 10  # (a thread of the runtime's starts it)
+    while log == [] and time.monotonic() < give_up:
+        vruntime.run(nap)
+    assert log == ["closed"]
