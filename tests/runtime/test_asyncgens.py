@@ -208,3 +208,26 @@ def test_a_generator_dropped_inside_the_runtimes_lock_is_closed_after(
     while log == [] and time.monotonic() < give_up:
         vruntime.run(nap)
     assert log == ["closed"]
+
+
+def test_a_generator_iterated_outside_any_task_is_closed_where_it_is_dropped(
+    vruntime: asyncop.Runtime,
+) -> None:
+    closed_in: list[str] = []
+
+    async def ticks() -> AsyncIterator[int]:
+        try:
+            yield 1
+        finally:
+            closed_in.append(asyncop.current_operation(require=True).name)
+
+    def by_hand() -> None:
+        # A sync operation steps the generator itself: no loop owns it.
+        gen = ticks()
+        with pytest.raises(StopIteration):
+            gen.asend(None).send(None)
+        del gen
+        gc.collect()
+
+    assert vruntime.spawn(by_hand, name="by-hand").wait(10).value is None
+    assert closed_in == ["by-hand"]
