@@ -23,7 +23,9 @@ runtime lock, as every ``_locked`` method does:
   wakes: the last worker to park, or the last callback to fall asleep
   inside asyncop while none is parked, ``_look_if_every_thread_sleeps_locked``).
 
-The workers themselves (their loop and how they park) are ``_worker.py``.
+The workers themselves (their loop and how they park) are ``_worker.py``;
+a worker thread runs ``_run_worker``, which ``Runtime`` extends with the
+thread's async generator hooks (``runtime/_asyncgens.py``).
 The fields that every task reads (the queues, the idle stack, the worker
 list...) are declared on :class:`~asyncop.runtime._core._fields.KernelFields`,
 the base of its base ``NodeHooks`` (``_spawn.py``), C struct members when
