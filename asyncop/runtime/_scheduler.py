@@ -6,8 +6,9 @@ timer heap, the workers) and the calls the modules below it use. This
 module adds what a user meets: starting and stopping the threads, making
 and running operations (``create``, ``submit``, ``spawn``, ``run``,
 ``scope``), ``shutdown`` (and the callbacks of ``at_shutdown``),
-``snapshot`` and ``dump`` (read in ``_snapshot.py``), and the live console
-a runtime may serve (``_console.py``). The work cycle is in ``_worker.py``
+``snapshot`` and ``dump`` (read in ``_snapshot.py``), the live console
+a runtime may serve (``_console.py``), and the async generator hooks of its
+worker threads (``_asyncgens.py``). The work cycle is in ``_worker.py``
 and ``_monitor.py``.
 """
 
@@ -17,7 +18,6 @@ import atexit
 import functools
 import logging
 import os
-import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
@@ -38,17 +38,23 @@ from ..operations import (
     thread_state,
 )
 from ..platform import check_timeout, cpu_count, serving
+from ._asyncgens import AsyncGenerators
 from ._console import Console, attach, console_path
 from ._core._abandon import abandon_open_blocks
 from ._core._clock import VirtualClock
 from ._core._kernel import DEFAULT_EXTRA_THREADS, Kernel
 from ._core._scope import Scope
 from ._core._waker import let_go
-from ._core._worker import join_by, monotonic
+from ._core._worker import Worker, join_by, monotonic, worker_main
 from ._deadlock import check_deadlock_args
 from ._executors._remote import RemoteExecutor
 from ._interrupt import cancel_roots, shut_down, wait_for_tree
-from ._shutdown_wait import ask_roots, check_shutdown_grace, wait_for_roots
+from ._shutdown_wait import (
+    ask_roots,
+    check_shutdown_grace,
+    refuse_shutdown_from_inside,
+    wait_for_roots,
+)
 from ._snapshot import render_dump, take_snapshot
 
 if TYPE_CHECKING:
@@ -240,6 +246,9 @@ class Runtime(Kernel):
         # The host loop of asyncop.asyncio_bridge, made by its first call
         # (_asyncio_host.py), and closed by shutdown() once the tree has ended.
         self._asyncio_host: AsyncioHost | None = None
+        # The async generators its tasks iterate, closed when dropped or at
+        # shutdown (_asyncgens.py); its hooks are on every worker thread.
+        self._asyncgens = AsyncGenerators(self)
         if isinstance(self._clock, VirtualClock):
             self._clock._subscribe(self)
         self._console: Console | None = None
@@ -531,9 +540,11 @@ class Runtime(Kernel):
         asked to stop, as by ``op.cancel(grace=...)`` on every root: it
         sees ``asyncop.stop_requested()`` and may end by itself, COMPLETED;
         what still runs when the grace runs out (on the runtime's clock)
-        is cancelled. A wait that lasts logs what it waits for (WARNING
-        lines on the ``asyncop`` logger, every few seconds), and so does a
-        timeout that passes first.
+        is cancelled. Once the work has ended, the async generators its
+        tasks left unfinished are closed, their ``finally`` run to its end
+        in tasks of the runtime, before the threads stop. A wait that lasts
+        logs what it waits for (WARNING lines on the ``asyncop`` logger,
+        every few seconds), and so does a timeout that passes first.
 
         A KeyboardInterrupt while it waits cancels everything again and is
         raised once the shutdown is done. A second one (or a first while
@@ -568,7 +579,7 @@ class Runtime(Kernel):
         """
         limit = check_timeout(timeout, f"Runtime {self.name!r}.shutdown(timeout=...)")
         seconds = check_shutdown_grace(self.name, cancel, grace)
-        self._refuse_shutdown_from_inside()
+        refuse_shutdown_from_inside(self)
         return shut_down(self, cancel, limit, seconds)
 
     def at_shutdown(self, callback: Callable[[*Ts], object], *args: *Ts) -> None:
@@ -619,6 +630,8 @@ class Runtime(Kernel):
         ended = wait_for_roots(self, roots, end)
         if not ended and cancel and grace is not None:
             cancel_roots(roots)  # what was only asked to stop: nothing stays asked
+        if ended:  # (a generator still in use by a task is not closed under it)
+            ended = self._asyncgens.close_all(end)
         with self._lock:
             self._transition_to_stopped_locked()
             # (Read with the stop: no host is made for a stopped runtime.)
@@ -653,36 +666,10 @@ class Runtime(Kernel):
         _live_runtimes.discard(self)
         return ended
 
-    def _refuse_shutdown_from_inside(self) -> None:
-        """Raise if the calling thread is part of what shutdown() waits for."""
-        me = threading.get_ident()
-        with self._lock:
-            workers = list(self._workers)
-        for worker in workers:
-            if worker.handle is not None and worker.handle.ident == me:
-                raise RuntimeError(
-                    f"Runtime {self.name!r}.shutdown() was called from its own worker "
-                    "thread, which it would have to join; call it from outside the runtime"
-                )
-        host = self._asyncio_host
-        if host is not None and host.runs_on_current_thread():
-            raise RuntimeError(
-                f"Runtime {self.name!r}.shutdown() was called on its host asyncio loop, "
-                "whose thread it would have to join; call it from outside the runtime"
-            )
-        if self._blocking.runs_on_current_thread():
-            raise RuntimeError(
-                f"Runtime {self.name!r}.shutdown() was called from one of its "
-                "spawn_blocking threads, whose task it would wait for forever; call it "
-                "from outside the runtime, or cancel the work with op.cancel() instead"
-            )
-        running = thread_state().running()
-        if running is not None and running.runtime is self:
-            raise RuntimeError(
-                f"Runtime {self.name!r}.shutdown() was called inside the block of scope "
-                f"{running.name!r}, which it would wait for forever; call it after the "
-                "with-block, or cancel the scope with scope.cancel() instead"
-            )
+    def _run_worker(self, worker: Worker) -> None:
+        """The body of a worker thread, with the async generator hooks installed."""
+        with self._asyncgens.installed():
+            worker_main(self, worker)
 
     def __enter__(self) -> Runtime:
         if self._closing:

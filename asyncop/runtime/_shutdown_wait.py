@@ -17,11 +17,16 @@ after its kind: the work still running its own code, not the operations
 that only wait for their children. A shutdown whose timeout passes also
 cancels, at once, work it had only asked to stop: nothing is left asked
 but never cancelled when the threads are told to stop.
+
+A shutdown called from what it would wait for (a worker of the runtime,
+its host asyncio loop, a ``spawn_blocking`` thread, a scope's block) is
+refused at once (``refuse_shutdown_from_inside``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -31,6 +36,7 @@ from ..operations import (
     OpKind,
     TreeWait,
     check_cancel_grace,
+    thread_state,
     walk,
 )
 from ._grace import request_stop
@@ -39,7 +45,14 @@ from ._snapshot import describe_locked
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["REPORT_EVERY", "ask_roots", "check_shutdown_grace", "wait_for_roots", "waited_for"]
+__all__ = [
+    "REPORT_EVERY",
+    "ask_roots",
+    "check_shutdown_grace",
+    "refuse_shutdown_from_inside",
+    "wait_for_roots",
+    "waited_for",
+]
 
 logger = logging.getLogger("asyncop")
 
@@ -189,3 +202,35 @@ def _summary(lines: list[str]) -> str:
     named = "; ".join(lines[:MAX_NAMED])
     more = len(lines) - MAX_NAMED
     return named if more <= 0 else f"{named}; and {more} more"
+
+
+def refuse_shutdown_from_inside(runtime: Runtime) -> None:
+    """Raise if the calling thread is part of what shutdown() waits for."""
+    me = threading.get_ident()
+    with runtime._lock:
+        workers = list(runtime._workers)
+    for worker in workers:
+        if worker.handle is not None and worker.handle.ident == me:
+            raise RuntimeError(
+                f"Runtime {runtime.name!r}.shutdown() was called from its own worker "
+                "thread, which it would have to join; call it from outside the runtime"
+            )
+    host = runtime._asyncio_host
+    if host is not None and host.runs_on_current_thread():
+        raise RuntimeError(
+            f"Runtime {runtime.name!r}.shutdown() was called on its host asyncio loop, "
+            "whose thread it would have to join; call it from outside the runtime"
+        )
+    if runtime._blocking.runs_on_current_thread():
+        raise RuntimeError(
+            f"Runtime {runtime.name!r}.shutdown() was called from one of its "
+            "spawn_blocking threads, whose task it would wait for forever; call it "
+            "from outside the runtime, or cancel the work with op.cancel() instead"
+        )
+    running = thread_state().running()
+    if running is not None and running.runtime is runtime:
+        raise RuntimeError(
+            f"Runtime {runtime.name!r}.shutdown() was called inside the block of scope "
+            f"{running.name!r}, which it would wait for forever; call it after the "
+            "with-block, or cancel the scope with scope.cancel() instead"
+        )

@@ -23,7 +23,9 @@ runtime lock, as every ``_locked`` method does:
   wakes: the last worker to park, or the last callback to fall asleep
   inside asyncop while none is parked, ``_look_if_every_thread_sleeps_locked``).
 
-The workers themselves (their loop and how they park) are ``_worker.py``.
+The workers themselves (their loop and how they park) are ``_worker.py``;
+a worker thread runs ``_run_worker``, which ``Runtime`` extends with the
+thread's async generator hooks (``runtime/_asyncgens.py``).
 The fields that every task reads (the queues, the idle stack, the worker
 list...) are declared on :class:`~asyncop.runtime._core._fields.KernelFields`,
 the base of its base ``NodeHooks`` (``_spawn.py``), C struct members when
@@ -108,11 +110,16 @@ class WorkerPool(NodeHooks):
         # behind that the pool would wait for. The new thread cannot look
         # at the pool before this returns: it parks under the lock we hold.
         worker.handle = start_thread(
-            lambda w: worker_main(owner, w), worker, name=f"{self.name}-{kind}-{worker.index}"
+            owner._run_worker, worker, name=f"{self.name}-{kind}-{worker.index}"
         )
         self._workers.append(worker)
         self._active += 1
         return worker
+
+    def _run_worker(self, worker: Worker) -> None:
+        """The body of a worker thread (``Runtime`` adds its async generator hooks)."""
+        owner: Any = self  # (the Kernel this pool is part of)
+        worker_main(owner, worker)
 
     def _grow_locked(self, *, extra: bool) -> bool:
         """Start a worker for work that waits; False if refused or at ``max_threads``.
