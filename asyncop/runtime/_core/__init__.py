@@ -16,7 +16,8 @@ the modules, and publishes what users may use.
   event;
 - ``_task.py``: stepping a coroutine task; ``_waker.py``: its waker and the
   event protocol; ``_awaitables.py``: ``sleep``, ``checkpoint``, ``await op``;
-- ``_timers.py``: the timer heap; ``_clock.py``: the real and virtual
+- ``_timers.py``: the timer heap; ``_timer_calls.py``: the kernel's calls
+  that arm and cancel a timer; ``_clock.py``: the real and virtual
   clocks; ``_reactor.py`` and ``_io_wait.py``: socket readiness;
 - ``_scope.py``: scopes and their rules; ``_block.py``: the ``async with``
   entry and what a task can ask of its tree; ``_scope_task.py``: the exit's

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from ...operations import (
     AsyncOperation,
@@ -48,6 +48,14 @@ from ._waker import (
     Subscription,
     WaitEvent,
 )
+
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
+    from ...platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ...platform import pure_cython as cython
 
 __all__ = [
     "CHECKPOINT",
@@ -151,6 +159,7 @@ class SleepUntil(WaitEvent):
         with sub.waker.runtime._lock:
             self._arm_locked(sub)
 
+    @cython.locals(sub="CSubscription", runtime="TimerCalls")
     def _arm_locked(self, sub: Subscription) -> None:
         deadline = self.deadline
         if self.relative:
@@ -169,6 +178,7 @@ class SleepUntil(WaitEvent):
             return  # decades away: the same as never, as check_timeout says
         sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
 
+    @cython.locals(sub="CSubscription", runtime="TimerCalls", timer="CTimer")
     def _disarm(self, sub: Subscription, _armed: TimerState = TimerState.ARMED) -> None:
         timer = sub.handle
         if timer is not None:

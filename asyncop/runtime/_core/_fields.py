@@ -23,8 +23,9 @@ the kernel's ``_timers``, and which imports nothing of the runtime either.)
 
 Each class holds fields only, and says nothing of their meaning: the
 kernel's are set and described in ``Kernel.__init__`` (``_kernel.py``),
-which owns them with its bases ``WorkerPool`` (``_pool.py``) and
-``NodeHooks`` (``_spawn.py``, the node's calls on its runtime); ``Worker``
+which owns them with its bases ``WorkerPool`` (``_pool.py``),
+``NodeHooks`` (``_spawn.py``, the node's calls on its runtime) and
+``TimerCalls`` (``_timer_calls.py``, arming and cancelling a timer); ``Worker``
 (``_worker.py``) extends ``WorkerFields``, sets every field in its
 ``__init__``, and tells who writes what. ``KernelFields`` holds the
 kernel's hot fields alone: the rest live in the runtime's ``__dict__``

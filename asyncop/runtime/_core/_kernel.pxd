@@ -7,4 +7,5 @@ from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.runtime._core._task cimport on_cancel_running
+from asyncop.runtime._core._timer_calls cimport TimerCalls as CTimerCalls
 from asyncop.runtime._core._timers cimport Timer as CTimer

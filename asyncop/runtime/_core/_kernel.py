@@ -47,7 +47,9 @@ runtime through these calls alone:
 ``_grow_locked(extra=...)``    start a worker, up to ``max_threads``
 =============================  ===============================================
 
-(the calls about the worker threads are the kernel's part in ``_pool.py``)
+(the calls about the worker threads are the kernel's part in ``_pool.py``;
+arming and cancelling a timer are C methods of its base ``TimerCalls``,
+``_timer_calls.py``, which a sleep calls in C)
 
 and the node hooks the operations layer calls (``operations/_hooks.py``):
 ``_track_root_locked``, ``_on_final_locked`` and ``_on_cancel_running_locked``
@@ -82,7 +84,6 @@ from ...operations import (
     AsyncOperation,
     OperationState,
     OpKind,
-    thread_state,
 )
 from ...platform import RecursiveLock, ThreadHandle
 from .._deadlock import DeadlockMode, DeadlockWatch
@@ -97,7 +98,7 @@ from ._items import _log_exception
 from ._monitor import Monitor
 from ._pool import WorkerPool
 from ._reactor import Reactor
-from ._timers import FAR, Timer, TimerHeap, is_far
+from ._timers import FAR, TimerHeap
 from ._waker import push_locked
 from ._worker import IDLE_RETIRE, Worker
 
@@ -118,10 +119,6 @@ __all__ = ["DEFAULT_EXTRA_THREADS", "Kernel", "RuntimeState"]
 # work moving while workers are held by long callbacks or steps.
 DEFAULT_EXTRA_THREADS = 8
 _INF = float("inf")
-
-
-def _noop() -> None:
-    pass
 
 
 class RuntimeState(enum.Enum):
@@ -409,7 +406,7 @@ class Kernel(WorkerPool):
     def _track_root_locked(self, op: AsyncOperation) -> None:
         self._roots[op] = None
 
-    @cython.locals(self="CKernel", op="CNode")
+    @cython.locals(self="CTimerCalls", op="CNode")
     def _arm_deadline_locked(self, op: AsyncOperation) -> bool:
         timer = op._deadline_timer
         if timer is not None:
@@ -422,41 +419,6 @@ class Kernel(WorkerPool):
             return True
         op._deadline_timer = self._add_timer_locked(deadline, op._expire_locked, inline=False)
         return False
-
-    @cython.locals(self="CKernel")
-    def _add_timer_locked(
-        self, deadline: float, callback: Callable[..., object], *, inline: bool
-    ) -> Any:
-        if not deadline < self._far_floor and is_far(deadline, self._now()):
-            # Never due (inf, or decades away): a dormant timer, which no
-            # worker waits for and no autojump goes to. The test on
-            # _far_floor first keeps the clock read off the common path.
-            deadline = _INF
-        timer = self._timers.push(deadline, callback, inline=inline)
-        if deadline < self._next_deadline:
-            self._next_deadline = deadline
-            # A parked worker sleeps until the old earliest deadline; wake
-            # one to re-park on the new one (or, on an autojumping virtual
-            # clock, to notice that time may jump now). Unless this thread
-            # is a worker that looks at the timers before it parks anyway:
-            # the woken one would then fire them beside it, and two threads
-            # stepping the woken tasks only take turns for the GIL.
-            own = self._on_own_worker(thread_state())
-            if self._idle and (self._virtual or not own):
-                self._wake_one_locked()
-            elif self._dynamic and self._unstuck_locked() < self._target and not own:
-                # Every worker started so far is busy: start one to fire it.
-                self._grow_locked(extra=False)
-            else:
-                # Should no worker look at the timers by the deadline (each
-                # held by long work), the monitor fires it.
-                self._monitor.deadline_pending()
-        return timer
-
-    @cython.locals(self="CKernel", timer="CTimer")
-    def _cancel_timer_locked(self, timer: Timer) -> None:
-        if self._timers.cancel(timer):
-            timer.callback = _noop  # drop the reference to the waiter now
 
     @cython.locals(self="CKernel", timer="CTimer")
     def _fire_due_timers(self) -> None:

@@ -8,13 +8,13 @@ cimport cython
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
-from asyncop.runtime._core._fields cimport KernelFields
 from asyncop.runtime._core._task cimport on_cancel_running
+from asyncop.runtime._core._timer_calls cimport TimerCalls
 from asyncop.runtime._core._waker cimport push_locked
 
 
 # The node's calls on its runtime (RuntimeBase's), overridden in C.
-cdef class NodeHooks(KernelFields):
+cdef class NodeHooks(TimerCalls):
     @cython.locals(state=CThreadState, depth=int, op=CNode, node=CNode)
     cpdef _new_operation(self, fn, args, parent, name, submit=*, supervise=*, kind=*, shield=*,
                          seed_shape=*, task=*, _coro=*, _sync=*, _scope=*, _pending=*, _running=*,

@@ -40,7 +40,9 @@ package declares them on
 ``RuntimeBase`` (``operations/_owner.py``), which ``KernelFields`` extends;
 compiled, ``NodeHooks`` is an extension type that overrides them with C
 methods, so that a node calls them in C, through its type, without naming
-the runtime. ``WorkerPool`` and so the kernel and ``Runtime`` extend it.
+the runtime. ``NodeHooks`` extends ``TimerCalls`` (``_timer_calls.py``,
+arming and cancelling a timer), and ``WorkerPool``, and so the kernel and
+``Runtime``, extend ``NodeHooks``.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ try:
 except ImportError:  # run as Python, without Cython installed
     from ...platform import pure_cython as cython
 if TYPE_CHECKING or not cython.compiled:  # (compiled, _spawn.pxd cimports it: the C base)
-    from ._fields import KernelFields
+    from ._timer_calls import TimerCalls
 if TYPE_CHECKING:
     from ...operations import After
     from ._instruments import Instruments
@@ -85,7 +87,7 @@ _copy_context = contextvars.copy_context
 
 
 # Compiled, an extension type (see _spawn.pxd) that WorkerPool extends.
-class NodeHooks(KernelFields):
+class NodeHooks(TimerCalls):
     """The kernel's calls that every operation makes on it: the base of ``WorkerPool``."""
 
     __slots__ = ()
