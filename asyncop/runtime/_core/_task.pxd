@@ -31,7 +31,7 @@ cdef class TaskState(Waker):
     cdef public unsigned char saw_cancel
 
 
-@cython.locals(task=TaskState, waker=TaskState)
+@cython.locals(task=TaskState, waker=TaskState, node=CNode, runtime=CKernel)
 cpdef bint on_cancel_running(CNode op, after, _waiting=*, _queued=*) except -1
 
 @cython.locals(current=CNode)

@@ -327,17 +327,15 @@ class Waker:
         "generation",
         "queued_at",
         "result",
-        "runtime",
         "status",
         "task",
         "triggered",
     )
 
     def __init__(
-        self, task: AsyncOperation, runtime: Kernel, _no_status: WakerStatus = WakerStatus.NO_STATUS
+        self, task: AsyncOperation, _no_status: WakerStatus = WakerStatus.NO_STATUS
     ) -> None:
         self.task = task
-        self.runtime = runtime
         self.status = _no_status
         # The subscription of the current wait, or None; a list of them only
         # for a wait on several events (resume_when added to it). The
@@ -348,9 +346,16 @@ class Waker:
         self.result: Any = None
         self.error: BaseException | None = None
         # Bumped by every reset, so a late firing of an old wait is ignored.
+        # Compiled, a 32-bit field: every bump wraps it, in both forms.
         self.generation = 0
-        # When the task was last queued, in pushes (see push_locked).
+        # When the task was last queued, in pushes (see push_locked); 32
+        # bits that wrap too, compared serial-number style (queued_after).
         self.queued_at = 0
+
+    @property
+    def runtime(self) -> Kernel:
+        """The runtime the task runs in (its operation's: the waker keeps no copy)."""
+        return self.task.runtime  # type: ignore[return-value]
 
     # -- transitions ---------------------------------------------------------
 
@@ -370,7 +375,8 @@ class Waker:
         status = self.status
         if status is not _no_status and status is not _result:
             return False
-        self.generation += 1  # (first: a late firing of the last wait loses)
+        # (First: a late firing of the last wait loses.)
+        self.generation = (self.generation + 1) & 0xFFFFFFFF
         self.status = _no_status
         self.triggered = None
         self.result = None
@@ -418,7 +424,7 @@ class Waker:
         status = self.status
         if status is not _no_status and status is not _result:
             return False
-        self.generation += 1
+        self.generation = (self.generation + 1) & 0xFFFFFFFF
         self.triggered = None
         self.status = _queued
         return True
@@ -462,18 +468,19 @@ class Waker:
 
     def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
         """Let ``sub``'s event win this wait, if nothing has won it yet."""
-        runtime = self.runtime
+        op = self.task
+        runtime = op.runtime
         # A with-statement: an event may fire from a user thread (see
         # AsyncOperation._end_work).
         with runtime._lock:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             if self._transition_to_queued():
-                self.task._wakes += 1
+                op._wakes = (op._wakes + 1) & 0xFFFFFFFF  # (see _stats.py)
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
-                push_locked(runtime, self.task, None, None, True)  # (resumed)
+                push_locked(runtime, op, None, None, True)  # type: ignore[arg-type]  # (resumed)
                 instruments = runtime._instruments
                 if instruments is None:
                     return True
@@ -559,7 +566,7 @@ def push_locked(
         ready = runtime._woken if resumed else runtime._ready
         # (A task is queued only while it is live: it has its task state.)
         task = op._task
-        runtime._queue_seq = task.queued_at = runtime._queue_seq + 1
+        runtime._queue_seq = task.queued_at = (runtime._queue_seq + 1) & 0xFFFFFFFF
     else:
         ready = runtime._sync_ready
     ready.append(op)
