@@ -27,7 +27,7 @@ Who writes what
 
 ``_steps`` and ``_wakes`` count modulo 2**32 (compiled, they are 32-bit
 fields, so that a node fits a smaller allocator size class): every increment
-is written ``(n + 1) & 0xFFFFFFFF``, so both forms wrap alike.
+is masked to 32 bits (``& 0xFFFFFFFF``), so both forms wrap alike.
 
 Readers take no lock: each field is one reference, and a snapshot taken
 while the operation runs may mix one step's counts with the next one's.

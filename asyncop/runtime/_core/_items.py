@@ -67,6 +67,9 @@ BATCH = 64
 # which lets a just-woken task jump its queue, at three in a row likewise.
 OVERTAKE = 4
 _INF = float("inf")
+# Queue numbers: 32 bits, and half their range (compiled, C constants).
+_WRAP = 0xFFFFFFFF
+_HALF = 0x80000000
 _modules = sys.modules
 
 
@@ -134,7 +137,7 @@ def queued_after(later: int, earlier: int) -> bool:
     they are compared serial-number style: ``later`` is after ``earlier``
     when it is less than 2**31 pushes ahead, across a wrap too.
     """
-    return 0 < (later - earlier) & 0xFFFFFFFF < 0x80000000
+    return 0 < (later - earlier) & _WRAP < _HALF
 
 
 def step_batch(

@@ -18,6 +18,8 @@ from asyncop.runtime._core._scope_task cimport suspend_for_children
 from asyncop.runtime._core._waker cimport push_locked
 
 
+cdef unsigned long _WRAP
+
 # The count and the two flags share 8 bytes (Python reads the flags as 0 or
 # 1), and the locks held live with the operation's rare fields: the task
 # state fits a smaller allocator size class.

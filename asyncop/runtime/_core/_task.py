@@ -105,6 +105,8 @@ __all__ = [
 ]
 
 _MAX_INLINE = 32
+# A 32-bit count wraps to 0 (compiled, a C constant: see _task.pxd).
+_WRAP = 0xFFFFFFFF
 # The types of asyncop's own compiled generators and coroutines (none when
 # it runs as Python, where they are the usual ones).
 _COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
@@ -161,7 +163,7 @@ class TaskState(Waker):
 
     def count_checkpoint(self) -> None:
         """Count an await passed outside the stepper, wrapping as the compiled count does."""
-        self.checkpoints = (self.checkpoints + 1) & 0xFFFFFFFF
+        self.checkpoints = (self.checkpoints + 1) & _WRAP
 
     @property
     def waker(self) -> Waker:
@@ -213,7 +215,7 @@ def on_cancel_running(
         push_locked(runtime, node, None, None, True)  # type: ignore[arg-type]  # (resumed)
         if not waker._transition_to_queued():
             return False
-        node._wakes = (node._wakes + 1) & 0xFFFFFFFF  # (see _stats.py)
+        node._wakes = (node._wakes + 1) & _WRAP  # (see _stats.py)
         instruments = runtime._instruments
         if instruments is not None and instruments.woken:
             after.append(partial(instruments.tell, runtime, instruments.woken, node))
@@ -320,7 +322,7 @@ def step(
             return
     finally:
         lock.release()
-    op._steps = (op._steps + 1) & 0xFFFFFFFF  # (see _stats.py)
+    op._steps = (op._steps + 1) & _WRAP  # (see _stats.py)
     ctx = op._ctx
     assert ctx is not None
     if not first:

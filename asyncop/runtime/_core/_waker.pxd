@@ -12,6 +12,8 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields
 from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 
+cdef unsigned long _WRAP
+
 # Four fields: the commonest subscription (a task's await, which resolves)
 # fits 64 bytes; one with another callback is a CallbackSubscription.
 cdef class Subscription:

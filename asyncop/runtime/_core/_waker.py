@@ -139,6 +139,9 @@ __all__ = [
     "timeout",
 ]
 
+# A 32-bit count wraps to 0 (compiled, a C constant: see _waker.pxd).
+_WRAP = 0xFFFFFFFF
+
 
 class WakerStatus(enum.Enum):
     """Where a waker is in one wait; see the module docstring."""
@@ -376,7 +379,7 @@ class Waker:
         if status is not _no_status and status is not _result:
             return False
         # (First: a late firing of the last wait loses.)
-        self.generation = (self.generation + 1) & 0xFFFFFFFF
+        self.generation = (self.generation + 1) & _WRAP
         self.status = _no_status
         self.triggered = None
         self.result = None
@@ -424,7 +427,7 @@ class Waker:
         status = self.status
         if status is not _no_status and status is not _result:
             return False
-        self.generation = (self.generation + 1) & 0xFFFFFFFF
+        self.generation = (self.generation + 1) & _WRAP
         self.triggered = None
         self.status = _queued
         return True
@@ -476,7 +479,7 @@ class Waker:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             if self._transition_to_queued():
-                op._wakes = (op._wakes + 1) & 0xFFFFFFFF  # (see _stats.py)
+                op._wakes = (op._wakes + 1) & _WRAP  # (see _stats.py)
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
@@ -566,7 +569,7 @@ def push_locked(
         ready = runtime._woken if resumed else runtime._ready
         # (A task is queued only while it is live: it has its task state.)
         task = op._task
-        runtime._queue_seq = task.queued_at = (runtime._queue_seq + 1) & 0xFFFFFFFF
+        runtime._queue_seq = task.queued_at = (runtime._queue_seq + 1) & _WRAP
     else:
         ready = runtime._sync_ready
     ready.append(op)
