@@ -349,10 +349,11 @@ class Waker:
         self.result: Any = None
         self.error: BaseException | None = None
         # Bumped by every reset, so a late firing of an old wait is ignored.
-        # Compiled, a 32-bit field: every bump wraps it, in both forms.
+        # Compiled, a 32-bit field that wraps (only its equality matters).
         self.generation = 0
-        # When the task was last queued, in pushes (see push_locked); 32
-        # bits that wrap too, compared serial-number style (queued_after).
+        # When the task was last queued, in pushes (see push_locked):
+        # compiled, 32 bits that wrap, so it is compared serial-number style
+        # (queued_after), which holds for Python's unbounded ints too.
         self.queued_at = 0
 
     @property
@@ -378,8 +379,7 @@ class Waker:
         status = self.status
         if status is not _no_status and status is not _result:
             return False
-        # (First: a late firing of the last wait loses.)
-        self.generation = (self.generation + 1) & _WRAP
+        self.generation += 1  # (first: a late firing of the last wait loses)
         self.status = _no_status
         self.triggered = None
         self.result = None
@@ -427,7 +427,7 @@ class Waker:
         status = self.status
         if status is not _no_status and status is not _result:
             return False
-        self.generation = (self.generation + 1) & _WRAP
+        self.generation += 1
         self.triggered = None
         self.status = _queued
         return True
@@ -569,7 +569,7 @@ def push_locked(
         ready = runtime._woken if resumed else runtime._ready
         # (A task is queued only while it is live: it has its task state.)
         task = op._task
-        runtime._queue_seq = task.queued_at = (runtime._queue_seq + 1) & _WRAP
+        runtime._queue_seq = task.queued_at = runtime._queue_seq + 1
     else:
         ready = runtime._sync_ready
     ready.append(op)
