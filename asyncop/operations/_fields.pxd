@@ -27,8 +27,9 @@ cdef class RareFields:
 cdef class OperationFields:
     # Pointers first, then the flags together, one byte each (Python
     # reads them as 0 or 1: what it hands on as a bool goes through
-    # bool()), then the 8-byte numbers: ten flags and _lasti fill 16
-    # bytes, so the node fits a smaller allocator size class.
+    # bool()), then the numbers: ten flags and _lasti fill 16 bytes, the
+    # two 32-bit counters 8 more (op.stats counts modulo 2**32), so the node
+    # fits a smaller allocator size class.
     cdef object __weakref__
     cdef public RuntimeBase runtime
     cdef public object name
@@ -38,7 +39,6 @@ cdef class OperationFields:
     cdef public object cancel_reason
     cdef public object _state
     cdef public OperationFields _sibling_prev
-    cdef public OperationFields _last_child
     cdef public object _kind
     cdef public object _fn
     cdef public object _args
@@ -62,8 +62,8 @@ cdef class OperationFields:
     cdef public unsigned char _cancelled
     cdef public unsigned char _cancel_unfinished
     cdef public int _lasti
-    cdef public Py_ssize_t _steps
-    cdef public Py_ssize_t _wakes
+    cdef public unsigned int _steps
+    cdef public unsigned int _wakes
     cdef public double _busy
     cdef public double _cpu
     cdef public double _created_at

@@ -77,7 +77,6 @@ class OperationFields:
         "_fn",
         "_interrupted",
         "_kind",
-        "_last_child",
         "_lasti",
         "_observed",
         "_outcome",
@@ -127,7 +126,6 @@ class OperationFields:
         self.cancel_reason: object = None
         self._state: OperationState = state
         self._sibling_prev: AsyncOperation[Any] | None = None
-        self._last_child: AsyncOperation[Any] | None = None
         self._kind: OpKind = kind
         self._fn: Callable[..., Any] | None = fn
         self._args: tuple[Any, ...] = args

@@ -11,7 +11,7 @@ cpdef end_work_on_worker(Node self, outcome, value, error, at=*)
 
 cpdef bint transition_to_ended(Node self, outcome, value, error, after=*, at=*, _cancelled=*, _error=*) except -1
 
-@cython.locals(node=Node, parent=Node, kept=Node, prev=Node, nxt=Node)
+@cython.locals(node=Node, parent=Node, kept=Node, prev=Node, nxt=Node, first=Node)
 cpdef try_finalize_locked(Node self, after, at=*, _value=*, _error=*, _scope=*, _completed=*, _failed=*, _cancelled=*)
 
 cpdef _wake_waiters_locked(Node node, after)

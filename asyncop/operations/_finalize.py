@@ -226,18 +226,20 @@ def try_finalize_locked(
         at = node._ended_at
         if parent is not None:
             prev = node._sibling_prev
-            if prev is not None or parent.first_child is node:  # still linked
+            if prev is not None:  # still linked
                 # Unlink from the parent's child list, in O(1), and hand
-                # it the outcome: no call before the last line.
+                # it the outcome: no call before the last line. (The first
+                # child's back link is the last child.)
                 nxt = node.sibling_next
-                if prev is None:
+                first = parent.first_child
+                if first is node:
                     parent.first_child = nxt
                 else:
                     prev.sibling_next = nxt
-                if nxt is None:
-                    parent._last_child = prev
-                else:
+                if nxt is not None:
                     nxt._sibling_prev = prev
+                elif first is not node:
+                    first._sibling_prev = prev  # type: ignore[union-attr]  # (linked)
                 node.sibling_next = None
                 node._sibling_prev = None
                 if state is _cancelled:

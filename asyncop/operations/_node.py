@@ -53,10 +53,14 @@ lock.
 Tree links
 ----------
 A parent holds its live children in a doubly linked list (``first_child``,
-``_last_child``, ``sibling_next``, ``_sibling_prev``) so that a child ending
-among 100,000 siblings unlinks in O(1). A child that becomes final unlinks at
-once and clears its own links, which also breaks the parent <-> child
-reference cycle without the garbage collector's help. A child is appended
+``sibling_next``, ``_sibling_prev``) so that a child ending among 100,000
+siblings unlinks in O(1). The back links are circular: the first child's
+``_sibling_prev`` is the last child (itself, if it is the only one), so that
+a child is appended in O(1) with no link to the last child in the parent,
+and a linked child's ``_sibling_prev`` is never None; the forward links end
+at None, and every walk of the children follows them. A child that becomes
+final unlinks at once and clears its own links, which also breaks the parent
+<-> child reference cycle without the garbage collector's help. A child is appended
 where every operation is made and linked, the runtime's ``link_new_locked``,
 and unlinked in ``_try_finalize_locked`` (``_finalize.py``).
 """

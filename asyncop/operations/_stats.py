@@ -25,6 +25,10 @@ Who writes what
   measured); a task's next step starts only once its last one was counted.
 - ``_wakes``: whoever wakes the parked task, under the runtime lock.
 
+``_steps`` and ``_wakes`` count modulo 2**32 (compiled, they are 32-bit
+fields, so that a node fits a smaller allocator size class): every increment
+is masked to 32 bits (``& 0xFFFFFFFF``), so both forms wrap alike.
+
 Readers take no lock: each field is one reference, and a snapshot taken
 while the operation runs may mix one step's counts with the next one's.
 """
@@ -51,13 +55,15 @@ class OperationStatistics:
             resumption to the next await that suspends it) for a task, 1
             for a sync callback once it has run, 0 for a scope (its block
             runs in the steps of the task that entered it) and for work
-            sent to an executor (it runs in another process).
+            sent to an executor (it runs in another process). Counted
+            modulo 2**32.
         busy_s: wall time spent in those steps, or in the callback, in
             seconds of real time (whatever the runtime's clock).
         cpu_s: CPU time its thread used while running them; a blocking
             callback or step has ``cpu_s`` well below ``busy_s``.
         wakes: how many times the task was woken from a park (an event
-            fired, or a cancel); a checkpoint is not a park.
+            fired, or a cancel); a checkpoint is not a park. Counted
+            modulo 2**32.
         created_at: when the operation was made, on the runtime's clock
             (``runtime.now()``).
         started_at: when it started running (None until then).

@@ -156,7 +156,7 @@ class SleepUntil(WaitEvent):
         self.relative = relative
 
     def _arm(self, sub: Subscription) -> None:
-        with sub.waker.runtime._lock:
+        with sub.waker.task.runtime._lock:
             self._arm_locked(sub)
 
     @cython.locals(sub="CSubscription", runtime="TimerCalls")
@@ -167,7 +167,7 @@ class SleepUntil(WaitEvent):
                 return  # never due (inf, or decades): nothing for a timer heap to hold
         elif deadline == _INF:
             return
-        runtime = sub.waker.runtime
+        runtime = sub.waker.task.runtime
         now = runtime._now()
         if self.relative:
             deadline += now
@@ -176,7 +176,7 @@ class SleepUntil(WaitEvent):
         # sleeps that came due before it, woken or not yet.
         if deadline - now >= _NO_LIMIT:
             return  # decades away: the same as never, as check_timeout says
-        sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)
+        sub.handle = runtime._add_timer_locked(deadline, sub.fire, inline=True)  # type: ignore[attr-defined]
 
     @cython.locals(sub="CSubscription", runtime="TimerCalls", timer="CTimer")
     def _disarm(self, sub: Subscription, _armed: TimerState = TimerState.ARMED) -> None:
@@ -185,9 +185,9 @@ class SleepUntil(WaitEvent):
             sub.handle = None
             if timer.state is not _armed:
                 return  # it fired (the usual end of a sleep): a timer never re-arms
-            runtime = sub.waker.runtime
+            runtime = sub.waker.task.runtime
             with runtime._lock:
-                runtime._cancel_timer_locked(timer)
+                runtime._cancel_timer_locked(timer)  # type: ignore[attr-defined]
 
     def _describe(self) -> str:
         kind = "sleep" if self.relative else "sleep_until"

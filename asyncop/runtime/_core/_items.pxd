@@ -18,6 +18,11 @@ from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._usage cimport charge
 
 
+cdef unsigned long _WRAP
+cdef unsigned long _HALF
+
+cpdef bint queued_after(unsigned int later, unsigned int earlier)
+
 @cython.locals(meter=CCpuMeter, head=CTaskState, task=CTaskState, overtaken=Py_ssize_t,
                instruments=CInstruments, op=CNode)
 cpdef step_batch(CKernel rt, CWorker worker, CThreadState state, ready)

@@ -52,6 +52,7 @@ __all__ = [
     "BATCH",
     "OVERTAKE",
     "add_callback_hook",
+    "queued_after",
     "remove_callback_hook",
     "run_sync",
     "step_batch",
@@ -66,6 +67,9 @@ BATCH = 64
 # which lets a just-woken task jump its queue, at three in a row likewise.
 OVERTAKE = 4
 _INF = float("inf")
+# Queue numbers: 32 bits, and half their range (compiled, C constants).
+_WRAP = 0xFFFFFFFF
+_HALF = 0x80000000
 _modules = sys.modules
 
 
@@ -126,6 +130,16 @@ def _log_exception(message: str, *args: object) -> None:
         pass
 
 
+def queued_after(later: int, earlier: int) -> bool:
+    """Whether queue number ``later`` was given after ``earlier``.
+
+    Queue numbers (a task's ``queued_at``) count pushes modulo 2**32, so
+    they are compared serial-number style: ``later`` is after ``earlier``
+    when it is less than 2**31 pushes ahead, across a wrap too.
+    """
+    return 0 < (later - earlier) & _WRAP < _HALF
+
+
 def step_batch(
     rt: Kernel, worker: Worker, state: ThreadState, ready: deque[AsyncOperation[Any]]
 ) -> None:
@@ -153,7 +167,9 @@ def step_batch(
                     head = ready[0]._task
                     op = woken.popleft()
                     task = op._task
-                    if head is None or (task is not None and task.queued_at > head.queued_at):
+                    if head is None or (
+                        task is not None and queued_after(task.queued_at, head.queued_at)
+                    ):
                         overtaken += 1
                 else:
                     op = ready.popleft()

@@ -27,6 +27,6 @@ cdef class NodeHooks(TimerCalls):
     cpdef bint _on_cancel_running_locked(self, op, after, _running=*) except -1
 
 
-@cython.locals(last=CNode)
+@cython.locals(first=CNode, last=CNode)
 cpdef link_new_locked(self, CNode op, CNode parent, bint shield, bint submit, CThreadState state, woken,
                       bint queue=*, _scope=*, _cancelled=*, _created=*)

@@ -170,7 +170,7 @@ class NodeHooks(TimerCalls):
         op: AsyncOperation[Any]
         op = AsyncOperation(owner, kind, fn, args, name, ctx, code, lasti, born)
         if kind is _coro:
-            op._task = TaskState(op, self)
+            op._task = TaskState(op)
         if supervise or shield or kind is _scope:
             _set_up(op, task, supervise, shield)
         if parent is not None or kind is _scope or submit:  # (else nothing to link)
@@ -315,15 +315,18 @@ def link_new_locked(
     if parent is not None:
         if parent._state.final:
             _refuse_child(parent, op)
-        # Appended to the parent's live children, in O(1).
+        # Appended to the parent's live children, in O(1): the first
+        # child's back link is the last child.
         op.parent = parent
-        last = parent._last_child
-        if last is None:
+        first = parent.first_child
+        if first is None:
             parent.first_child = op
+            op._sibling_prev = op
         else:
-            last.sibling_next = op
+            last = first._sibling_prev
+            last.sibling_next = op  # type: ignore[union-attr]  # (linked: never None)
             op._sibling_prev = last
-        parent._last_child = op
+            first._sibling_prev = op
         if parent.parent is None and parent._state is _created:
             # A root that was made but not started yet: a started one is
             # tracked already (a scope from birth, other work from submit).

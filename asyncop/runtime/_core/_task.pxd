@@ -18,6 +18,8 @@ from asyncop.runtime._core._scope_task cimport suspend_for_children
 from asyncop.runtime._core._waker cimport push_locked
 
 
+cdef unsigned long _WRAP
+
 # The count and the two flags share 8 bytes (Python reads the flags as 0 or
 # 1), and the locks held live with the operation's rare fields: the task
 # state fits a smaller allocator size class.
@@ -31,7 +33,7 @@ cdef class TaskState(Waker):
     cdef public unsigned char saw_cancel
 
 
-@cython.locals(task=TaskState, waker=TaskState)
+@cython.locals(task=TaskState, waker=TaskState, node=CNode, runtime=CKernel)
 cpdef bint on_cancel_running(CNode op, after, _waiting=*, _queued=*) except -1
 
 @cython.locals(current=CNode)

@@ -105,6 +105,8 @@ __all__ = [
 ]
 
 _MAX_INLINE = 32
+# A 32-bit count wraps to 0 (compiled, a C constant: see _task.pxd).
+_WRAP = 0xFFFFFFFF
 # The types of asyncop's own compiled generators and coroutines (none when
 # it runs as Python, where they are the usual ones).
 _COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
@@ -117,8 +119,8 @@ class TaskState(Waker):
     # The operation is the waker's ``task``.
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "outer", "saw_cancel")
 
-    def __init__(self, op: AsyncOperation, runtime: Kernel) -> None:
-        Waker.__init__(self, op, runtime)
+    def __init__(self, op: AsyncOperation) -> None:
+        Waker.__init__(self, op)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -161,7 +163,7 @@ class TaskState(Waker):
 
     def count_checkpoint(self) -> None:
         """Count an await passed outside the stepper, wrapping as the compiled count does."""
-        self.checkpoints = (self.checkpoints + 1) & 0xFFFFFFFF
+        self.checkpoints = (self.checkpoints + 1) & _WRAP
 
     @property
     def waker(self) -> Waker:
@@ -208,19 +210,21 @@ def on_cancel_running(
         # cancel from the main thread) leaves the waker WAITING, so the
         # next cancel walk wakes it again, and step() drops the stale
         # queue entry, as it runs only a QUEUED waker.
-        push_locked(waker.runtime, waker.task, None, None, True)  # (resumed)
+        node = waker.task
+        runtime = node.runtime
+        push_locked(runtime, node, None, None, True)  # type: ignore[arg-type]  # (resumed)
         if not waker._transition_to_queued():
             return False
-        task.task._wakes += 1
-        instruments = waker.runtime._instruments
+        node._wakes = (node._wakes + 1) & _WRAP  # (see _stats.py)
+        instruments = runtime._instruments
         if instruments is not None and instruments.woken:
-            after.append(partial(instruments.tell, op.runtime, instruments.woken, task.task))
+            after.append(partial(instruments.tell, runtime, instruments.woken, node))
         return True
     if waker.error is CANCEL_LATER and waker.status is _queued:
         # Woken by a walk that a Ctrl-C cut short, perhaps before a worker
         # was woken for it: queue it again. A second copy in the ready
         # queue is harmless, its step finds the waker no longer QUEUED.
-        push_locked(waker.runtime, waker.task, None, None, True)  # (resumed)
+        push_locked(waker.task.runtime, waker.task, None, None, True)  # type: ignore[arg-type]
         return True
     return False
 
@@ -318,7 +322,7 @@ def step(
             return
     finally:
         lock.release()
-    op._steps += 1
+    op._steps = (op._steps + 1) & _WRAP  # (see _stats.py)
     ctx = op._ctx
     assert ctx is not None
     if not first:
@@ -561,7 +565,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
     inline += 1
     waker = task
     sub = waker._new_wait(ev, resolve)
-    lock = waker.runtime._lock
+    lock = waker.task.runtime._lock
     # (acquire/release: worker thread only, see step.) Every wait that
     # suspends takes the lock once after arming, or, for an event that
     # arms under the lock, once for both.
@@ -605,7 +609,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
             if waker._transition_to_requeued():
                 # Delivered as the task resumes, as an event's result is.
                 waker.result, waker.error = value, error
-                push_locked(waker.runtime, task.task)
+                push_locked(waker.task.runtime, task.task)  # type: ignore[arg-type]
                 return _NOT_READY, None, inline
     return value, error, inline
 
@@ -670,7 +674,7 @@ def _finish(
     # The operation's own end, with the lock taken here (as
     # ``end_work_on_worker`` would, on a worker thread: see step).
     after: After = []
-    runtime_lock = task.runtime._lock
+    runtime_lock = op.runtime._lock
     runtime_lock.acquire()
     try:
         ended = transition_to_ended(op, outcome, value, error, after, at)

@@ -4,7 +4,7 @@ cimport cython
 # mode: this file types the classes and locals of the .py beside it, which
 # runs unchanged as Python). The waker and its subscriptions are extension
 # types, so that the stepper reads and writes their fields in C. A waker's
-# runtime is the kernel's fields: a wake reads them in C too, and so does
+# runtime (its task's) is the kernel's fields: a wake reads them in C too, and so does
 # the push, which the step, a spawn and a wake call in C.
 
 from asyncop.operations._current cimport ThreadState as CThreadState
@@ -12,12 +12,14 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields
 from asyncop.runtime._core._fields cimport WorkerFields as CWorker
 
+cdef unsigned long _WRAP
+
 # Four fields: the commonest subscription (a task's await, which resolves)
 # fits 64 bytes; one with another callback is a CallbackSubscription.
 cdef class Subscription:
     cdef public Waker waker
     cdef public object event
-    cdef public Py_ssize_t generation
+    cdef public unsigned int generation
     cdef public object handle
 
 
@@ -26,16 +28,18 @@ cdef class CallbackSubscription(Subscription):
     cdef object _callback
 
 
+# The runtime is the task's (its operation's): no field of its own. The
+# two counters are 32-bit and wrap (see _waker.py): the task state that
+# extends the waker fits a smaller allocator size class.
 cdef class Waker:
-    cdef public object task
-    cdef public KernelFields runtime
+    cdef public CNode task
     cdef public object status
     cdef public object _subs
     cdef public object triggered
     cdef public object result
     cdef public object error
-    cdef public Py_ssize_t generation
-    cdef public Py_ssize_t queued_at
+    cdef public unsigned int generation
+    cdef public unsigned int queued_at
 
     cpdef bint _transition_to_no_status(self, _no_status=*, _result=*)
     cpdef bint _transition_to_waiting(self, _no_status=*, _waiting=*)
@@ -44,7 +48,7 @@ cdef class Waker:
     cpdef bint _transition_to_result_early(self, _no_status=*, _result=*)
     cpdef bint _transition_to_ignored(self, _result=*, _ignored=*)
     cpdef bint _transition_to_result(self, _queued=*, _result=*)
-    @cython.locals(runtime=KernelFields)
+    @cython.locals(runtime=KernelFields, op=CNode)
     cpdef bint _complete(self, Subscription sub, result, error)
     @cython.locals(sub=Subscription)
     cpdef Subscription _new_wait(self, event, callback)

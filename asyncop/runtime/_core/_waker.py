@@ -139,6 +139,9 @@ __all__ = [
     "timeout",
 ]
 
+# A 32-bit count wraps to 0 (compiled, a C constant: see _waker.pxd).
+_WRAP = 0xFFFFFFFF
+
 
 class WakerStatus(enum.Enum):
     """Where a waker is in one wait; see the module docstring."""
@@ -327,17 +330,15 @@ class Waker:
         "generation",
         "queued_at",
         "result",
-        "runtime",
         "status",
         "task",
         "triggered",
     )
 
     def __init__(
-        self, task: AsyncOperation, runtime: Kernel, _no_status: WakerStatus = WakerStatus.NO_STATUS
+        self, task: AsyncOperation, _no_status: WakerStatus = WakerStatus.NO_STATUS
     ) -> None:
         self.task = task
-        self.runtime = runtime
         self.status = _no_status
         # The subscription of the current wait, or None; a list of them only
         # for a wait on several events (resume_when added to it). The
@@ -348,9 +349,17 @@ class Waker:
         self.result: Any = None
         self.error: BaseException | None = None
         # Bumped by every reset, so a late firing of an old wait is ignored.
+        # Compiled, a 32-bit field that wraps (only its equality matters).
         self.generation = 0
-        # When the task was last queued, in pushes (see push_locked).
+        # When the task was last queued, in pushes (see push_locked):
+        # compiled, 32 bits that wrap, so it is compared serial-number style
+        # (queued_after), which holds for Python's unbounded ints too.
         self.queued_at = 0
+
+    @property
+    def runtime(self) -> Kernel:
+        """The runtime the task runs in (its operation's: the waker keeps no copy)."""
+        return self.task.runtime  # type: ignore[return-value]
 
     # -- transitions ---------------------------------------------------------
 
@@ -462,18 +471,19 @@ class Waker:
 
     def _complete(self, sub: Subscription, result: Any, error: BaseException | None) -> bool:
         """Let ``sub``'s event win this wait, if nothing has won it yet."""
-        runtime = self.runtime
+        op = self.task
+        runtime = op.runtime
         # A with-statement: an event may fire from a user thread (see
         # AsyncOperation._end_work).
         with runtime._lock:
             if sub.generation != self.generation:
                 return False  # a firing of an earlier wait
             if self._transition_to_queued():
-                self.task._wakes += 1
+                op._wakes = (op._wakes + 1) & _WRAP  # (see _stats.py)
                 self.triggered = sub.event
                 self.result = result
                 self.error = error
-                push_locked(runtime, self.task, None, None, True)  # (resumed)
+                push_locked(runtime, op, None, None, True)  # type: ignore[arg-type]  # (resumed)
                 instruments = runtime._instruments
                 if instruments is None:
                     return True

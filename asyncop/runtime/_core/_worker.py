@@ -23,7 +23,8 @@ also once ``OVERTAKE`` (``_items.py``) woken tasks queued *after* the head of
 ``_ready`` ran before it: a task in ``_ready`` never waits behind more than
 that many later tasks for each one ahead of it, so a loop of tasks waking
 each other cannot starve it. Every queued task carries ``queued_at``, a
-number that grows with each push, for that comparison. So whatever was
+number that grows with each push, for that comparison (32 bits that wrap,
+compared across the wrap by ``queued_after``). So whatever was
 queued before a task yields runs before it resumes, as in a single queue.
 
 The lane
