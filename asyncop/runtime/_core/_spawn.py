@@ -93,7 +93,7 @@ class NodeHooks(TimerCalls):
     __slots__ = ()
 
     def _new_operation(  # type: ignore[misc]  # (self: the kernel this is the base of)
-        self: Kernel,
+        self: Kernel,  # pyright: ignore[reportGeneralTypeIssues]
         fn: Callable[..., Any] | None,
         args: tuple[Any, ...],
         parent: AsyncOperation | None,
@@ -192,7 +192,10 @@ class NodeHooks(TimerCalls):
         return op
 
     def _on_final_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
-        self: Kernel, op: AsyncOperation, after: After, at: float | None = None
+        self: Kernel,  # pyright: ignore[reportGeneralTypeIssues]
+        op: AsyncOperation,
+        after: After,
+        at: float | None = None,
     ) -> None:
         """The runtime's part of ``op``'s end, under the lock: as the node becomes final."""
         node: AsyncOperation = op  # (compiled, typed: the fields are read in C)
@@ -216,7 +219,7 @@ class NodeHooks(TimerCalls):
         node._task = None
 
     def _on_cancel_running_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
-        self: Kernel,
+        self: Kernel,  # pyright: ignore[reportGeneralTypeIssues]
         op: AsyncOperation,
         after: After,
         _running: OperationState = OperationState.RUNNING,

@@ -53,7 +53,10 @@ class TimerCalls(KernelFields):
     __slots__ = ()
 
     def _add_timer_locked(  # type: ignore[misc]  # (self: the kernel this is the base of)
-        self: Kernel, deadline: float, callback: Callable[..., object], inline: bool
+        self: Kernel,  # pyright: ignore[reportGeneralTypeIssues]
+        deadline: float,
+        callback: Callable[..., object],
+        inline: bool,
     ) -> Timer:
         """Arm a timer in the heap, under the lock, and see that a thread fires it when due.
 
