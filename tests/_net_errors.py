@@ -157,6 +157,13 @@ def t_receive_until_empty(c: Any) -> BaseException:
     return _on_stream(c, lambda s, _: s.receive_until(b"", 10))
 
 
+def t_stream_send_all_text(c: Any) -> BaseException:
+    async def action(stream: net.SocketStream, _: socket.socket) -> None:
+        await stream.send_all("hello")  # type: ignore[arg-type]
+
+    return _on_stream(c, action)
+
+
 def t_stream_closed(c: Any) -> BaseException:
     async def action(stream: net.SocketStream, _: socket.socket) -> None:
         await stream.aclose()
@@ -476,6 +483,19 @@ def t_unix_not_a_socket(c: Any) -> BaseException:
         return _run(c, net.open_unix_listener, path)
 
 
+def t_unix_empty_path(c: Any) -> BaseException:
+    return _run(c, net.open_unix_listener, "")
+
+
+def t_unix_missing_folder(c: Any) -> BaseException:
+    with tempfile.TemporaryDirectory() as folder:
+        return _run(c, net.open_unix_listener, os.path.join(folder, "gone", "app.sock"))
+
+
+def t_unix_path_too_long(c: Any) -> BaseException:
+    return _run(c, net.open_unix_stream, "/tmp/" + "x" * 200 + ".sock")
+
+
 def t_udp_port_type(c: Any) -> BaseException:
     return _run(c, net.open_udp_socket, "127.0.0.1", "53")
 
@@ -488,6 +508,14 @@ def t_udp_sendto_port_range(c: Any) -> BaseException:
     async def main() -> None:
         async with await net.open_udp_socket("127.0.0.1") as sock:
             await sock.sendto(b"ping", "127.0.0.1", 70000)
+
+    return _run(c, main)
+
+
+def t_udp_sendto_text(c: Any) -> BaseException:
+    async def main() -> None:
+        async with await net.open_udp_socket("127.0.0.1") as sock:
+            await sock.sendto("ping", *sock.local_address)  # type: ignore[arg-type]
 
     return _run(c, main)
 
@@ -601,6 +629,14 @@ NET_CASES = [
         "misuse",
         True,
     ),
+    (
+        "stream-send-all-text",
+        t_stream_send_all_text,
+        TypeError,
+        "SocketStream.send_all()",
+        "misuse",
+        True,
+    ),
     ("stream-closed", t_stream_closed, ClosedResourceError, "stream", "misuse", True),
     ("stream-closed-under", t_stream_closed_under, ClosedResourceError, "stream", "outcome", True),
     ("stream-eof-sent", t_stream_eof_sent, ClosedResourceError, "send_eof", "misuse", True),
@@ -704,6 +740,10 @@ NET_CASES = [
     ("unix-path-type", t_unix_path_type, TypeError, "open_unix_stream()", "misuse", True),
     ("unix-refused", t_unix_refused, ConnectionRefusedError, "stale.sock", "outcome", True),
     ("unix-not-a-socket", t_unix_not_a_socket, FileExistsError, "notes.txt", "misuse", True),
+    ("unix-empty-path", t_unix_empty_path, ValueError, "open_unix_listener()", "misuse", True),
+    ("unix-missing-folder", t_unix_missing_folder, FileNotFoundError, "gone", "outcome", True),
+    ("unix-path-too-long", t_unix_path_too_long, OSError, "xxxx.sock", "misuse", True),
+    ("udp-sendto-text", t_udp_sendto_text, TypeError, "UDPSocket.sendto()", "misuse", True),
     ("udp-port-type", t_udp_port_type, TypeError, "local_port", "misuse", True),
     ("udp-port-range", t_udp_port_range, ValueError, "local_port", "misuse", True),
     ("udp-sendto-port-range", t_udp_sendto_port_range, ValueError, "70000", "misuse", True),

@@ -38,6 +38,7 @@ __all__ = [
     "SendStream",
     "Stream",
     "broken",
+    "check_data",
     "check_max_bytes",
     "closed_error",
     "closed_under_error",
@@ -157,6 +158,23 @@ def check_max_bytes(value: object, what: str) -> int:
     if value < 1:
         raise ValueError(f"{what} needs at least 1 byte, got {value}; pass a positive int")
     return value
+
+
+def check_data(data: object, what: str) -> None:
+    """Refuse data to send that is not bytes-like, before anything is sent.
+
+    ``what`` names the call (``"SocketStream.send_all()"``). Any object with
+    the buffer protocol passes (bytes, bytearray, memoryview, array, mmap).
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        return
+    try:
+        memoryview(data).release()  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{what} needs bytes-like data, got {type(data).__name__}; pass bytes, "
+            "bytearray or memoryview (encode a str first, e.g. text.encode())"
+        ) from None
 
 
 _RECONNECT = ("connection", "close the stream and reconnect")

@@ -58,6 +58,7 @@ from ._stream_api import (
     ConflictGuard,
     Stream,
     broken,
+    check_data,
     closed_error,
     closed_under_error,
     eof_sent_error,
@@ -195,6 +196,8 @@ class DescriptorStream(_BufferedReceiver, Stream):
         A cancellation point on entry and at every wait for room.
 
         Raises:
+            TypeError: ``data`` is not bytes-like (a ``str``, say); raised
+                before anything is sent.
             ClosedResourceError: the stream was closed, or ``send_eof()``
                 was called.
             BusyResourceError: another task is sending on this stream.
@@ -204,6 +207,8 @@ class DescriptorStream(_BufferedReceiver, Stream):
                 been sent (the exception's note says how much): close the
                 stream.
         """
+        if type(data) is not bytes:
+            check_data(data, f"{type(self).__name__}.send_all()")
         guard = self._send_guard.lock  # (a with block, inline: see ConflictGuard)
         if not guard.acquire(False):
             raise self._send_guard.busy()

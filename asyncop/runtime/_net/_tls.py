@@ -81,6 +81,7 @@ from ._stream_api import (
     PASS,
     ConflictGuard,
     Stream,
+    check_data,
     closed_error,
     closed_under_error,
     eof_sent_error,
@@ -458,6 +459,8 @@ class TLSStream(_BufferedReceiver, Stream):
         part of the ciphertext went out breaks the stream.
 
         Raises:
+            TypeError: ``data`` is not bytes-like (a ``str``, say); raised
+                before the handshake or anything else.
             ClosedResourceError: the stream was closed.
             BusyResourceError: another task is sending on this stream.
             BrokenResourceError: the connection broke, or the stream is
@@ -465,6 +468,7 @@ class TLSStream(_BufferedReceiver, Stream):
             ssl.SSLError: the handshake (done here) failed.
             Cancelled: the task was cancelled.
         """
+        check_data(data, "TLSStream.send_all()")
         with self._send_guard:
             self._check_usable()
             if self._eof_sent:

@@ -30,8 +30,10 @@ from ._stream_api import (
     PASS,
     AsyncResource,
     ConflictGuard,
+    check_data,
     check_max_bytes,
     closed_error,
+    closed_under_error,
 )
 from ._streams import close_socket, wait_ready
 
@@ -91,10 +93,11 @@ class UDPSocket(AsyncResource):
             socket.gaierror: ``host`` does not resolve in this socket's family.
             OSError: the datagram is too large (``EMSGSIZE``), or the
                 network refused it.
-            TypeError, ValueError: ``port`` is not an int in 0..65535
-                (raised before anything is sent).
+            TypeError, ValueError: ``data`` is not bytes-like, or ``port``
+                is not an int in 0..65535 (raised before anything is sent).
             Cancelled: the task was cancelled.
         """
+        check_data(data, "UDPSocket.sendto()")
         _dns.check_port(port, "UDPSocket.sendto()")
         with self._send_guard:
             self._check_open()
@@ -102,13 +105,18 @@ class UDPSocket(AsyncResource):
             infos = await _dns.getaddrinfo(host, port, sock.family, socket.SOCK_DGRAM)
             address = infos[0][4]
             while True:
+                if self._is_closed():  # by another task, while this one waited
+                    raise closed_under_error("UDP socket")
                 try:
                     sock.sendto(data, address)
                     return
                 except BlockingIOError:
                     pass
+                except OSError:
+                    if self._is_closed():
+                        raise closed_under_error("UDP socket") from None
+                    raise
                 await wait_ready(writable(sock), self._is_closed, "UDP socket")
-                self._check_open()
 
     async def recvfrom(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> tuple[bytes, Any]:
         """Receive one datagram, waiting for it; longer ones are cut to ``max_bytes``.

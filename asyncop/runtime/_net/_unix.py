@@ -10,7 +10,8 @@ file* left at its path (a crashed server's) before binding, and removes its
 own file when it closes. It only ever removes a socket, never a regular
 file, and on close only the file it created itself (same device and inode):
 a second server that took the path over keeps its file (see
-``_socket_file.py``).
+``_socket_file.py``). A Linux abstract address (a path starting with NUL)
+has no file: there is nothing to remove or record.
 
 Connecting to a listener whose queue is full fails with ``EAGAIN`` on
 Linux, with no readiness to wait for; the connect is retried every
@@ -41,7 +42,17 @@ def _check_path(path: object, what: str) -> str:
         raise TypeError(
             f"{what} needs a path, got {type(path).__name__}; pass a str or a pathlib.Path"
         )
-    return os.fsdecode(os.fspath(path))
+    name = os.fsdecode(os.fspath(path))
+    if not name:
+        raise ValueError(f"{what} got an empty path; pass a file path such as '/tmp/app.sock'")
+    return name
+
+
+def _path_error(exc: OSError, doing: str, name: str) -> OSError:
+    """``exc`` (from ``bind``/``connect``), reworded to name the socket's path."""
+    if exc.errno is None:  # Python's own refusal: "AF_UNIX path too long"
+        return OSError(f"cannot {doing} Unix socket {name!r}: {exc}; choose a shorter path")
+    return OSError(exc.errno, f"cannot {doing} Unix socket {name!r}: {exc.strerror}")
 
 
 async def open_unix_stream(path: str | bytes | os.PathLike[str]) -> SocketStream:
@@ -60,7 +71,10 @@ async def open_unix_stream(path: str | bytes | os.PathLike[str]) -> SocketStream
     try:
         sock.setblocking(False)
         while True:
-            code = sock.connect_ex(name)
+            try:
+                code = sock.connect_ex(name)
+            except OSError as exc:
+                raise _path_error(exc, "connect to", name) from None
             if code == errno.EINPROGRESS:
                 await writable(sock)
                 code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -76,13 +90,27 @@ async def open_unix_stream(path: str | bytes | os.PathLike[str]) -> SocketStream
         raise
 
 
+def _remove_stale_socket_file(name: str) -> None:
+    """Remove a socket file left at ``name``; refuse a path that holds anything else."""
+    try:
+        if stat.S_ISSOCK(os.stat(name).st_mode):
+            os.unlink(name)
+        else:
+            raise FileExistsError(
+                errno.EEXIST, f"{name!r} exists and is not a socket; choose another path"
+            )
+    except FileNotFoundError:
+        pass
+
+
 async def open_unix_listener(
     path: str | bytes | os.PathLike[str], *, backlog: int | None = None
 ) -> SocketListener:
     """Listen on a Unix-domain stream socket at ``path``.
 
     A stale socket file at ``path`` is replaced; the listener removes its
-    file when it closes.
+    file when it closes. On Linux, a path that starts with a NUL character
+    (``"\\0name"``) is in the abstract namespace: no file is made.
 
     Args:
         path: where the socket file goes.
@@ -97,19 +125,17 @@ async def open_unix_listener(
     name = _check_path(path, "open_unix_listener()")
     backlog = check_backlog(backlog, "open_unix_listener")  # before the stale file goes
     await PASS
-    try:
-        if stat.S_ISSOCK(os.stat(name).st_mode):
-            os.unlink(name)
-        else:
-            raise FileExistsError(
-                errno.EEXIST, f"{name!r} exists and is not a socket; choose another path"
-            )
-    except FileNotFoundError:
-        pass
+    abstract = name.startswith("\0")  # Linux's abstract namespace: no file at all
+    if not abstract:
+        _remove_stale_socket_file(name)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind(name)
-        remember_socket_file(sock, name)
+        try:
+            sock.bind(name)
+        except OSError as exc:
+            raise _path_error(exc, "listen on", name) from None
+        if not abstract:
+            remember_socket_file(sock, name)
         sock.listen(backlog)
         return SocketListener(sock)
     except BaseException:
