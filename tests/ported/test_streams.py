@@ -416,3 +416,24 @@ async def test_an_asyncio_client_times_out_against_a_silent_asyncop_server() -> 
         listeners = await s.start(functools.partial(net.serve_tcp, handler, 0, host=HOST))
         assert await bridge.run(client, listeners[0].socket.getsockname()[1]) == "timed out"
         s.cancel()
+
+
+@pytest.mark.asyncop
+async def test_a_closed_stream_or_udp_socket_refuses_address_queries(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    # trio's SocketStream: a closed stream raises ClosedResourceError, never EBADF
+    stream = net.SocketStream(pair[0])
+    await stream.aclose()
+    for query in (
+        stream.getsockname,
+        stream.getpeername,
+        lambda: stream.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+        lambda: stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+    ):
+        with pytest.raises(ClosedResourceError, match="stream was closed"):
+            query()
+    sock = await net.open_udp_socket(HOST)
+    await sock.aclose()
+    with pytest.raises(ClosedResourceError, match="UDP socket was closed"):
+        sock.local_address  # noqa: B018

@@ -171,7 +171,7 @@ async def _handle(
 def _peer_name(stream: SocketStream) -> str:
     try:
         peer = stream.getpeername()
-    except OSError:
+    except (OSError, ClosedResourceError):
         return "a peer that already left"
     if isinstance(peer, tuple):
         return f"{peer[0]} port {peer[1]}"

@@ -361,20 +361,24 @@ class SocketStream(DescriptorStream):
 
     def getsockname(self) -> Any:
         """The local address."""
+        self._check_receive()  # a closed stream: ClosedResourceError
         return self._socket.getsockname()
 
     def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         """Set a socket option, as ``socket.setsockopt`` does (e.g. ``SO_KEEPALIVE``)."""
+        self._check_receive()  # a closed stream: ClosedResourceError
         self._socket.setsockopt(level, option, value)
 
     def getsockopt(self, level: int, option: int, buffersize: int = 0) -> int | bytes:
         """Read a socket option, as ``socket.getsockopt`` does."""
+        self._check_receive()  # a closed stream: ClosedResourceError
         if buffersize:
             return self._socket.getsockopt(level, option, buffersize)
         return self._socket.getsockopt(level, option)
 
     def getpeername(self) -> Any:
         """The peer's address."""
+        self._check_receive()  # a closed stream: ClosedResourceError
         return self._socket.getpeername()
 
     def __repr__(self) -> str:

@@ -72,7 +72,12 @@ class UDPSocket(AsyncResource):
 
     @property
     def local_address(self) -> Any:
-        """The bound address, e.g. ``("127.0.0.1", 40312)``."""
+        """The bound address, e.g. ``("127.0.0.1", 40312)``.
+
+        Raises:
+            ClosedResourceError: the socket was closed.
+        """
+        self._check_open()
         return self._socket.getsockname()
 
     def _is_closed(self) -> bool:
