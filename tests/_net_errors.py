@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import socket
 import ssl
@@ -520,6 +521,37 @@ def t_udp_sendto_text(c: Any) -> BaseException:
     return _run(c, main)
 
 
+def t_serve_sync_handler(c: Any) -> BaseException:
+    """A plain ``def`` handler: each connection fails, logged with the error."""
+    errors: list[BaseException] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info and record.exc_info[1] is not None:
+                errors.append(record.exc_info[1])
+
+    def handler(stream: Any) -> None:
+        pass
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            start = functools.partial(net.serve_tcp, handler, 0, host="127.0.0.1")
+            listeners = await s.start(start)
+            port = listeners[0].socket.getsockname()[1]
+            async with await net.open_tcp_stream("127.0.0.1", port) as stream:
+                await stream.receive_some()  # b"": the server closed it
+            s.cancel()
+
+    keep = Keep()
+    logger = logging.getLogger("asyncop.net")
+    logger.addHandler(keep)
+    try:
+        c.rt.run(main)
+    finally:
+        logger.removeHandler(keep)
+    return errors[0]
+
+
 def t_udp_socket_type(c: Any) -> BaseException:
     with socket.socket() as tcp:
         return _raises(net.UDPSocket, tcp)
@@ -743,6 +775,7 @@ NET_CASES = [
     ("unix-empty-path", t_unix_empty_path, ValueError, "open_unix_listener()", "misuse", True),
     ("unix-missing-folder", t_unix_missing_folder, FileNotFoundError, "gone", "outcome", True),
     ("unix-path-too-long", t_unix_path_too_long, OSError, "xxxx.sock", "misuse", True),
+    ("serve-sync-handler", t_serve_sync_handler, TypeError, "async def handler", "misuse", True),
     ("udp-sendto-text", t_udp_sendto_text, TypeError, "UDPSocket.sendto()", "misuse", True),
     ("udp-port-type", t_udp_port_type, TypeError, "local_port", "misuse", True),
     ("udp-port-range", t_udp_port_range, ValueError, "local_port", "misuse", True),

@@ -437,3 +437,25 @@ async def test_a_closed_stream_or_udp_socket_refuses_address_queries(
     await sock.aclose()
     with pytest.raises(ClosedResourceError, match="UDP socket was closed"):
         sock.local_address  # noqa: B018
+
+
+@pytest.mark.asyncop
+async def test_a_plain_def_handler_fails_its_connection_saying_to_make_it_async(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def handler(stream: net.SocketStream) -> None:
+        pass
+
+    async with asyncop.scope() as s:
+        start = functools.partial(net.serve_tcp, handler, 0, host=HOST)
+        listeners = await s.start(start)
+        port = listeners[0].socket.getsockname()[1]
+        async with await net.open_tcp_stream(HOST, port) as stream:
+            assert await stream.receive_some() == b""  # closed; the server goes on
+        s.cancel()
+    [record] = [r for r in caplog.records if r.exc_info]
+    assert record.exc_info is not None
+    error = record.exc_info[1]
+    assert isinstance(error, TypeError)
+    assert "handler returned NoneType, not an awaitable" in str(error)
+    assert "async def handler(stream)" in str(error)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -155,7 +156,10 @@ async def _handle(
             except Exception as exc:
                 logger.warning("asyncop.net: TLS handshake with %s failed: %s", peer, exc)
                 return
-        await handler(conversation)
+        work = handler(conversation)
+        if not inspect.isawaitable(work):
+            raise _not_awaitable(handler, work)
+        await work
     except Exception:
         logger.exception(
             "asyncop.net: the handler %r failed for the connection from %s", handler, peer
@@ -166,6 +170,15 @@ async def _handle(
             await _close_quietly(conversation)
         finally:
             stream.close()
+
+
+def _not_awaitable(handler: Handler, work: object) -> TypeError:
+    """The error for a handler that is a plain function: it ran, and gave nothing to await."""
+    name = getattr(handler, "__qualname__", None) or repr(handler)
+    return TypeError(
+        f"the server's handler {name} returned {type(work).__name__}, not an awaitable; "
+        f"make it an 'async def {getattr(handler, '__name__', 'handler')}(stream)' function"
+    )
 
 
 def _peer_name(stream: SocketStream) -> str:
