@@ -459,3 +459,12 @@ async def test_a_plain_def_handler_fails_its_connection_saying_to_make_it_async(
     assert isinstance(error, TypeError)
     assert "handler returned NoneType, not an awaitable" in str(error)
     assert "async def handler(stream)" in str(error)
+
+
+@pytest.mark.asyncop
+async def test_accept_on_a_socket_closed_behind_the_listener_raises_closed_resource_error() -> None:
+    [listener] = await net.open_tcp_listeners(0, host=HOST)
+    listener.socket.close()  # not through the listener
+    with pytest.raises(ClosedResourceError, match="listener was closed while a task used it"):
+        await listener.accept()
+    await listener.aclose()

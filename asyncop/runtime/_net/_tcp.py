@@ -42,7 +42,7 @@ from ...platform import check_timeout
 from .. import Event, readable, scope, select, sleep, writable
 from . import _dns
 from ._socket_file import forget_socket_file
-from ._stream_api import PASS, AsyncResource, ConflictGuard, closed_error
+from ._stream_api import PASS, AsyncResource, ConflictGuard, closed_error, closed_under_error
 from ._streams import SocketStream, close_socket, wait_ready
 from ._tls import TLSStream
 from ._tls_checks import check_ssl_context
@@ -371,8 +371,8 @@ class SocketListener(AsyncResource):
                     self._check_open()
                     continue
                 except OSError as exc:
-                    if self._closed or sock.fileno() < 0:
-                        self._check_open()
+                    if self._is_closed():  # by another thread, or behind the listener's back
+                        raise closed_under_error("listener") from None
                     if exc.errno in _IGNORED_ACCEPT_ERRNOS:
                         continue
                     raise
