@@ -70,6 +70,23 @@ def test_compiled_the_kernels_and_a_workers_fields_are_the_members_of_extension_
         assert repr(worker).startswith(f"<Worker {worker.index} base ")
 
 
+def test_compiled_the_runtimes_lock_is_an_extension_type_and_python_a_threading_rlock() -> None:
+    import _thread
+
+    from asyncop.platform import RecursiveLock
+
+    compiled = asyncop.lowlevel.is_compiled()
+    # Compiled, the core takes it with C calls; as Python, it is RLock's C code.
+    assert bool(RecursiveLock.__flags__ & (1 << 9)) is not compiled  # Py_TPFLAGS_HEAPTYPE
+    assert issubclass(RecursiveLock, _thread.RLock) is not compiled
+    with asyncop.Runtime(workers=1, name="locked") as rt:
+        assert type(rt._lock) is RecursiveLock
+        assert rt.run(_one_step) is None  # its workers took it, from their threads
+        with rt._lock, rt._lock:
+            assert rt._lock.owned()
+        assert not rt._lock.owned()
+
+
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:
     from asyncop.operations import RuntimeBase
     from asyncop.runtime._core._spawn import NodeHooks

@@ -8,8 +8,9 @@ The package is three layers and the modules on top of them::
     asyncop.platform                       the OS primitives
 
 Imports flow down only. ``platform`` uses the standard library alone, so
-that porting asyncop means porting it; ``operations`` adds ``attrs``,
-``platform`` (and ``cython``, for its compiled form). Each of the three
+that porting asyncop means porting it; ``operations`` adds ``attrs`` and
+``platform``. Both use ``cython`` too, for their compiled form (the
+platform's for its lock). Each of the three
 packages has one face, its ``__init__.py``:
 code outside a package imports the package, never one of its ``_`` modules,
 so a package can move its insides around without touching its users.
@@ -70,7 +71,7 @@ TOP = len(LAYERS)
 #: it is no import at all, and run as Python it falls back to
 #: ``asyncop.platform.pure_cython`` when Cython is not installed.
 THIRD_PARTY = {
-    "asyncop.platform": frozenset(),
+    "asyncop.platform": frozenset({"cython"}),
     "asyncop.operations": frozenset({"attrs", "cython"}),
 }
 
@@ -84,6 +85,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("asyncop.runtime._core._fields", "asyncop.operations._owner"): (
         "KernelFields extends RuntimeBase, an extension type when compiled: Cython "
         "takes a Python import of a cimported base only from the module that defines it"
+    ),
+    ("asyncop.operations._owner", "asyncop.platform._lock"): (
+        "RuntimeBase types the runtime's lock as RecursiveLock, an extension type when "
+        "compiled: Cython takes a Python import of a cimported type only from its module"
     ),
 }
 
@@ -537,7 +542,7 @@ def test_the_network_processes_and_executors_use_the_runtime_through_its_face() 
     require_none(problems, "a package on the runtime's face reaches past it")
 
 
-def test_the_compiled_modules_are_the_core_folder_and_the_operations_listed() -> None:
+def test_the_compiled_modules_are_the_core_folder_the_operations_listed_and_the_lock() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     listed = set(config["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]["modules"])
     core = {
@@ -545,7 +550,10 @@ def test_the_compiled_modules_are_the_core_folder_and_the_operations_listed() ->
         for path in (PACKAGE / "runtime" / "_core").glob("*.py")
         if path.name != "__init__.py"
     }
-    assert {path for path in listed if not path.startswith("asyncop/operations/")} == core
+    layers = ("asyncop/operations/", "asyncop/platform/")
+    assert {path for path in listed if not path.startswith(layers)} == core
+    # Of the platform, only the runtime's lock: the core takes it with C calls.
+    assert {path for path in listed if path.startswith(layers[1])} == {"asyncop/platform/_lock.py"}
 
 
 # ----------------------------------------------------------------------

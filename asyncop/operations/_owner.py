@@ -31,7 +31,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..platform import RecursiveLock
+    # (From its own module: compiled, _owner.pxd cimports it, and Cython
+    # takes a Python import of a cimported type only from that module.)
+    from ..platform._lock import RecursiveLock
     from ._hooks import After
     from ._node import AsyncOperation
     from ._state import OpKind

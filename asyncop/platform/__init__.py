@@ -2,7 +2,8 @@
 
 Everything above this package talks to the operating system only through
 these names, so that porting asyncop means porting this package alone. It
-uses nothing but the standard library.
+uses nothing but the standard library (and Cython, for the compiled form of
+its lock, when the core is compiled: see ``_lock.py``).
 
 - :class:`WakeEvent` is an auto-reset event (a Win32 ``CreateEvent(FALSE,
   FALSE)``): one ``set()`` releases one ``wait()``, and a ``set()`` that

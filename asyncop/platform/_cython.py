@@ -12,13 +12,14 @@ Compiled, ``import cython`` is Cython's own: ``cython.compiled`` is True, and
 its decorators would declare C types. Run as Python, it is Cython's
 ``Shadow`` module when Cython is installed, and this namespace when it is
 not, with ``compiled`` False. Only the names asyncop uses are here
-(``compiled``, ``locals``, ``cast``): ``tests/test_compiled.py`` checks that every
+(``compiled``, ``locals``, ``cast``, ``nogil``): ``tests/test_compiled.py`` checks that every
 ``cython.X`` in asyncop has its stand-in, which does nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, TypeVar, cast
 
 __all__ = ["pure_cython"]
@@ -35,6 +36,9 @@ class pure_cython:  # (lower case: it stands in for the module ``cython``)
     """What ``import cython`` gives a pure-Python run: nothing is compiled."""
 
     compiled = False
+
+    #: ``with cython.nogil:``: the block runs without the interpreter's lock; here, with it.
+    nogil = nullcontext()
 
     @staticmethod
     def locals(**types: object) -> Callable[[_F], _F]:

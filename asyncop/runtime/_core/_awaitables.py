@@ -186,8 +186,14 @@ class SleepUntil(WaitEvent):
             if timer.state is not _armed:
                 return  # it fired (the usual end of a sleep): a timer never re-arms
             runtime = sub.waker.task.runtime
-            with runtime._lock:
+            # acquire() then try (C calls, compiled): a wait is disarmed on
+            # the worker that resumes its task (see _task.step).
+            lock = runtime._lock
+            lock.acquire()
+            try:
                 runtime._cancel_timer_locked(timer)  # type: ignore[attr-defined]
+            finally:
+                lock.release()
 
     def _describe(self) -> str:
         kind = "sleep" if self.relative else "sleep_until"
