@@ -23,6 +23,8 @@ import pytest
 
 import asyncop
 from asyncop import CapacityLimiter, OperationState, spawn_blocking
+from asyncop.runtime._core import _blocking
+from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -201,3 +203,68 @@ def test_a_keyboard_interrupt_in_the_thread_reaches_the_task() -> None:
 
     with asyncop.Runtime(2) as rt:
         assert rt.run(main) == "caught"
+
+
+def _refuse_threads(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("can't start new thread")
+
+
+def test_a_call_whose_thread_cannot_start_fails_and_gives_everything_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limiter = CapacityLimiter(1)
+    ran: list[str] = []
+
+    async def main() -> str:
+        with monkeypatch.context() as patch:
+            patch.setattr(_blocking, "start_thread", _refuse_threads)
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                await spawn_blocking(ran.append, "refused", limiter=limiter)
+        assert limiter.borrowed_tokens == 0
+        # Nothing counts the refused call as running: the clock jumps.
+        await asyncop.sleep(3600)
+        # And it never runs later, on a thread started for another call.
+        await spawn_blocking(ran.append, "later", limiter=limiter)
+        return "done"
+
+    with asyncop.Runtime(2, clock=VirtualClock(autojump=True)) as rt:
+        assert rt.run(main) == "done"
+    assert ran == ["later"]
+    assert limiter.borrowed_tokens == 0
+
+
+def test_a_call_whose_thread_cannot_start_once_its_token_comes_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limiter = CapacityLimiter(1)
+    gate = threading.Event()
+    ran: list[str] = []
+
+    async def second() -> None:
+        await spawn_blocking(ran.append, "refused", limiter=limiter)
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            holder = s.spawn(_hold, limiter, gate)
+            while limiter.borrowed_tokens == 0:
+                await asyncop.sleep(0.01)
+            waiter = s.spawn(second, supervise=True)
+            while limiter.statistics().tasks_waiting == 0:
+                await asyncop.sleep(0.01)
+            monkeypatch.setattr(_blocking, "start_thread", _refuse_threads)
+            gate.set()  # the holder's call ends and hands its token on
+            await asyncop.race(waiter)
+            monkeypatch.undo()
+            assert isinstance(waiter.error, RuntimeError)
+            assert "can't start new thread" in str(waiter.error)
+            await asyncop.race(holder)
+            assert holder.result() is True
+
+    with asyncop.Runtime(2) as rt:
+        rt.run(main)
+    assert ran == []
+    assert limiter.borrowed_tokens == 0
+
+
+async def _hold(limiter: CapacityLimiter, gate: threading.Event) -> bool:
+    return await spawn_blocking(gate.wait, 10, limiter=limiter)
