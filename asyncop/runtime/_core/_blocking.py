@@ -332,6 +332,8 @@ def spawn_blocking(
             ``limiter`` is not a ``CapacityLimiter``, or a keyword argument is
             meant for ``fn`` (raised by the call itself).
         BaseException: what ``fn`` raised.
+        RuntimeError: the OS refused to start a thread for the call; ``fn``
+            never runs, and the token is given back.
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
     if keywords:
