@@ -1053,18 +1053,24 @@ def test_a_worker_firing_a_deadline_whose_on_cancel_raises_survives(
 
 
 class _FailingClock:
-    """The real clock, except that its next ``fail`` readings on a worker raise."""
+    """The real clock, except that its next ``fail`` readings on a worker raise.
+
+    While ``held`` is set it reads ``held``: time stands still, so a sleep
+    cannot come due while the test makes the worker meet the failures.
+    """
 
     virtual = False
 
     def __init__(self) -> None:
         self.fail = 0
+        self.held: float | None = None
 
     def now(self) -> float:
         if self.fail > 0 and "-worker-" in threading.current_thread().name:
             self.fail -= 1
             raise RuntimeError("the clock broke")
-        return time.monotonic()
+        held = self.held
+        return time.monotonic() if held is None else held
 
 
 def test_a_worker_survives_an_error_in_its_own_loop(caplog: pytest.LogCaptureFixture) -> None:
@@ -1075,9 +1081,17 @@ def test_a_worker_survives_an_error_in_its_own_loop(caplog: pytest.LogCaptureFix
         return "woke"
 
     with asyncop.Runtime(1, name=fresh_name("broken-clock"), clock=clock) as rt:
+        # The clock stands still until the worker's loop has met every
+        # failure: otherwise the sleep may come due first and the monitor,
+        # not the worker, may fire it (under load, the test thread may not
+        # run again for longer than the sleep).
+        clock.held = time.monotonic()
         op = rt.spawn(nap)
         assert eventually(lambda: rt.registrations() == 1)
-        clock.fail = 3  # the worker's next looks at the clock, as the sleep comes due
+        clock.fail = 3  # the worker's next looks at the clock, while the sleep is pending
+        assert rt.spawn(lambda: "first").wait(10).value == "first"  # wakes the worker
+        assert eventually(lambda: clock.fail == 0)
+        clock.held = None
         assert op.wait(10).value == "woke"
         assert rt.spawn(lambda: "alive").wait(10).value == "alive"
         assert [t.name.rsplit("-", 1)[-1] for t in worker_threads(rt)] == ["1"]

@@ -92,9 +92,16 @@ class BlockingPool:
                 self._seq += 1
                 thread = _Thread()
                 self._threads.append(thread)
-                thread.handle = start_thread(
-                    self._main, thread, name=f"{self._name}-blocking-{self._seq}"
-                )
+                try:
+                    thread.handle = start_thread(
+                        self._main, thread, name=f"{self._name}-blocking-{self._seq}"
+                    )
+                except BaseException:
+                    # The OS refused the thread: the call fails, and its job
+                    # must not run later on a thread started for another.
+                    self._threads.remove(thread)
+                    self._jobs.remove((job, label))
+                    raise
 
     def _main(self, thread: _Thread) -> None:
         while True:
@@ -259,7 +266,14 @@ class Blocking(WaitEvent):
             self.started_at = time.monotonic()
             with runtime._lock:
                 runtime._outside_work += 1
-            runtime._blocking.submit(job, label)
+            try:
+                runtime._blocking.submit(job, label)
+            except BaseException:
+                # No thread will run the call (the token wait hands its
+                # token on and fails the task's wait with this error).
+                with runtime._lock:
+                    runtime._outside_work -= 1
+                raise
 
         self.waiting_token = True
         arm_token(limiter, borrower, sub, start, keep_cancellable=self.abandon)
@@ -318,6 +332,8 @@ def spawn_blocking(
             ``limiter`` is not a ``CapacityLimiter``, or a keyword argument is
             meant for ``fn`` (raised by the call itself).
         BaseException: what ``fn`` raised.
+        RuntimeError: the OS refused to start a thread for the call; ``fn``
+            never runs, and the token is given back.
         Cancelled: with ``abandon=True``, when the task is cancelled.
     """
     if keywords:

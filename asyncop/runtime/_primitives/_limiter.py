@@ -555,7 +555,16 @@ def arm_token(
                 waker.cancellable = False  # type: ignore[attr-defined]
             sub.handle = None
         limiter._settle(borrower, True)
-        start()
+        try:
+            start()
+        except BaseException as exc:
+            # The work cannot start (the OS refused a thread): the token
+            # goes on to the next waiter (refused here, where the permit's
+            # lock is held: no release) and the wait fails with the error.
+            with limiter._lock:
+                limiter._borrowers.discard(borrower)
+            sub.fire(None, exc)
+            return False
         return True
 
     child = CallbackSubscription(waker, event, granted)
