@@ -85,6 +85,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "KernelFields extends RuntimeBase, an extension type when compiled: Cython "
         "takes a Python import of a cimported base only from the module that defines it"
     ),
+    ("asyncop.operations._node", "asyncop.platform._frames"): (
+        "_user_frame calls the module's functions, which compiled are the C functions of "
+        "_frames.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
 }
 
 #: (importing module, imported module) -> why a type-only import may point upward.
