@@ -72,7 +72,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterator
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Generic, Never, NoReturn, SupportsIndex, final, overload
 
-from ..platform import check_deadline, check_timeout
+from ..platform import _frames, check_deadline, check_timeout
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.compiled below)
     from ..platform import pure_cython as cython
@@ -140,24 +140,31 @@ def _user_frame(depth: int = 2) -> tuple[CodeType | None, int]:
 
     ``depth`` is where the caller expects the user's frame (counted from
     here), so the usual case costs one look (compiled, asyncop's functions
-    have no frames: the walk starts at the innermost Python frame). Returns
-    the frame's code and instruction offset; the line is worked out only
-    when read. An operation asyncop's own code makes on a worker thread (a
+    have no frames: the walk starts at the innermost Python frame, and
+    reads the frames in C, see ``platform/_frames.py``). Returns the
+    frame's code and instruction offset; the line is worked out only when
+    read. An operation asyncop's own code makes on a worker thread (a
     server's connection, say), with no user frame on the stack, gets the
     place of the operation whose code made it: in the end, the user's line
     that started it all (the ``serve_tcp`` call).
     """
-    frame = _getframe(0 if cython.compiled else depth)
+    global _last_user_code
+    # (Compiled, _node.pxd cimports _frames: its functions are C calls.)
+    frame: FrameType | None = _frames.current_frame() if cython.compiled else _getframe(depth)
     while frame is not None:
-        code = frame.f_code
-        # Whether a code object is asyncop's is remembered by its id; the
-        # entry keeps the code alive, so its id is not reused meanwhile.
-        known = _known_code(id(code))
-        if known is None or known[0] is not code:
-            known = _learn_code(frame)
-        if not known[1]:
-            return code, frame.f_lasti
-        frame = frame.f_back  # type: ignore[assignment]
+        code = _frames.frame_code(frame)
+        # The code found last is the user's: no look in the cache for it.
+        if code is not _last_user_code:
+            # Whether a code object is asyncop's is remembered by its id; the
+            # entry keeps the code alive, so its id is not reused meanwhile.
+            known = _known_code(id(code))
+            if known is None or known[0] is not code:
+                known = _learn_code(frame)
+            if known[1]:
+                frame = _frames.frame_back(frame)
+                continue
+            _last_user_code = code
+        return code, _frames.frame_lasti(frame)
     state = thread_state()
     task = state.task
     maker = state.op if task is None else task.current
@@ -182,6 +189,9 @@ _OWN_CODE: dict[int, tuple[CodeType, bool]] = {}
 _OWN_CODE_MAX = 4096  # emptied when it grows past this (code made at run time)
 _known_code = _OWN_CODE.get
 _getframe = sys._getframe
+# The code of the frame _user_frame found last (the user's, and kept alive
+# by this reference: no other code object can take its place meanwhile).
+_last_user_code: CodeType | None = None
 
 
 def _learn_code(frame: FrameType) -> tuple[CodeType, bool]:

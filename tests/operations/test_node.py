@@ -729,6 +729,32 @@ def test_child_spawn_records_the_callers_file_and_line(runtime: asyncop.Runtime)
     assert (filename, lineno) == (__file__, line)
 
 
+def test_scopes_and_spawns_record_each_callers_line_in_turn(runtime: asyncop.Runtime) -> None:
+    # Makers of operations take turns, so the place each is made is found afresh.
+    where: list[tuple[str, int, int]] = []
+
+    async def inner() -> None:
+        line = this_line() + 1
+        async with asyncop.scope() as scope:
+            where.append((scope.filename, scope.lineno, line))
+            line = this_line() + 1
+            child = scope.spawn(fetch_header)
+            where.append((child.filename, child.lineno, line))
+
+    async def outer() -> None:
+        for _ in range(2):
+            line = this_line() + 1
+            async with asyncop.scope() as scope:
+                where.append((scope.filename, scope.lineno, line))
+                await inner()
+
+    runtime.spawn(outer).wait(5)
+    assert len(where) == 6
+    assert [(filename, lineno) for filename, lineno, _ in where] == [
+        (__file__, line) for _, _, line in where
+    ]
+
+
 def test_name_defaults_to_the_function_name(runtime: asyncop.Runtime) -> None:
     op = runtime.spawn(fetch_header)
     assert op.name == "fetch_header"

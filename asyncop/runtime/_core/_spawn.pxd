@@ -8,6 +8,7 @@ cimport cython
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
+from asyncop.operations._node cimport _user_frame
 from asyncop.runtime._core._task cimport on_cancel_running
 from asyncop.runtime._core._timer_calls cimport TimerCalls
 from asyncop.runtime._core._waker cimport push_locked
@@ -25,6 +26,10 @@ cdef class NodeHooks(TimerCalls):
 
     @cython.locals(node=CNode)
     cpdef bint _on_cancel_running_locked(self, op, after, _running=*) except -1
+
+
+@cython.locals(scope=bint)
+cdef _set_up(CNode op, task, bint supervise, bint shield, _scope=*)
 
 
 @cython.locals(first=CNode, last=CNode)

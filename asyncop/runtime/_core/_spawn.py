@@ -255,9 +255,18 @@ def _name_of(fn: Callable[..., Any] | None, name: object) -> str:
     return name
 
 
-def _set_up(op: AsyncOperation, task: TaskState | None, supervise: bool, shield: bool) -> None:
-    """Set a new scope's fields, and what ``supervise`` and ``shield`` ask of any node."""
-    scope = op._kind is OpKind.SCOPE
+def _set_up(
+    op: AsyncOperation,
+    task: TaskState | None,
+    supervise: bool,
+    shield: bool,
+    _scope: OpKind = OpKind.SCOPE,
+) -> None:
+    """Set a new scope's fields, and what ``supervise`` and ``shield`` ask of any node.
+
+    Compiled, a C function (see _spawn.pxd) that writes the node's fields in C.
+    """
+    scope = op._kind is _scope
     if shield:
         op._shield = True
     if scope:
