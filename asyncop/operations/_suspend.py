@@ -92,6 +92,20 @@ class Awaited:
     # (As Python only the flag, left unset at creation: see _waker.py.)
     __slots__ = ("_awaited",)
 
+    def __del__(self) -> None:
+        # Compiled, the C finalizer every event inherits: one that was
+        # awaited, as nearly every one is, costs no Python call as it goes.
+        try:
+            if self._awaited:  # type: ignore[attr-defined]
+                return
+        except AttributeError:  # (as Python: the flag is unset until awaited)
+            pass
+        if type(self) is not Suspension:  # (one await's own iterator: nothing to warn of)
+            self._never_awaited()
+
+    def _never_awaited(self) -> None:
+        """Collected without being awaited or handed over; ``WaitEvent`` warns."""
+
 
 class Suspends(Awaited):
     """The iterator protocol of one wait, which both kinds of suspension step by.

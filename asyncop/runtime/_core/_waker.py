@@ -75,7 +75,8 @@ Never awaited
 -------------
 A ``WaitEvent`` carries one flag, ``_awaited``, set when it is awaited or
 handed over (to ``select``, ``race``, ``resume_when``). It is left unset at
-creation, which costs nothing; ``__del__`` warns about an event collected
+creation, which costs nothing; ``__del__`` (``Awaited``'s, compiled a C
+finalizer) warns, through ``_never_awaited``, about an event collected
 without it, as Python warns about a coroutine never awaited. The location
 is the innermost frame outside asyncop when the event is collected: for a
 forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
@@ -178,7 +179,8 @@ class WaitEvent(Awaited, Generic[T]):
 
     # _awaited (Awaited's): set (to True) once the event is awaited or
     # otherwise used. It is left unset at creation, so making an event costs
-    # nothing more; only __del__ reads it, and only an unused event misses it.
+    # nothing more; only __del__ (Awaited's) reads it, and only an unused
+    # event misses it.
     __slots__ = ()
 
     #: A cancel of the waiting task wakes it with ``Cancelled``. False for
@@ -199,12 +201,8 @@ class WaitEvent(Awaited, Generic[T]):
     def _await_description(self) -> str:
         return _describe_safely(self)
 
-    def __del__(self) -> None:
-        try:
-            if self._awaited:
-                return
-        except AttributeError:
-            pass
+    def _never_awaited(self) -> None:
+        # (Called by Awaited.__del__, for an event neither awaited nor handed over.)
         warn_never_awaited(self)
 
     def _arm(self, sub: Subscription) -> None:
