@@ -95,6 +95,7 @@ from ._suspend import Awaited as Awaited
 from ._suspend import Suspends as Suspends
 from ._suspend import SuspendsItself as SuspendsItself
 from ._suspend import Suspension as Suspension
+from ._suspend import Watched as Watched
 from ._suspend import suspend as suspend
 from ._token import CancelHandle as CancelHandle
 from ._token import CancelToken as CancelToken

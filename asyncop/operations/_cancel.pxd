@@ -5,6 +5,7 @@ cimport cython
 
 from asyncop.operations._fields cimport OperationFields as Node
 from asyncop.operations._fields cimport RareFields as Rare
+from asyncop.operations._hooks cimport run_after
 
 
 @cython.locals(node=Node, child=Node, nxt=Node, stack=list, unstarted=list, redo=bint)

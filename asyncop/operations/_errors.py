@@ -85,7 +85,8 @@ def cancelled_for(name: str | None, reason: object) -> Cancelled:
     """Make the ``Cancelled`` delivered into the work of operation ``name``."""
     exc = Cancelled()
     exc.operation_name = name
-    exc.reason = reason
+    if reason is not None:  # (else the class's None: no second entry to make)
+        exc.reason = reason
     return exc
 
 

@@ -4,6 +4,7 @@
 cimport cython
 
 from asyncop.operations._fields cimport OperationFields as Node
+from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_final
 
 

@@ -5,6 +5,7 @@
 # and call its runtime's (RuntimeBase's), in C.
 
 from asyncop.operations._fields cimport OperationFields as CNode
+from asyncop.operations._hooks cimport run_after
 from asyncop.platform cimport _frames
 
 cimport cython

@@ -18,6 +18,13 @@ cdef class Awaited:
     cdef int _at
 
 
+# WaitEvent's base: its __del__ is the events' C finalizer, which a
+# suspension, below, has none of. (No field: the same size as Awaited.)
+@cython.auto_pickle(False)
+cdef class Watched(Awaited):
+    pass
+
+
 # The iterator protocol, once, for both kinds below. (No cdef method: one
 # would give every object a pointer to its table.)
 @cython.auto_pickle(False)

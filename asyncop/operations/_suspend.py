@@ -69,6 +69,7 @@ __all__ = [
     "Suspends",
     "Suspension",
     "SuspendsItself",
+    "Watched",
     "suspend",
 ]
 
@@ -91,6 +92,31 @@ class Awaited:
 
     # (As Python only the flag, left unset at creation: see _waker.py.)
     __slots__ = ("_awaited",)
+
+
+class Watched(Awaited):
+    """An ``Awaited`` that warns when collected unawaited: ``WaitEvent``'s base.
+
+    Compiled, an extension type whose ``__del__`` is the C finalizer every
+    event inherits: one that was awaited, as nearly every one is, goes
+    without a Python call, and only one neither awaited nor handed over
+    calls ``_never_awaited`` (which ``WaitEvent`` defines: see
+    ``_waker.py``). A :class:`Suspends` is an ``Awaited`` but no
+    ``Watched``: the iterator of one await has no finalizer to run.
+    """
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        try:
+            if self._awaited:  # type: ignore[attr-defined]
+                return
+        except AttributeError:  # (as Python: the flag is unset until awaited)
+            pass
+        self._never_awaited()
+
+    def _never_awaited(self) -> None:
+        """Collected without being awaited or handed over; ``WaitEvent`` warns."""
 
 
 class Suspends(Awaited):

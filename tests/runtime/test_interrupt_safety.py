@@ -30,6 +30,7 @@ import attrs
 import pytest
 
 import asyncop
+from tests._compiled import COMPILED
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -791,4 +792,7 @@ def test_an_interrupt_at_any_point_of_cancel_leaves_a_tree_a_later_call_complete
         if not landed:
             break
         nth += 1
-    assert nth > 3
+    # Compiled, the cancel of a tree that never started runs no Python code
+    # of asyncop's (the walk, what it leaves to run after it and the
+    # finalizations are C): an interrupt lands only as the call begins.
+    assert nth > (1 if COMPILED and tree == "pending_tree" else 3)

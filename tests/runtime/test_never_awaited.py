@@ -172,6 +172,31 @@ def test_events_given_to_select_or_resume_when_stay_silent(vrt: asyncop.Runtime)
     assert len(_never_awaited(caught)) == 1
 
 
+def test_a_subclass_with_its_own_del_still_warns_through_the_base(vrt: asyncop.Runtime) -> None:
+    collected: list[str] = []
+
+    class Tracked(WaitEvent):
+        """Records its collection, then lets the base warn as usual."""
+
+        def _arm(self, sub: Subscription) -> None:
+            sub.fire("armed")
+
+        def __del__(self) -> None:
+            collected.append("tracked")
+            super().__del__()
+
+    async def main() -> Any:
+        Tracked()  # forgotten
+        return await Tracked()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert vrt.run(main) == "armed"
+        gc.collect()
+    assert collected == ["tracked", "tracked"]
+    assert len(_never_awaited(caught)) == 1
+
+
 def test_a_forgotten_send_has_not_sent(vrt: asyncop.Runtime) -> None:
     channel: asyncop.Channel[str] = asyncop.Channel(5)
 

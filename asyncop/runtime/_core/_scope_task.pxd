@@ -7,6 +7,7 @@ cimport cython
 
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._finalize cimport transition_to_ended
+from asyncop.operations._hooks cimport run_after
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker

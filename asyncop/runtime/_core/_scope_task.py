@@ -101,7 +101,13 @@ def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outco
                 after = None  # ended already, abandoned: a plain wait
         if not op._state.final:
             sub = waker._new_wait(ev, resolve)
-            op._add_waiter_locked(sub.fire)
+            # (op._add_waiter_locked(sub.fire), in C: the waiter list is
+            # the node's field.)
+            waiters = op._waiters
+            if waiters is None:
+                op._waiters = [sub.fire]
+            else:
+                waiters.append(sub.fire)
             if waker._transition_to_waiting():
                 task.cancellable = False
                 return True

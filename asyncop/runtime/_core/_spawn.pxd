@@ -9,6 +9,7 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.operations._node cimport _user_frame
+from asyncop.operations._hooks cimport run_after
 from asyncop.runtime._core._task cimport on_cancel_running
 from asyncop.runtime._core._timer_calls cimport TimerCalls
 from asyncop.runtime._core._waker cimport push_locked

@@ -7,7 +7,9 @@ cimport cython
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
+from asyncop.operations._errors cimport cancelled_for
 from asyncop.operations._finalize cimport transition_to_ended
+from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_running
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
