@@ -29,8 +29,12 @@ Who writes what
 fields, so that a node fits a smaller allocator size class): every increment
 is masked to 32 bits (``& 0xFFFFFFFF``), so both forms wrap alike.
 
-Readers take no lock: each field is one reference, and a snapshot taken
-while the operation runs may mix one step's counts with the next one's.
+A reader takes the runtime lock, which the runtime holds while an operation
+ends: a snapshot of an operation that has ended is complete, its end stamped,
+even when the reader learnt of the end without the lock (``op.done``, or
+``op.wait()`` finding it final) on another thread, with the GIL off. A
+snapshot taken while the operation runs may still mix one step's counts
+with the next one's: the worker counts a step without the lock.
 """
 
 from __future__ import annotations
@@ -83,13 +87,14 @@ class OperationStatistics:
 
 def statistics(op: OperationFields) -> OperationStatistics:
     """What ``op`` has cost so far: the snapshot ``op.stats`` returns."""
-    started = op._started_at  # NaN until the operation starts
-    return OperationStatistics(
-        op._steps,
-        op._busy,
-        op._cpu,
-        op._wakes,
-        op._created_at,
-        None if math.isnan(started) else started,
-        getattr(op, "_ended_at", None),
-    )
+    with op.runtime._lock:  # (an operation ending holds it: see above)
+        started = op._started_at  # NaN until the operation starts
+        return OperationStatistics(
+            op._steps,
+            op._busy,
+            op._cpu,
+            op._wakes,
+            op._created_at,
+            None if math.isnan(started) else started,
+            getattr(op, "_ended_at", None),
+        )
