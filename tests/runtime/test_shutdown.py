@@ -259,38 +259,54 @@ def test_interpreter_exit_with_several_stuck_runtimes_shares_one_grace_period() 
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("nested", [False, True], ids=["one-scope", "nested-scopes"])
-def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(nested: bool) -> None:
+@pytest.mark.parametrize(
+    "inner",
+    [None, "poll", "nothing"],
+    ids=["one-scope", "nested-scopes", "nested-scopes-inner-empty"],
+)
+def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(inner: str | None) -> None:
     # The script ends while the main thread is still inside the block of a
     # scope it entered and never left: exit cancels that tree and shuts down.
+    # An inner scope with no child left ends as its block does; the scope
+    # around it must be ended all the same.
     script = textwrap.dedent(
         f"""
         import os
+        import threading
         import time
         import asyncop
 
         rt = asyncop.Runtime(2)
+        started = threading.Semaphore(0)
 
         def say(line):  # one write: threads print at the same time
             os.write(1, (line + "\\n").encode())
 
         def poll(name):
             token = asyncop.current_operation(require=True).token
+            started.release()
             while not token.cancelled:
                 time.sleep(0.005)
             say(name + " saw the cancel")
 
         def wait(name):
-            asyncop.current_operation(require=True).token.wait()
+            token = asyncop.current_operation(require=True).token
+            started.release()
+            token.wait()
             say(name + " saw the cancel")
 
         outer = rt.scope(name="outer").__enter__()
         outer.spawn(poll, "outer poll")
         outer.spawn(wait, "outer wait")
-        if {nested}:
+        count = 2
+        if {inner is not None}:
             inner = rt.scope(name="inner").__enter__()
-            inner.spawn(poll, "inner poll")
-        time.sleep(0.05)
+            if {inner == "poll"}:
+                inner.spawn(poll, "inner poll")
+                count += 1
+        # Each one started: work cancelled before it starts never runs.
+        for _ in range(count):
+            assert started.acquire(timeout=10)
         say("exiting")
         """
     )
@@ -301,7 +317,7 @@ def test_interpreter_exit_inside_a_scope_block_cancels_its_tree(nested: bool) ->
     lines = done.stdout.splitlines()
     assert lines[0] == "exiting"
     expected = {"outer poll saw the cancel", "outer wait saw the cancel"}
-    if nested:
+    if inner == "poll":
         expected.add("inner poll saw the cancel")
     assert set(lines[1:]) == expected
     assert done.stderr == ""

@@ -72,9 +72,12 @@ def abandon_open_blocks(state: ThreadState, reason: str) -> list[AsyncOperation]
     # A sync scope entered inside another one is its child: the parents
     # up to the first operation that is no open scope are this thread's.
     while op is not None and op._kind is OpKind.SCOPE and op._outcome is None:
+        # Read first: a scope with no child left becomes final as its block
+        # ends, and a final node no longer names its parent.
+        parent = op.parent
         abandon_scope(op, reason)
         ended.append(op)
-        op = op.parent
+        op = parent
     return ended
 
 
