@@ -57,6 +57,15 @@ A climb that finalizes a node whose cancel walk has not ended (the walk's
 own node, flagged) keeps the parent links from there up until the climb
 ends: a later ``cancel()`` of that node then finds what is left to finish
 above it.
+Readers without the lock
+------------------------
+The same flag tells a reader that saw the node final without the lock
+(``op.done``, ``op.state``, ``op.wait()``, a scope's exit: with the GIL
+off it runs beside this code) that step 3 may not be done: its end stamp,
+its unlinking, the failure handed to the parent and the parent's cancel,
+the runtime's bookkeeping. It then takes the lock once before it reads on
+(``_settled``, in ``_waiting.py``): the flag is cleared under the lock,
+once the node is settled.
 """
 
 from __future__ import annotations

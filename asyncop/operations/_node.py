@@ -125,6 +125,7 @@ from ._waiting import (
     check_can_block,
     observe,
     remove_waiter,
+    settled,
     snapshot,
 )
 
@@ -257,15 +258,25 @@ class AsyncOperation(OperationFields, Generic[T]):
         """What the operation has cost so far: a snapshot (see ``OperationStatistics``)."""
         return statistics(self)
 
+    # A reader that finds the operation final without the lock, and still
+    # flagged, calls _settled() before it goes on: see _waiting.py.
+
     @property
     def state(self) -> OperationState:
         """Where the operation is in its life (see ``OperationState``)."""
-        return self._state
+        state = self._state
+        if state.final and self._cancel_unfinished:
+            self._settled()
+        return state
 
     @property
     def done(self) -> bool:
         """True once the operation is COMPLETED, FAILED or CANCELLED."""
-        return self._state.final
+        if self._state.final:
+            if self._cancel_unfinished:
+                self._settled()
+            return True
+        return False
 
     @property
     def expired(self) -> bool:
@@ -276,6 +287,8 @@ class AsyncOperation(OperationFields, Generic[T]):
     def error(self) -> BaseException | None:
         """The failure of a FAILED operation, else None. Reading it observes it."""
         if self._state is OperationState.FAILED:
+            if self._cancel_unfinished:
+                self._settled()
             self._observe()
             return self._error
         return None
@@ -289,6 +302,8 @@ class AsyncOperation(OperationFields, Generic[T]):
             BaseException: the operation's failure, when it ended FAILED.
         """
         state = self._state
+        if state.final and self._cancel_unfinished:
+            self._settled()
         if state is OperationState.COMPLETED:
             return self._value  # type: ignore[no-any-return]
         if state is OperationState.FAILED:
@@ -443,6 +458,8 @@ class AsyncOperation(OperationFields, Generic[T]):
                     f"operation {self.name!r} did not end within {timeout} s; "
                     "wait again, or cancel it with op.cancel()"
                 )
+        if self._cancel_unfinished:
+            self._settled()
         return self._snapshot(observe=True)
 
     def __await__(self) -> Generator[Any, Any, T]:
@@ -466,6 +483,7 @@ class AsyncOperation(OperationFields, Generic[T]):
     _block_until_final = block_until_final
     _add_waiter_locked = add_waiter_locked
     _remove_waiter = remove_waiter
+    _settled = settled
     _snapshot = snapshot
     _observe = observe
 

@@ -8,7 +8,9 @@ calling thread through ``_park.park`` (so that a cancel of the calling
 operation ends the wait), ``_add_waiter_locked`` and ``_remove_waiter``
 keep the list of what to wake when the operation is final (a held lock to
 release, or a callback to run once the runtime lock is free), and
-``_snapshot`` and ``_observe`` read the result and mark a failure as seen.
+``_snapshot`` and ``_observe`` read the result and mark a failure as seen,
+and ``_settled`` lets a reader that saw the operation end without the
+runtime lock go on only once its end is settled.
 A thread that waits for its tree to end (``run()``, ``shutdown()``, a
 scope's exit) is marked with a :class:`TreeWait`, which the runtime's
 deadlock watch does not count as a thread that could wake a task.
@@ -39,6 +41,7 @@ __all__ = [
     "check_can_block",
     "observe",
     "remove_waiter",
+    "settled",
     "snapshot",
 ]
 
@@ -125,6 +128,26 @@ def block_until_final(
         if not self._state.final:  # else the finalizer took the list
             self._remove_waiter(wake)
     return self._state.final
+
+
+def settled(self: AsyncOperation) -> None:
+    """Return once the end of ``self``, which the caller saw final, is settled.
+
+    For a reader that saw the final state without the runtime lock
+    (``op.done``, ``op.state``, ``op.wait()``...): the finalizer writes the
+    state first, then settles the node (stamps its end, unlinks it from its
+    parent and hands it the failure, which may cancel the parent, drops its
+    task state, clears ``parent``), and flags it (``_cancel_unfinished``)
+    until it is done, under the runtime lock all along. With the GIL off, a
+    reader on another thread can get between the two: seeing the flag, it
+    takes the lock once, which the finalizer holds until the node is
+    settled. Costs one field read when the node is settled (the flag is
+    written before the state and cleared after the settling, so a reader
+    that saw the state final and the flag clear saw the settled node).
+    """
+    if self._cancel_unfinished:
+        with self.runtime._lock:  # (recursive: a caller may hold it)
+            pass
 
 
 def add_waiter_locked(self: AsyncOperation, fn: Callable[[], object] | _thread.LockType) -> None:

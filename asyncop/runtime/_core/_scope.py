@@ -192,6 +192,8 @@ class Scope(ScopeFields):
         if op is None:
             return ScopeState.NEW
         if op._state.final:
+            if op._cancel_unfinished:  # (see AsyncOperation._settled)
+                op._settled()
             return ScopeState.CLOSED
         if op._outcome is None:
             return ScopeState.OPEN
@@ -379,6 +381,8 @@ class Scope(ScopeFields):
                 # the block (if it was not yet), cancels the tree and waits.
                 interrupt = caught if interrupt is None else interrupt
                 note = note if note is not None else tree_note(op)
+        if op._cancel_unfinished:  # seen final without the lock: see AsyncOperation._settled
+            op._settled()
         verdict = _verdict(self, op, exc, interrupt)
         if isinstance(verdict, KeyboardInterrupt):
             add_tree_note(verdict, note)
@@ -480,6 +484,8 @@ class Scope(ScopeFields):
             # (A scope with no child left is final already: no wait to
             # make, as an await whose event is ready does not suspend.)
             await ScopeDone(op)
+        if op._cancel_unfinished:  # seen final without the lock: see AsyncOperation._settled
+            op._settled()
         # (Tested for None first: an isinstance() with a tuple is a slow call.)
         interrupt = exc if exc is not None and isinstance(exc, _INTERRUPTS) else None
         if misuse is not None:
