@@ -35,7 +35,7 @@ def _seen_ended(op: asyncop.AsyncOperation[None], how: int) -> None:
         op.wait(10)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["done", "state", "wait"])
 def test_a_child_seen_ended_has_left_its_parent(runtime: asyncop.Runtime, how: str) -> None:
     seen = ["done", "state", "wait"].index(how)
@@ -50,7 +50,7 @@ def test_a_child_seen_ended_has_left_its_parent(runtime: asyncop.Runtime, how: s
     assert parent.wait(10).state is asyncop.OperationState.CANCELLED
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["done", "state", "wait"])
 def test_a_failed_child_seen_ended_has_cancelled_its_parent(
     runtime: asyncop.Runtime, how: str
@@ -72,7 +72,7 @@ def test_a_failed_child_seen_ended_has_cancelled_its_parent(
         assert [type(e) for e in result.error.exceptions] == [ValueError]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_a_root_seen_ended_is_no_longer_live(runtime: asyncop.Runtime) -> None:
     async def task() -> None:
         await asyncop.checkpoint()
