@@ -125,7 +125,7 @@ def cancel_locked(
     not final, and a final node still flagged, which is still linked
     where the walk meets it, or is this node.
     """
-    if self._state.final:
+    if self._final:
         if self._cancel_unfinished:
             self._try_finalize_locked(after)
         return
@@ -193,7 +193,7 @@ def expire(self: AsyncOperation) -> None:
 
 def expire_locked(self: AsyncOperation, after: After) -> None:
     """``expire`` under the runtime lock, leaving to ``after`` what runs outside it."""
-    if self._state.final:
+    if self._final:
         return
     now = self.runtime.now()
     # When an outer deadline is due at the same instant, the outer

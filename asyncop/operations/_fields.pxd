@@ -27,7 +27,7 @@ cdef class RareFields:
 cdef class OperationFields:
     # Pointers first, then the flags together, one byte each (Python
     # reads them as 0 or 1: what it hands on as a bool goes through
-    # bool()), then the numbers: ten flags and _lasti fill 16 bytes, the
+    # bool()), then the numbers: eleven flags and _lasti fill 16 bytes, the
     # two 32-bit counters 8 more (op.stats counts modulo 2**32), so the node
     # fits a smaller allocator size class.
     cdef object __weakref__
@@ -51,6 +51,7 @@ cdef class OperationFields:
     cdef public object _task
     cdef public object _code
     cdef public object _ended_at
+    cdef public unsigned char _final
     cdef public unsigned char _observed
     cdef public unsigned char _propagates
     cdef public unsigned char _supervised

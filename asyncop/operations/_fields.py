@@ -74,6 +74,7 @@ class OperationFields:
         "_ended_at",
         "_error",
         "_expired",
+        "_final",
         "_fn",
         "_interrupted",
         "_kind",
@@ -125,6 +126,11 @@ class OperationFields:
         self.sibling_next: AsyncOperation[Any] | None = None
         self.cancel_reason: object = None
         self._state: OperationState = state
+        # Whether the state is final (a node is never born final): written
+        # with the state by its transition to final, and read where the
+        # state's own ``final`` would be an attribute lookup on an enum
+        # member (compiled, this is a C field).
+        self._final: bool = False
         self._sibling_prev: AsyncOperation[Any] | None = None
         self._kind: OpKind = kind
         self._fn: Callable[..., Any] | None = fn

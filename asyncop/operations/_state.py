@@ -37,8 +37,11 @@ answer; all of them run under the runtime lock:
 - ``_transition_to_final``: to the final state ``_finalize.py`` decided,
   with every field of the result in one call.
 
-Each state says whether it is final (``state.final``, a plain attribute
-read on every hot path). The transitions take the states they test and
+Each state says whether it is final (``state.final``, a plain attribute),
+and the node keeps the answer beside its state (``_final``, written with it
+by ``_transition_to_final``): the hot paths read that field, which the
+compiled core reads in C where ``state.final`` is a lookup on an enum
+member. The transitions take the states they test and
 write as default arguments, bound once and read as locals: on CPython 3.11,
 reading an enum member through its class goes through the enum metaclass's
 ``__getattr__`` hook and costs ten times a local's load, on paths every
@@ -207,13 +210,13 @@ def transition_to_final(
     on the main thread lands only as a call starts or a C call returns,
     so it stops the transition before it begins or lets it through
     whole. Flags the node until it is settled (see
-    ``_try_finalize_locked``), and writes the state last: a reader
-    without the lock that sees it final finds the rest.
+    ``_try_finalize_locked``), and writes the state and ``_final``
+    last: a reader without the lock that sees it final finds the rest.
 
     Returns False, and changes nothing, when the operation is final already.
     """
     # Invariant: exactly one final state, set once.
-    if self._state.final:
+    if self._final:
         return False
     assert state.final, state
     if state is not _completed:
@@ -235,4 +238,5 @@ def transition_to_final(
         self._waiters = waiters[::-1]
     self._cancel_unfinished = True
     self._state = state
+    self._final = True
     return True

@@ -360,7 +360,7 @@ def when_ended_locked(op: AsyncOperation, sub: Subscription, deliver: Callable[[
     Under the runtime lock. The pending call is kept in ``sub.handle`` so
     that ``forget_end_waiter`` can take it back.
     """
-    if op._state.final:
+    if op._final:
         return False
     sub.handle = deliver
     op._add_waiter_locked(deliver)

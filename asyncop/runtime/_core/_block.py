@@ -184,9 +184,7 @@ def running_tasks(runtime: Runtime) -> list[AsyncOperation[Any]]:
     """The live coroutine operations of ``runtime``, parents before their children."""
     with runtime._lock:
         return [
-            op
-            for op, _ in walk(list(runtime._roots))
-            if op._kind is OpKind.CORO and not op._state.final
+            op for op, _ in walk(list(runtime._roots)) if op._kind is OpKind.CORO and not op._final
         ]
 
 

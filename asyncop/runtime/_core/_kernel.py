@@ -373,7 +373,7 @@ class Kernel(WorkerPool):
                     f"cannot submit {op.name!r}, make a new Runtime"
                 )
             if not op._transition_to_pending():
-                if op._outcome is not None or op._state.final:
+                if op._outcome is not None or op._final:
                     state = "cancelled" if op._cancelled else op._state.name
                     raise RuntimeError(
                         f"cannot submit operation {op.name!r}: it is {state}; "

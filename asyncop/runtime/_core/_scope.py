@@ -191,7 +191,7 @@ class Scope(ScopeFields):
         op = self._op
         if op is None:
             return ScopeState.NEW
-        if op._state.final:
+        if op._final:
             if op._cancel_unfinished:  # (see AsyncOperation._settled)
                 op._settled()
             return ScopeState.CLOSED
@@ -480,7 +480,7 @@ class Scope(ScopeFields):
                 return False
         else:
             self._end_block(op, misuse if misuse is not None else exc)
-        if not op._state.final:
+        if not op._final:
             # (A scope with no child left is final already: no wait to
             # make, as an await whose event is ready does not suspend.)
             await ScopeDone(op)

@@ -56,7 +56,7 @@ class ScopeDone(WaitEvent):
         # (After suspend_for_children declined: the scope is final, and
         # the task goes on without suspending.)
         op = self.op
-        if op._state.final:
+        if op._final:
             sub.fire()
         else:
             op._add_waiter_locked(sub.fire)
@@ -99,7 +99,7 @@ def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outco
                 after = []
             if not transition_to_ended(op, _value, None, None, after):
                 after = None  # ended already, abandoned: a plain wait
-        if not op._state.final:
+        if not op._final:
             sub = waker._new_wait(ev, resolve)
             # (op._add_waiter_locked(sub.fire), in C: the waiter list is
             # the node's field.)

@@ -325,7 +325,7 @@ def link_new_locked(
             runtime is shut down.
     """
     if parent is not None:
-        if parent._state.final:
+        if parent._final:
             _refuse_child(parent, op)
         # Appended to the parent's live children, in O(1): the first
         # child's back link is the last child.

@@ -44,7 +44,8 @@ cpdef deliver_cancel(TaskState task)
 @cython.locals(depth=Py_ssize_t, op=CNode, node=CNode)
 cpdef note_cancel(TaskState task)
 
-@cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, inline=Py_ssize_t, start=double, now=double)
+@cython.locals(task=TaskState, waker=TaskState, first=bint, stamp=bint, native=bint, inline=Py_ssize_t,
+               start=double, now=double)
 cpdef step(CKernel runtime, CNode op, CThreadState state, CCpuMeter meter, _value=*)
 
 cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)

@@ -110,6 +110,8 @@ _WRAP = 0xFFFFFFFF
 # The types of asyncop's own compiled generators and coroutines (none when
 # it runs as Python, where they are the usual ones).
 _COMPILED_AWAITING = frozenset({OWN_GENERATOR, OWN_COROUTINE} - {GeneratorType, CoroutineType})
+# The send of a native coroutine, called with the coroutine first.
+_SEND = CoroutineType.send
 
 
 # Final: an extension type when compiled (see _task.pxd), which no class extends.
@@ -289,16 +291,15 @@ def step(
 
     ``state`` and ``meter`` are the stepping worker's. The path of a task that
     awaits checkpoints and returns a value stays in this function; see
-    ``_first_coroutine``, ``_wait_on`` and ``_raised`` for the rest. The time is
-    charged as the task yields (before anything hands it to another worker)
-    and as it ends (before the operation does).
+    ``_first_coroutine``, ``_wait_on`` and ``_raised`` for the rest. The time
+    is charged as the task yields (before anything hands it to another
+    worker) and as it ends (before the operation does).
 
-    The lock is taken with acquire()/release(), half the cost of a
-    with-statement: safe only on a worker thread, which never runs signal
-    handlers (on the main thread a Ctrl-C raised as acquire() returns would
-    skip the release). Once the task has ended, this frame lets go of it:
-    CPython 3.12 and 3.13 also link a finished coroutine's frame to the
-    frame that stepped it.
+    The lock is taken with acquire()/release(), half a with's cost: safe only
+    on a worker thread, which never runs signal handlers (on the main thread
+    a Ctrl-C raised as acquire() returns would skip the release). Once the
+    task has ended, this frame lets go of it: CPython 3.12 and 3.13 also
+    link a finished coroutine's frame to the one that stepped it.
     """
     task: TaskState | None = op._task
     if task is None:
@@ -338,12 +339,13 @@ def step(
             # It ended at once: let go of the task here too (see _first_coroutine).
             del op, task, waker
             return
+    native = type(coro) is CoroutineType  # (sent through _SEND: no bound method to make)
     inline = 0
     while True:
         state.task = task
         try:
             if error is None:
-                ev = ctx.run(coro.send, value)
+                ev = ctx.run(_SEND, coro, value) if native else ctx.run(coro.send, value)
             elif _hand_in(coro, error, state):
                 ev = ctx.run(coro.send, RAISE)
             else:
