@@ -113,7 +113,10 @@ class IoWait(WaitEvent):
         self.sock: socket.socket | None = fd if type(fd) is socket.socket else None
 
     def _arm(self, sub: Subscription) -> None:
-        reactor = sub.waker.runtime._get_reactor()
+        runtime = sub.waker.runtime
+        reactor = runtime._reactor  # (made on the first wait, by _get_reactor)
+        if reactor is None:
+            reactor = runtime._get_reactor()
         sock = self.sock
         fd = sock.fileno() if sock is not None else -1
         if fd < 0:  # not a plain socket, or a closed one (which raises here)

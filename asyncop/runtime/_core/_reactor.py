@@ -116,6 +116,7 @@ POLL_LIMIT = int(os.environ.get("ASYNCOP_WORKER_POLL_LIMIT", "16"))
 # While waits are parked, the reactor looks this often for waits on an fd
 # that was closed under them (epoll reports nothing for those).
 SWEEP_EVERY = 0.5
+_SWEEP_LOOK_EVERY = 64  # busy polls between two looks at the clock for it
 # How long the reactor thread pauses after an unexpected error.
 _RECOVER_PAUSE = 0.01
 
@@ -188,6 +189,7 @@ class Reactor:
         # seen non-empty, and whether the thread now blocks without a timeout
         # (then the next registration must wake it, or no sweep would come).
         self._swept = 0.0
+        self._sweep_looks = 0
         self._busy_at = 0.0
         self._registered = False  # a wait registered since the thread last looked
         self._forever = False
@@ -231,7 +233,17 @@ class Reactor:
                 table[key] = sub
                 self._used = True
                 self._registered = True
-                self._arm_locked(fd, self._armed.get(fd, 0) | direction, wakes)
+                directions = self._armed.get(fd, 0) | direction
+                epoll = self._epoll
+                if epoll is not None and fd in self._known:
+                    # An fd that waited before (_arm_locked, inline): one MOD.
+                    self._armed[fd] = directions
+                    try:
+                        epoll.modify(fd, _TO_EPOLL[directions] | _EPOLLONESHOT)
+                        return
+                    except OSError:
+                        pass  # _arm_locked sorts it out
+                self._arm_locked(fd, directions, wakes)
                 for i, (failed, error) in enumerate(wakes):
                     if failed is sub:
                         # Refused: this wait raises here instead.
@@ -392,11 +404,10 @@ class Reactor:
         """
         table = self._table
         if self.drives_epoll:
-            collected = self._collect_epoll(0.0, drain=False)
-            if collected is None:
-                return False
-            self.deliver(collected)
-            return True
+            collected = self._collect_epoll(0.0, False)
+            if collected is not None:
+                self.deliver(collected)
+            return collected is not None
         if not table or len(table) > POLL_LIMIT:
             return False
         with self._lock:
@@ -496,7 +507,7 @@ class Reactor:
         Returns what became ready, to hand to :meth:`deliver` once the
         caller is busy again, or None. A :meth:`wake_poller` ends the wait.
         """
-        return self._collect_epoll(timeout, drain=True)
+        return self._collect_epoll(timeout, True)
 
     def wake_poller(self) -> None:
         """End the poller's :meth:`wait_ready` (a push has work for it)."""
@@ -510,26 +521,37 @@ class Reactor:
         if wakes:
             _deliver(wakes)
 
-    def _collect_epoll(self, timeout: float | None, *, drain: bool) -> Collected | None:
+    def _collect_epoll(self, timeout: float | None, drain: bool) -> Collected | None:
         """Poll epoll once; take the waits that became ready out of the table.
 
         Only the poller (``drain``) empties the wake-up channel: a zero-
         timeout poll by a busy worker must not eat the poller's wake-up.
         While waits are parked, the wait is cut at the next sweep for fds
         closed under their waiters (epoll reports nothing for those).
+        A busy worker's poll (every round of its loop: a hot path) reads the
+        clock for the sweep once in ``_SWEEP_LOOK_EVERY``, and takes no lock
+        when it finds nothing.
         """
+        table = self._table
         wait = -1.0 if timeout is None else timeout
-        if self._table and wait != 0.0:
+        if wait != 0.0 and table:
             until_sweep = max(0.0, self._swept + SWEEP_EVERY - time.monotonic())
             wait = until_sweep if wait < 0 else min(wait, until_sweep)
         try:
             events = self._epoll.poll(wait)
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             events = []
+        sweep_due = False
+        if table:
+            self._sweep_looks -= 1
+            if drain or self._sweep_looks <= 0:
+                self._sweep_looks = _SWEEP_LOOK_EVERY
+                sweep_due = time.monotonic() - self._swept >= SWEEP_EVERY
+        if not events and not sweep_due:
+            return None
         wake_fd = self._wake_fd
         fired: list[Subscription] = []
         wakes: list[_Wake] = []
-        table = self._table
         armed_fds = self._armed
         with self._lock:
             for fd, mask in events:
@@ -555,7 +577,7 @@ class Reactor:
                     # With nothing left to wait for, the fd stays disarmed
                     # (and known) at no cost: the next wait modifies it.
                     self._arm_locked(fd, armed, wakes)
-            if self._table and time.monotonic() - self._swept >= SWEEP_EVERY:
+            if sweep_due and table:
                 self._sweep_locked(wakes)
         if fired or wakes:
             return fired, wakes
