@@ -376,6 +376,21 @@ class Lock:
             held.remove(self)
         self._owner = None
 
+    def _queue_notified(self, waiter: Any, owner: object) -> None:
+        """Queue a notified ``Condition`` waiter for the lock, behind those queued already.
+
+        The waiter wakes holding the lock (``waiter.fire`` sets its event),
+        so that neither the notifier nor a newcomer can take the lock first.
+        """
+        with self._mutex:
+            if self._broken:
+                waiter.fire(None, self._broken_error())
+            elif self._owner is None and not self._waiters:
+                waiter.fire(LockGuard(self))
+                self._take(owner)
+            else:
+                self._waiters.append((waiter, owner))
+
     def _hand_over(self) -> None:
         # Under the mutex: give the lock to the first waiter that takes it.
         while self._waiters:
