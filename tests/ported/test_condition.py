@@ -300,3 +300,24 @@ def test_a_thread_timing_out_holds_the_lock_and_returns_false() -> None:
         assert cond.lock.statistics().owner is threading.current_thread()
         assert cond.statistics().tasks_waiting == 0
     assert not cond.locked()
+
+
+@pytest.mark.asyncop
+async def test_a_cancelled_waiter_leaves_the_count_at_once(autojump_clock: VirtualClock) -> None:
+    cond = asyncop.Condition()
+
+    async def waiter() -> None:
+        async with cond:
+            await cond.wait_async()
+
+    async with asyncop.scope() as s:
+        ops = [s.spawn(waiter) for _ in range(2)]
+        await wait_all_blocked()
+        assert cond.statistics().tasks_waiting == 2
+        ops[0].cancel()
+        assert cond.statistics().tasks_waiting == 1
+        await wait_all_blocked()
+        assert cond.statistics().tasks_waiting == 1
+        async with cond:
+            cond.notify_all()
+    assert cond.statistics().tasks_waiting == 0

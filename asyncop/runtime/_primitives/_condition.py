@@ -44,6 +44,7 @@ from .._core._waker import WaitEvent
 from ._names import check_name, label, made_at, short_label
 from ._statistics import ConditionStatistics
 from ._sync import Event, Lock, LockGuard, _owner_key
+from ._waiters import waiter_is_live
 
 __all__ = ["Condition"]
 
@@ -85,6 +86,17 @@ class _Waiter:
         self.error = error
         self.event.set()
         return True
+
+    def waiting(self) -> bool:
+        """Still waiting for ``notify()``: not given up (cancelled, timed out) meanwhile.
+
+        A snapshot, read under the condition's mutex: a task or thread
+        about to wait for the event counts as waiting.
+        """
+        event = self.event
+        with event._mutex:
+            queued = event._waiters
+            return not queued or any(waiter_is_live(entry) for entry in queued)
 
     def _describe(self) -> str:
         """What the waiter waits on, for ``dump()`` and reports (``Event._purpose``)."""
@@ -142,7 +154,7 @@ class Condition:
         Not a cancellation point.
         """
         with self._mutex:
-            waiting = len(self._waiters)
+            waiting = sum(1 for waiter in self._waiters if waiter.waiting())
         return ConditionStatistics(waiting, self._lock.statistics())
 
     # -- the lock ----------------------------------------------------------------

@@ -60,7 +60,7 @@ from .._core._waker import SelfSuspendedEvent, Subscription, WaitEvent
 from ._lock_cycles import cycle_error, holder_text
 from ._names import check_name, label, made_at, short_label
 from ._statistics import EventStatistics, LockStatistics
-from ._waiters import ThreadWaiter, remove_waiter
+from ._waiters import ThreadWaiter, live_waiters, remove_waiter
 
 __all__ = ["Event", "Lock", "LockGuard"]
 
@@ -368,7 +368,7 @@ class Lock:
         with self._mutex:
             owner = self._owner
             holder: Any = owner.task if isinstance(owner, TaskState) else owner
-            return LockStatistics(holder is not None, holder, len(self._waiters))
+            return LockStatistics(holder is not None, holder, live_waiters(self._waiters))
 
     def _drop_owner(self, owner: object) -> None:
         held = owner.task._held if isinstance(owner, TaskState) else None
@@ -514,7 +514,7 @@ class Event:
         Not a cancellation point.
         """
         with self._mutex:
-            return EventStatistics(len(self._waiters))
+            return EventStatistics(live_waiters(self._waiters))
 
     def wait_async(self) -> WaitEvent[None]:
         """Wait in a coroutine until the flag is set. A cancellation point."""
