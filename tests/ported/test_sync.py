@@ -4,7 +4,9 @@ semaphore cases.
 
 Differences that follow asyncop's rules: every primitive works from threads as
 well as tasks; re-acquiring a Lock you hold raises RuntimeError at once (asyncio
-would deadlock); a Lock whose holder ends without releasing it is broken.
+would deadlock); a Lock whose holder ends without releasing it is broken; an
+acquire that need not wait does not yield to other tasks (as in asyncio; trio's
+does).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import gc
 import math
 import threading
+from typing import Any
 
 import pytest
 
@@ -838,3 +841,56 @@ def test_spawn_blocking_with_limiter(vruntime: asyncop.Runtime) -> None:
     vruntime.run(main)
     gc.collect()
     assert peak[0] == 1
+
+
+# ---------------------------------------------------------------- taking turns
+
+
+def _lock_likes() -> list[Any]:
+    return [asyncop.Lock, lambda: asyncop.Semaphore(1), lambda: asyncop.CapacityLimiter(1)]
+
+
+@pytest.mark.asyncop
+@pytest.mark.parametrize("make", _lock_likes(), ids=["Lock", "Semaphore", "CapacityLimiter"])
+async def test_tasks_looping_on_a_lock_take_turns_with_a_checkpoint(
+    autojump_clock: VirtualClock, make: Any
+) -> None:
+    # trio's generic FIFO fairness case. An acquire that need not wait does
+    # not yield (as in asyncio), so the loop passes a checkpoint to let the
+    # other tasks queue; from then on each release goes to the oldest waiter.
+    lock_like = make()
+    record: list[int] = []
+
+    async def loopy(name: int) -> None:
+        for _ in range(5):
+            async with lock_like:
+                record.append(name)
+            await asyncop.checkpoint()
+
+    async with asyncop.scope() as s:
+        for name in (1, 2, 3):
+            s.spawn(loopy, name)
+    assert record == [1, 2, 3] * 5
+
+
+@pytest.mark.asyncop
+@pytest.mark.parametrize("make", _lock_likes(), ids=["Lock", "Semaphore", "CapacityLimiter"])
+async def test_acquire_nowait_holds_back_a_later_acquire(
+    autojump_clock: VirtualClock, make: Any
+) -> None:
+    lock_like = make()
+    record: list[str] = []
+
+    async def taker() -> None:
+        record.append("started")
+        async with lock_like:
+            pass
+        record.append("finished")
+
+    async with asyncop.scope() as s:
+        lock_like.acquire_nowait()
+        s.spawn(taker)
+        await wait_all_blocked()
+        assert record == ["started"]
+        lock_like.release()
+    assert record == ["started", "finished"]

@@ -65,7 +65,7 @@ from ._channel_ends import (
 from ._channel_ends import _End as End
 from ._names import check_name, label, made_at, short_label
 from ._statistics import ChannelStatistics
-from ._waiters import ThreadWaiter, remove_waiter
+from ._waiters import ThreadWaiter, live_waiters, remove_waiter, waiter_is_live
 
 __all__ = ["Channel"]
 
@@ -523,14 +523,17 @@ class Channel(Receiving[T]):
         with self._mutex:
             senders = self._senders
             prepaid = sum(1 for waiter, _item in senders if waiter is _PREPAID)
+            waiting = sum(
+                1 for entry in senders if entry[0] is not _PREPAID and waiter_is_live(entry)
+            )
             ends = self._ends or {}
             return ChannelStatistics(
                 len(self._buffer) + prepaid,
                 self.capacity,
                 ends.get("sender", 0),
                 ends.get("receiver", 0),
-                len(senders) - prepaid,
-                len(self._receivers),
+                waiting,
+                live_waiters(self._receivers),
             )
 
     # -- iteration -----------------------------------------------------------------

@@ -8,17 +8,26 @@
             await cond.wait_async()       # release, wait for notify(), re-acquire
 
 It is composed of asyncop's own primitives: the ``Lock`` it guards, and
-one ``Event`` per waiter in a FIFO queue. ``notify(n)`` sets the events of
-the ``n`` oldest waiters. So the waits keep those primitives' rules: a task's
-wait is a cancellation point, a thread's wait honours its timeout.
+one ``Event`` per waiter (a :class:`_Waiter`) in a FIFO queue. ``notify(n)``
+moves the ``n`` oldest waiters from that queue to the end of the lock's
+queue, and the release that hands one the lock sets its event: a notified
+waiter wakes holding the lock, so neither the notifier nor a newcomer can
+take the lock before it (FIFO, as trio's Condition), and the lock's
+``statistics()`` counts it among the lock's waiters. The waits keep those
+primitives' rules: a task's wait is a cancellation point, a thread's wait
+honours its timeout.
 
 A waiter always holds the lock again when it leaves ``wait``, however it
-leaves (notified, timed out, cancelled, interrupted): a task re-acquires it
-in a shielded scope when it is cancelled, and a thread re-acquires it
-without being a cancellation point, retrying after a KeyboardInterrupt and
-raising it once the lock is held. A waiter that was notified but leaves
-with an error passes its notification on to the next waiter, so no notify
-is lost.
+leaves (notified, timed out, cancelled, interrupted): not yet notified, a
+task re-acquires it in a shielded scope when it is cancelled, and a thread
+re-acquires it without being a cancellation point, retrying after a
+KeyboardInterrupt and raising it once the lock is held; already notified,
+it waits the same way for the lock to be handed to it. A waiter that was
+notified but leaves with an error passes its notification on to the next
+waiter, so no notify is lost.
+
+Lock order: the condition's mutex, then the lock's (``notify`` queues
+waiters on the lock under both), then a waiter event's.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from types import TracebackType
-from typing import final
+from typing import Any, final
 
 from ...operations import Cancelled, blocking_in_task_error, thread_state
 from ...platform import check_timeout
@@ -35,6 +44,7 @@ from .._core._waker import WaitEvent
 from ._names import check_name, label, made_at, short_label
 from ._statistics import ConditionStatistics
 from ._sync import Event, Lock, LockGuard, _owner_key
+from ._waiters import waiter_is_live
 
 __all__ = ["Condition"]
 
@@ -45,6 +55,55 @@ def _refuse_in_task(call: str, cond: Condition) -> None:
         raise blocking_in_task_error(
             f"{call} on {cond._label()}", "'async with cond:' or 'await cond.acquire_async()'"
         )
+
+
+@final
+class _Waiter:
+    """One wait on a ``Condition``: queued for ``notify()``, then for the lock.
+
+    ``event`` is set when the lock is handed to the waiter (or found
+    broken: ``error``). ``owner`` is who will hold the lock, the task or
+    the thread, as ``Lock`` records it; ``notified`` turns True, under the
+    condition's mutex, when ``notify()`` moves the waiter to the lock.
+    """
+
+    __slots__ = ("cond", "error", "event", "notified", "owner")
+
+    def __init__(self, cond: Condition, owner: object) -> None:
+        self.cond = cond
+        self.owner = owner
+        self.notified = False
+        self.error: BaseException | None = None
+        self.event = Event(name="")  # (named: no frame lookup; shown as this wait)
+        self.event._purpose = self
+
+    def fire(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """The lock is this waiter's now, or broken: wake it. Under the lock's mutex.
+
+        Always taken: a waiter that gave up waiting still waits for the
+        lock, so that it holds it when it leaves.
+        """
+        self.error = error
+        self.event.set()
+        return True
+
+    def waiting(self) -> bool:
+        """Still waiting for ``notify()``: not given up (cancelled, timed out) meanwhile.
+
+        A snapshot, read under the condition's mutex: a task or thread
+        about to wait for the event counts as waiting.
+        """
+        event = self.event
+        with event._mutex:
+            queued = event._waiters
+            return not queued or any(waiter_is_live(entry) for entry in queued)
+
+    def _describe(self) -> str:
+        """What the waiter waits on, for ``dump()`` and reports (``Event._purpose``)."""
+        cond = self.cond
+        if self.notified:
+            return f"{cond._lock._wait_text()}, notified by {cond._label()}"
+        return f"notify() of {cond._label()}"
 
 
 @final
@@ -76,8 +135,9 @@ class Condition:
             )
         self._lock = lock
         self._mutex = threading.Lock()
-        # One Event per waiter, oldest first; notify() pops and sets them.
-        self._waiters: deque[Event] = deque()
+        # The waiters not yet notified, oldest first; notify() moves them
+        # to the lock's queue.
+        self._waiters: deque[_Waiter] = deque()
 
     @property
     def lock(self) -> Lock:
@@ -94,7 +154,7 @@ class Condition:
         Not a cancellation point.
         """
         with self._mutex:
-            waiting = len(self._waiters)
+            waiting = sum(1 for waiter in self._waiters if waiter.waiting())
         return ConditionStatistics(waiting, self._lock.statistics())
 
     # -- the lock ----------------------------------------------------------------
@@ -156,30 +216,19 @@ class Condition:
     def _label(self) -> str:
         return label("condition", self.name, self._site)
 
-    def _describe(self) -> str:
-        """What a waiter's event stands for (``Event._purpose``)."""
-        return f"notify() of {self._label()}"
-
-    def _enqueue(self) -> Event:
-        waiter = Event(name="")  # (named: no frame lookup; shown as this condition's)
-        waiter._purpose = self
+    def _enqueue(self) -> _Waiter:
+        waiter = _Waiter(self, _owner_key())
         with self._mutex:
             self._waiters.append(waiter)
         return waiter
 
-    def _withdraw(self, waiter: Event) -> bool:
+    def _withdraw(self, waiter: _Waiter) -> bool:
         """Leave the queue; True if ``waiter`` had been notified already."""
         with self._mutex:
-            try:
-                self._waiters.remove(waiter)
-            except ValueError:
+            if waiter.notified:
                 return True
+            self._waiters.remove(waiter)
             return False
-
-    def _pass_on(self, waiter: Event) -> None:
-        """Leaving with an error: a notification already received goes to the next waiter."""
-        if self._withdraw(waiter):
-            self._notify(1)
 
     async def _reacquire_async(self) -> None:
         try:
@@ -191,13 +240,23 @@ class Condition:
                 await self._lock.lock_async()
             raise
 
+    async def _handed_async(self, waiter: _Waiter) -> None:
+        # Notified, then cancelled: the lock comes in its turn; wait for it
+        # where the cancel cannot reach.
+        if not waiter.event.is_set():
+            async with scope(shield=True, name="Condition.wait_async() re-acquiring its lock"):
+                await waiter.event.wait_async()
+
     async def wait_async(self) -> None:
         """Release the lock, wait for ``notify``, and hold the lock again. A cancellation point.
 
-        Whatever happens, the task holds the lock when this returns or raises.
+        Whatever happens, the task holds the lock when this returns or
+        raises (unless the lock was broken meanwhile). A notified waiter
+        gets the lock before anyone who asks for it after the notify.
 
         Raises:
             RuntimeError: the task does not hold the lock.
+            BrokenResourceError: the lock was broken while the task waited.
             Cancelled: the task was cancelled while waiting (it holds the
                 lock again; a notification it had received goes to the next
                 waiter).
@@ -206,21 +265,20 @@ class Condition:
         waiter = self._enqueue()
         self._lock.release()
         try:
-            await waiter.wait_async()
+            await waiter.event.wait_async()
         except BaseException:
-            self._pass_on(waiter)
-            await self._reacquire_async()
+            if self._withdraw(waiter):
+                # Notified, but this task leaves without acting on it, so
+                # another waiter must get it or it is lost.
+                await self._handed_async(waiter)
+                self._notify(1)
+            else:
+                await self._reacquire_async()
             raise
-        try:
-            await self._reacquire_async()
-        except BaseException:
-            # Notified, then cancelled while taking the lock back: this task
-            # leaves without acting on the notification, so another waiter
-            # must get it or it is lost.
-            self._notify(1)
-            raise
+        if waiter.error is not None:
+            raise waiter.error
 
-    def _reacquire_blocking(self) -> None:
+    def _blocking_uninterrupted(self, call: Any) -> None:
         # Not a cancellation point: the caller must hold the lock when it
         # leaves, so the thread waits as a plain thread would.
         state = thread_state()
@@ -230,7 +288,7 @@ class Condition:
         try:
             while True:
                 try:
-                    self._lock.acquire()
+                    call()
                     break
                 except KeyboardInterrupt as exc:
                     interrupt = exc
@@ -239,11 +297,18 @@ class Condition:
         if interrupt is not None:
             raise interrupt
 
+    def _reacquire_blocking(self) -> None:
+        self._blocking_uninterrupted(self._lock.acquire)
+
+    def _handed_blocking(self, waiter: _Waiter) -> None:
+        self._blocking_uninterrupted(waiter.event.wait)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Release the lock, wait in a thread for ``notify``, and hold the lock again.
 
         Whatever happens, the thread holds the lock when this returns or
-        raises. ``timeout`` is in seconds; None or ``inf`` mean no limit.
+        raises (unless the lock was broken meanwhile). ``timeout`` is in
+        seconds; None or ``inf`` mean no limit.
 
         Returns:
             True if notified, False if the timeout passed first.
@@ -251,6 +316,7 @@ class Condition:
         Raises:
             RuntimeError: the thread does not hold the lock, or the call is
                 made inside a coroutine (use ``wait_async``).
+            BrokenResourceError: the lock was broken while the thread waited.
             TypeError, ValueError: ``timeout`` is not a number of seconds.
         """
         seconds = check_timeout(timeout, "Condition.wait(timeout=...)")
@@ -262,24 +328,35 @@ class Condition:
         waiter = self._enqueue()
         self._lock.release()
         try:
-            notified = waiter.wait(seconds)
+            notified = waiter.event.wait(seconds)
         except BaseException:
-            self._pass_on(waiter)
-            self._reacquire_blocking()
+            if self._withdraw(waiter):
+                self._handed_blocking(waiter)
+                self._notify(1)
+            else:
+                self._reacquire_blocking()
             raise
-        if not notified:
-            # A notify that landed as the timeout passed still counts.
-            notified = self._withdraw(waiter)
-        self._reacquire_blocking()
-        return notified
+        # A notify that landed as the timeout passed still counts.
+        if not notified and not self._withdraw(waiter):
+            self._reacquire_blocking()
+            return False
+        self._handed_blocking(waiter)
+        if waiter.error is not None:
+            raise waiter.error
+        return True
 
     # -- notifying ---------------------------------------------------------------
 
-    def _notify(self, n: int) -> None:
+    def _notify(self, n: int | None) -> None:
+        """Move the ``n`` oldest waiters (None: every one) to the lock's queue, in order."""
+        lock = self._lock
         with self._mutex:
             waiters = self._waiters
-            for _ in range(min(n, len(waiters))):
-                waiters.popleft().set()
+            count = len(waiters) if n is None else min(n, len(waiters))
+            for _ in range(count):
+                waiter = waiters.popleft()
+                waiter.notified = True
+                lock._queue_notified(waiter, waiter.owner)
 
     def notify(self, n: int = 1) -> None:
         """Wake the ``n`` oldest waiters (fewer if fewer wait). Not a cancellation point.
@@ -314,10 +391,7 @@ class Condition:
             RuntimeError: the caller does not hold the lock.
         """
         self._check_held("notify_all()")
-        with self._mutex:
-            waiters, self._waiters = self._waiters, deque()
-        for waiter in waiters:
-            waiter.set()
+        self._notify(None)
 
     def __repr__(self) -> str:
         where = short_label(self.name, self._site)

@@ -54,6 +54,7 @@ from .._introspect import runtime_of_caller
 from ._names import check_name, label, made_at, short_label
 from ._semaphore import Semaphore
 from ._statistics import CapacityLimiterStatistics
+from ._waiters import live_waiters
 
 if TYPE_CHECKING:
     from .._core._kernel import Kernel
@@ -392,7 +393,7 @@ class CapacityLimiter:
         with sem._mutex, self._lock:  # (the lock order)
             borrowers = tuple(self._borrowers)
             return CapacityLimiterStatistics(
-                len(borrowers), self._total, borrowers, len(sem._waiters)
+                len(borrowers), self._total, borrowers, live_waiters(sem._waiters)
             )
 
     # -- context managers ----------------------------------------------------

@@ -20,7 +20,7 @@ from ...platform import check_timeout
 from .._core._waker import Subscription, WaitEvent
 from ._names import check_name, label, made_at, short_label
 from ._statistics import SemaphoreStatistics
-from ._waiters import ThreadWaiter, remove_waiter
+from ._waiters import ThreadWaiter, live_waiters, remove_waiter
 
 __all__ = ["Semaphore"]
 
@@ -199,7 +199,7 @@ class Semaphore:
         Not a cancellation point.
         """
         with self._mutex:
-            return SemaphoreStatistics(len(self._waiters))
+            return SemaphoreStatistics(live_waiters(self._waiters))
 
     def release(self) -> None:
         """Return a permit: to the first live waiter, or to the pool.

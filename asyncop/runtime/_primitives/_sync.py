@@ -60,7 +60,7 @@ from .._core._waker import SelfSuspendedEvent, Subscription, WaitEvent
 from ._lock_cycles import cycle_error, holder_text
 from ._names import check_name, label, made_at, short_label
 from ._statistics import EventStatistics, LockStatistics
-from ._waiters import ThreadWaiter, remove_waiter
+from ._waiters import ThreadWaiter, live_waiters, remove_waiter
 
 __all__ = ["Event", "Lock", "LockGuard"]
 
@@ -368,13 +368,28 @@ class Lock:
         with self._mutex:
             owner = self._owner
             holder: Any = owner.task if isinstance(owner, TaskState) else owner
-            return LockStatistics(holder is not None, holder, len(self._waiters))
+            return LockStatistics(holder is not None, holder, live_waiters(self._waiters))
 
     def _drop_owner(self, owner: object) -> None:
         held = owner.task._held if isinstance(owner, TaskState) else None
         if held and self in held:
             held.remove(self)
         self._owner = None
+
+    def _queue_notified(self, waiter: Any, owner: object) -> None:
+        """Queue a notified ``Condition`` waiter for the lock, behind those queued already.
+
+        The waiter wakes holding the lock (``waiter.fire`` sets its event),
+        so that neither the notifier nor a newcomer can take the lock first.
+        """
+        with self._mutex:
+            if self._broken:
+                waiter.fire(None, self._broken_error())
+            elif self._owner is None and not self._waiters:
+                waiter.fire(LockGuard(self))
+                self._take(owner)
+            else:
+                self._waiters.append((waiter, owner))
 
     def _hand_over(self) -> None:
         # Under the mutex: give the lock to the first waiter that takes it.
@@ -499,7 +514,7 @@ class Event:
         Not a cancellation point.
         """
         with self._mutex:
-            return EventStatistics(len(self._waiters))
+            return EventStatistics(live_waiters(self._waiters))
 
     def wait_async(self) -> WaitEvent[None]:
         """Wait in a coroutine until the flag is set. A cancellation point."""

@@ -11,6 +11,10 @@ build on it; ``_channel.py`` does the same for items.
 A queue entry is the waiter itself, or a tuple whose first element is the
 waiter (a lock keeps the acquirer beside it, a channel the item):
 :func:`remove_waiter` finds either.
+
+A cancelled task's waiter stays queued until the task runs and takes it
+out, but it has given up at once: ``fire`` refuses it, and
+:func:`live_waiters`, which ``statistics()`` counts with, leaves it out.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, final
 
 from ...operations import cancelled_error, park
+from .._core._waker import WakerStatus
 
 if TYPE_CHECKING:
     from ...operations import AsyncOperation
 
-__all__ = ["ThreadWaiter", "remove_waiter"]
+__all__ = ["ThreadWaiter", "live_waiters", "remove_waiter", "waiter_is_live"]
 
 
 @final
@@ -132,3 +137,28 @@ def remove_waiter(queue: deque[Any], waiter: object) -> None:
         if entry is waiter or (type(entry) is tuple and entry[0] is waiter):
             del queue[index]
             return
+
+
+def waiter_is_live(entry: object) -> bool:
+    """Whether a queue entry's waiter would still take what is offered (a snapshot).
+
+    A thread's waiter until it timed out, was cancelled or interrupted; a
+    task's until its wait was won by something else (a cancel, a timeout,
+    another event of a ``select``); any other waiter (a ``Condition``
+    waiter queued on its lock) always.
+    """
+    waiter: Any = entry[0] if type(entry) is tuple else entry
+    if type(waiter) is ThreadWaiter:
+        return not waiter.done
+    waker = getattr(waiter, "waker", None)
+    if waker is None:
+        return True
+    status = waker.status
+    return bool(waiter.generation == waker.generation) and (
+        status is WakerStatus.NO_STATUS or status is WakerStatus.WAITING
+    )
+
+
+def live_waiters(queue: deque[Any]) -> int:
+    """How many entries of ``queue`` are live waiters (see :func:`waiter_is_live`)."""
+    return sum(1 for entry in queue if waiter_is_live(entry))
