@@ -167,7 +167,7 @@ def test_top_into_a_pipe_prints_each_view_below_the_last_until_ctrl_c(served: st
             assert line, f"top ended early: {top.wait(10)}, {top.stderr and top.stderr.read()}"
             seen.append(line)
         top.send_signal(signal.SIGINT)
-        out, err = top.communicate(timeout=20)
+        _, err = top.communicate(timeout=20)
     finally:
         if top.poll() is None:
             top.kill()

@@ -340,7 +340,9 @@ def test_the_testing_guide_example_passes(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
-def test_the_finding_a_hang_example_fails_at_once_with_the_report(pytester: pytest.Pytester) -> None:
+def test_the_finding_a_hang_example_fails_at_once_with_the_report(
+    pytester: pytest.Pytester,
+) -> None:
     text = (ROOT / "docs" / "howto" / "finding-a-hang.md").read_text(encoding="utf-8")
     section = text[text.index("### In tests") :]
     start = section.index("```py\n") + len("```py\n")

@@ -167,14 +167,12 @@ def _error(lock: Any, chain: list[tuple[Any, object]]) -> DeadlockError:
         lines.append(f"{held._label()} is held by {holder_text(holder)}")
         if index + 1 < len(chain):
             lines.append(
-                f"{holder_text(holder)}{_waits_at(holder)} waits for "
-                f"{chain[index + 1][0]._label()}"
+                f"{holder_text(holder)}{_waits_at(holder)} waits for {chain[index + 1][0]._label()}"
             )
     # A task caller is suspended at its acquire by now, and a thread caller
     # runs this check itself: either way, the line is the acquire's.
     lines.append(
-        f"{holder_text(me)} (the caller){_waits_at(me)} asks for {lock._label()}: "
-        "the cycle closes"
+        f"{holder_text(me)} (the caller){_waits_at(me)} asks for {lock._label()}: the cycle closes"
     )
     report = "\n".join(f"  {line}" for line in lines)
     return DeadlockError(
