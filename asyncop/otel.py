@@ -136,13 +136,19 @@ class Instrumentation:
     def close(self) -> None:
         """Stop making spans; end those still open. Idempotent.
 
+        Also after the runtime removed the instrumentation because one of
+        its calls raised (a ``select`` that raises, say: logged then).
+
         A worker reporting an operation's end at that very moment may end
         its span just after ``close()`` returns.
         """
         if self._closed:
             return
         self._closed = True
-        self.runtime.remove_instrument(self._hooks)
+        try:
+            self.runtime.remove_instrument(self._hooks)
+        except ValueError:
+            pass  # removed already, when one of its calls raised (``select``'s), and logged
         self._hooks.end_all()
 
     def __enter__(self) -> Instrumentation:
