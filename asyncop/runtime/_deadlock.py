@@ -277,7 +277,7 @@ class DeadlockWatch:
             logger.warning("asyncop: %s\n%s", headline, report)
             return
         error = DeadlockError(headline, report)
-        for root in taken:
+        for root in roots:  # (all: a run() about to wait takes it too)
             self._errors[root] = error
         untaken = [root for root in roots if root not in taken]
         if untaken:
@@ -340,8 +340,10 @@ class DeadlockWatch:
         """Say that the caller will take root ``op``'s error with ``take_error``.
 
         For a caller that waits for ``op`` outside asyncop's calls (the
-        pytest plugin), which the watch cannot see waiting; ``run()`` and a
-        sync scope's exit need not.
+        pytest plugin), which the watch cannot see waiting, and for
+        ``run()`` between its spawn and its wait; a sync scope's exit need
+        not (the thread running the block keeps the runtime from counting
+        as stuck).
         """
         self._claimed.add(op)
 
