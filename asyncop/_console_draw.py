@@ -4,7 +4,9 @@ Loaded only by a command that draws (``_console_client.run_command``), so
 that the client runs without ``rich`` for ``dump`` and says what is missing
 for the others. Everything on the screen goes through rich: no escape codes
 are written here. ``top`` reads keys in cbreak mode (``q`` quits) and
-redraws every ``REFRESH`` seconds on the terminal's alternate screen.
+redraws every ``REFRESH`` seconds on the terminal's alternate screen; on
+an output that is no terminal (a pipe, a file), where a redraw in place
+would show nothing until the end, it prints each view below the last.
 """
 
 from __future__ import annotations
@@ -270,6 +272,9 @@ def _wait_for_quit(stream: TextIO, keys: bool, timeout: float) -> bool:
 
 def top(client: ConsoleClient, console: Console, stdin: TextIO) -> None:
     """Redraw the operations about once a second until ``q`` or Ctrl-C."""
+    if not console.is_terminal:
+        _top_lines(client, console, stdin)
+        return
     redraws = 1
     view = top_view(client.request("snapshot")["runtimes"], client.path, redraws, console.width)
     with (
@@ -280,6 +285,25 @@ def top(client: ConsoleClient, console: Console, stdin: TextIO) -> None:
             redraws += 1
             snaps = client.request("snapshot")["runtimes"]
             live.update(top_view(snaps, client.path, redraws, console.width), refresh=True)
+
+
+def _top_lines(client: ConsoleClient, console: Console, stdin: TextIO) -> None:
+    """``top`` on an output that is no terminal: each view printed below the last.
+
+    rich's live display draws such an output only when it stops, so ``top
+    | tee log`` would show nothing for as long as it runs.
+    """
+    redraws = 0
+    with _keys(stdin) as keys:
+        while True:
+            redraws += 1
+            snaps = client.request("snapshot")["runtimes"]
+            if redraws > 1:
+                console.print()
+            console.print(top_view(snaps, client.path, redraws, console.width))
+            console.file.flush()
+            if _wait_for_quit(stdin, keys, REFRESH):
+                return
 
 
 def draw(command: str, client: ConsoleClient) -> None:

@@ -93,7 +93,8 @@ def instrument(
         context manager) to stop.
 
     Raises:
-        TypeError: ``runtime`` is not a Runtime, or ``select`` is not callable.
+        TypeError: ``runtime`` is not a Runtime, ``tracer_provider`` is not a
+            TracerProvider, or ``select`` is not callable.
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(
@@ -105,6 +106,12 @@ def instrument(
             f"asyncop.otel.instrument(select=...) needs a callable taking an operation, got "
             f"{type(select).__name__}; pass a function that returns True for the operations "
             "to trace, or None for all"
+        )
+    if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+        raise TypeError(
+            f"asyncop.otel.instrument(tracer_provider=...) needs an OpenTelemetry "
+            f"TracerProvider, got {type(tracer_provider).__name__}; pass one (such as "
+            "opentelemetry.sdk.trace.TracerProvider()), or None for the global one"
         )
     tracer = trace.get_tracer("asyncop", __version__, tracer_provider=tracer_provider)
     instrumentation = Instrumentation(runtime, tracer, select)
@@ -129,13 +136,19 @@ class Instrumentation:
     def close(self) -> None:
         """Stop making spans; end those still open. Idempotent.
 
+        Also after the runtime removed the instrumentation because one of
+        its calls raised (a ``select`` that raises, say: logged then).
+
         A worker reporting an operation's end at that very moment may end
         its span just after ``close()`` returns.
         """
         if self._closed:
             return
         self._closed = True
-        self.runtime.remove_instrument(self._hooks)
+        try:
+            self.runtime.remove_instrument(self._hooks)
+        except ValueError:
+            pass  # removed already, when one of its calls raised (``select``'s), and logged
         self._hooks.end_all()
 
     def __enter__(self) -> Instrumentation:

@@ -235,6 +235,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if root.done:
         # A fixture task failed before the test could start, and cancelled it.
         root.result()
+    tree.runtime._deadlocks.claim(root)  # its DeadlockError is raised below
     tree.runtime._deadlocks.hold(False)  # the test runs: a stuck runtime fails it
     tree.runtime.submit(root)
     try:

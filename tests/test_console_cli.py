@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -141,6 +143,41 @@ def test_a_missing_rich_is_named_with_the_extra_to_install(served: str) -> None:
 def test_a_bad_command_line_is_a_usage_error() -> None:
     result = asyncop_cli("kill", "/tmp/x")
     assert result.returncode == 2 and "invalid choice: 'kill'" in result.stderr
+
+
+def test_top_into_a_pipe_prints_each_view_below_the_last_until_ctrl_c(served: str) -> None:
+    # Not a terminal: a live display would draw nothing until top ends.
+    top = subprocess.Popen(
+        [sys.executable, "-m", "asyncop", "top", served],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+    )
+    try:
+        assert top.stdout is not None
+        seen: list[str] = []
+        end = time.monotonic() + 20
+        while sum("· refresh #" in line for line in seen) < 2:
+            ready, _, _ = select.select([top.stdout], [], [], max(0.0, end - time.monotonic()))
+            assert ready, f"top printed no second view into a pipe:\n{''.join(seen)}"
+            line = top.stdout.readline()
+            assert line, f"top ended early: {top.wait(10)}, {top.stderr and top.stderr.read()}"
+            seen.append(line)
+        top.send_signal(signal.SIGINT)
+        _, err = top.communicate(timeout=20)
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.communicate()
+    assert top.returncode == 0, err
+    assert err == ""
+    views = [line for line in seen if "· refresh #" in line]
+    assert views[0].startswith(f"asyncop top {served} · refresh #1 at ")
+    assert views[1].startswith(f"asyncop top {served} · refresh #2 at ")
+    assert any(" fetch_a " in line for line in seen)
 
 
 # -- top, in a real terminal -----------------------------------------------------------

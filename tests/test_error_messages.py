@@ -1538,6 +1538,10 @@ def t_instrument_without_hooks(c: Ctx) -> BaseException:
     return caught(c.rt.add_instrument, object())
 
 
+def t_instrument_class(c: Ctx) -> BaseException:
+    return caught(c.rt.add_instrument, _Listener)
+
+
 def t_instrument_added_twice(c: Ctx) -> BaseException:
     listener = _Listener()
     c.rt.add_instrument(listener)
@@ -1788,6 +1792,12 @@ def t_otel_select_not_callable(c: Ctx) -> BaseException:
     from asyncop import otel
 
     return caught(otel.instrument, c.rt, select="everything")
+
+
+def t_otel_tracer_provider_wrong(c: Ctx) -> BaseException:
+    from asyncop import otel
+
+    return caught(otel.instrument, c.rt, tracer_provider=42)
 
 
 def _fake_client(status: str, asynchronous: bool) -> Any:
@@ -2127,6 +2137,7 @@ CASES = [
     Case("otel-missing", t_otel_missing, ImportError, "asyncop[otel]"),
     Case("otel-not-a-runtime", t_otel_not_a_runtime, TypeError, "str"),
     Case("otel-select-not-callable", t_otel_select_not_callable, TypeError, "str"),
+    Case("otel-tracer-provider-wrong", t_otel_tracer_provider_wrong, TypeError, "int"),
     Case("dask-client-type", t_dask_client_type, TypeError, "str"),
     Case("dask-client-async", t_dask_client_async, TypeError, "asynchronous"),
     Case("dask-client-closed", t_dask_client_closed, RuntimeError, "'square'"),
@@ -2463,6 +2474,7 @@ CASES += [
     Case("at-shutdown-not-callable", t_at_shutdown_not_callable, TypeError, "'errors_rt'"),
     Case("at-shutdown-late", t_at_shutdown_late, RuntimeError, "'late_rt'"),
     Case("instrument-without-hooks", t_instrument_without_hooks, TypeError, "'errors_rt'"),
+    Case("instrument-class", t_instrument_class, TypeError, "_Listener()"),
     Case("instrument-added-twice", t_instrument_added_twice, ValueError, "'errors_rt'"),
     Case("instrument-not-added", t_instrument_not_added, ValueError, "'errors_rt'"),
     Case("anyio-process-max-bytes", t_anyio_process_max_bytes, ValueError, "max_bytes"),

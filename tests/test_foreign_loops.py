@@ -95,12 +95,29 @@ async def _anyio_event() -> None:
     await anyio.Event().wait()
 
 
+async def _asyncio_get_running_loop() -> None:
+    asyncio.get_running_loop()  # a C function: no asyncio frame in the traceback
+
+
+async def _httpx_get() -> None:
+    httpx = pytest.importorskip("httpx")
+    # httpcore asks sniffio for the running library and refuses "asyncop".
+    async with httpx.AsyncClient(trust_env=False, verify=False) as client:
+        await client.get("http://127.0.0.1:9/")
+
+
 FOREIGN_IN_ASYNCOP = {
     "asyncio.sleep": (_asyncio_sleep, "asyncio", "asyncio.sleep()"),
     "asyncio.sleep(0)": (_asyncio_sleep_zero, "asyncio", "asyncio.sleep(0)"),
     "asyncio.Event": (_asyncio_event, "asyncio", "asyncio.Event.wait()"),
     "asyncio.Future": (_asyncio_future, "asyncio", "Future"),
     "asyncio.Task": (_asyncio_task, "asyncio", "Task"),
+    "asyncio.get_running_loop": (
+        _asyncio_get_running_loop,
+        "asyncio",
+        "asyncio.get_running_loop()",
+    ),
+    "httpx": (_httpx_get, "asyncio", "httpx's transport (httpcore)"),
     "trio.sleep": (_trio_sleep, "trio", "trio.sleep()"),
     "trio.checkpoint": (_trio_checkpoint, "trio", "CancelShieldedCheckpoint"),
 }

@@ -219,6 +219,27 @@ def test_close_stops_the_spans_and_ends_those_open(
 
 
 @pytest.mark.timeout(10)
+def test_close_after_a_raising_select_removed_the_instrumentation(
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    runtime: asyncop.Runtime,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def select(op: asyncop.AsyncOperation[Any]) -> bool:
+        raise ValueError("select bug")
+
+    with (
+        caplog.at_level(logging.ERROR, logger="asyncop"),
+        otel.instrument(runtime, tracer_provider=provider, select=select) as instrumentation,
+    ):
+        assert runtime.run(lambda: 5) == 5
+    assert instrumentation.closed
+    records = [r for r in caplog.records if "select bug" in str(r.exc_info)]
+    assert len(records) == 1 and "was removed" in records[0].getMessage()
+    assert exporter.get_finished_spans() == ()
+
+
+@pytest.mark.timeout(10)
 def test_instrument_refuses_what_is_not_a_runtime_or_a_selector(runtime: asyncop.Runtime) -> None:
     with pytest.raises(TypeError, match="needs an asyncop Runtime, got str"):
         otel.instrument("runtime")  # type: ignore[arg-type]

@@ -338,3 +338,27 @@ def test_the_testing_guide_example_passes(pytester: pytest.Pytester) -> None:
     code = section[start : section.index("```", start)]
     result = run(pytester, code)
     result.assert_outcomes(passed=1)
+
+
+def test_the_finding_a_hang_example_fails_at_once_with_the_report(
+    pytester: pytest.Pytester,
+) -> None:
+    text = (ROOT / "docs" / "howto" / "finding-a-hang.md").read_text(encoding="utf-8")
+    section = text[text.index("### In tests") :]
+    start = section.index("```py\n") + len("```py\n")
+    code = section[start : section.index("```", start)]
+    result = run(pytester, code)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E *asyncop.DeadlockError: runtime 'asyncop-test-test_every_order_is_handled' is "
+            "stuck on a virtual clock with no timer to jump to: *",
+            "E *task 'test_every_order_is_handled' at *test_user.py:14 waits on the children "
+            "of scope 'scope'",
+            "E *task 'test_every_order_is_handled.<locals>.consume' at *test_user.py:11 waits "
+            "on receive from channel 'orders' (no sender end open, and the channel is not "
+            "closed)",
+        ]
+    )
+    # The test raises the report: it is not logged besides.
+    result.stdout.no_fnmatch_line("*deadlock='raise' cancels*")

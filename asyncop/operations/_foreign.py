@@ -125,6 +125,38 @@ def _module_of(frame: FrameType) -> str:
     return name if isinstance(name, str) else ""
 
 
+# Failures for want of a loop that leave no frame of the loop's package in
+# the traceback: raised by a C function (asyncio's), or by a library that
+# asked sniffio for the running library, got "asyncop", and refused it.
+# Message -> (the package whose innermost frame must have raised it, or
+# None for any, the loop, the call named).
+_KNOWN_MESSAGES = {
+    "no running event loop": (None, "asyncio", "asyncio.get_running_loop()"),
+    "Running under an unsupported async environment.": (
+        "httpcore",
+        "asyncio",
+        "httpx's transport (httpcore)",
+    ),
+}
+
+
+def _known_failure(exc: BaseException) -> tuple[str, str] | None:
+    """``(loop, call)`` when ``exc`` is a known failure for want of a loop; else None."""
+    if type(exc) is not RuntimeError or len(exc.args) != 1:
+        return None
+    known = _KNOWN_MESSAGES.get(exc.args[0]) if isinstance(exc.args[0], str) else None
+    if known is None:
+        return None
+    package, loop, call = known
+    if package is not None:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is None or _module_of(tb.tb_frame).partition(".")[0] != package:
+            return None
+    return loop, call
+
+
 def foreign_failure(exc: BaseException) -> BaseException:
     """``exc``, or a TypeError in its place if foreign code raised it for want of its loop.
 
@@ -132,7 +164,9 @@ def foreign_failure(exc: BaseException) -> BaseException:
     called from an asyncop task means that code looked for its own loop and
     found none: the message it carries ("no running event loop") says
     nothing of asyncop. So does an AttributeError on None there (an
-    ``asyncio.Event`` takes None for its loop and fails on it). The
+    ``asyncio.Event`` takes None for its loop and fails on it), and a
+    RuntimeError of a known message raised where no such frame is left
+    (``asyncio.get_running_loop()``, httpx's transport). The
     TypeError names the call and the way across, with the original as its
     cause.
     """
@@ -154,9 +188,13 @@ def foreign_failure(exc: BaseException) -> BaseException:
             loop = owner
         tb = tb.tb_next
     if entry is None or loop is None:
-        return exc
-    package = _module_of(entry).partition(".")[0].lstrip("_")
-    call = f"{package}.{entry.f_code.co_qualname}()"
+        known = _known_failure(exc)
+        if known is None:
+            return exc
+        loop, call = known
+    else:
+        package = _module_of(entry).partition(".")[0].lstrip("_")
+        call = f"{package}.{entry.f_code.co_qualname}()"
     error = TypeError(
         f"{call} needs a running {loop} event loop, and an asyncop task is not one "
         f"(it raised {safe_repr(exc)}); an asyncop task can only await asyncop awaitables "

@@ -47,7 +47,10 @@ then, outside it, logs one WARNING on the ``asyncop`` logger with the
 report, or (``"raise"``) records a :class:`DeadlockError` for each root and
 cancels the roots; ``run()`` and a sync scope's exit take the error
 (:meth:`DeadlockWatch.take_error`) and raise it bare instead of what the
-cancel made of the tree.
+cancel made of the tree. A root that nothing will raise the error for (one
+made by ``runtime.spawn()`` and waited for with ``op.wait()``, or by nobody)
+would end CANCELLED with the report lost: for those, the report is logged
+as in ``"warn"``, saying which roots were cancelled.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from ..operations import AsyncOperation, DeadlockError, every_thread_state
 from ._core._monitor import TICK
 from ._core._worker import monotonic
 from ._introspect import owner_of
-from ._waitgraph import wait_graph_locked, waits_for_tree
+from ._waitgraph import tree_wait, wait_graph_locked, waits_for_tree
 
 if TYPE_CHECKING:
     from ._core._kernel import Kernel
@@ -111,6 +114,11 @@ def check_deadlock_args(deadlock: object, deadlock_after: object) -> tuple[Deadl
     return mode, float(deadlock_after)
 
 
+# The waits of a thread that raise the DeadlockError of the root they wait
+# for (``take_error``): ``run()`` (``_interrupt.py``) and the exit of a
+# sync scope's block (``_core/_scope.py``), as their ``TreeWait`` names them.
+_RAISING_WAITS = frozenset({"run()", "the exit of its with-block"})
+
 # How many lock cycles a runtime keeps, and for how long its snapshots show
 # one: long enough for ``python -m asyncop top`` to show it for a while.
 CYCLES_KEPT = 5
@@ -144,6 +152,9 @@ class DeadlockWatch:
         self._errors: weakref.WeakKeyDictionary[AsyncOperation, DeadlockError] = (
             weakref.WeakKeyDictionary()
         )
+        # The roots whose error a caller will take without waiting in asyncop
+        # (the pytest plugin): see claim().
+        self._claimed: weakref.WeakSet[AsyncOperation] = weakref.WeakSet()
         # The lock cycles refused lately (real time, message), newest last.
         self._cycles: deque[tuple[float, str]] = deque(maxlen=CYCLES_KEPT)
 
@@ -190,7 +201,8 @@ class DeadlockWatch:
             if graph.waits == 0:
                 return  # every wait ends by a cancel alone: waiting for Ctrl-C on purpose
             roots = list(rt._roots)
-        self._report(graph.text(), roots)
+            taken = self._taken_locked(roots) if self.mode is DeadlockMode.RAISE else roots
+        self._report(graph.text(), roots, taken)
 
     # -- what counts ------------------------------------------------------------
 
@@ -248,17 +260,45 @@ class DeadlockWatch:
             "operation, what it waits on and where"
         )
 
-    def _report(self, report: str, roots: list[AsyncOperation]) -> None:
+    def _taken_locked(self, roots: list[AsyncOperation]) -> list[AsyncOperation]:
+        """The roots whose DeadlockError a caller will raise: ``run()``, a scope's exit."""
+        waited = set()
+        for _, state in every_thread_state():
+            wait = tree_wait(state) if state.blocked else None
+            if wait is not None and wait[0] in _RAISING_WAITS:
+                waited.add(wait[1])
+        return [root for root in roots if root in waited or root in self._claimed]
+
+    def _report(
+        self, report: str, roots: list[AsyncOperation], taken: list[AsyncOperation]
+    ) -> None:
         headline = self._stuck = self._headline()
         if self.mode is DeadlockMode.WARN:
             logger.warning("asyncop: %s\n%s", headline, report)
             return
         error = DeadlockError(headline, report)
-        for root in roots:
+        for root in roots:  # (all: a run() about to wait takes it too)
             self._errors[root] = error
+        untaken = [root for root in roots if root not in taken]
+        if untaken:
+            # Nothing will raise the error for these: say it here, or the
+            # report is lost and they just end CANCELLED.
+            names = ", ".join(repr(root.name) for root in untaken)
+            logger.warning(
+                "asyncop: %s; deadlock='raise' cancels %s, for which no run() or sync "
+                "scope waits to raise the DeadlockError\n%s",
+                headline,
+                names,
+                report,
+            )
         for root in roots:
+            reason = (
+                "deadlock: the runtime is stuck (see the DeadlockError)"
+                if root in taken
+                else "deadlock: the runtime is stuck (see the report on the asyncop logger)"
+            )
             try:
-                root.cancel("deadlock: the runtime is stuck (see the DeadlockError)")
+                root.cancel(reason)
             except Exception:
                 logger.exception("asyncop: cancelling %r for a deadlock raised", root)
 
@@ -295,6 +335,17 @@ class DeadlockWatch:
             for at, text in list(self._cycles)
             if now - at <= CYCLES_SHOWN_S
         ]
+
+    def claim(self, op: AsyncOperation) -> None:
+        """Say that the caller will take root ``op``'s error with ``take_error``.
+
+        For a caller that waits for ``op`` outside asyncop's calls (the
+        pytest plugin), which the watch cannot see waiting, and for
+        ``run()`` between its spawn and its wait; a sync scope's exit need
+        not (the thread running the block keeps the runtime from counting
+        as stuck).
+        """
+        self._claimed.add(op)
 
     def take_error(self, op: AsyncOperation) -> DeadlockError | None:
         """The error ``"raise"`` left for root ``op``, once; None if none."""

@@ -456,6 +456,7 @@ class Runtime(Kernel):
         # handlers) are taken from the start, and run by the wait.
         with serving():
             op = self.spawn(fn, *args)
+            self._deadlocks.claim(op)  # stuck before the wait below: still ours to raise
             op._check_can_block("Runtime.run()")
             wait_for_tree(op)
         deadlock = self._deadlocks.take_error(op)

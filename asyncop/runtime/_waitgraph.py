@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..operations import ThreadState
     from ._core._kernel import Kernel
 
-__all__ = ["WaitGraph", "wait_graph_locked", "waits_for_tree"]
+__all__ = ["WaitGraph", "tree_wait", "wait_graph_locked", "waits_for_tree"]
 
 # Levels the report indents; deeper lines show their depth instead.
 _INDENT = 32
@@ -66,7 +66,7 @@ class WaitGraph:
         return "\n".join(self.lines)
 
 
-def _tree_wait(state: ThreadState) -> tuple[str, AsyncOperation] | None:
+def tree_wait(state: ThreadState) -> tuple[str, AsyncOperation] | None:
     """``(call, operation)`` if a blocked thread waits for an operation's tree to end.
 
     ``run()``, ``shutdown()``, a scope's exit, ``start()`` (a ``TreeWait``,
@@ -88,7 +88,7 @@ def waits_for_tree(state: ThreadState, runtime: Kernel) -> bool:
 
     Such a thread goes on only once the tree has moved: it cannot wake a task.
     """
-    wait = _tree_wait(state)
+    wait = tree_wait(state)
     return wait is not None and owner_of(wait[1]) is runtime
 
 
@@ -164,7 +164,7 @@ def wait_graph_locked(runtime: Kernel) -> WaitGraph:
         indent = "  " * min(depth, _INDENT) + (f"(depth {depth}) " if depth > _INDENT else "")
         graph.lines.append("  " + indent + _op_line(op, threads, graph, frames))
     for ident, state in outside:
-        wait = _tree_wait(state)
+        wait = tree_wait(state)
         if wait is not None:
             where = _where_thread(frames, ident)
             graph.lines.append(

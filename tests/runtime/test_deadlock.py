@@ -252,6 +252,41 @@ def test_a_thread_in_op_wait_without_timeout_waits_for_the_tree() -> None:
         assert rt.shutdown(timeout=10)
 
 
+def test_raise_logs_the_report_of_a_root_no_run_or_scope_raises_it_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="asyncop")
+    rt = real()
+    try:
+        op = rt.spawn(waiting_on(Event(name="forever")), name="spawned")
+        op.wait()  # no run(): nothing would raise the DeadlockError
+        assert op.state is asyncop.OperationState.CANCELLED
+        (record,) = [r for r in caplog.records if "is stuck" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        text = record.getMessage()
+        assert "deadlock='raise' cancels 'spawned'" in text
+        assert "task 'spawned' at " in text and "waits on event 'forever'" in text
+        assert "asyncop logger" in str(op.cancel_reason)
+    finally:
+        assert rt.shutdown(timeout=10)
+
+
+def test_raise_logs_nothing_where_run_raises_the_report(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="asyncop")
+    rt = real()
+    try:
+        with pytest.raises(DeadlockError) as info:
+            rt.run(waiting_on(Event(name="forever")))
+        assert "waits on event 'forever'" in info.value.report
+        with pytest.raises(DeadlockError), rt.scope() as s:
+            s.spawn(waiting_on(Event(name="again")))
+    finally:
+        assert rt.shutdown(timeout=10)
+    assert not [r for r in caplog.records if "is stuck" in r.getMessage()]
+
+
 def test_warn_logs_one_warning_per_stuck_spell(caplog: pytest.LogCaptureFixture) -> None:
     first, second = Event(name="first"), Event(name="second")
 

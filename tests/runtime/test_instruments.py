@@ -174,6 +174,37 @@ def test_an_instrument_that_raises_is_removed_and_logged(
 
 
 @pytest.mark.timeout(10)
+def test_an_instrument_whose_hook_raises_twice_at_once_is_logged_once(
+    runtime: asyncop.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def ended(self, op: Op) -> None:
+            self.calls += 1
+            raise RuntimeError("instrument bug")
+
+    broken = Broken()
+
+    async def main() -> None:
+        # The child and its scope end together: both ends are told to the
+        # hooks read before the first one raised.
+        async with asyncop.scope() as s:
+            s.spawn(napper, name="child")
+            await asyncop.checkpoint()
+            s.cancel()
+
+    runtime.add_instrument(broken)
+    with caplog.at_level(logging.ERROR, logger="asyncop"):
+        runtime.run(main)
+        runtime.run(main)
+    assert broken.calls >= 1
+    records = [r for r in caplog.records if "instrument bug" in str(r.exc_info)]
+    assert len(records) == 1, [r.getMessage() for r in records]
+
+
+@pytest.mark.timeout(10)
 def test_an_instrument_gets_only_the_hooks_it_has(runtime: asyncop.Runtime) -> None:
     class EndsOnly:
         def __init__(self) -> None:

@@ -20,7 +20,15 @@ import asyncop
 from asyncop import DeadlockError, Lock
 from asyncop.testing import VirtualClock, wait_all_blocked
 
+from ._marked_lines import line_of
+
 pytestmark = pytest.mark.timeout(30)
+
+HERE = __file__
+
+
+def at(marker: str) -> str:
+    return f"{HERE}:{line_of(HERE, marker)}"
 
 
 @pytest.fixture
@@ -41,12 +49,12 @@ AcquireForm = Callable[[Lock], Any]
 
 
 async def _async_with(lock: Lock) -> None:
-    async with lock:
+    async with lock:  # async_with acquires
         pass
 
 
 async def _lock_async(lock: Lock) -> None:
-    guard = await lock.lock_async()
+    guard = await lock.lock_async()  # lock_async acquires
     guard.release()
 
 
@@ -65,8 +73,8 @@ def test_task_task_cycle_fails_the_closing_acquire_and_spares_the_other_waiter(
         async with a:
             first_has_a.set()
             await second_has_b.wait_async()
-            async with b:  # the other waiter: untouched
-                log.append("first got b")
+            async with b:  # first waits
+                log.append("first got b")  # (the other waiter: untouched)
 
     async def second() -> None:
         async with b:
@@ -93,9 +101,10 @@ def test_task_task_cycle_fails_the_closing_acquire_and_spares_the_other_waiter(
     assert "cycle of 2 locks" in message
     assert report.splitlines() == [
         "  lock 'a' is held by task 'first'",
-        "  task 'first' waits for lock 'b'",
+        f"  task 'first' at {at('first waits')} waits for lock 'b'",
         "  lock 'b' is held by task 'second'",
-        "  task 'second' (the caller) asks for lock 'a': the cycle closes",
+        f"  task 'second' (the caller) at {at(form + ' acquires')} asks for lock 'a': "
+        "the cycle closes",
     ]
     assert got == "first got b"  # nothing lost: b was released, then handed over
     assert not a.locked() and not b.locked()
@@ -111,7 +120,7 @@ def test_a_three_cycle_names_every_lock_and_holder(rt: asyncop.Runtime) -> None:
             if closes:
                 await wait_all_blocked()  # the other two wait for their next lock
             try:
-                async with wanted:
+                async with wanted:  # holders wait
                     pass
             except DeadlockError as exc:
                 errors.append(exc)
@@ -127,9 +136,11 @@ def test_a_three_cycle_names_every_lock_and_holder(rt: asyncop.Runtime) -> None:
     assert "task 't3' (the caller)" in str(error) and "cycle of 3 locks" in str(error)
     lines = error.report.splitlines()
     assert lines[0] == "  lock 'a' is held by task 't1'"
-    assert "  task 't1' waits for lock 'b'" in lines
-    assert "  task 't2' waits for lock 'c'" in lines
-    assert lines[-1] == "  task 't3' (the caller) asks for lock 'a': the cycle closes"
+    assert f"  task 't1' at {at('holders wait')} waits for lock 'b'" in lines
+    assert f"  task 't2' at {at('holders wait')} waits for lock 'c'" in lines
+    assert lines[-1] == (
+        f"  task 't3' (the caller) at {at('holders wait')} asks for lock 'a': the cycle closes"
+    )
 
 
 def test_thread_task_cycle_fails_the_closing_thread_acquire(rt: asyncop.Runtime) -> None:
@@ -140,7 +151,7 @@ def test_thread_task_cycle_fails_the_closing_thread_acquire(rt: asyncop.Runtime)
     async def task() -> None:
         async with b:
             task_holds_b.set()
-            async with a:  # waits for the thread's lock
+            async with a:  # the task waits for the thread's lock
                 results.append("task got a")
 
     def thread_body() -> None:
@@ -149,7 +160,7 @@ def test_thread_task_cycle_fails_the_closing_thread_acquire(rt: asyncop.Runtime)
             task_holds_b.wait(5)
             eventually(lambda: a.statistics().tasks_waiting == 1)
             try:
-                b.acquire()
+                b.acquire()  # the thread closes the cycle
             except DeadlockError as exc:
                 results.append(exc)
                 assert b.statistics().tasks_waiting == 0
@@ -164,7 +175,10 @@ def test_thread_task_cycle_fails_the_closing_thread_acquire(rt: asyncop.Runtime)
     assert isinstance(error, DeadlockError)
     assert "thread 'closer' (the caller)" in str(error)
     assert "lock 'b' is held by task 'task'" in error.report
-    assert "task 'task' waits for lock 'a'" in error.report
+    task_waits = at("the task waits for the thread's lock")
+    assert f"task 'task' at {task_waits} waits for lock 'a'" in error.report
+    closes = at("the thread closes the cycle")
+    assert f"thread 'closer' (the caller) at {closes} asks for lock 'b'" in error.report
     assert got == "task got a"
     assert not a.locked() and not b.locked()
 
@@ -174,7 +188,7 @@ def test_task_thread_cycle_fails_the_closing_task_acquire(rt: asyncop.Runtime) -
     thread_got: list[str] = []
 
     def thread_body() -> None:
-        with a, b:  # waits for the task's lock, then gets it
+        with a, b:  # the thread waits for the task's lock, then gets it
             thread_got.append("b")
 
     async def task() -> None:
@@ -184,7 +198,8 @@ def test_task_thread_cycle_fails_the_closing_task_acquire(rt: asyncop.Runtime) -
             await asyncop.spawn_blocking(eventually, lambda: b.statistics().tasks_waiting == 1)
             with pytest.raises(DeadlockError, match="task 'task' \\(the caller\\)") as info:
                 await a.lock_async()
-            assert "thread 'holder' waits for lock 'b'" in info.value.report
+            where = at("the thread waits for the task's lock, then gets it")
+            assert f"thread 'holder' at {where} waits for lock 'b'" in info.value.report
         await asyncop.spawn_blocking(thread.join, 10)
 
     assert rt.spawn(task, name="task").wait(10).error is None

@@ -174,15 +174,19 @@ def note_ended_locked(instruments: Instruments, op: AsyncOperation, after: After
 
 
 def failed(runtime: Any, hook: Callable[..., object]) -> None:
-    """``hook`` raised the exception being handled: log it, and remove its instrument."""
+    """``hook`` raised the exception being handled: remove its instrument, and log it.
+
+    Logged once: a hook of the instrument that another thread had read
+    before the removal, and that raises too, is not logged again.
+    """
     owner = getattr(hook, "__self__", hook)
-    logger.exception(
-        "asyncop: instrument %r raised in %s() and was removed from runtime %r",
-        owner,
-        getattr(hook, "__name__", "?"),
-        getattr(runtime, "name", runtime),
-    )
-    _discard(runtime, owner)
+    if _discard(runtime, owner):
+        logger.exception(
+            "asyncop: instrument %r raised in %s() and was removed from runtime %r",
+            owner,
+            getattr(hook, "__name__", "?"),
+            getattr(runtime, "name", runtime),
+        )
 
 
 def flush_ended(runtime: Any, deferred: list[Any]) -> None:
@@ -244,6 +248,12 @@ _lock = threading.Lock()
 
 def add_instrument(runtime: Any, obj: object) -> None:
     """``Runtime.add_instrument``: see there."""
+    if isinstance(obj, type):
+        raise TypeError(
+            f"Runtime {runtime.name!r}.add_instrument() needs an instrument object, got the "
+            f"class {obj.__name__}, whose methods would be called without an instance; "
+            f"pass an instance: add_instrument({obj.__name__}())"
+        )
     if not any(callable(getattr(obj, hook, None)) for hook in HOOKS):
         raise TypeError(
             f"Runtime {runtime.name!r}.add_instrument() needs an object with at least one of "

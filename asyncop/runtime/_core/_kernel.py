@@ -247,7 +247,8 @@ class Kernel(WorkerPool):
         Not a cancellation point.
 
         Raises:
-            TypeError: ``obj`` has none of those methods.
+            TypeError: ``obj`` has none of those methods, or is a class
+                rather than an instance of one.
             ValueError: ``obj`` is installed already.
         """
         _add_instrument(self, obj)

@@ -27,18 +27,24 @@ event whose ``lock`` has ``_cycle_link``); a wait that something else can end (a
 ``ThreadState.waits_on`` is a pending waiter on a lock, which
 ``Lock.acquire`` sets before it queues that waiter.
 
+The report gives each holder that waits the line where it waits (a
+task's innermost frame outside asyncop, a thread's current one), and so
+for the caller, the line of its acquire, as the deadlock report does.
+
 ``Runtime(deadlock="off")`` turns the check off for acquires made by its
 tasks and operations, and for cycles that go through them.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
 from ...operations import DeadlockError, state_of
 from .._core._task import TaskState
 from .._core._waker import WakerStatus
+from ._names import site_of_frame, site_text
 
 __all__ = ["cycle_error", "holder_text"]
 
@@ -136,14 +142,38 @@ def cycle_error(lock: Any, me: object, runtime: Any) -> DeadlockError | None:
     return error
 
 
+def _waits_at(holder: object) -> str:
+    """`` at file:line`` where ``holder`` waits, or nothing when that is unknown.
+
+    Read without the holder's cooperation, as ``dump()`` reads it: a
+    snapshot of a moment ago.
+    """
+    try:
+        if isinstance(holder, TaskState):
+            point = holder.suspension_point()
+            return "" if point is None else f" at {point[0]}:{point[1]}"
+        if isinstance(holder, threading.Thread) and holder.ident is not None:
+            site = site_of_frame(sys._current_frames().get(holder.ident))
+            return "" if site[0] is None else f" at {site_text(site)}"
+    except Exception:  # a frame that went away meanwhile: leave the line out
+        pass
+    return ""
+
+
 def _error(lock: Any, chain: list[tuple[Any, object]]) -> DeadlockError:
     me = chain[-1][1]
     lines: list[str] = []
     for index, (held, holder) in enumerate(chain):
         lines.append(f"{held._label()} is held by {holder_text(holder)}")
         if index + 1 < len(chain):
-            lines.append(f"{holder_text(holder)} waits for {chain[index + 1][0]._label()}")
-    lines.append(f"{holder_text(me)} (the caller) asks for {lock._label()}: the cycle closes")
+            lines.append(
+                f"{holder_text(holder)}{_waits_at(holder)} waits for {chain[index + 1][0]._label()}"
+            )
+    # A task caller is suspended at its acquire by now, and a thread caller
+    # runs this check itself: either way, the line is the acquire's.
+    lines.append(
+        f"{holder_text(me)} (the caller){_waits_at(me)} asks for {lock._label()}: the cycle closes"
+    )
     report = "\n".join(f"  {line}" for line in lines)
     return DeadlockError(
         f"acquiring {lock._label()} would deadlock: {holder_text(me)} (the caller) would wait "
