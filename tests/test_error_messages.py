@@ -430,11 +430,19 @@ def t_submit_scope(c: Ctx) -> BaseException:
 
 
 def t_submit_twice(c: Ctx) -> BaseException:
-    op = c.rt.create(noop_callback, name="submitted_twice")
+    # The callback is held until the second submit, which must find it
+    # submitted, not already ended (a busy worker could finish it first).
+    hold = threading.Event()
+
+    def held(op: asyncop.AsyncOperation, context: object) -> None:
+        hold.wait(5)
+
+    op = c.rt.create(held, name="submitted_twice")
     c.rt.submit(op)
     try:
         return caught(c.rt.submit, op)
     finally:
+        hold.set()
         op.wait(5)
 
 
