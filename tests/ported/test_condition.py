@@ -270,11 +270,15 @@ async def test_notified_waiter_gets_a_broken_lock(autojump_clock: VirtualClock) 
 def test_a_notified_thread_wakes_holding_the_lock(vruntime: asyncop.Runtime) -> None:
     cond = asyncop.Condition()
     results: list[object] = []
+    checked = threading.Event()
 
     def thread_waiter() -> None:
         with cond:
             results.append(cond.wait(10))
             results.append(cond.lock.statistics().owner is threading.current_thread())
+            # Hold the lock until the task has seen it handed over: with the
+            # GIL off this thread could otherwise release it first.
+            checked.wait(10)
 
     async def main() -> None:
         thread = threading.Thread(target=thread_waiter)
@@ -284,8 +288,12 @@ def test_a_notified_thread_wakes_holding_the_lock(vruntime: asyncop.Runtime) -> 
         async with cond:
             cond.notify()
             assert cond.lock.statistics().tasks_waiting == 1
-        with pytest.raises(WouldBlock):
-            cond.lock.acquire_nowait()
+        try:
+            # Handed to the thread by the release, not free for the taking.
+            with pytest.raises(WouldBlock):
+                cond.lock.acquire_nowait()
+        finally:
+            checked.set()
         await asyncop.spawn_blocking(thread.join)
 
     vruntime.run(main)
