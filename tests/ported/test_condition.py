@@ -50,7 +50,7 @@ async def test_notify_one_then_all(autojump_clock: VirtualClock) -> None:
     async def waiter(i: int) -> None:
         async with cond:
             await cond.wait_async()
-        finished.append(i)
+            finished.append(i)  # (holding the lock: in the order it is handed on)
 
     async with asyncop.scope() as s:
         for i in range(3):
@@ -76,7 +76,7 @@ async def test_notified_waiters_queue_on_the_lock_at_once(autojump_clock: Virtua
     async def waiter(i: int) -> None:
         async with cond:
             await cond.wait_async()
-        finished.append(i)
+            finished.append(i)  # (holding the lock: in the order it is handed on)
 
     async with asyncop.scope() as s:
         for i in range(3):
@@ -227,8 +227,10 @@ async def test_notified_then_cancelled_passes_the_notification_on(
             woken.append(i)
 
     async with asyncop.scope() as s:
-        ops = [s.spawn(waiter, i) for i in range(3)]
-        await wait_all_blocked()
+        ops = []
+        for i in range(3):  # one at a time: they queue in this order
+            ops.append(s.spawn(waiter, i))
+            await wait_all_blocked()
         async with cond:
             cond.notify(1)
             ops[0].cancel()  # notified, then cancelled before it ran

@@ -97,8 +97,10 @@ async def test_cancelled_lock_waiters_leave_the_count_and_the_order(
 
     async with asyncop.scope() as s:
         await lock.lock_async()
-        ops = [s.spawn(worker, i) for i in range(5)]
-        await wait_all_blocked()
+        ops = []
+        for i in range(5):  # one at a time: they queue in this order
+            ops.append(s.spawn(worker, i))
+            await wait_all_blocked()
         assert lock.statistics().tasks_waiting == 5
         ops[1].cancel()
         ops[3].cancel()
@@ -274,13 +276,14 @@ async def test_each_release_goes_to_a_queued_waiter(autojump_clock: VirtualClock
         order.append(i)
 
     async with asyncop.scope() as s:
-        for i in range(3):
+        for i in range(3):  # one at a time: they queue in this order
             s.spawn(take, i)
-        await wait_all_blocked()
+            await wait_all_blocked()
         for _ in range(3):
             sem.release()
             with pytest.raises(WouldBlock):
                 sem.acquire_nowait()
+            await wait_all_blocked()  # (the woken one records its turn first)
     assert order == [0, 1, 2]
     assert sem.value == 0
 
@@ -457,6 +460,7 @@ async def test_limiter_token_order_follows_start_order(autojump_clock: VirtualCl
     async with asyncop.scope() as s:
         for i in [0, 1, 2]:
             await s.start(append, i)
+            await wait_all_blocked()  # (queued on the limiter before the next starts)
         event.set()
     assert results == [0, 1, 2]
 
