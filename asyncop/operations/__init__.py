@@ -54,6 +54,7 @@ from ._errors import blocking_in_task_error as blocking_in_task_error
 from ._errors import cancelled_for as cancelled_for
 from ._errors import check_flag as check_flag
 from ._errors import keywords_refused as keywords_refused
+from ._errors import no_result_error as no_result_error
 from ._errors import only_cancelled as only_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._face import RuntimeFace as RuntimeFace

@@ -90,6 +90,27 @@ def cancelled_for(name: str | None, reason: object) -> Cancelled:
     return exc
 
 
+def no_result_error(name: str, reason: object, instead: str) -> CancellationError:
+    """The error for asking a CANCELLED operation ``name`` for its result.
+
+    Args:
+        name: the operation's name.
+        reason: its ``cancel_reason`` (None: not shown).
+        instead: what to do instead, e.g. ``"check op.state first"``.
+    """
+    if reason is None:
+        why = ""
+    else:
+        try:
+            why = f" ({reason})"
+        except Exception:
+            # A reason whose __str__ raises must not break error reports.
+            why = f" (<{type(reason).__name__} reason>)"
+    exc = CancellationError(f"operation {name!r} was cancelled{why} and has no result; {instead}")
+    exc.reason = reason
+    return exc
+
+
 def blocking_in_task_error(call: str, instead: str) -> RuntimeError:
     """The refusal of a thread's blocking call made inside a coroutine task.
 
@@ -154,9 +175,20 @@ def keywords_refused(
 
 
 class CancellationError(Exception):
-    """Raised when asking a CANCELLED operation for its result."""
+    """Raised when asking a CANCELLED operation for its result.
+
+    Its message names the operation and, when it has one, its
+    ``cancel_reason``::
+
+        operation 'download' was cancelled (user pressed stop) and has no result; ...
+
+    Attributes:
+        reason: the ``cancel_reason`` of the cancelled operation, or None.
+    """
 
     __module__ = "asyncop"
+
+    reason: object = None
 
 
 class InvalidStateError(Exception):

@@ -92,10 +92,10 @@ from ._cancel import (
 from ._current import thread_state
 from ._errors import (
     SPAWN_KEYWORDS,
-    CancellationError,
     InvalidStateError,
     check_flag,
     keywords_refused,
+    no_result_error,
 )
 from ._executor import spawn_remote
 from ._fields import OperationFields
@@ -315,9 +315,8 @@ class AsyncOperation(OperationFields, Generic[T]):
                 )
             raise self._error
         if state is OperationState.CANCELLED:
-            raise CancellationError(
-                f"operation {self.name!r} was cancelled and has no result; "
-                "check op.state before asking for the result"
+            raise no_result_error(
+                self.name, self.cancel_reason, "check op.state before asking for the result"
             )
         raise InvalidStateError(
             f"operation {self.name!r} is {state.name} and has no result yet; "

@@ -251,6 +251,69 @@ def test_cancel_reason_is_none_by_default(runtime: asyncop.Runtime) -> None:
     assert op.cancel_reason is None
 
 
+def test_result_of_a_cancelled_operation_names_its_reason(runtime: asyncop.Runtime) -> None:
+    op = runtime.create(noop, name="download")
+    op.cancel("user pressed stop")
+    with pytest.raises(asyncop.CancellationError, match=r"'download'.*user pressed stop") as info:
+        op.result()
+    assert info.value.reason == "user pressed stop"
+
+
+def test_result_of_an_operation_cancelled_without_reason_says_none(
+    runtime: asyncop.Runtime,
+) -> None:
+    op = runtime.create(noop, name="download")
+    op.cancel()
+    with pytest.raises(asyncop.CancellationError) as info:
+        op.result()
+    assert info.value.reason is None
+    assert "None" not in str(info.value) and "()" not in str(info.value)
+
+
+def test_awaiting_a_cancelled_operation_names_its_reason(runtime: asyncop.Runtime) -> None:
+    async def sleeper() -> None:
+        await asyncop.sleep_forever()
+
+    async def main() -> str:
+        victim = me().spawn(sleeper, name="victim")
+        await asyncop.sleep(0)
+        victim.cancel("shutting down")
+        try:
+            await victim
+        except asyncop.CancellationError as exc:
+            assert exc.reason == "shutting down"
+            return str(exc)
+        raise AssertionError("await of a cancelled operation returned")
+
+    assert "shutting down" in runtime.run(main)
+
+
+def test_a_deadline_shows_as_the_reason_of_the_no_result_error() -> None:
+    with asyncop.Runtime(workers=1) as rt:
+
+        async def slow() -> None:
+            await asyncop.sleep_forever()
+
+        op = rt.spawn(slow, name="slow")
+        op.deadline = time.monotonic() + 0.01
+        op.wait()
+        with pytest.raises(asyncop.CancellationError, match="deadline passed"):
+            op.result()
+
+
+def test_a_reason_whose_str_raises_does_not_break_the_no_result_error(
+    runtime: asyncop.Runtime,
+) -> None:
+    class Sulky:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    op = runtime.create(noop, name="download")
+    op.cancel(Sulky())
+    with pytest.raises(asyncop.CancellationError, match="Sulky reason"):
+        op.result()
+
+
 def test_dump_shows_the_cancel_reason_of_a_running_operation(
     runtime: asyncop.Runtime,
 ) -> None:

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 
 from ...operations import (
     AsyncOperation,
-    CancellationError,
     OperationState,
+    no_result_error,
     suspend,
     thread_state,
 )
@@ -340,9 +340,8 @@ def _op_outcome(
     if state is _failed:
         op._observe()
         return None, op._error
-    return None, CancellationError(
-        f"operation {op.name!r} was cancelled and has no result; "
-        "check op.state, or catch CancellationError"
+    return None, no_result_error(
+        op.name, op.cancel_reason, "check op.state, or catch CancellationError"
     )
 
 
