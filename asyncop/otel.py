@@ -95,6 +95,7 @@ def instrument(
     Raises:
         TypeError: ``runtime`` is not a Runtime, ``tracer_provider`` is not a
             TracerProvider, or ``select`` is not callable.
+        RuntimeError: ``runtime`` is shut down.
     """
     if not isinstance(runtime, Runtime):
         raise TypeError(

@@ -1559,6 +1559,20 @@ def t_instrument_added_twice(c: Ctx) -> BaseException:
         c.rt.remove_instrument(listener)
 
 
+def t_instrument_after_shutdown(c: Ctx) -> BaseException:
+    closed = fresh_runtime("closed_rt_instrument")
+    assert closed.shutdown(timeout=5)
+    return caught(closed.add_instrument, _Listener())
+
+
+def t_otel_after_shutdown(c: Ctx) -> BaseException:
+    from asyncop import otel
+
+    closed = fresh_runtime("closed_rt_otel")
+    assert closed.shutdown(timeout=5)
+    return caught(otel.instrument, closed)
+
+
 def t_instrument_not_added(c: Ctx) -> BaseException:
     return caught(c.rt.remove_instrument, _Listener())
 
@@ -2485,6 +2499,13 @@ CASES += [
     Case("instrument-class", t_instrument_class, TypeError, "_Listener()"),
     Case("instrument-added-twice", t_instrument_added_twice, ValueError, "'errors_rt'"),
     Case("instrument-not-added", t_instrument_not_added, ValueError, "'errors_rt'"),
+    Case(
+        "instrument-after-shutdown",
+        t_instrument_after_shutdown,
+        RuntimeError,
+        "'closed_rt_instrument'",
+    ),
+    Case("otel-after-shutdown", t_otel_after_shutdown, RuntimeError, "'closed_rt_otel'"),
     Case("anyio-process-max-bytes", t_anyio_process_max_bytes, ValueError, "max_bytes"),
     Case("anyio-process-extra-keyword", t_anyio_process_extra_keyword, TypeError, "close_fds"),
     Case("anyio-process-windows-only", t_anyio_process_windows_only, ValueError, "creationflags"),

@@ -260,6 +260,12 @@ def add_instrument(runtime: Any, obj: object) -> None:
             f"the methods {', '.join(HOOKS)}; {type(obj).__name__} has none: define one of "
             "them on it"
         )
+    if runtime._stopping:
+        raise RuntimeError(
+            f"Runtime {runtime.name!r} is shut down and runs no more operations, so "
+            "add_instrument() would never call the instrument; add it before shutdown(), "
+            "or to a new Runtime"
+        )
     with _lock:
         current = runtime._instruments
         objects = () if current is None else current.objects

@@ -250,6 +250,7 @@ class Kernel(WorkerPool):
             TypeError: ``obj`` has none of those methods, or is a class
                 rather than an instance of one.
             ValueError: ``obj`` is installed already.
+            RuntimeError: the runtime is shut down.
         """
         _add_instrument(self, obj)
 
