@@ -457,7 +457,7 @@ async def test_a_plain_def_handler_fails_its_connection_saying_to_make_it_async(
     assert record.exc_info is not None
     error = record.exc_info[1]
     assert isinstance(error, TypeError)
-    assert "handler returned NoneType, not an awaitable" in str(error)
+    assert ".handler' returned NoneType, not an awaitable" in str(error)
     assert "async def handler(stream)" in str(error)
 
 

@@ -174,7 +174,8 @@ async def _handle(
 
 def _not_awaitable(handler: Handler, work: object) -> TypeError:
     """The error for a handler that is a plain function: it ran, and gave nothing to await."""
-    name = getattr(handler, "__qualname__", None) or repr(handler)
+    qualname = getattr(handler, "__qualname__", None)
+    name = repr(qualname) if isinstance(qualname, str) else repr(handler)
     return TypeError(
         f"the server's handler {name} returned {type(work).__name__}, not an awaitable; "
         f"make it an 'async def {getattr(handler, '__name__', 'handler')}(stream)' function"
