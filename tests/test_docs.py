@@ -11,6 +11,7 @@ each block is still its own test, with the id ``file:line``.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import subprocess
@@ -154,8 +155,10 @@ def tail(text: str, limit: int = 6000) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-# Every block waits for the slowest of the parallel batch on the first test.
-@pytest.mark.timeout(4 * BLOCK_TIMEOUT)
+# The first test runs every block, PARALLEL at a time, each stopped after
+# BLOCK_TIMEOUT: its limit is the longest that can take, so that a loaded
+# machine fails a block (naming it), never the whole batch.
+@pytest.mark.timeout(BLOCK_TIMEOUT * (1 + math.ceil(len(BLOCKS) / PARALLEL)))
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_python_block_runs(block: Block, outcomes: dict[str, Outcome]) -> None:
     missing = missing_modules(block)
