@@ -37,8 +37,14 @@ class Server:
             text=True,
         )
         self.out = Output(self.proc)
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.read_until("listening on"))
-        assert match is not None, self.out.stdout
+        try:
+            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.read_until("listening on"))
+            assert match is not None, self.out.stdout
+        except BaseException:
+            # A start that failed or was too slow leaves no server behind.
+            self.proc.kill()
+            self.out.finish()
+            raise
         self.port = int(match[1])
 
     def read_until(self, text: str, timeout: float = 10) -> str:
