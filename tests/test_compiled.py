@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import weakref
 from pathlib import Path
 
@@ -75,7 +76,12 @@ def test_compiled_the_runtimes_lock_is_an_extension_type_and_python_a_threading_
 
     from asyncop.platform import RecursiveLock
 
-    compiled = asyncop.lowlevel.is_compiled()
+    source = sys.modules["asyncop.platform._lock"].__file__
+    assert source is not None
+    compiled = not source.endswith(".py")
+    # A compiled core compiles its lock; a free-threaded build compiles the
+    # lock alone (the only module declared free-threading compatible).
+    assert compiled or not asyncop.lowlevel.is_compiled()
     # Compiled, the core takes it with C calls; as Python, it is RLock's C code.
     assert bool(RecursiveLock.__flags__ & (1 << 9)) is not compiled  # Py_TPFLAGS_HEAPTYPE
     assert issubclass(RecursiveLock, _thread.RLock) is not compiled
@@ -85,6 +91,29 @@ def test_compiled_the_runtimes_lock_is_an_extension_type_and_python_a_threading_
         with rt._lock, rt._lock:
             assert rt._lock.owned()
         assert not rt._lock.owned()
+
+
+@pytest.mark.skipif(
+    not sysconfig.get_config_var("Py_GIL_DISABLED"), reason="needs a free-threaded build"
+)
+def test_on_a_free_threaded_build_importing_and_running_asyncop_keeps_the_gil_off() -> None:
+    # No -X gil=0 here: a compiled module that did not declare itself
+    # compatible would turn the GIL back on as it loads, with a warning.
+    code = (
+        "import sys, warnings; warnings.simplefilter('error')\n"
+        "import asyncop\n"
+        "async def main():\n"
+        "    await asyncop.sleep(0)\n"
+        "with asyncop.Runtime(workers=2) as rt:\n"
+        "    rt.run(main)\n"
+        "print(sys._is_gil_enabled())\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON_GIL"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
 
 
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:

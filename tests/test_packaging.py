@@ -173,22 +173,36 @@ def wheel_metadata(dist: Dist) -> tuple[str, str]:
     return headers, body
 
 
-def core_modules() -> list[str]:
-    """The modules the build compiles, as pyproject.toml lists them."""
+def core_modules(key: str = "modules") -> list[str]:
+    """The modules the build compiles (or, with another key, another list of pyproject.toml's)."""
     with open(ROOT / "pyproject.toml", "rb") as file:
         build = tomllib.load(file)["tool"]["hatch"]["build"]
-    modules: list[str] = build["targets"]["wheel"]["hooks"]["custom"]["modules"]
+    modules: list[str] = build["targets"]["wheel"]["hooks"]["custom"][key]
     return modules
 
 
-def builds_compiled() -> bool:
-    """Whether a wheel built here compiles the core: a C compiler, and nothing against it."""
+def can_compile() -> bool:
+    """Whether a wheel built here compiles: a C compiler, and nothing against it."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    return (
-        shutil.which(compiler) is not None
-        and os.environ.get("ASYNCOP_NO_EXTENSIONS", "") in ("", "0")
-        and not sysconfig.get_config_var("Py_GIL_DISABLED")
+    return shutil.which(compiler) is not None and os.environ.get("ASYNCOP_NO_EXTENSIONS", "") in (
+        "",
+        "0",
     )
+
+
+def builds_compiled() -> bool:
+    """Whether a wheel built here compiles the whole core: not on a free-threaded build."""
+    return can_compile() and not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+def compiled_here() -> list[str]:
+    """The core modules a wheel built here holds compiled."""
+    if not can_compile():
+        return []
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        allowed = set(core_modules("freethreading-compatible"))
+        return [path for path in core_modules() if path in allowed]
+    return core_modules()
 
 
 def test_wheel_holds_each_core_module_compiled_beside_its_source(dist: Dist) -> None:
@@ -198,11 +212,8 @@ def test_wheel_holds_each_core_module_compiled_beside_its_source(dist: Dist) -> 
     modules = core_modules()
     assert all(path in names for path in modules)
     compiled = [path for path in modules if path.removesuffix(".py") + suffix in names]
-    if builds_compiled():
-        assert compiled == modules
-        assert not dist.wheel.name.endswith("-py3-none-any.whl")
-    else:
-        assert compiled == []
+    assert compiled == compiled_here()
+    assert dist.wheel.name.endswith("-py3-none-any.whl") is not bool(compiled)
     # Only the core: no C sources, and nothing an editable build left in place.
     assert not [name for name in names if name.endswith((".c", ".json"))]
 

@@ -12,8 +12,9 @@ Compiled, ``import cython`` is Cython's own: ``cython.compiled`` is True, and
 its decorators would declare C types. Run as Python, it is Cython's
 ``Shadow`` module when Cython is installed, and this namespace when it is
 not, with ``compiled`` False. Only the names asyncop uses are here
-(``compiled``, ``locals``, ``cast``, ``nogil``): ``tests/test_compiled.py`` checks that every
-``cython.X`` in asyncop has its stand-in, which does nothing.
+(``compiled``, ``locals``, ``address``, ``cast``, ``nogil``):
+``tests/test_compiled.py`` checks that every ``cython.X`` in asyncop has its
+stand-in, which does nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class pure_cython:  # (lower case: it stands in for the module ``cython``)
     def locals(**types: object) -> Callable[[_F], _F]:
         """``@cython.locals(name=type)``: C types of a function's locals; none here."""
         return _unchanged
+
+    @staticmethod
+    def address(value: _T) -> _T:
+        """``cython.address(field)``: a C pointer to ``field``; here, its value."""
+        return value
 
     @staticmethod
     def cast(kind: type[_T], value: object) -> _T:

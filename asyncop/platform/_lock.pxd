@@ -27,6 +27,23 @@ cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
 
+# The owner field is read by threads that do not hold the lock; on a
+# free-threaded interpreter they run in parallel with the holder's writes,
+# so the field is loaded and stored whole, as C11's relaxed atomics do.
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define asyncop_load_owner(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+    #define asyncop_store_owner(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+    #else
+    #define asyncop_load_owner(p) (*(volatile unsigned long *)(p))
+    #define asyncop_store_owner(p, v) (*(volatile unsigned long *)(p) = (v))
+    #endif
+    """
+    unsigned long asyncop_load_owner(unsigned long *owner) nogil
+    void asyncop_store_owner(unsigned long *owner, unsigned long value) nogil
+
+
 @cython.final
 @cython.auto_pickle(False)
 cdef class RecursiveLock:

@@ -64,6 +64,12 @@ if not cython.compiled:  # (compiled, _lock.pxd declares these C calls)
     def PyErr_CheckSignals() -> int:
         return 0
 
+    def asyncop_load_owner(owner: int) -> int:
+        return owner
+
+    def asyncop_store_owner(owner: int, value: int) -> None:
+        return None
+
 
 class RecursiveLock:
     """A re-entrant mutex: re-entry by the owner, matching release count."""
@@ -93,15 +99,16 @@ class RecursiveLock:
             _refuse(blocking, timeout)
         me = PyThread_get_thread_ident()
         # Only a holder writes _owner, and clears it before it lets go: a
-        # thread finds its own id there only while it holds the lock.
-        if self._count and self._owner == me:
+        # thread finds its own id there only while it holds the lock. Other
+        # threads read it meanwhile (see _lock.pxd); _count is the holder's.
+        if asyncop_load_owner(cython.address(self._owner)) == me:
             self._count += 1
             return True
         if PyThread_acquire_lock_timed(self._block, 0, 0) != PY_LOCK_ACQUIRED and (
             not blocking or not self._wait(timeout)
         ):
             return False
-        self._owner = me
+        asyncop_store_owner(cython.address(self._owner), me)
         self._count = 1
         return True
 
@@ -125,16 +132,16 @@ class RecursiveLock:
 
     def release(self) -> None:
         """Undo one ``acquire`` by the holder; the last one frees the lock."""
-        if not self._count or self._owner != PyThread_get_thread_ident():
+        if asyncop_load_owner(cython.address(self._owner)) != PyThread_get_thread_ident():
             _thread.RLock().release()  # raises RLock's RuntimeError (see _refuse)
         self._count -= 1
         if not self._count:
-            self._owner = 0
+            asyncop_store_owner(cython.address(self._owner), 0)
             PyThread_release_lock(self._block)
 
     def owned(self) -> bool:
         """Tell whether the calling thread holds the lock."""
-        return self._count > 0 and self._owner == PyThread_get_thread_ident()
+        return asyncop_load_owner(cython.address(self._owner)) == PyThread_get_thread_ident()
 
     def __enter__(self) -> bool:
         return self.acquire()
