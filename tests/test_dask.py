@@ -198,12 +198,13 @@ def test_abandon_ends_at_once_and_drops_the_late_result(
     runtime: asyncop.Runtime, executor: DaskExecutor, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pid"
-    op = runtime.spawn(jobs.ignore_token, 1.0, str(pidfile), executor=executor, abandon=True)
+    op = runtime.spawn(jobs.ignore_token, 3.0, str(pidfile), executor=executor, abandon=True)
     wait_for(pidfile.exists)
     start = time.monotonic()
     op.cancel()
     assert op.wait(10).state is OperationState.CANCELLED
-    assert time.monotonic() - start < 0.9
+    # Well before the job's own 3 s, with room for a loaded machine.
+    assert time.monotonic() - start < 2.0
 
 
 def test_deadlines_on_the_node_and_on_a_scope_above(
