@@ -67,7 +67,7 @@ async def test_stream_send_all_sends_a_view_that_is_not_contiguous(
     a, b = pair
     stream = net.SocketStream(a)
     await stream.send_all(strided())
-    await stream.send_all(array.array("B", b"ef"))  # any buffer of bytes
+    await stream.send_all(memoryview(array.array("B", b"ef")))
     assert read_all_now(b) == b"abcdef"
 
 
@@ -167,7 +167,7 @@ async def test_a_send_cancelled_before_it_starts_reports_what_it_sent(
     notes: list[str] = []
 
     async def sender() -> None:
-        asyncop.current_operation().cancel()
+        asyncop.current_operation(require=True).cancel()
         try:
             await net.send_all_async(a, b"x" * (8 << 20))
         except Cancelled as exc:
