@@ -155,3 +155,25 @@ def test_a_chain_of_awaits_ending_in_a_task_asleep_forever_is_waiting_on_purpose
         assert op.wait(5).state is OperationState.CANCELLED
     finally:
         assert rt.shutdown(timeout=10)
+
+
+@pytest.mark.asyncop
+async def test_an_unfinished_operation_has_no_result_and_no_error_yet(
+    autojump_clock: VirtualClock,
+) -> None:
+    # asyncio: result() of an unfinished task raises InvalidStateError; asyncop's
+    # op.error (asyncio's exception()) reads None until the operation has FAILED
+    async def sleeper() -> None:
+        await asyncop.sleep(10)
+
+    async with asyncop.scope() as s:
+        op = s.spawn(sleeper)
+        for _ in range(2):  # PENDING, then RUNNING
+            with pytest.raises(asyncop.InvalidStateError, match="has no result yet"):
+                op.result()
+            assert op.error is None and not op.done
+            await wait_all_blocked()
+        op.cancel("enough")
+    with pytest.raises(asyncop.CancellationError):
+        op.result()
+    assert op.error is None and op.done
