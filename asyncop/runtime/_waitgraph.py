@@ -148,7 +148,7 @@ def _task_line(op: AsyncOperation, graph: WaitGraph) -> str:
         return f"task {op.name!r} is {task.status.name}"
     events = [sub.event for sub in list(task.events or ())]
     for event in events:
-        if type(event) is OpWait:
+        if type(event) is OpWait and owner_of(event.op) is owner_of(op):
             graph.awaits.setdefault(op, []).append(event.op)
         elif not _ends_by_cancel(event):
             graph.waits += 1

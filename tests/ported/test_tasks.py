@@ -5,6 +5,7 @@ unfinished operation answers.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -177,3 +178,31 @@ async def test_an_unfinished_operation_has_no_result_and_no_error_yet(
     with pytest.raises(asyncop.CancellationError):
         op.result()
     assert op.error is None and op.done
+
+
+def test_awaiting_an_operation_of_another_runtime_is_not_a_cycle() -> None:
+    # the other runtime's work is out of this one's sight: it may well end
+    other = asyncop.Runtime(1, name="other")
+    rt = asyncop.Runtime(2, name="waits", deadlock="raise", deadlock_after=0.05)
+    gate = threading.Event()
+
+    def slow() -> str:
+        gate.wait(10)
+        return "done"
+
+    try:
+        remote = other.spawn(slow)
+
+        async def main() -> str:
+            return await remote
+
+        op = rt.spawn(main)
+        time.sleep(0.4)
+        assert op.state is OperationState.RUNNING  # not cancelled as stuck
+        gate.set()
+        op.wait(5)
+        assert op.result() == "done"
+    finally:
+        gate.set()
+        assert rt.shutdown(timeout=10)
+        assert other.shutdown(timeout=10)
