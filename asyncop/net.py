@@ -226,12 +226,14 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
     """
     _check_open(sock, "send_all_async()")
     try:
-        view = memoryview(data).cast("B")
+        view = memoryview(data)
     except TypeError:
         raise TypeError(
             f"send_all_async() needs bytes-like 'data', got {type(data).__name__}; pass "
             "bytes, bytearray or memoryview (encode a str first, e.g. text.encode())"
         ) from None
+    # A strided view cannot be sent as it is: send a copy of the bytes it shows.
+    view = memoryview(view.tobytes()) if not view.c_contiguous else view.cast("B")
     total = 0
     size = len(view)
     while total < size:

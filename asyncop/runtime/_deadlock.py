@@ -25,7 +25,8 @@ A runtime is *stuck* when nothing that could wake a task is left:
 A thread that sleeps outside asyncop's calls (``time.sleep``, ``input()``)
 cannot be seen, which is why the default only warns. A tree whose every
 wait ends only by a cancel (``sleep_forever()``, and the operations and
-scopes waiting for such) waits for Ctrl-C on purpose and is not reported.
+scopes waiting for such) waits for Ctrl-C on purpose and is not reported;
+tasks that await one another in a cycle rest on no such wait, and are.
 
 Who looks
 ---------
@@ -198,7 +199,7 @@ class DeadlockWatch:
             self._since = None
             self._settled = stamp
             graph = wait_graph_locked(rt)
-            if graph.waits == 0:
+            if graph.waits == 0 and not graph.circular():
                 return  # every wait ends by a cancel alone: waiting for Ctrl-C on purpose
             roots = list(rt._roots)
             taken = self._taken_locked(roots) if self.mode is DeadlockMode.RAISE else roots

@@ -56,14 +56,48 @@ _INDENT = 32
 class WaitGraph:
     """The report's lines, and how many waits something other than a cancel could end."""
 
-    __slots__ = ("lines", "waits")
+    __slots__ = ("awaits", "lines", "rests", "waits")
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.waits = 0
+        # The operations each task awaits (``await op``), and the tasks whose
+        # wait ends by a cancel alone in itself (``sleep_forever()``, say).
+        self.awaits: dict[AsyncOperation, list[AsyncOperation]] = {}
+        self.rests: set[AsyncOperation] = set()
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def circular(self) -> bool:
+        """Whether a task awaits operations that come down to nothing but a cycle.
+
+        A wait for an operation ends when that operation's tree does; it is
+        on purpose only if that tree rests, in the end, on a wait that ends
+        by a cancel alone. Tasks that await one another (``a`` awaits ``b``,
+        which awaits ``a``) rest on nothing: they are stuck, not idle.
+        """
+        settled: dict[AsyncOperation, bool] = {}
+
+        def rests_on_purpose(task: AsyncOperation) -> bool:
+            if task in self.rests:
+                return True
+            known = settled.get(task)
+            if known is not None:
+                return known
+            settled[task] = False  # (met again on the way: a cycle)
+            answer = any(
+                rests_on_purpose(node)
+                for target in self.awaits.get(task, ())
+                for node, _ in walk([target])
+            )
+            settled[task] = answer
+            return answer
+
+        try:
+            return not all(rests_on_purpose(task) for task in self.awaits)
+        except RecursionError:  # a chain of awaits too long to follow: say nothing
+            return False
 
 
 def tree_wait(state: ThreadState) -> tuple[str, AsyncOperation] | None:
@@ -113,7 +147,13 @@ def _task_line(op: AsyncOperation, graph: WaitGraph) -> str:
     if task.status is not WakerStatus.WAITING:
         return f"task {op.name!r} is {task.status.name}"
     events = [sub.event for sub in list(task.events or ())]
-    graph.waits += sum(1 for event in events if not _ends_by_cancel(event))
+    for event in events:
+        if type(event) is OpWait and owner_of(event.op) is owner_of(op):
+            graph.awaits.setdefault(op, []).append(event.op)
+        elif not _ends_by_cancel(event):
+            graph.waits += 1
+        elif type(event) is not ScopeDone:
+            graph.rests.add(op)
     what = ", ".join(describe_event(event) for event in events) or "?"
     point = task.suspension_point()
     where = f" at {point[0]}:{point[1]}" if point else ""
@@ -137,6 +177,8 @@ def _thread_line(
         return f"{kind} {op.name!r} on thread {name!r}{where} waits in a blocking call"
     if type(what) is not TreeWait and not _ends_by_cancel(what):
         graph.waits += 1
+    else:
+        graph.rests.add(op)  # (a thread's op.wait(): left to the thread)
     text = f"operation {what.name!r}" if type(what) is AsyncOperation else describe_event(what)
     return f"{kind} {op.name!r} on thread {name!r}{where} waits on {text}"
 

@@ -160,21 +160,30 @@ def check_max_bytes(value: object, what: str) -> int:
     return value
 
 
-def check_data(data: object, what: str) -> None:
+def check_data(data: object, what: str) -> bytes | bytearray | memoryview:
     """Refuse data to send that is not bytes-like, before anything is sent.
 
     ``what`` names the call (``"SocketStream.send_all()"``). Any object with
     the buffer protocol passes (bytes, bytearray, memoryview, array, mmap).
+
+    Returns:
+        What to send: ``data`` itself, or for a buffer that is not
+        contiguous (a strided view) a copy of the bytes it shows, which the
+        OS calls could not take as it is.
     """
-    if isinstance(data, bytes | bytearray | memoryview):
-        return
+    if type(data) is bytes or type(data) is bytearray:
+        return data
     try:
-        memoryview(data).release()  # type: ignore[arg-type]
+        view = memoryview(data)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
             f"{what} needs bytes-like data, got {type(data).__name__}; pass bytes, "
             "bytearray or memoryview (encode a str first, e.g. text.encode())"
         ) from None
+    with view:
+        if not view.c_contiguous:
+            return view.tobytes()
+    return data  # type: ignore[return-value]
 
 
 _RECONNECT = ("connection", "close the stream and reconnect")

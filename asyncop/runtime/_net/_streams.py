@@ -208,7 +208,7 @@ class DescriptorStream(_BufferedReceiver, Stream):
                 stream.
         """
         if type(data) is not bytes:
-            check_data(data, f"{type(self).__name__}.send_all()")
+            data = check_data(data, f"{type(self).__name__}.send_all()")
         guard = self._send_guard.lock  # (a with block, inline: see ConflictGuard)
         if not guard.acquire(False):
             raise self._send_guard.busy()

@@ -468,7 +468,7 @@ class TLSStream(_BufferedReceiver, Stream):
             ssl.SSLError: the handshake (done here) failed.
             Cancelled: the task was cancelled.
         """
-        check_data(data, "TLSStream.send_all()")
+        data = check_data(data, "TLSStream.send_all()")
         with self._send_guard:
             self._check_usable()
             if self._eof_sent:

@@ -102,7 +102,7 @@ class UDPSocket(AsyncResource):
                 is not an int in 0..65535 (raised before anything is sent).
             Cancelled: the task was cancelled.
         """
-        check_data(data, "UDPSocket.sendto()")
+        data = check_data(data, "UDPSocket.sendto()")
         _dns.check_port(port, "UDPSocket.sendto()")
         with self._send_guard:
             self._check_open()
