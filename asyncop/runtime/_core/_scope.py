@@ -93,7 +93,7 @@ from .._deadlock import deadlock_error_for
 from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
 from .._introspect import owner_of
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
-from ._block import enter_in_task
+from ._block import _running_task, enter_in_task
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
 
@@ -440,7 +440,9 @@ class Scope(ScopeFields):
         Raises:
             RuntimeError: scopes were exited out of order (an async generator
                 holding one open); the scopes inside this one are closed
-                first, so that the task still ends.
+                first, so that the task still ends. Or the exit runs in a
+                task other than the one that entered the scope, which leaves
+                the scope as it was.
         """
         op = self._op
         if op is None:
@@ -455,6 +457,12 @@ class Scope(ScopeFields):
                 f"scope {op.name!r} was already closed, because a scope around it "
                 "was exited first; do not keep a scope open across a yield of an "
                 "async generator"
+            )
+        if task is not _running_task("leaving 'async with scope()'"):
+            # Another task's stack of scopes is not this one's to change.
+            raise RuntimeError(
+                f"scope {op.name!r} was exited by a task other than the one that "
+                "entered it; exit it in the task that entered it instead"
             )
         if task.current is not op:
             misuse = unwind_to(task, op)
