@@ -173,10 +173,13 @@ async def test_aclose_in_a_cancelled_task_still_closes(
         with pytest.raises(ClosedResourceError):
             await a.send_all(b"x")
         if kind == "tls":
-            # Cancelled, it closed without its close_notify: the peer sees a
-            # transport that ended without the TLS goodbye.
-            with pytest.raises(BrokenResourceError):
-                await b.receive_some()
+            # Cancelled, it closed the transport without its close_notify:
+            # the peer reads the end of the stream, or a reset when data it
+            # never read (session tickets) was still queued on this side.
+            try:
+                assert await b.receive_some() == b""
+            except BrokenResourceError:
+                pass
         else:
             assert await b.receive_some() == b""
 
@@ -392,15 +395,24 @@ async def test_tls_unwrap_hands_back_the_plain_stream(
 
 
 @pytest.mark.asyncop
-async def test_tls_peer_closing_without_close_notify_breaks_the_receive(
+async def test_tls_peer_closing_without_close_notify_reads_as_the_end(
     contexts: tuple[ssl.SSLContext, ssl.SSLContext],
 ) -> None:
-    async with connected("tls", contexts) as (a, b):
-        a.transport_stream.close()
-        with pytest.raises((BrokenResourceError, ssl.SSLError)):
-            got = await b.receive_some()
-            assert got == b""  # a clean end would be b""; raise instead
-            raise BrokenResourceError
+    # asyncop reads a transport that ended without close_notify as the end
+    # of the stream (trio's https_compatible=True); frame messages to detect
+    # truncation.
+    server, client = contexts
+    ta, tb = memory_stream_pair()
+    a = net.TLSStream.wrap(ta, ssl_context=client, server_hostname="localhost")
+    b = net.TLSStream.wrap(tb, ssl_context=server, server_side=True)
+    async with asyncop.scope() as s:
+        s.spawn(b.do_handshake)
+        await a.do_handshake()
+    await a.send_all(b"before")
+    await ta.aclose()
+    assert await b.receive_exactly(6) == b"before"
+    assert await b.receive_some() == b""
+    await b.aclose()
 
 
 @pytest.mark.asyncop
