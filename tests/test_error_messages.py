@@ -351,6 +351,21 @@ def t_scope_exited_by_another_task(c: Ctx) -> BaseException:
     return c.vrt.run(main)
 
 
+def t_sync_scope_exited_by_another_thread(c: Ctx) -> BaseException:
+    held = c.rt.scope(name="other_thread_scope")
+    held.__enter__()
+    seen: list[BaseException] = []
+
+    def exit_it() -> None:
+        seen.append(caught(held.__exit__, None, None, None))
+
+    thread = threading.Thread(target=exit_it)
+    thread.start()
+    thread.join(10)
+    held.__exit__(None, None, None)
+    return seen[0]
+
+
 def t_scope_exited_after_being_closed(c: Ctx) -> BaseException:
     async def main() -> None:
         gen = _holds_scope("closed_early")
@@ -1940,6 +1955,12 @@ CASES = [
     Case("scope-aexit-not-entered", t_scope_aexit_not_entered, RuntimeError, "async with"),
     Case("scope-out-of-order", t_scope_exited_out_of_order, RuntimeError, "'outer_scope'"),
     Case("scope-other-task", t_scope_exited_by_another_task, RuntimeError, "'other_task_scope'"),
+    Case(
+        "scope-other-thread",
+        t_sync_scope_exited_by_another_thread,
+        RuntimeError,
+        "'other_thread_scope'",
+    ),
     Case("scope-closed-early", t_scope_exited_after_being_closed, RuntimeError, "'closed_early'"),
     Case("task-left-scope-open", t_task_ended_with_a_scope_open, RuntimeError, "'left_open'"),
     Case(

@@ -12,6 +12,7 @@ Deliberate differences from trio, which these tests follow:
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
@@ -498,3 +499,26 @@ async def test_exiting_a_scope_from_another_task_is_refused(autojump_clock: Virt
     await cs.__aexit__(None, None, None)
     assert block.state is OperationState.COMPLETED
     assert asyncop.current_operation() is not block
+
+
+def test_exiting_a_sync_scope_from_another_thread_is_refused(vruntime: asyncop.Runtime) -> None:
+    scope = vruntime.scope(name="entered here")
+    block = scope.__enter__()
+    seen: list[BaseException] = []
+
+    def exit_it() -> None:
+        try:
+            scope.__exit__(None, None, None)
+        except RuntimeError as exc:
+            seen.append(exc)
+
+    thread = threading.Thread(target=exit_it)
+    thread.start()
+    thread.join(10)
+    assert len(seen) == 1
+    assert "'entered here'" in str(seen[0])
+    assert not block.done
+    assert asyncop.current_operation() is block
+    assert scope.__exit__(None, None, None) is False
+    assert block.state is OperationState.COMPLETED
+    assert asyncop.current_operation() is None

@@ -18,6 +18,7 @@ from asyncop.runtime._core._task cimport TaskState as CTask
 @cython.auto_pickle(False)
 cdef class ScopeFields:
     cdef public object _deadline
+    cdef public object _ident
     cdef public object _name
     cdef public object _op
     cdef public object _parent

@@ -137,6 +137,7 @@ class ScopeFields:
 
     __slots__ = (
         "_deadline",
+        "_ident",
         "_name",
         "_op",
         "_parent",
@@ -180,6 +181,7 @@ class Scope(ScopeFields):
         self._supervise = supervise
         self._op: AsyncOperation | None = None
         self._saved: AsyncOperation | None = None
+        self._ident: int | None = None  # the thread that entered a sync block
         self._parent: AsyncOperation | None = None
         # The weak reference that watches the with-statement's exit (see
         # ExitAttribute in _abandon.py); None once the exit has ended the block.
@@ -316,6 +318,7 @@ class Scope(ScopeFields):
         op = self._open(parent)
         try:
             self._saved = current
+            self._ident = _thread.get_ident()
             state.op = op
         except BaseException:
             state.op = current
@@ -347,11 +350,19 @@ class Scope(ScopeFields):
         the tree and waits for it, a second one stops waiting at once, shuts
         the runtime down without waiting and abandons the threads still
         running operation code, named in a WARNING on the ``asyncop``
-        logger. Either is re-raised as itself.
+        logger. Either is re-raised as itself. An exit from a thread other
+        than the one that entered the block raises RuntimeError and leaves
+        the scope as it was.
         """
         op = self._op
         if op is None:
             raise RuntimeError("scope exited without being entered; use it in a with statement")
+        if op._outcome is None and self._ident != _thread.get_ident():
+            # Another thread's current operation is not this one's to change.
+            raise RuntimeError(
+                f"scope {op.name!r} was exited by a thread other than the one that "
+                "entered it; exit it in the thread that entered it instead"
+            )
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         # The tree as the first Ctrl-C found it, for the KeyboardInterrupt's note.
         note = tree_note(op) if isinstance(interrupt, KeyboardInterrupt) else None
