@@ -522,3 +522,46 @@ def test_exiting_a_sync_scope_from_another_thread_is_refused(vruntime: asyncop.R
     assert scope.__exit__(None, None, None) is False
     assert block.state is OperationState.COMPLETED
     assert asyncop.current_operation() is None
+
+
+@pytest.mark.asyncop
+async def test_several_tasks_in_wait_all_blocked_all_return(autojump_clock: VirtualClock) -> None:
+    log: list[str] = []
+
+    async def settle(name: str) -> None:
+        await wait_all_blocked()
+        log.append(name)
+
+    async with asyncop.scope() as s:
+        s.spawn(settle, "a")
+        s.spawn(settle, "b")
+        await wait_all_blocked()
+        log.append("body")
+    assert sorted(log) == ["a", "b", "body"]
+
+
+@pytest.mark.asyncop
+async def test_wait_all_blocked_returns_before_the_clock_jumps(
+    autojump_clock: VirtualClock,
+) -> None:
+    async def nap() -> None:
+        await asyncop.sleep(10)
+
+    async with asyncop.scope() as s:
+        s.spawn(nap)
+        await wait_all_blocked()
+        assert asyncop.current_time() == 0
+    assert asyncop.current_time() == 10
+
+
+@pytest.mark.asyncop
+async def test_assert_checkpoints_counts_a_cancelled_checkpoint(
+    autojump_clock: VirtualClock,
+) -> None:
+    with pytest.raises(AssertionError), assert_checkpoints():
+        pass
+    async with asyncop.move_on_after(1) as cs:
+        cs.cancel()
+        with assert_checkpoints():
+            await asyncop.checkpoint()
+    assert cs.cancelled_caught
