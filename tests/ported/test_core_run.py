@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import pytest
 
@@ -565,3 +566,39 @@ async def test_assert_checkpoints_counts_a_cancelled_checkpoint(
         with assert_checkpoints():
             await asyncop.checkpoint()
     assert cs.cancelled_caught
+
+
+@pytest.mark.asyncop
+async def test_a_generator_resumed_by_another_task_cannot_leave_its_scope(
+    autojump_clock: VirtualClock,
+) -> None:
+    async def numbers() -> Any:
+        async with asyncop.scope(name="generator's scope"):
+            yield 1
+        yield 2
+
+    gen = numbers()
+    resumed = asyncop.Event()
+    outcome: list[object] = []
+
+    async def opener() -> None:
+        assert await gen.__anext__() == 1  # enters the scope in this task
+        await resumed.wait_async()
+        assert asyncop.current_operation() is not None
+        outcome.append(asyncop.current_operation().name)  # type: ignore[union-attr]
+
+    async def resumer() -> None:
+        try:
+            await gen.__anext__()  # would leave the scope in this task
+        except RuntimeError as exc:
+            outcome.append(type(exc))
+        resumed.set()
+
+    async with asyncop.scope(supervise=True) as s:
+        first = s.spawn(opener)
+        await wait_all_blocked()
+        s.spawn(resumer)
+    assert outcome == [RuntimeError, "generator's scope"]
+    # The opener still held the scope when it ended: it is closed for it.
+    assert first.state is OperationState.FAILED
+    assert "still open" in str(first.error)
