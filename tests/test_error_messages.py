@@ -334,6 +334,38 @@ def t_scope_exited_out_of_order(c: Ctx) -> BaseException:
     return failure_of(c.vrt, main)
 
 
+def t_scope_exited_by_another_task(c: Ctx) -> BaseException:
+    async def main() -> BaseException:
+        held = asyncop.scope(name="other_task_scope")
+        await held.__aenter__()
+        try:
+            helper = asyncop.current_runtime().spawn(held.__aexit__, None, None, None)
+            try:
+                await helper
+            except RuntimeError as exc:
+                return exc
+            raise AssertionError("the exit in another task was not refused")
+        finally:
+            await held.__aexit__(None, None, None)
+
+    return c.vrt.run(main)
+
+
+def t_sync_scope_exited_by_another_thread(c: Ctx) -> BaseException:
+    held = c.rt.scope(name="other_thread_scope")
+    held.__enter__()
+    seen: list[BaseException] = []
+
+    def exit_it() -> None:
+        seen.append(caught(held.__exit__, None, None, None))
+
+    thread = threading.Thread(target=exit_it)
+    thread.start()
+    thread.join(10)
+    held.__exit__(None, None, None)
+    return seen[0]
+
+
 def t_scope_exited_after_being_closed(c: Ctx) -> BaseException:
     async def main() -> None:
         gen = _holds_scope("closed_early")
@@ -1936,6 +1968,13 @@ CASES = [
     Case("scope-exit-not-entered", t_scope_exit_not_entered, RuntimeError, "with statement"),
     Case("scope-aexit-not-entered", t_scope_aexit_not_entered, RuntimeError, "async with"),
     Case("scope-out-of-order", t_scope_exited_out_of_order, RuntimeError, "'outer_scope'"),
+    Case("scope-other-task", t_scope_exited_by_another_task, RuntimeError, "'other_task_scope'"),
+    Case(
+        "scope-other-thread",
+        t_sync_scope_exited_by_another_thread,
+        RuntimeError,
+        "'other_thread_scope'",
+    ),
     Case("scope-closed-early", t_scope_exited_after_being_closed, RuntimeError, "'closed_early'"),
     Case("task-left-scope-open", t_task_ended_with_a_scope_open, RuntimeError, "'left_open'"),
     Case(

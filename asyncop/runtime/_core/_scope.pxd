@@ -10,7 +10,7 @@ cimport cython
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._errors cimport cancelled_for
-from asyncop.runtime._core._block cimport enter_in_task
+from asyncop.runtime._core._block cimport _running_task, enter_in_task
 from asyncop.runtime._core._spawn cimport NodeHooks
 from asyncop.runtime._core._task cimport TaskState as CTask
 
@@ -18,6 +18,7 @@ from asyncop.runtime._core._task cimport TaskState as CTask
 @cython.auto_pickle(False)
 cdef class ScopeFields:
     cdef public object _deadline
+    cdef public object _ident
     cdef public object _name
     cdef public object _op
     cdef public object _parent

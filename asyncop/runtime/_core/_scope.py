@@ -93,7 +93,7 @@ from .._deadlock import deadlock_error_for
 from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
 from .._introspect import owner_of
 from ._abandon import ExitAttribute, abandon_scope, unwind_to
-from ._block import enter_in_task
+from ._block import _running_task, enter_in_task
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
 
@@ -137,6 +137,7 @@ class ScopeFields:
 
     __slots__ = (
         "_deadline",
+        "_ident",
         "_name",
         "_op",
         "_parent",
@@ -180,6 +181,7 @@ class Scope(ScopeFields):
         self._supervise = supervise
         self._op: AsyncOperation | None = None
         self._saved: AsyncOperation | None = None
+        self._ident: int | None = None  # the thread that entered a sync block
         self._parent: AsyncOperation | None = None
         # The weak reference that watches the with-statement's exit (see
         # ExitAttribute in _abandon.py); None once the exit has ended the block.
@@ -316,6 +318,7 @@ class Scope(ScopeFields):
         op = self._open(parent)
         try:
             self._saved = current
+            self._ident = _thread.get_ident()
             state.op = op
         except BaseException:
             state.op = current
@@ -347,11 +350,19 @@ class Scope(ScopeFields):
         the tree and waits for it, a second one stops waiting at once, shuts
         the runtime down without waiting and abandons the threads still
         running operation code, named in a WARNING on the ``asyncop``
-        logger. Either is re-raised as itself.
+        logger. Either is re-raised as itself. An exit from a thread other
+        than the one that entered the block raises RuntimeError and leaves
+        the scope as it was.
         """
         op = self._op
         if op is None:
             raise RuntimeError("scope exited without being entered; use it in a with statement")
+        if op._outcome is None and self._ident != _thread.get_ident():
+            # Another thread's current operation is not this one's to change.
+            raise RuntimeError(
+                f"scope {op.name!r} was exited by a thread other than the one that "
+                "entered it; exit it in the thread that entered it instead"
+            )
         interrupt = exc if isinstance(exc, _INTERRUPTS) else None
         # The tree as the first Ctrl-C found it, for the KeyboardInterrupt's note.
         note = tree_note(op) if isinstance(interrupt, KeyboardInterrupt) else None
@@ -440,7 +451,9 @@ class Scope(ScopeFields):
         Raises:
             RuntimeError: scopes were exited out of order (an async generator
                 holding one open); the scopes inside this one are closed
-                first, so that the task still ends.
+                first, so that the task still ends. Or the exit runs in a
+                task other than the one that entered the scope, which leaves
+                the scope as it was.
         """
         op = self._op
         if op is None:
@@ -455,6 +468,12 @@ class Scope(ScopeFields):
                 f"scope {op.name!r} was already closed, because a scope around it "
                 "was exited first; do not keep a scope open across a yield of an "
                 "async generator"
+            )
+        if task is not _running_task("leaving 'async with scope()'"):
+            # Another task's stack of scopes is not this one's to change.
+            raise RuntimeError(
+                f"scope {op.name!r} was exited by a task other than the one that "
+                "entered it; exit it in the task that entered it instead"
             )
         if task.current is not op:
             misuse = unwind_to(task, op)
