@@ -212,7 +212,8 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
         TypeError: ``sock`` is not a socket, or ``n`` not an int.
         ValueError: ``n`` is less than 1.
     """
-    _check_open(sock, "recv_async()")
+    if type(sock) is not socket.socket or sock.fileno() < 0 or sock.timeout != 0.0:
+        _check_open(sock, "recv_async()")  # (the checks, inline for an open non-blocking socket)
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(
             f"recv_async() needs a byte count as 'n', got {type(n).__name__}; pass an int "
@@ -225,12 +226,14 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
     if streak >= _FAIR_STREAK:
         streak = 0
         await checkpoint()  # data all along: let the other tasks and the timers run
-        _check_open(sock, "recv_async()")
+        if sock.fileno() < 0 or sock.timeout != 0.0:
+            _check_open(sock, "recv_async()")
     elif streak < 0:
         if streak > -_PROBE_EVERY:
             _streaks[fd] = streak - 1
             await readable(sock)
-            _check_open(sock, "recv_async()")
+            if sock.fileno() < 0 or sock.timeout != 0.0:
+                _check_open(sock, "recv_async()")
         else:
             streak = 0  # a probe: this read tries at once
     while True:
@@ -239,7 +242,8 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
         except BlockingIOError:
             _streaks[fd] = streak = -1
             await readable(sock)
-            _check_open(sock, "recv_async()")
+            if sock.fileno() < 0 or sock.timeout != 0.0:
+                _check_open(sock, "recv_async()")
             continue
         except ConnectionResetError as exc:
             raise ConnectionResetError(
@@ -260,7 +264,22 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
             was sent (the exception's note says how many bytes).
         TypeError: ``sock`` is not a socket, or ``data`` not bytes-like.
     """
-    _check_open(sock, "send_all_async()")
+    if type(sock) is not socket.socket or sock.fileno() < 0 or sock.timeout != 0.0:
+        _check_open(sock, "send_all_async()")
+    total = 0
+    if type(data) is bytes:
+        # The common case, a message the socket takes whole: no view.
+        size = len(data)
+        if not size:
+            return
+        try:
+            total = sock.send(data)
+        except BlockingIOError:
+            pass
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise _gone(exc, 0, size) from None
+        if total == size:
+            return
     try:
         view = memoryview(data).cast("B")
     except TypeError:
@@ -268,7 +287,6 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
             f"send_all_async() needs bytes-like 'data', got {type(data).__name__}; pass "
             "bytes, bytearray or memoryview (encode a str first, e.g. text.encode())"
         ) from None
-    total = 0
     size = len(view)
     while total < size:
         try:
@@ -281,10 +299,14 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
                 raise
             _check_open(sock, "send_all_async()")
         except (ConnectionResetError, BrokenPipeError) as exc:
-            raise type(exc)(
-                exc.errno,
-                f"the peer is gone after {total} of {size} bytes; reconnect to go on",
-            ) from None
+            raise _gone(exc, total, size) from None
+
+
+def _gone(exc: OSError, total: int, size: int) -> OSError:
+    """The error for a peer that went away, saying how much of the data went out."""
+    return type(exc)(
+        exc.errno, f"the peer is gone after {total} of {size} bytes; reconnect to go on"
+    )
 
 
 _publish("asyncop.net", globals(), __all__)
