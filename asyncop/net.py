@@ -7,7 +7,10 @@ function annotated ``stream: Stream`` takes any of them.
 
 Each helper tries the operation first and, on ``BlockingIOError``, awaits
 ``readable``/``writable`` and tries again (a wake may be spurious). They are
-cancellation points at every wait.
+cancellation points at every wait. ``recv_async`` waits first instead on a
+socket whose last read had to wait (the peer of a request/response exchange
+has rarely answered yet), and it yields to the other tasks once in a while on
+a socket that always has data.
 
 Errors are the standard ones, with a message that says what to do:
 ``ConnectionRefusedError`` when nobody listens, ``ConnectionResetError``
@@ -32,7 +35,7 @@ from typing import Any
 
 from ._exports import publish as _publish
 from .operations import Cancelled, ClosedResourceError
-from .runtime import MAX_READ, readable, spawn_blocking, writable
+from .runtime import MAX_READ, checkpoint, readable, spawn_blocking, writable
 from .runtime import DelimiterNotFound as DelimiterNotFound
 from .runtime import IncompleteRead as IncompleteRead
 from .runtime import ReceiveStream as ReceiveStream
@@ -77,6 +80,21 @@ __all__ = [
     "serve_tcp",
     "serve_unix",
 ]
+
+
+# How recv_async() read each socket lately, by descriptor number: a count
+# >= 0 is the reads in a row that found data at once (every _FAIR_STREAK-th
+# yields first, so that a socket that always has data cannot hold the worker);
+# a count < 0 means the last read that tried at once found nothing, and -count
+# the reads since then, which wait for readiness before they read: in a
+# request/response exchange the answer has rarely come yet, and a read that
+# fails costs more than the wait it comes back to. Every _PROBE_EVERY-th of
+# them tries at once again, to notice a socket that now has data all along.
+# A number reused by a new socket inherits a hint, never a wrong result: a
+# wait on a socket that has data ends at once.
+_streaks: dict[int, int] = {}
+_FAIR_STREAK = 16
+_PROBE_EVERY = 16
 
 
 def _check_open(sock: socket.socket, what: str, arg: str = "sock") -> None:
@@ -190,11 +208,12 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
     Raises:
         ClosedResourceError: the socket is closed.
         ConnectionResetError: the peer reset the connection.
-        Cancelled: the task was cancelled while waiting; nothing was taken.
+        Cancelled: the task was cancelled while waiting or yielding; nothing was taken.
         TypeError: ``sock`` is not a socket, or ``n`` not an int.
         ValueError: ``n`` is less than 1.
     """
-    _check_open(sock, "recv_async()")
+    if type(sock) is not socket.socket or sock.fileno() < 0 or sock.timeout != 0.0:
+        _check_open(sock, "recv_async()")  # (the checks, inline for an open non-blocking socket)
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(
             f"recv_async() needs a byte count as 'n', got {type(n).__name__}; pass an int "
@@ -202,16 +221,37 @@ async def recv_async(sock: socket.socket, n: int) -> bytes:
         )
     if n < 1:
         raise ValueError(f"recv_async() got n={n}; pass 1 or more bytes to receive")
+    fd = sock.fileno()
+    streak = _streaks.get(fd, 0)
+    if streak >= _FAIR_STREAK:
+        streak = 0
+        await checkpoint()  # data all along: let the other tasks and the timers run
+        if sock.fileno() < 0 or sock.timeout != 0.0:
+            _check_open(sock, "recv_async()")
+    elif streak < 0:
+        if streak > -_PROBE_EVERY:
+            _streaks[fd] = streak - 1
+            await readable(sock)
+            if sock.fileno() < 0 or sock.timeout != 0.0:
+                _check_open(sock, "recv_async()")
+        else:
+            streak = 0  # a probe: this read tries at once
     while True:
         try:
-            return sock.recv(min(n, MAX_READ))  # (at most: a huge n allocates nothing huge)
+            data = sock.recv(min(n, MAX_READ))  # (at most: a huge n allocates nothing huge)
         except BlockingIOError:
+            _streaks[fd] = streak = -1
             await readable(sock)
-            _check_open(sock, "recv_async()")
+            if sock.fileno() < 0 or sock.timeout != 0.0:
+                _check_open(sock, "recv_async()")
+            continue
         except ConnectionResetError as exc:
             raise ConnectionResetError(
                 exc.errno, "the peer reset the connection; reconnect to go on"
             ) from None
+        if streak >= 0:
+            _streaks[fd] = streak + 1
+        return data
 
 
 async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryview) -> None:
@@ -224,7 +264,22 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
             was sent (the exception's note says how many bytes).
         TypeError: ``sock`` is not a socket, or ``data`` not bytes-like.
     """
-    _check_open(sock, "send_all_async()")
+    if type(sock) is not socket.socket or sock.fileno() < 0 or sock.timeout != 0.0:
+        _check_open(sock, "send_all_async()")
+    total = 0
+    if type(data) is bytes:
+        # The common case, a message the socket takes whole: no view.
+        size = len(data)
+        if not size:
+            return
+        try:
+            total = sock.send(data)
+        except BlockingIOError:
+            pass
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise _gone(exc, 0, size) from None
+        if total == size:
+            return
     try:
         view = memoryview(data)
     except TypeError:
@@ -234,7 +289,6 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
         ) from None
     # A strided view cannot be sent as it is: send a copy of the bytes it shows.
     view = memoryview(view.tobytes()) if not view.c_contiguous else view.cast("B")
-    total = 0
     size = len(view)
     while total < size:
         try:
@@ -247,10 +301,14 @@ async def send_all_async(sock: socket.socket, data: bytes | bytearray | memoryvi
                 raise
             _check_open(sock, "send_all_async()")
         except (ConnectionResetError, BrokenPipeError) as exc:
-            raise type(exc)(
-                exc.errno,
-                f"the peer is gone after {total} of {size} bytes; reconnect to go on",
-            ) from None
+            raise _gone(exc, total, size) from None
+
+
+def _gone(exc: OSError, total: int, size: int) -> OSError:
+    """The error for a peer that went away, saying how much of the data went out."""
+    return type(exc)(
+        exc.errno, f"the peer is gone after {total} of {size} bytes; reconnect to go on"
+    )
 
 
 _publish("asyncop.net", globals(), __all__)

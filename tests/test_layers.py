@@ -90,6 +90,11 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "RuntimeBase types the runtime's lock as RecursiveLock, an extension type when "
         "compiled: Cython takes a Python import of a cimported type only from its module"
     ),
+    ("asyncop.runtime._core._reactor", "asyncop.platform._lock"): (
+        "the reactor types its lock as RecursiveLock, so that compiled its acquire and "
+        "release are C calls: Cython takes a Python import of a cimported type only from "
+        "its module"
+    ),
     ("asyncop.operations._node", "asyncop.platform._frames"): (
         "_user_frame calls the module's functions, which compiled are the C functions of "
         "_frames.pxd: Cython turns module.name into a C call only for a module it cimports"

@@ -576,3 +576,79 @@ def test_without_io_grace_the_clock_waits_for_the_network(listener: socket.socke
         assert rt.now() == 0
         op.cancel("done looking")
         assert op.wait(5).state is OperationState.CANCELLED
+
+
+# ----------------------------------------------------------------------
+# recv_async's choice between reading at once and waiting first
+# ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["epoll", "poll"])
+def test_recv_async_that_waits_first_sees_data_that_came_before_it(
+    closing: Any, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    if backend == "epoll" and not hasattr(__import__("select"), "epoll"):
+        pytest.skip("no epoll here")
+    monkeypatch.setenv("ASYNCOP_SELECTOR", backend)
+    a, b = blocking_pair(closing)
+    with asyncop.Runtime(1, name=f"first-{backend}") as rt:
+        for round_ in range(40):
+            # A read that waits, then data sent before the next read begins:
+            # that read, which waits first, must still see it.
+            op = rt.spawn(recv_async, a, 100)
+            wait_until(lambda: rt.registrations() == 1, f"round {round_}: recv_async is parked")
+            b.sendall(b"waited")
+            assert op.wait(5).value == b"waited"
+            b.sendall(f"ready {round_}".encode())
+            assert rt.run(recv_async, a, 100) == f"ready {round_}".encode()
+
+
+def test_a_socket_that_always_has_data_lets_the_other_tasks_run(closing: Any) -> None:
+    a, b = blocking_pair(closing)
+    a.setblocking(False)
+    b.sendall(b"x" * 400)
+    log: list[str] = []
+
+    async def other() -> None:
+        while True:
+            log.append("other")
+            await asyncop.checkpoint()
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(other)
+            for _ in range(200):
+                assert await recv_async(a, 2) == b"xx"
+                log.append("read")
+            s.cancel()
+
+    with asyncop.Runtime(1, name="fair") as rt:
+        rt.run(main)
+    first_read = log.index("read")
+    others = log[first_read : len(log) - log[::-1].index("read")].count("other")
+    assert others >= 5, log[:40]
+
+
+def test_a_reader_cancelled_between_ready_reads_takes_nothing_more(closing: Any) -> None:
+    a, b = blocking_pair(closing)
+    a.setblocking(False)
+    data = bytes(range(200))
+    b.sendall(data)
+    got = bytearray()
+
+    async def read_all() -> None:
+        while len(got) < len(data):
+            got.extend(await recv_async(a, 1))
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            s.spawn(read_all)
+            # Runs when the reader, which always finds data, lets it.
+            await asyncop.checkpoint()
+            s.cancel()
+
+    with asyncop.Runtime(1, name="cancel-ready") as rt:
+        rt.run(main)
+        assert len(got) < len(data), "the reader never let the cancel in"
+        rest = rt.run(recv_exactly, a, len(data) - len(got))
+    assert bytes(got) + rest == data

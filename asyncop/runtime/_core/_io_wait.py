@@ -3,7 +3,8 @@
 ``await readable(fd)`` and ``await writable(fd)`` yield an :class:`IoWait`,
 which parks the task's waker in its runtime's reactor (see ``_reactor.py``)
 under the key ``(fd, direction)``. This module holds the wait itself and
-what the reactor needs to tell a ready fd from one closed under its waiter.
+what the reactor needs to tell a ready fd from one closed under its waiter
+and to deliver the wakes it collected.
 """
 
 from __future__ import annotations
@@ -96,6 +97,24 @@ def _ready_now(fd: int, direction: int) -> int:
     poller.register(fd, select.POLLIN if direction == READ else select.POLLOUT)
     events = poller.poll(0)
     return events[0][1] if events else 0
+
+
+def _add_ready(
+    fd: int, taken: list[Subscription], wakes: list[tuple[Subscription, BaseException | None]]
+) -> None:
+    """Queue the wakes of the waits ``fd``'s readiness took.
+
+    A wait whose socket was closed meanwhile fails instead: poll calls a
+    closed fd ready, and a new file on the same number may be ready too.
+    """
+    for sub in taken:
+        wakes.append((sub, _closed_error(fd, sub.event.direction) if _is_stale(sub, fd) else None))
+
+
+def _deliver(wakes: list[tuple[Subscription, BaseException | None]]) -> None:
+    """Fire the collected wakes; called with the reactor lock released."""
+    for sub, error in wakes:
+        sub.fire(None, error)
 
 
 @final

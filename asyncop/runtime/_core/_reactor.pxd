@@ -4,11 +4,13 @@
 
 cimport cython
 
+from asyncop.platform._lock cimport RecursiveLock
+
 
 @cython.final
 cdef class Reactor:
     cdef public object _runtime
-    cdef public object _lock
+    cdef public RecursiveLock _lock
     cdef public dict _table
     cdef public dict _armed
     cdef public set _known

@@ -79,7 +79,6 @@ import logging
 import os
 import select
 import selectors
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -92,12 +91,18 @@ from ...platform import (
     selector_name,
     start_thread,
 )
+
+# (From its own module: compiled, _reactor.pxd cimports it, and Cython
+# takes a Python import of a cimported type only from that module.)
+from ...platform._lock import RecursiveLock
 from ._io_wait import (
     _NAMES,
     READ,
     WRITE,
     IoWait,
+    _add_ready,
     _closed_error,
+    _deliver,
     _is_stale,
     _ready_now,
     _refused_error,
@@ -133,24 +138,6 @@ _READ_READY = _EPOLLIN | _EPOLLERR | _EPOLLHUP
 _WRITE_READY = _EPOLLOUT | _EPOLLERR | _EPOLLHUP
 
 
-def _add_ready(
-    fd: int, taken: list[Subscription], wakes: list[tuple[Subscription, BaseException | None]]
-) -> None:
-    """Queue the wakes of the waits ``fd``'s readiness took.
-
-    A wait whose socket was closed meanwhile fails instead: poll calls a
-    closed fd ready, and a new file on the same number may be ready too.
-    """
-    for sub in taken:
-        wakes.append((sub, _closed_error(fd, sub.event.direction) if _is_stale(sub, fd) else None))
-
-
-def _deliver(wakes: list[tuple[Subscription, BaseException | None]]) -> None:
-    """Fire the collected wakes; called with the reactor lock released."""
-    for sub, error in wakes:
-        sub.fire(None, error)
-
-
 # A wake to deliver once the reactor lock is released: the subscription and
 # the error to fail it with (None: the fd is ready).
 _Wake = tuple[Subscription, BaseException | None]
@@ -163,7 +150,7 @@ class Reactor:
 
     def __init__(self, runtime: Kernel, backend: str | None = None) -> None:
         self._runtime = runtime
-        self._lock = threading.Lock()
+        self._lock = RecursiveLock()  # (its acquire/release are C calls, compiled)
         self._table: dict[tuple[int, int], Subscription] = {}
         self._armed: dict[int, int] = {}  # fd -> directions armed in the multiplexer
         self._known: set[int] = set()  # fds epoll knows about (epoll only)
@@ -213,7 +200,10 @@ class Reactor:
         wakes: list[_Wake] = []
         wake_thread = False
         try:
-            with self._lock:
+            # (acquire/release: C calls on the compiled lock, and this runs
+            # on a worker thread, which never runs signal handlers.)
+            self._lock.acquire()
+            try:
                 if self._stopping:
                     raise RuntimeError(
                         f"the reactor of runtime {self._runtime.name!r} is shut down; "
@@ -262,6 +252,8 @@ class Reactor:
                 elif self._forever:
                     self._forever = False
                     wake_thread = True
+            finally:
+                self._lock.release()
         finally:
             if wakes:
                 _deliver(wakes)
@@ -553,7 +545,8 @@ class Reactor:
         fired: list[Subscription] = []
         wakes: list[_Wake] = []
         armed_fds = self._armed
-        with self._lock:
+        self._lock.acquire()  # (see register)
+        try:
             for fd, mask in events:
                 if fd == wake_fd:
                     if drain:
@@ -579,6 +572,8 @@ class Reactor:
                     self._arm_locked(fd, armed, wakes)
             if sweep_due and table:
                 self._sweep_locked(wakes)
+        finally:
+            self._lock.release()
         if fired or wakes:
             return fired, wakes
         return None
