@@ -94,6 +94,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "_user_frame calls the module's functions, which compiled are the C functions of "
         "_frames.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
+    ("asyncop.runtime._core._task", "asyncop.platform._coro"): (
+        "step calls the module's send_in, which compiled is the C function of _coro.pxd: "
+        "Cython turns module.name into a C call only for a module it cimports"
+    ),
 }
 
 #: (importing module, imported module) -> why a type-only import may point upward.
