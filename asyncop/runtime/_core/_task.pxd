@@ -19,6 +19,7 @@ from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
 from asyncop.runtime._core._scope_task cimport suspend_for_children
 from asyncop.runtime._core._waker cimport push_locked
+from asyncop.runtime._core._waker cimport set_up_waker
 
 
 cdef unsigned long _WRAP

@@ -84,7 +84,15 @@ from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
-from ._waker import WaitEvent, WakerStatus, describe_event, is_event, push_locked, resolve
+from ._waker import (
+    WaitEvent,
+    WakerStatus,
+    describe_event,
+    is_event,
+    push_locked,
+    resolve,
+    set_up_waker,
+)
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -117,7 +125,7 @@ class TaskState(Waker):
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation) -> None:
-        Waker.__init__(self, op)
+        set_up_waker(self, op)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
