@@ -1253,6 +1253,32 @@ def test_child_copies_its_parents_context(runtime: asyncop.Runtime) -> None:
 
 
 @pytest.mark.timeout(10)
+def test_coroutine_tasks_return_their_values_and_keep_their_context_changes(
+    runtime: asyncop.Runtime,
+) -> None:
+    # Values a return could be mistaken for: None, a tuple, an exception, StopIteration.
+    values: list[object] = [None, (1, 2), ("one",), (), ValueError("v"), StopIteration(3)]
+
+    async def child(value: object) -> object:
+        request_id.set("changed by child")
+        await asyncop.checkpoint()
+        assert request_id.get() == "changed by child"
+        return value
+
+    async def parent() -> tuple[list[object], str]:
+        request_id.set("from parent")
+        async with asyncop.scope() as scope:
+            kids = [scope.spawn(child, value) for value in values]
+            await asyncop.checkpoint()
+        return [await kid for kid in kids], request_id.get()
+
+    returned, seen = runtime.run(parent)
+    assert seen == "from parent"
+    assert len(returned) == len(values)
+    assert all(got is value for got, value in zip(returned, values, strict=True))
+
+
+@pytest.mark.timeout(10)
 def test_child_spawned_from_outside_copies_the_parents_context(
     runtime: asyncop.Runtime,
 ) -> None:

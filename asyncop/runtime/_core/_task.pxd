@@ -11,6 +11,7 @@ from asyncop.operations._errors cimport cancelled_for
 from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_running
+from asyncop.platform cimport _coro
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._usage cimport charge
@@ -18,6 +19,7 @@ from asyncop.runtime._core._waker cimport Subscription as CSubscription
 from asyncop.runtime._core._waker cimport Waker
 from asyncop.runtime._core._scope_task cimport suspend_for_children
 from asyncop.runtime._core._waker cimport push_locked
+from asyncop.runtime._core._waker cimport set_up_waker
 
 
 cdef unsigned long _WRAP

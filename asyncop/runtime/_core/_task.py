@@ -79,11 +79,20 @@ from ...operations import (
     transition_to_ended,
     transition_to_running,
 )
+from ...platform import _coro
 from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
-from ._waker import WaitEvent, WakerStatus, describe_event, is_event, push_locked, resolve
+from ._waker import (
+    WaitEvent,
+    WakerStatus,
+    describe_event,
+    is_event,
+    push_locked,
+    resolve,
+    set_up_waker,
+)
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -96,13 +105,7 @@ if TYPE_CHECKING:
     from ...operations import After
     from ._kernel import Kernel
 
-__all__ = [
-    "TaskState",
-    "describe_wait",
-    "on_cancel_running",
-    "step",
-    "strip_own_frame",
-]
+__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
 
 _MAX_INLINE = 32
 # A 32-bit count wraps to 0 (compiled, a C constant: see _task.pxd).
@@ -122,7 +125,7 @@ class TaskState(Waker):
     __slots__ = ("cancellable", "checkpoints", "coro", "current", "outer", "saw_cancel")
 
     def __init__(self, op: AsyncOperation) -> None:
-        Waker.__init__(self, op)
+        set_up_waker(self, op)
         self.coro: Coroutine[Any, Any, Any] | None = None
         # The innermost async scope the task is in (its own operation when
         # none): its token is the one every await checks.
@@ -289,17 +292,15 @@ def step(
 ) -> None:
     """Resume a coroutine task until it suspends or ends; charge ``op.stats`` for it.
 
-    ``state`` and ``meter`` are the stepping worker's. The path of a task that
-    awaits checkpoints and returns a value stays in this function; see
-    ``_first_coroutine``, ``_wait_on`` and ``_raised`` for the rest. The time
-    is charged as the task yields (before anything hands it to another
-    worker) and as it ends (before the operation does).
+    ``state`` and ``meter`` are the stepping worker's. The path of a task that awaits
+    checkpoints and returns a value stays in this function; see ``_first_coroutine``,
+    ``_wait_on`` and ``_raised`` for the rest. The time is charged as the task yields (before
+    anything hands it to another worker) and as it ends (before the operation does).
 
-    The lock is taken with acquire()/release(), half a with's cost: safe only
-    on a worker thread, which never runs signal handlers (on the main thread
-    a Ctrl-C raised as acquire() returns would skip the release). Once the
-    task has ended, this frame lets go of it: CPython 3.12 and 3.13 also
-    link a finished coroutine's frame to the one that stepped it.
+    The lock is taken with acquire()/release(), half a with's cost: safe only on a worker
+    thread, which never runs signal handlers (on the main thread a Ctrl-C raised as acquire()
+    returns would skip the release). Once the task has ended, this frame lets go of it:
+    CPython 3.12 and 3.13 also link a finished coroutine's frame to the one that stepped it.
     """
     task: TaskState | None = op._task
     if task is None:
@@ -344,14 +345,16 @@ def step(
     while True:
         state.task = task
         try:
-            if error is None:
+            if cython.compiled and native and error is None:  # (C: no StopIteration, _coro.py)
+                ev = _coro.send_in(ctx, coro, value, task, _RETURNED)
+            elif error is None:
                 ev = ctx.run(_SEND, coro, value) if native else ctx.run(coro.send, value)
             elif _hand_in(coro, error, state):
                 ev = ctx.run(coro.send, RAISE)
             else:
                 ev = ctx.run(coro.throw, error)
         except StopIteration as stop:
-            ev, value = _RETURNED, stop.value  # (ended: charged first, below)
+            ev, task.result = _RETURNED, stop.value  # (ended: charged first, below)
         except BaseException as exc:
             # This frame is in the exception's traceback, and ``error`` may be
             # that exception: drop it, or the task's frames and locals would
@@ -362,8 +365,8 @@ def step(
             return
         now = charge(op, meter, start)
         if ev is _RETURNED:
-            try:
-                _finish(task, _value, value, None, now if stamp else None)
+            try:  # (the value it returned is in task.result: see send_in)
+                _finish(task, _value, task.result, None, now if stamp else None)
             finally:
                 state.task = None
             return
@@ -373,8 +376,7 @@ def step(
         value = error = None
         if ev is CHECKPOINT:
             # The commonest await, on its own short path.
-            error = _checkpoint(runtime, task, state)
-            if error is None:
+            if (error := _checkpoint(runtime, task, state)) is None:
                 return
             continue
         value, error, inline = _wait_on(task, ev, inline)

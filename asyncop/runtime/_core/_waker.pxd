@@ -57,6 +57,8 @@ cdef class Waker:
 
 cdef _take_back(Subscription sub)
 
+cpdef set_up_waker(Waker waker, CNode task, _no_status=*)
+
 cpdef Subscription subscription(Waker waker, event, callback)
 
 @cython.locals(task=Waker, worker=CWorker)

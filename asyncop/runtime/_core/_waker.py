@@ -136,6 +136,7 @@ __all__ = [
     "let_go",
     "push_locked",
     "resolve",
+    "set_up_waker",
     "subscription",
     "timeout",
 ]
@@ -332,27 +333,18 @@ class Waker:
         "task",
         "triggered",
     )
+    # (Set by set_up_waker.)
+    task: AsyncOperation
+    status: WakerStatus
+    _subs: Subscription | list[Subscription] | None
+    triggered: Any
+    result: Any
+    error: BaseException | None
+    generation: int
+    queued_at: int
 
-    def __init__(
-        self, task: AsyncOperation, _no_status: WakerStatus = WakerStatus.NO_STATUS
-    ) -> None:
-        self.task = task
-        self.status = _no_status
-        # The subscription of the current wait, or None; a list of them only
-        # for a wait on several events (resume_when added to it). The
-        # commonest wait, on one event, costs no list.
-        self._subs: Subscription | list[Subscription] | None = None
-        # The event that won the current wait, or None.
-        self.triggered: Any = None
-        self.result: Any = None
-        self.error: BaseException | None = None
-        # Bumped by every reset, so a late firing of an old wait is ignored.
-        # Compiled, a 32-bit field that wraps (only its equality matters).
-        self.generation = 0
-        # When the task was last queued, in pushes (see push_locked):
-        # compiled, 32 bits that wrap, so it is compared serial-number style
-        # (queued_after), which holds for Python's unbounded ints too.
-        self.queued_at = 0
+    def __init__(self, task: AsyncOperation) -> None:
+        set_up_waker(self, task)
 
     @property
     def runtime(self) -> Kernel:
@@ -545,6 +537,29 @@ class Waker:
 
 # (Compiled, the kernel's, the node's, the thread's and the workers' fields
 # are read in C, and the step, a spawn and a wake call it in C: see _waker.pxd.)
+def set_up_waker(
+    waker: Waker, task: AsyncOperation, _no_status: WakerStatus = WakerStatus.NO_STATUS
+) -> None:
+    """Set a new waker's fields, its first status among them: ``Waker.__init__``.
+
+    The task state, a waker itself, calls it from its own ``__init__``: compiled, a C call
+    (a call of ``Waker.__init__`` from there is a Python call).
+    """
+    waker.task = task
+    waker.status = _no_status
+    # The subscription of the current wait, or None; a list of them only for a
+    # wait on several events (resume_when added to it): one event costs no list.
+    waker._subs = None
+    waker.triggered = None  # the event that won the current wait, or None
+    waker.result = waker.error = None
+    # Bumped by every reset, so a late firing of an old wait is ignored;
+    # compiled, 32 bits that wrap (only its equality matters).
+    waker.generation = 0
+    # When the task was last queued, in pushes (see push_locked): compiled, 32
+    # bits that wrap, compared serial-number style (queued_after).
+    waker.queued_at = 0
+
+
 def push_locked(
     runtime: Kernel,
     op: AsyncOperation,
