@@ -5,6 +5,11 @@ anyio loads a backend by importing ``anyio._backends._<name>``.
 answers the import of ``anyio._backends._asyncop``, and no other, with a
 module whose ``backend_class`` is ``asyncop._anyio``'s. It imports nothing
 until anyio asks, so ``import asyncop`` does not load anyio.
+
+:func:`install` also loads sniffio, where it is installed: a worker names
+asyncop to sniffio only if sniffio is loaded when it starts stepping tasks,
+and a library that imports sniffio lazily (httpx's transport does) would
+otherwise ask it, in the step that loads it, and hear of no library.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ class BackendFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Put the finder on ``sys.meta_path``, once."""
+    """Put the finder on ``sys.meta_path``, once, and load sniffio if it is installed."""
     if not any(isinstance(finder, BackendFinder) for finder in sys.meta_path):
         sys.meta_path.append(BackendFinder())
+    try:
+        importlib.import_module("sniffio")
+    except ImportError:
+        pass

@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -111,6 +113,24 @@ def test_sniffio_names_asyncop_in_tasks_and_nothing_in_callbacks() -> None:
 
     run(main)
     assert seen == {"main": "asyncop", "task": "asyncop", "callback": None}
+
+
+def test_sniffio_names_asyncop_in_the_step_that_first_imports_it() -> None:
+    # A library that imports sniffio lazily (httpx's transport does) asks it
+    # in the very step that loads it; a fresh interpreter has not loaded it.
+    code = (
+        "import sys, asyncop\n"
+        "async def main():\n"
+        "    import sniffio\n"
+        "    return sniffio.current_async_library()\n"
+        "with asyncop.Runtime(1) as rt:\n"
+        "    print(rt.run(main))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "asyncop"
 
 
 def test_plain_asyncop_tasks_can_call_anyio() -> None:
