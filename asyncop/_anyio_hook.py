@@ -6,7 +6,7 @@ answers the import of ``anyio._backends._asyncop``, and no other, with a
 module whose ``backend_class`` is ``asyncop._anyio``'s. It imports nothing
 until anyio asks, so ``import asyncop`` does not load anyio.
 
-:func:`install` also loads sniffio, where it is installed: a worker names
+The module also loads sniffio, where it is installed: a worker names
 asyncop to sniffio only if sniffio is loaded when it starts stepping tasks,
 and a library that imports sniffio lazily (httpx's transport does) would
 otherwise ask it, in the step that loads it, and hear of no library.
@@ -20,6 +20,11 @@ import importlib.machinery
 import sys
 from types import ModuleType
 from typing import Any
+
+try:
+    import sniffio  # noqa: F401  # loaded for the workers (see above)
+except ImportError:  # no sniffio: nothing in the process can ask it
+    pass
 
 __all__ = ["BACKEND_MODULE", "BackendFinder", "install"]
 
@@ -48,10 +53,6 @@ class BackendFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Put the finder on ``sys.meta_path``, once, and load sniffio if it is installed."""
+    """Put the finder on ``sys.meta_path``, once."""
     if not any(isinstance(finder, BackendFinder) for finder in sys.meta_path):
         sys.meta_path.append(BackendFinder())
-    try:
-        importlib.import_module("sniffio")
-    except ImportError:
-        pass
