@@ -17,10 +17,14 @@ This module only re-exports the public names.
 
 from __future__ import annotations
 
+import sys as _sys
+from typing import TYPE_CHECKING, NoReturn
+
 # First: decides whether the core modules run compiled or from source.
 from . import _compiled as _compiled
 from ._anyio_hook import install as _install_anyio_backend
 from ._exports import publish as _publish
+from ._peer_names import missing as _missing
 from ._version import __version__ as __version__
 from .operations import AsyncOperation as AsyncOperation
 from .operations import AsyncResult as AsyncResult
@@ -170,6 +174,13 @@ __all__ = [
 ]
 
 _publish("asyncop", globals(), __all__)
+
+if not TYPE_CHECKING:  # type checkers keep reporting unknown names themselves
+
+    def __getattr__(name: str) -> NoReturn:
+        # asyncop.run, asyncop.open_nursery...: say what asyncop calls it.
+        raise _missing(_sys.modules[__name__], name)
+
 
 # anyio finds its "asyncop" backend through this, once asyncop is imported.
 _install_anyio_backend()

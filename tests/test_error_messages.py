@@ -2592,6 +2592,23 @@ CASES += [Case(*row) for row in NET_CASES]
 CASES += [Case(*row) for row in BRIDGE_CASES]
 CASES += [Case(*row) for row in ANYIO_NET_CASES]
 CASES += [Case(*row) for row in CONSOLE_CASES]
+# A name asyncop spells otherwise than trio, anyio or asyncio, and any other
+# missing name, which keeps Python's own message.
+CASES += [
+    Case(
+        "peer-name",
+        lambda c: caught(getattr, asyncop, "open_nursery"),
+        AttributeError,
+        "'open_nursery'",
+    ),
+    Case(
+        "missing-name",
+        lambda c: caught(getattr, asyncop, "nothing_here"),
+        AttributeError,
+        "'nothing_here'",
+        "outcome",
+    ),
+]
 
 
 def t_token_wait_in_coroutine(c: Ctx) -> BaseException:

@@ -256,3 +256,18 @@ def test_the_runtime_face_is_the_runtimes_public_calls_with_the_same_signatures(
             # scope() gives a Scope, which the face knows as a ScopeFace).
             expected = runtime[name][0].replace(", **keywords: 'Any'", "")
             assert signatures[0] == expected.replace("'Scope'", "'ScopeFace'"), name
+
+
+@pytest.mark.parametrize("name", ["run", "open_nursery", "gather", "to_thread", "Queue"])
+def test_a_peer_libraries_name_says_what_asyncop_calls_it(name: str) -> None:
+    # The first line a trio, anyio or asyncio user writes: asyncop.run(main).
+    with pytest.raises(AttributeError, match=rf"no attribute '{name}'; (make|open|await|use) "):
+        getattr(asyncop, name)
+    assert not hasattr(asyncop, name)
+
+
+def test_an_unknown_name_keeps_pythons_message_and_suggestion() -> None:
+    with pytest.raises(AttributeError) as info:
+        asyncop.Sleep  # type: ignore[attr-defined]  # noqa: B018
+    assert str(info.value) == "module 'asyncop' has no attribute 'Sleep'"
+    assert (info.value.name, info.value.obj) == ("Sleep", asyncop)
