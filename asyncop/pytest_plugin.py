@@ -228,6 +228,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             f"{pyfuncitem.name} is marked asyncop but has no asyncop_runtime fixture; "
             "let the asyncop plugin collect it (do not call the test from another hook)"
         )
+    # A failure's report starts at the test's code, not at this hook.
+    __tracebackhide__ = True
     names = pyfuncitem._fixtureinfo.argnames
     tree.fn = pyfuncitem.obj
     tree.kwargs = {name: pyfuncitem.funcargs[name] for name in names}

@@ -181,6 +181,31 @@ async def test_child_fails():
     result.stdout.fnmatch_lines(["*ValueError: from the test*", "*KeyError*from a child*"])
 
 
+def test_a_failure_report_does_not_show_the_plugins_own_code(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester,
+        """
+import pytest
+import asyncop
+
+@pytest.mark.asyncop
+async def test_child_fails():
+    async def child():
+        await asyncop.sleep(0)
+        raise KeyError("from a child")
+    asyncop.current_operation(require=True).spawn(child)
+
+@pytest.mark.asyncop
+async def test_stuck():
+    await asyncop.Event().wait_async()
+""",
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*KeyError*from a child*", "*DeadlockError*"])
+    result.stdout.no_fnmatch_line("*def pytest_pyfunc_call*")
+    result.stdout.no_fnmatch_line("*pytest_plugin.py*")
+
+
 def test_fixture_errors_are_reported_once(pytester: pytest.Pytester) -> None:
     result = run(
         pytester,
