@@ -378,9 +378,9 @@ def test_the_finding_a_hang_example_fails_at_once_with_the_report(
         [
             "E *asyncop.DeadlockError: runtime 'asyncop-test-test_every_order_is_handled' is "
             "stuck on a virtual clock with no timer to jump to: *",
-            "E *task 'test_every_order_is_handled' at *test_user.py:14 waits on the children "
+            "*task 'test_every_order_is_handled' at *test_user.py:14 waits on the children "
             "of scope 'scope'",
-            "E *task 'test_every_order_is_handled.<locals>.consume' at *test_user.py:11 waits "
+            "*task 'test_every_order_is_handled.<locals>.consume' at *test_user.py:11 waits "
             "on receive from channel 'orders' (no sender end open, and the channel is not "
             "closed)",
         ]
