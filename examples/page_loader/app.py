@@ -32,6 +32,7 @@ served (``trustme`` is missing) or the ``--console`` socket cannot be made;
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import ssl
 import sys
@@ -291,6 +292,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.page < 1 or (args.switch_to is not None and args.switch_to < 1):
         parser.error("pages are numbered from 1")
+    if not 0 <= args.failure_rate <= 1:
+        parser.error("--failure-rate is a chance, from 0 to 1")
+    for option, seconds in (("--latency", args.latency), ("--cancel-after", args.cancel_after)):
+        if seconds is not None and not 0 <= seconds < math.inf:
+            parser.error(f"{option} needs 0 or more seconds")
     return args
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import asyncop
+from examples.page_loader.app import parse_args
 from examples.page_loader.client import HTTPError, fetch, http_get
 from examples.page_loader.pages import Site
 from examples.page_loader.recorder import OpRecorder
@@ -392,3 +393,23 @@ def test_a_console_path_that_is_taken_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("--console: cannot make the console socket ")
     assert "is not a socket" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--failure-rate", "2"], "--failure-rate is a chance, from 0 to 1"),
+        (["--failure-rate", "-0.5"], "--failure-rate is a chance, from 0 to 1"),
+        (["--latency", "nan"], "--latency needs 0 or more seconds"),
+        (["--latency", "-1"], "--latency needs 0 or more seconds"),
+        (["--cancel-after", "nan"], "--cancel-after needs 0 or more seconds"),
+        (["--cancel-after", "-1"], "--cancel-after needs 0 or more seconds"),
+    ],
+)
+def test_an_option_out_of_its_range_is_a_usage_error(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        parse_args(args)
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err
