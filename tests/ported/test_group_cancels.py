@@ -123,3 +123,15 @@ async def test_a_child_raising_a_mixed_group_fails_with_the_real_error_only(
     assert list(leaves(info.value)) == [error]
     assert op.state is OperationState.FAILED
     assert list(leaves(op.error)) == [error]  # type: ignore[arg-type]
+
+
+def test_a_sync_scope_takes_its_cancel_out_of_a_mixed_group(runtime: asyncop.Runtime) -> None:
+    error = Boom("real")
+    with pytest.raises(ExceptionGroup) as info, runtime.scope() as s:
+        s.cancel()
+        try:
+            s.token.check()
+        except Cancelled as exc:
+            raise BaseExceptionGroup("both", [error, exc]) from None
+    assert list(leaves(info.value)) == [error]
+    assert s.state is OperationState.FAILED
