@@ -56,6 +56,7 @@ from ._errors import check_flag as check_flag
 from ._errors import keywords_refused as keywords_refused
 from ._errors import no_result_error as no_result_error
 from ._errors import only_cancelled as only_cancelled
+from ._errors import without_cancelled as without_cancelled
 from ._executor import spawn_remote as spawn_remote
 from ._face import RuntimeFace as RuntimeFace
 from ._face import ScopeFace as ScopeFace

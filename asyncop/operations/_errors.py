@@ -81,6 +81,19 @@ def only_cancelled(exc: BaseException) -> bool:
     return False
 
 
+def without_cancelled(exc: BaseException) -> BaseException | None:
+    """``exc`` with every ``Cancelled`` taken out of it; None when nothing else is left.
+
+    A group keeps its shape, message, traceback and notes (``split``); one
+    with no ``Cancelled`` in it is returned as itself.
+    """
+    if isinstance(exc, Cancelled):
+        return None
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(Cancelled)[1]
+    return exc
+
+
 def cancelled_for(name: str | None, reason: object) -> Cancelled:
     """Make the ``Cancelled`` delivered into the work of operation ``name``."""
     exc = Cancelled()

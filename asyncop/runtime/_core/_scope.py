@@ -87,6 +87,7 @@ from ...operations import (
     only_cancelled,
     park,
     thread_state,
+    without_cancelled,
 )
 from ...platform import check_deadline, check_timeout
 from .._deadlock import deadlock_error_for
@@ -267,21 +268,22 @@ class Scope(ScopeFields):
     def _end_block(op: AsyncOperation, exc: BaseException | None) -> None:
         """Record how the block ended; a failed block cancels the children.
 
-        Idempotent: an exit interrupted by a Ctrl-C calls it again.
+        Idempotent: an exit interrupted by a Ctrl-C calls it again. A group's
+        ``Cancelled`` beside real errors is dropped, as a bare one is.
         """
         if op._outcome is not None:
             return
         if exc is None:
             op._end_work(Outcome.VALUE, None, None)
-        elif only_cancelled(exc):
+        elif (error := without_cancelled(exc)) is None:
             op._end_work(Outcome.CANCELLED, None, None)
-        elif isinstance(exc, _INTERRUPTS):
+        elif isinstance(error, _INTERRUPTS):
             # Not a failure of the scope: the exit re-raises it as itself.
-            op.cancel(type(exc).__name__)
+            op.cancel(type(error).__name__)
             op._end_work(Outcome.CANCELLED, None, None)
         else:
-            op.cancel(f"the block of scope {op.name!r} raised {type(exc).__name__}")
-            op._end_work(Outcome.ERROR, None, exc)
+            op.cancel(f"the block of scope {op.name!r} raised {type(error).__name__}")
+            op._end_work(Outcome.ERROR, None, error)
 
     def start(
         self, fn: Callable[..., Any], *args: Any, name: str | None = None, **keywords: Never
@@ -545,9 +547,8 @@ def _verdict(
     error: BaseException | None = None
     if op._state is _failed:
         error = op.error  # reading it marks it observed
-        # The error leaves through the block only, and the scope does
-        # not keep it: its traceback holds the frame that holds the
-        # scope, so keeping it would make a reference cycle.
+        # The error leaves through the block only, and the scope does not keep
+        # it: its traceback holds the frame holding the scope (a cycle).
         op._error = None
     if interrupt is not None:
         if error is not None and error is not interrupt:

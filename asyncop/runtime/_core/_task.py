@@ -74,10 +74,10 @@ from ...operations import (
     cancelled_for,
     foreign_failure,
     foreign_yield_error,
-    only_cancelled,
     run_after,
     transition_to_ended,
     transition_to_running,
+    without_cancelled,
 )
 from ...platform import _coro
 from ._abandon import close_open_scopes
@@ -515,11 +515,12 @@ def _resumed(task: TaskState, error: BaseException | None) -> BaseException | No
 
 def _fail(task: TaskState, exc: BaseException) -> None:
     """End the task with what its coroutine raised, other than a bare ``Cancelled``."""
-    if only_cancelled(exc):
+    error = without_cancelled(exc)  # (a Cancelled beside real errors is dropped)
+    if error is None:
         _finish(task, Outcome.CANCELLED, None, None)
     else:
         # (foreign_failure: asyncio or trio code that found no loop of its own.)
-        _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(exc)))
+        _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(error)))
 
 
 class _NotReady:
