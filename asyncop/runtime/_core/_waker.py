@@ -535,8 +535,6 @@ class Waker:
         return f"<Waker of {self.task.name!r} {self.status.name}>"
 
 
-# (Compiled, the kernel's, the node's, the thread's and the workers' fields
-# are read in C, and the step, a spawn and a wake call it in C: see _waker.pxd.)
 def set_up_waker(
     waker: Waker, task: AsyncOperation, _no_status: WakerStatus = WakerStatus.NO_STATUS
 ) -> None:
@@ -560,6 +558,8 @@ def set_up_waker(
     waker.queued_at = 0
 
 
+# (Compiled, the kernel's, the node's, the thread's and the workers' fields
+# are read in C, and the step, a spawn and a wake call it in C: see _waker.pxd.)
 def push_locked(
     runtime: Kernel,
     op: AsyncOperation,
