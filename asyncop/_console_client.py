@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import socket
+import stat
 import sys
 from typing import Any
 
@@ -93,6 +94,10 @@ def _why_not(path: str, exc: OSError) -> str:
             f"no console at {path}: nothing is there; start the program with "
             f"Runtime(console={path!r}) or ASYNCOP_CONSOLE={path}"
         )
+    if exc.errno == errno.ENOTSOCK or (exc.errno == errno.ECONNREFUSED and not _is_socket(path)):
+        # Linux refuses a connection to a regular file or a directory with
+        # ECONNREFUSED, as it does a stale socket: tell the two apart.
+        return f"{path} is not a console socket; pass the path given to Runtime(console=...)"
     if exc.errno == errno.ECONNREFUSED:
         return (
             f"the console at {path} refused the connection: the program that made it has "
@@ -103,9 +108,14 @@ def _why_not(path: str, exc: OSError) -> str:
             f"not allowed to connect to the console at {path}: it serves only the user "
             "running the program; run this as that user"
         )
-    if exc.errno == errno.ENOTSOCK:
-        return f"{path} is not a console socket; pass the path given to Runtime(console=...)"
     return f"cannot connect to the console at {path}: {exc.strerror or exc}"
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return True  # gone meanwhile: keep the answer the connection gave
 
 
 # -- formatting -----------------------------------------------------------------------

@@ -484,6 +484,14 @@ def t_submit_cancelled(c: Ctx) -> BaseException:
     return caught(c.rt.submit, op)
 
 
+def t_await_never_submitted(c: Ctx) -> BaseException:
+    op = c.rt.create(noop_callback, name="never_submitted")
+    try:
+        return caught(asyncop.async_await, op)
+    finally:
+        op.cancel()
+
+
 def t_submit_after_shutdown(c: Ctx) -> BaseException:
     closed = fresh_runtime("closed_rt_submit")
     op = closed.create(noop_callback, name="late")
@@ -2010,6 +2018,7 @@ CASES = [
     Case("worker-limit-zero", t_worker_limit_zero, ValueError, "async_worker_limit(0)"),
     Case("worker-limit-late", t_worker_limit_late, RuntimeError, "async_worker_limit(3)"),
     Case("helper-not-operation", t_helper_not_operation, TypeError, "async_await(op)"),
+    Case("await-never-submitted", t_await_never_submitted, RuntimeError, "'never_submitted'"),
     # awaitables
     Case("sleep-type", t_sleep_type, TypeError, "sleep()"),
     Case("sleep-nan", t_sleep_nan, ValueError, "sleep()"),

@@ -130,8 +130,14 @@ def async_await(op: AsyncOperation[V], timeout: float | None = None) -> AsyncRes
         TypeError: ``op`` is not an operation, or ``timeout`` not a number.
         ValueError: ``timeout`` is NaN.
         Cancelled: the calling operation was cancelled while it waited.
+        RuntimeError: ``op`` was never submitted, so it could never end.
     """
-    return _operation(op, "async_await").wait(timeout)
+    if _operation(op, "async_await").state is OperationState.CREATED:
+        raise RuntimeError(
+            f"async_await() on operation {op.name!r}, which was never submitted, would "
+            "wait forever; call async_submit(op) first"
+        )
+    return op.wait(timeout)
 
 
 def async_result(op: AsyncOperation[V]) -> AsyncResult[V]:
