@@ -1748,6 +1748,18 @@ def t_process_worker_died(c: Ctx) -> BaseException:
     return _in_process(c, remote_jobs.die, 3)
 
 
+def t_process_pool_broke_under_a_started_job(c: Ctx) -> BaseException:
+    # pebble gave up its pool while this job ran (see ProcessExecutor._renew_pool):
+    # the job cannot be resent, so it fails.
+    with asyncop.ProcessExecutor(1, kill_grace=1) as ex:
+        op = c.rt.spawn(remote_jobs.poll_token, 30, executor=ex)
+        while not ex._jobs or not next(iter(ex._jobs))._started():
+            time.sleep(0.01)
+        next(iter(ex._jobs))._rescue()
+        op.wait(10)
+        return caught(op.result)
+
+
 def t_remote_token_outside(c: Ctx) -> BaseException:
     return caught(asyncop.remote_token)
 
@@ -2162,6 +2174,13 @@ CASES = [
         public=False,
     ),
     Case("process-died", t_process_worker_died, BrokenResourceError, "'die'", "outcome"),
+    Case(
+        "process-pool-broke",
+        t_process_pool_broke_under_a_started_job,
+        BrokenResourceError,
+        "'poll_token'",
+        "outcome",
+    ),
     Case("remote-token-outside", t_remote_token_outside, RuntimeError, "remote_token()"),
     Case(
         "remote-result-unpicklable",

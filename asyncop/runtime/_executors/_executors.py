@@ -43,6 +43,7 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import functools
 import itertools
 import multiprocessing
 import os
@@ -52,12 +53,13 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
 from types import FunctionType
 from typing import Any, final
 
 from ...operations import BrokenResourceError, Cancelled
 from ...platform import check_kill_grace, cpu_count
-from ._remote import RemoteExecutor, RemoteJob
+from ._remote import RemoteExecutor, RemoteJob, worker_death
 from ._remote_call import PICKLED_FUNCTIONS_MAX, RemoteToken, decode_outcome, pack_call, run_call
 
 __all__ = ["ProcessExecutor"]
@@ -116,6 +118,12 @@ def _run_job(seq: int, slot: int, fn_payload: bytes, args_payload: bytes | tuple
 
 
 _DROPPED = pickle.dumps(("dropped",))
+
+
+def _stop_pool(pool: Any) -> None:
+    """Stop a pool and reap its processes (in a thread of its own: pebble's may call here)."""
+    pool.stop()
+    pool.join(timeout=REAP_WAIT)
 
 
 # -- in the client --------------------------------------------------------------------
@@ -196,7 +204,16 @@ class _ProcessJob(RemoteJob):
     # executor's lock. One that comes after finds the slot.
     _cancel_while_sending = True
 
-    __slots__ = ("args_payload", "executor", "fn_payload", "future", "remote_done", "seq", "slot")
+    __slots__ = (
+        "args_payload",
+        "executor",
+        "fn_payload",
+        "future",
+        "pool",
+        "remote_done",
+        "seq",
+        "slot",
+    )
 
     kind = "process"
 
@@ -219,6 +236,8 @@ class _ProcessJob(RemoteJob):
         self.fn_payload = fn_payload
         self.args_payload = args_payload
         self.future: Any = None
+        # The pebble pool the job was handed to.
+        self.pool: Any = None
         # Set once the pool has reported the job's end (under the
         # executor's lock, which shutdown() waits on).
         self.remote_done = False
@@ -253,16 +272,22 @@ class _ProcessJob(RemoteJob):
         # other jobs. A shutdown() in between has marked this job cancelled
         # already, or stopped the pool, which then refuses it.
         executor = self.executor
+        pool = self.pool = executor._pool
+        args = (self.seq, self.slot, self.fn_payload, self.args_payload)
         try:
-            future = executor._pool.schedule(
-                _run_job, args=(self.seq, self.slot, self.fn_payload, self.args_payload)
-            )
+            try:
+                future = pool.schedule(_run_job, args=args)
+            except RuntimeError:
+                if pool.active or not executor._renew_pool(pool):
+                    raise
+                # Broken by a death pebble blames on no job (see _renew_pool).
+                pool = self.pool = executor._pool
+                future = pool.schedule(_run_job, args=args)
         except BaseException as exc:
             self._remote_ended()
             self.finish(None, exc)
             return
         self.future = future
-        self.fn_payload = self.args_payload = b""
         future.add_done_callback(self)  # see __call__
 
     def _started(self) -> bool:
@@ -288,6 +313,8 @@ class _ProcessJob(RemoteJob):
             try:
                 data = future.result()  # done: this does not block
             except BaseException as exc:
+                if isinstance(exc, BrokenProcessPool) and self.executor._renew_pool(self.pool):
+                    return  # settled by _rescue() once the broken pool is stopped
                 try:
                     self._ended_without_result(future, exc)
                 finally:
@@ -316,6 +343,7 @@ class _ProcessJob(RemoteJob):
             # looks for, once it has queued a job).
             executor = self.executor
             self.remote_done = True
+            self.fn_payload = self.args_payload = b""
             # The future keeps its done callback, this job: drop the future,
             # or the two would wait for the collector together.
             self.future = None
@@ -344,12 +372,7 @@ class _ProcessJob(RemoteJob):
                     self.executor._stop_reason,
                 )
         else:
-            self.finish(
-                None,
-                BrokenResourceError(
-                    f"the worker process running {self.name!r} died ({exc}); the job did not finish"
-                ),
-            )
+            self.finish(None, BrokenResourceError(worker_death(self.name, exc)))
 
     def _remote_ended(self) -> None:
         """The pool is done with the job: free its slot for a waiting job."""
@@ -357,6 +380,7 @@ class _ProcessJob(RemoteJob):
         with executor._lock:
             self.remote_done = True
             self.future = None  # (see __call__)
+            self.fn_payload = self.args_payload = b""
             executor._jobs.discard(self)
             if not executor._jobs:
                 executor._idle.notify_all()
@@ -365,6 +389,23 @@ class _ProcessJob(RemoteJob):
             successor = executor._next_waiting_locked() if executor._waiting else None
         if successor is not None:
             successor._schedule()
+
+    def _rescue(self) -> None:
+        """The job's pool broke and is stopped: resend the job if it never started."""
+        if not self._started():
+            self._schedule()  # on the new pool
+            return
+        try:
+            self.finish(
+                None,
+                BrokenResourceError(
+                    f"the process pool running {self.name!r} broke: a worker process ended "
+                    "while it ran no job, and the pool stopped the others; the job did not "
+                    "finish; later jobs go to a new pool"
+                ),
+            )
+        finally:
+            self._remote_ended()
 
     def _wait_gone(self) -> None:
         """After a kill: wait until the process that ran the job is gone."""
@@ -484,12 +525,14 @@ class ProcessExecutor(RemoteExecutor):
             _preload_in_forkserver(ctx)
         self.max_workers = max_workers
         self._shared = _Shared(ctx)
-        self._pool = ProcessPool(
+        self._make_pool = functools.partial(
+            ProcessPool,
             max_workers=max_workers,
             initializer=_init_worker,
             initargs=(self._shared,),
             context=ctx,
         )
+        self._pool = self._make_pool()
         self._lock = threading.Lock()
         # Notified when the last job in flight has ended (for shutdown).
         self._idle = threading.Condition(self._lock)
@@ -502,6 +545,33 @@ class ProcessExecutor(RemoteExecutor):
         # interpreter's exit has begun (see RemoteJob.finish).
         self._stop_reason: str | None = None
         _live.add(self)
+
+    def _renew_pool(self, broken: Any) -> bool:
+        """Replace a pool pebble gave up on by a new one; False once shut down.
+
+        pebble gives up its whole pool when a worker process ends while it
+        is known to run no job (killed from outside while idle, say), and
+        fails the jobs it holds. The broken pool is stopped, and its
+        processes reaped, in a thread of its own (this runs in one of the
+        pool's threads, which stopping it joins); then its jobs that never
+        started are sent to the new pool, and the others fail.
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            if self._pool is broken:
+                self._pool = self._make_pool()
+                threading.Thread(
+                    target=self._rescue, args=(broken,), name="asyncop-pool-stop", daemon=True
+                ).start()
+            return True
+
+    def _rescue(self, broken: Any) -> None:
+        _stop_pool(broken)
+        with self._lock:
+            stranded = [job for job in self._jobs if job.pool is broken and not job.remote_done]
+        for job in stranded:
+            job._rescue()
 
     def _slot_freed(self) -> None:
         """Wake a shutdown() waiting for the last job; give a waiting job the free slot."""

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import signal
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -73,7 +74,28 @@ __all__ = [
     "RemoteExecutor",
     "RemoteJob",
     "RemoteTraceback",
+    "worker_death",
 ]
+
+
+def worker_death(name: str, exc: BaseException) -> str:
+    """What a worker process that died under job ``name`` did, from pebble's ``ProcessExpired``."""
+    code = getattr(exc, "exitcode", None)
+    pid = getattr(exc, "pid", None)
+    process = "the worker process" if pid is None else f"the worker process {pid}"
+    if isinstance(code, int) and code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    elif isinstance(code, int):
+        how = f"died with exit code {code}"
+    else:
+        how = f"died ({exc})"
+    return (
+        f"{process} running {name!r} {how}; the job did not finish; the pool has started "
+        "another process"
+    )
 
 
 @final
