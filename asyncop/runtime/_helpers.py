@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..operations import AsyncOperation, AsyncResult, OperationState, V
+from ..platform import check_timeout
 from ._scheduler import Runtime
 
 __all__ = [
@@ -132,7 +133,10 @@ def async_await(op: AsyncOperation[V], timeout: float | None = None) -> AsyncRes
         Cancelled: the calling operation was cancelled while it waited.
         RuntimeError: ``op`` was never submitted, so it could never end.
     """
-    if _operation(op, "async_await").state is OperationState.CREATED:
+    _operation(op, "async_await")
+    if timeout is not None:
+        check_timeout(timeout, "async_await(timeout=...)")  # named as the call the user made
+    if op.state is OperationState.CREATED:
         raise RuntimeError(
             f"async_await() on operation {op.name!r}, which was never submitted, would "
             "wait forever; call async_submit(op) first"

@@ -8,6 +8,7 @@ an error that says what went wrong.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -159,3 +160,13 @@ def test_a_child_submitted_before_its_parent_runs_and_the_parent_cancels_the_res
 
 def async_state_after(op: asyncop.AsyncOperation) -> OperationState:
     return asyncop.async_state(op)
+
+
+@pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (math.nan, ValueError)])
+def test_a_bad_timeout_is_named_as_async_awaits(
+    runtime: asyncop.Runtime, timeout: object, error: type[Exception]
+) -> None:
+    op = async_submit(runtime.create(lambda op, context: None))
+    with pytest.raises(error) as info:
+        async_await(op, timeout)  # type: ignore[arg-type]
+    assert str(info.value).startswith("async_await(timeout=...) ")
