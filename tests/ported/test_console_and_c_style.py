@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,7 @@ def test_awaiting_an_operation_never_submitted_says_so_instead_of_waiting_foreve
     # await could never end, so it must say what is missing at once.
     ran = threading.Event()
 
-    def task(op: asyncop.AsyncOperation, context: object) -> None:
+    def task(op: asyncop.AsyncOperation[Any], context: object) -> None:
         ran.set()
 
     op = runtime.create(task, name="forgotten")
@@ -122,7 +123,7 @@ def test_awaiting_a_created_operation_that_was_cancelled_returns_its_result(
 
 
 def test_a_callback_that_fails_is_a_failed_result_not_a_raise(runtime: asyncop.Runtime) -> None:
-    def task(op: asyncop.AsyncOperation, context: object) -> None:
+    def task(op: asyncop.AsyncOperation[Any], context: object) -> None:
         raise ValueError(context)
 
     op = async_submit(runtime.create(task, "bad input"))
@@ -132,7 +133,7 @@ def test_a_callback_that_fails_is_a_failed_result_not_a_raise(runtime: asyncop.R
 
 
 def test_an_async_callback_gets_the_operation_and_the_context(runtime: asyncop.Runtime) -> None:
-    async def task(op: asyncop.AsyncOperation, context: int) -> int:
+    async def task(op: asyncop.AsyncOperation[Any], context: int) -> int:
         await asyncop.sleep(0)
         assert op is asyncop.current_operation()
         return context * 2
@@ -144,7 +145,7 @@ def test_an_async_callback_gets_the_operation_and_the_context(runtime: asyncop.R
 def test_a_child_submitted_before_its_parent_runs_and_the_parent_cancels_the_rest(
     runtime: asyncop.Runtime,
 ) -> None:
-    def fetch(op: asyncop.AsyncOperation, resource: str) -> str:
+    def fetch(op: asyncop.AsyncOperation[Any], resource: str) -> str:
         if op.token.wait(30):
             op.token.check()
         return resource
@@ -158,7 +159,7 @@ def test_a_child_submitted_before_its_parent_runs_and_the_parent_cancels_the_res
     assert async_await(page, 5).state is OperationState.CANCELLED
 
 
-def async_state_after(op: asyncop.AsyncOperation) -> OperationState:
+def async_state_after(op: asyncop.AsyncOperation[Any]) -> OperationState:
     return asyncop.async_state(op)
 
 

@@ -18,6 +18,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,12 +160,12 @@ def test_a_task_cancelled_before_a_write_never_touches_the_file(
     ("helper", "data"), [(write_bytes_async, "text, not bytes"), (write_text_async, b"bytes")]
 )
 def test_data_of_the_wrong_type_is_refused_before_the_file_is_emptied(
-    runtime: asyncop.Runtime, tmp_path: Path, helper: object, data: object
+    runtime: asyncop.Runtime, tmp_path: Path, helper: Any, data: Any
 ) -> None:
     path = tmp_path / "kept"
     path.write_bytes(b"old")
     with pytest.raises(TypeError):
-        runtime.run(helper, path, data)  # type: ignore[arg-type]
+        runtime.run(helper, path, data)
     assert path.read_bytes() == b"old"
 
 
@@ -177,12 +178,12 @@ def test_any_bytes_like_object_is_written(
 
 
 @pytest.mark.parametrize("helper", [read_bytes_async, read_text_async])
-def test_errors_name_the_path(runtime: asyncop.Runtime, tmp_path: Path, helper: object) -> None:
+def test_errors_name_the_path(runtime: asyncop.Runtime, tmp_path: Path, helper: Any) -> None:
     with pytest.raises(FileNotFoundError) as missing:
-        runtime.run(helper, tmp_path / "missing")  # type: ignore[arg-type]
+        runtime.run(helper, tmp_path / "missing")
     assert missing.value.filename == str(tmp_path / "missing")
     with pytest.raises(IsADirectoryError) as folder:
-        runtime.run(helper, tmp_path)  # type: ignore[arg-type]
+        runtime.run(helper, tmp_path)
     assert folder.value.filename == str(tmp_path)
 
 
