@@ -10,6 +10,7 @@ compiled. ``asyncop.lowlevel.is_compiled()`` says which form runs, and the
 from __future__ import annotations
 
 import ast
+import gc
 import importlib.machinery
 import json
 import os
@@ -114,6 +115,22 @@ def test_on_a_free_threaded_build_importing_and_running_asyncop_keeps_the_gil_of
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_compiled_a_task_waiting_in_a_checkpoint_adds_no_object_to_the_collectors_passes() -> None:
+    # What a checkpoint suspends in holds nothing but the checkpoint constant,
+    # so no garbage cycle can pass through it: compiled, the collector skips
+    # it (as Python it is a generator, which the collector tracks).
+    seen: list[bool] = []
+
+    async def main() -> None:
+        suspension = asyncop.checkpoint().__await__()
+        seen.append(gc.is_tracked(suspension))
+        suspension.close()
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    assert seen == [not asyncop.lowlevel.is_compiled()]
 
 
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:

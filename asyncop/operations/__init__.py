@@ -99,6 +99,7 @@ from ._suspend import SuspendsItself as SuspendsItself
 from ._suspend import Suspension as Suspension
 from ._suspend import Watched as Watched
 from ._suspend import suspend as suspend
+from ._suspend import suspend_on_constant as suspend_on_constant
 from ._token import CancelHandle as CancelHandle
 from ._token import CancelToken as CancelToken
 from ._tree import walk as walk

@@ -4,6 +4,8 @@
 
 cimport cython
 
+from asyncop.platform cimport _gc
+
 
 cdef int _FRESH
 cdef int _WAITING
@@ -44,3 +46,6 @@ cdef class SuspendsItself(Suspends):
 
 
 cdef inline object _yielded_by(Suspends suspension)
+
+
+cpdef suspend_on_constant(yielded)

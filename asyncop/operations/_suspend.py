@@ -58,6 +58,7 @@ else:
     except ImportError:  # run as Python, without Cython installed
         from ..platform import pure_cython as cython
 
+from ..platform import _gc
 from ._current import RAISE, _thread_local, thread_state
 from ._foreign import awaited_outside_error
 
@@ -71,6 +72,7 @@ __all__ = [
     "SuspendsItself",
     "Watched",
     "suspend",
+    "suspend_on_constant",
 ]
 
 # Where a Suspension is: before its one yield, waiting after it, or over.
@@ -310,6 +312,20 @@ if TYPE_CHECKING:
     suspend = _suspend_in_frame
 else:
     suspend = Suspension if cython.compiled else _suspend_in_frame
+
+
+def suspend_on_constant(yielded: Any) -> Generator[Any, Any, Any]:
+    """``suspend(yielded)`` for a ``yielded`` that lives as long as its module (``CHECKPOINT``).
+
+    Compiled, the ``Suspension`` is taken off the cyclic collector's lists
+    (``platform/_gc.py``): its one reference leads to an object that is
+    never garbage, so no garbage cycle can pass through it, and while tasks
+    wait in checkpoints a collection has one object fewer per task to count
+    and visit. As Python, ``suspend``'s generator, tracked as any frame is.
+    """
+    if cython.compiled:
+        return _gc.untrack(Suspension(yielded))
+    return _suspend_in_frame(yielded)
 
 
 def _own_generator() -> Generator[None, None, None]:

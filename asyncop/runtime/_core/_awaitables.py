@@ -37,7 +37,7 @@ from ...operations import (
     AsyncOperation,
     OperationState,
     no_result_error,
-    suspend,
+    suspend_on_constant,
     thread_state,
 )
 from ...platform import check_timeout
@@ -84,10 +84,11 @@ class Checkpoint(WaitEvent):
 
     def __await__(self) -> Generator[Any, Any, Any]:
         # It yields the one CHECKPOINT, which the stepper tells apart by
-        # identity, and hands itself back to checkpoint()'s spares.
+        # identity, and hands itself back to checkpoint()'s spares. (A
+        # constant's suspension: compiled, the collector need not visit it.)
         self._awaited = True
         _keep_spare(self)
-        return suspend(CHECKPOINT)
+        return suspend_on_constant(CHECKPOINT)
 
     def _await_description(self) -> str:
         return "checkpoint()"
