@@ -158,7 +158,7 @@ class Reactor:
         self._table: dict[tuple[int, int], Subscription] = {}
         self._armed: dict[int, int] = {}  # fd -> directions armed in the multiplexer
         self._known: set[int] = set()  # fds epoll knows about (epoll only)
-        # epoll.register() calls so far, and the count at each fd's latest.
+        # epoll.register() calls (a new int each: compared by identity); each fd's latest.
         self._adds = 0
         self._added: dict[int, int] = {}
         self.backend = selector_name(backend)
@@ -559,7 +559,7 @@ class Reactor:
                     if drain:
                         self._wakeup.drain()
                     continue
-                if self._adds != adds and self._added.get(fd, 0) > adds:
+                if self._adds is not adds and self._added.get(fd, 0) > adds:
                     mask = _epoll_mask_now(fd)  # maybe the file's before (module docstring)
                 armed = armed_fds.pop(fd, 0)
                 if mask & _READ_READY:
