@@ -189,6 +189,10 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
         ClosedResourceError: the listener is closed.
         Cancelled: the task was cancelled while waiting; nothing was accepted.
         TypeError: ``listener`` is not a socket.
+        ValueError: ``listener`` is not listening (``listen()`` was not
+            called, or it is not a stream socket), as ``SocketListener``
+            refuses it.
+        OSError: ``accept`` failed, e.g. ``EMFILE`` (out of file descriptors).
     """
     _check_open(listener, "accept_async()", "listener")
     while True:
@@ -198,8 +202,23 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
             await readable(listener)
             _check_open(listener, "accept_async()")
             continue
+        except OSError:
+            if _listening(listener):
+                raise
+            raise ValueError(
+                f"accept_async() needs a listening socket, and {listener!r} is not "
+                "listening; call listener.listen() first, on a stream socket"
+            ) from None
         sock.setblocking(False)
         return sock, addr
+
+
+def _listening(sock: socket.socket) -> bool:
+    """Whether ``sock`` listens (True where the OS cannot tell: the error stands)."""
+    try:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) != 0
+    except OSError:
+        return True
 
 
 async def recv_async(sock: socket.socket, n: int) -> bytes:

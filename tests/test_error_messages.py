@@ -1120,6 +1120,11 @@ def t_accept_closed(c: Ctx) -> BaseException:
     return failure_of(c.rt, accept_async, closed_socket())
 
 
+def t_accept_not_listening(c: Ctx) -> BaseException:
+    with socket.socket() as sock:
+        return failure_of(c.rt, accept_async, sock)
+
+
 def t_send_closed(c: Ctx) -> BaseException:
     return failure_of(c.rt, send_all_async, closed_socket(), b"x")
 
@@ -2131,6 +2136,7 @@ CASES = [
     Case("unknown-multiplexer", t_unknown_multiplexer, ValueError, "'carrier_pigeon'"),
     Case("recv-closed-socket", t_recv_closed, ClosedResourceError, "recv_async()"),
     Case("accept-closed-socket", t_accept_closed, ClosedResourceError, "accept_async()"),
+    Case("accept-not-listening", t_accept_not_listening, ValueError, "<socket.socket fd="),
     Case("send-closed-socket", t_send_closed, ClosedResourceError, "send_all_async()"),
     Case("connect-refused", t_connect_refused, ConnectionRefusedError, "127.0.0.1:", "outcome"),
     Case("connect-unreachable", t_connect_unreachable, OSError, "255.255.255.255:9", "outcome"),

@@ -353,6 +353,30 @@ def test_accept_async_switches_a_blocking_listener_to_non_blocking(
     closing(op.wait(5).value[0])
 
 
+def test_accept_async_on_a_socket_that_is_not_listening_says_to_call_listen(
+    runtime: asyncop.Runtime, closing: Any
+) -> None:
+    bound = closing(socket.socket())
+    bound.bind((HOST, 0))
+    error = runtime.spawn(accept_async, bound).wait(5).error
+    assert type(error) is ValueError, error
+    assert repr(bound) in str(error)
+    assert "listen() first" in str(error)
+    # As the streams layer refuses the same socket:
+    with pytest.raises(ValueError, match=r"listen\(\) first"):
+        asyncop.net.SocketListener(bound)
+
+
+def test_accept_async_on_a_datagram_socket_is_refused_the_same_way(
+    runtime: asyncop.Runtime, closing: Any
+) -> None:
+    udp = closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    udp.bind((HOST, 0))
+    error = runtime.spawn(accept_async, udp).wait(5).error
+    assert type(error) is ValueError, error
+    assert "not listening" in str(error)
+
+
 def test_send_all_async_switches_a_blocking_socket_to_non_blocking(
     runtime: asyncop.Runtime, closing: Any
 ) -> None:

@@ -676,7 +676,7 @@ def test_a_cancelled_task_leaves_no_waiter_behind_in_event_lock_or_channel(
     assert op.wait(5).state is OperationState.CANCELLED
     assert "waiters=0" in repr(event)
     assert "waiters=0" in repr(lock)
-    assert "receivers=0" in repr(channel)
+    assert "receive_waiters=0" in repr(channel)
     assert runtime.registrations() == 0
     lock.release()
     assert not lock.locked()

@@ -235,6 +235,22 @@ def test_ends_made_after_the_channel_closed_see_it_closed() -> None:
     assert repr(late).startswith("<ChannelSender open of <Channel closed")
 
 
+def test_the_repr_counts_open_ends_apart_from_blocked_waiters() -> None:
+    ch: Channel[int] = Channel(0, name="jobs")
+    assert "ends" not in repr(ch)  # no end made yet: the channel is used directly
+    tx, rx, rx2 = ch.sender(), ch.receiver(), ch.receiver()
+    waiter = threading.Thread(target=lambda: rx.recv(timeout=10), daemon=True)
+    waiter.start()
+    wait_until(lambda: "receive_waiters=1" in repr(ch))
+    text = repr(ch)
+    assert "sender_ends=1 receiver_ends=2 send_waiters=0 receive_waiters=1" in text, text
+    assert "'jobs'" in text
+    tx.send(1, timeout=10)
+    waiter.join(10)
+    rx2.close()
+    assert "sender_ends=1 receiver_ends=1 send_waiters=0 receive_waiters=0" in repr(ch)
+
+
 def test_aclose_closes_the_end_in_a_task(vruntime: asyncop.Runtime) -> None:
     async def main() -> bool:
         ch: Channel[int] = Channel(1)

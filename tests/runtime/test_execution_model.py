@@ -242,6 +242,38 @@ def test_a_slow_step_logs_one_warning_naming_the_task_and_its_line(
     assert "checkpoint()" in message  # and what to do about it
 
 
+def test_a_slow_step_the_monitor_did_not_see_is_reported_as_it_ends(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loaded machine at its worst: the monitor never looks at the workers
+    # while the step runs. The worker timed the step, and reports it itself.
+    from asyncop.runtime._core._monitor import Monitor
+
+    monkeypatch.setattr(Monitor, "_look", lambda self, worker, now: None)
+
+    async def unseen() -> None:
+        compute(0.15)
+        await asyncop.checkpoint()  # the await the late warning names
+        compute(0.01)
+
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(2) as rt:
+        rt.run(unseen)
+    warnings = [r for r in caplog.records if "without awaiting" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    message = warnings[0].getMessage()
+    assert "'test_a_slow_step_the_monitor_did_not_see_is_reported_as_it_ends.<locals>" in message
+    with open(__file__) as f:
+        line = next(i for i, text in enumerate(f, 1) if "# the await the late warning" in text)
+    assert f"up to the await at {__file__}:{line};" in message
+    assert "checkpoint()" in message
+
+
+def test_a_slow_sync_callback_is_not_a_slow_step(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="asyncop"), asyncop.Runtime(2) as rt:
+        rt.spawn(compute, 0.15).wait(10)
+    assert not [r for r in caplog.records if "without awaiting" in r.getMessage()]
+
+
 def test_short_steps_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
     async def busy() -> None:
         for _ in range(200):

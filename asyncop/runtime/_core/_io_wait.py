@@ -99,6 +99,19 @@ def _ready_now(fd: int, direction: int) -> int:
     return events[0][1] if events else 0
 
 
+def _epoll_mask_now(fd: int) -> int:
+    """``fd``'s readiness now, as an epoll event mask (0: none; a closed fd: an error).
+
+    The re-check of an event that may belong to a file closed since (see
+    ``Reactor._collect_epoll``); poll's bits are epoll's.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLOUT)
+    events = poller.poll(0)
+    mask = events[0][1] if events else 0
+    return (mask & ~select.POLLNVAL) | select.POLLERR if mask & select.POLLNVAL else mask
+
+
 def _add_ready(
     fd: int, taken: list[Subscription], wakes: list[tuple[Subscription, BaseException | None]]
 ) -> None:

@@ -20,7 +20,12 @@ While any worker is busy, the monitor looks at them every ``tick`` seconds
    only take turns;
 4. **reports slow steps**: a coroutine step that has run for ``slow_step``
    seconds without awaiting logs one WARNING on the ``asyncop`` logger,
-   naming the task and the line it is on;
+   naming the task and the line it is on. The monitor only samples, and on
+   a loaded machine it may not look during a step just over the threshold;
+   the worker times every step, and one that ran ``slow_step`` or longer
+   unseen is reported as it ends (:meth:`Monitor.slow_step_ended`), naming
+   the line of the await that ended it: the slow code is just before it, in
+   the same function, where its own line is no longer known;
 5. **watches for a stuck runtime** (``_deadlock.py``): each look asks the
    deadlock watch whether nothing can wake a task any more, and for how
    long that must last before it counts.
@@ -49,6 +54,7 @@ from ._items import _log_exception
 from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
 
 if TYPE_CHECKING:
+    from ...operations import AsyncOperation
     from ._kernel import Kernel
 
 __all__ = ["SLOW_STEP", "TICK", "Monitor", "current_line"]
@@ -95,6 +101,8 @@ class Monitor:
         # When it means to look next, on the runtime's clock (inf: asleep).
         self._next_look_at = _INF
         self._seen: dict[Worker, _Look] = {}
+        # The item each worker was last reported slow for (by the monitor,
+        # or by the worker as the step ended): one report per step.
         self._warned: dict[Worker, int] = {}
         self._cap_warned = False
         # Looks in a row that found every worker parked.
@@ -141,6 +149,23 @@ class Monitor:
         if look is None or look[0] != worker.item_seq:
             return None
         return max(0.0, now - look[1])
+
+    def slow_step_ended(self, op: AsyncOperation[Any], wall: float) -> None:
+        """A step or callback of ``op`` ended that ran ``wall`` seconds (``slow_step`` or more).
+
+        Called by the worker's meter (``_usage.py``) on its own thread, as
+        the item's time is charged. A coroutine step the monitor has not
+        reported is reported now, naming the await that ended it. Never
+        raises: the worker goes on.
+        """
+        try:
+            for worker in list(self.runtime._workers):
+                if worker.item is op and worker.stepping:
+                    if self._claim(worker, worker.item_seq):
+                        self._warn_slow(worker, wall, where=_await_line(op))
+                    return
+        except Exception:
+            _log_exception("asyncop: reporting the slow step of %r failed", op)
 
     def stop(self) -> ThreadHandle | None:
         """Make the thread end; returns it, to join."""
@@ -241,8 +266,7 @@ class Monitor:
             return  # first look at this item
         age = now - look[1]
         stepping = worker.stepping
-        if stepping and age >= self.slow_step and self._warned.get(worker) != seq:
-            self._warned[worker] = seq
+        if stepping and age >= self.slow_step and self._claim(worker, seq):
             self._warn_slow(worker, age)
         computing = stepping and _computing(worker, now, seen, look)
         # The item started up to a tick before it was first seen: hand its
@@ -285,21 +309,34 @@ class Monitor:
             if rt._grow_locked(extra=True):
                 worker.replaced = True
 
-    def _warn_slow(self, worker: Worker, age: float) -> None:
+    def _claim(self, worker: Worker, seq: int) -> bool:
+        """Whether item ``seq`` of ``worker`` is still to be reported slow; marks it reported."""
+        with self._lock:
+            if self._warned.get(worker) == seq:
+                return False
+            self._warned[worker] = seq
+            return True
+
+    def _warn_slow(self, worker: Worker, age: float, where: str | None = None) -> None:
+        """Log the slow step: still running (at the line it is on), or ended (``where``)."""
         op = worker.item
         if op is None:
             return
-        where = current_line(worker)
+        if where is None:
+            verb, where = "has run", f"at {current_line(worker)}"
+        else:
+            verb = "ran"
         mode = (
             "other tasks run beside it on other workers"
             if self.runtime._parallel
             else "no other task of this runtime runs until it awaits"
         )
         logger.warning(
-            "asyncop: task %r has run for %.2f s without awaiting, at %s; %s. Await "
+            "asyncop: task %r %s for %.2f s without awaiting, %s; %s. Await "
             "asyncop.checkpoint() in long loops, and run blocking calls with "
             "spawn_blocking",
             safe_str(op.name),
+            verb,
             age,
             where,
             mode,
@@ -321,6 +358,25 @@ def current_line(worker: Worker) -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "an unknown line"
+
+
+def _await_line(op: AsyncOperation[Any]) -> str:
+    """Where a task's step just ended, for the report of a slow one: ``up to <await> at file:line``.
+
+    The innermost user frame of the task's suspended coroutines (the
+    await the step ended at); the step's slow code comes just before it.
+    """
+    task = op._task
+    coro: Any = task.coro if task is not None else None
+    where = None
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None and not frame.f_globals.get("__name__", "").startswith("asyncop."):
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    if where is None:
+        return "up to its end (it returned or raised)"
+    return f"up to the await at {where}"
 
 
 def _cpu_time(worker: Worker) -> float:

@@ -14,6 +14,8 @@ cdef class Reactor:
     cdef public dict _table
     cdef public dict _armed
     cdef public set _known
+    cdef public object _adds
+    cdef public dict _added
     cdef public object backend
     cdef public bint drives_epoll
     cdef public bint _used

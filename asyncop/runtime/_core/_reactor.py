@@ -59,14 +59,17 @@ thread: ``epoll_ctl`` is safe to call while another thread is blocked in
 the threads that poll. An fd stays known to epoll (disarmed) after its
 wait, so the next wait is one ``EPOLL_CTL_MOD``, and a wait that fires
 costs no ``epoll_ctl`` at all: the one-shot event already disarmed the fd,
-and it is re-armed only for a direction that still waits. A wait taken back
-before it fired (a cancel) takes its fd out of epoll instead, once no
-direction waits: epoll reports a hang-up or an error whatever the mask, so
-an fd left armed with an empty mask whose peer hung up would end every
-``epoll_wait`` at once (a spinning poller) and could hand a later wait on
-the same number a readiness of the file that had it before. A fired wait
-leaves the table with its subscription's handle cleared, so the task's
-``_disarm`` has nothing to take back and skips the reactor's lock.
+and it is re-armed only for a direction that still waits. An event for an
+fd added to epoll after its poll began is re-checked before it wakes
+anyone: it may be a closed file's, whose number a new socket took before
+the poller locked. A wait taken back before it fired (a cancel) takes its
+fd out of epoll instead, once no direction waits: epoll reports a hang-up
+or an error whatever the mask, so an fd left armed with an empty mask whose
+peer hung up would end every ``epoll_wait`` at once (a spinning poller) and
+could hand a later wait on the same number a readiness of the file that had
+it before. A fired wait leaves the table with its subscription's handle
+cleared, so the task's ``_disarm`` has nothing to take back and skips the
+reactor's lock.
 
 Lock order: the reactor's own lock is taken before a waker's runtime lock
 (``fire`` runs after the reactor lock is released, in fact), never inside it.
@@ -103,6 +106,7 @@ from ._io_wait import (
     _add_ready,
     _closed_error,
     _deliver,
+    _epoll_mask_now,
     _is_stale,
     _ready_now,
     _refused_error,
@@ -154,6 +158,9 @@ class Reactor:
         self._table: dict[tuple[int, int], Subscription] = {}
         self._armed: dict[int, int] = {}  # fd -> directions armed in the multiplexer
         self._known: set[int] = set()  # fds epoll knows about (epoll only)
+        # epoll.register() calls (a new int each: compared by identity); each fd's latest.
+        self._adds = 0
+        self._added: dict[int, int] = {}
         self.backend = selector_name(backend)
         # On epoll the workers wait in the multiplexer themselves (one at a
         # time, the *poller*), and no reactor thread is started.
@@ -313,11 +320,8 @@ class Reactor:
             return
         epoll = self._epoll
         if not directions:
-            # Taken out, not armed with an empty mask: epoll reports a
-            # hang-up or an error whatever the mask, so a disarmed fd whose
-            # peer hung up would end every epoll_wait at once (a spinning
-            # poller), and hand a later wait on the same number a readiness
-            # that belonged to this file.
+            # Taken out, not armed with an empty mask: see the module
+            # docstring (a hang-up is reported whatever the mask).
             if fd in self._known:
                 self._known.discard(fd)
                 try:
@@ -334,12 +338,14 @@ class Reactor:
                     # The fd was closed and its number reused: epoll
                     # dropped the old one, so register the new one.
                     epoll.register(fd, mask)
+                    self._added[fd] = self._adds = self._adds + 1
             else:
                 try:
                     epoll.register(fd, mask)
                 except FileExistsError:
                     epoll.modify(fd, mask)
                 self._known.add(fd)
+                self._added[fd] = self._adds = self._adds + 1
         except OSError as exc:
             # About this fd alone (EBADF: closed; EPERM: the number now
             # names a regular file): fail its waits, never the caller.
@@ -529,6 +535,7 @@ class Reactor:
         if wait != 0.0 and table:
             until_sweep = max(0.0, self._swept + SWEEP_EVERY - time.monotonic())
             wait = until_sweep if wait < 0 else min(wait, until_sweep)
+        adds = self._adds
         try:
             events = self._epoll.poll(wait)
         except InterruptedError:  # pragma: no cover - PEP 475 retries
@@ -552,6 +559,8 @@ class Reactor:
                     if drain:
                         self._wakeup.drain()
                     continue
+                if self._adds is not adds and self._added.get(fd, 0) > adds:
+                    mask = _epoll_mask_now(fd)  # maybe the file's before (module docstring)
                 armed = armed_fds.pop(fd, 0)
                 if mask & _READ_READY:
                     sub = table.pop((fd, READ), None)
@@ -566,9 +575,8 @@ class Reactor:
                         fired.append(sub)
                     armed &= ~WRITE
                 if armed:
-                    # ONESHOT disarmed the whole fd: re-arm what still waits.
-                    # With nothing left to wait for, the fd stays disarmed
-                    # (and known) at no cost: the next wait modifies it.
+                    # ONESHOT disarmed the whole fd: re-arm what still waits
+                    # (else it stays disarmed, known: the next wait modifies it).
                     self._arm_locked(fd, armed, wakes)
             if sweep_due and table:
                 self._sweep_locked(wakes)

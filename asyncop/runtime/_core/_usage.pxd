@@ -15,6 +15,8 @@ cdef class CpuMeter:
     cdef public double run_start
     cdef public double last
     cdef public double ratio
+    cdef public double slow_after
+    cdef public object on_slow
 
     cpdef double start_run(self) except? -1.0
     cpdef end_run(self)

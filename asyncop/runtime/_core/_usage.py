@@ -38,6 +38,12 @@ of the short items that share its reading (under ``FRESH`` of them); a
 short item's is as good as the ratio, measured over the same thread's items
 of the millisecond before.
 
+A long item is also where a slow step is caught as it ends: one that took
+``slow_after`` seconds or more is handed to ``on_slow(op, wall)`` (the
+monitor's :meth:`~asyncop.runtime._core._monitor.Monitor.slow_step_ended`),
+which reports it unless the monitor already saw it running. Short items
+never get there, so this costs the common step nothing.
+
 Who writes what: a meter belongs to one worker thread, which alone uses it.
 """
 
@@ -45,7 +51,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ...operations import AsyncOperation
@@ -68,7 +75,16 @@ _cpu_clock = time.thread_time
 class CpuMeter:
     """One worker thread's wall and CPU clock readings, and the ratio it charges short items."""
 
-    __slots__ = ("cpu_mark", "last", "ratio", "run_start", "since", "wall_mark")
+    __slots__ = (
+        "cpu_mark",
+        "last",
+        "on_slow",
+        "ratio",
+        "run_start",
+        "since",
+        "slow_after",
+        "wall_mark",
+    )
 
     def __init__(self) -> None:
         # The CPU time and the wall time at the last reading of the CPU
@@ -84,6 +100,10 @@ class CpuMeter:
         self.last = 0.0
         # What short items are charged per second of wall time.
         self.ratio = 1.0
+        # An item this long (seconds) is handed to on_slow(op, wall) as it
+        # ends; its worker sets both (see the module docstring).
+        self.slow_after = math.inf
+        self.on_slow: Callable[[Any, float], object] | None = None
 
     def start_run(self) -> float:
         """A run of items starts now: read the wall clock, and the CPU clock if stale.
@@ -121,6 +141,8 @@ class CpuMeter:
         self.cpu_mark = cpu
         self.wall_mark = self.run_start = now
         self.since = 0.0
+        if wall >= self.slow_after and self.on_slow is not None:
+            self.on_slow(op, wall)
 
 
 def charge(op: AsyncOperation, meter: CpuMeter, start: float) -> float:

@@ -188,8 +188,11 @@ class Worker(WorkerFields):
         # True once the monitor started a replacement for the current item.
         self.replaced = False
         self.parked_at = 0.0
-        # Charges each item's time to its operation (see _usage.py).
-        self.meter = CpuMeter()
+        # Charges each item's time to its operation (see _usage.py), and
+        # hands the monitor a slow step as it ends (one it may not have seen).
+        self.meter = meter = CpuMeter()
+        meter.slow_after = runtime._monitor.slow_step
+        meter.on_slow = runtime._monitor.slow_step_ended
         # Operations that ended in the step being run, for the instruments'
         # ended(), reported after the step's step_ended (see _instruments.py).
         self.ended_later: list[AsyncOperation[Any]] = []

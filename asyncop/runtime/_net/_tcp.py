@@ -333,7 +333,10 @@ class SocketListener(AsyncResource):
                 "use open_tcp_listeners() instead"
             )
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0:
-            raise ValueError("SocketListener() needs a listening socket; call sock.listen() first")
+            raise ValueError(
+                f"SocketListener() needs a listening socket, and {sock!r} is not listening; "
+                "call sock.listen() first"
+            )
         sock.setblocking(False)
         self._socket = sock
         self._closed = False

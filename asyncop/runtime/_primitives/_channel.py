@@ -548,9 +548,17 @@ class Channel(Receiving[T]):
         return Receiving.__iter__(self)
 
     def __repr__(self) -> str:
+        # Open ends once sender()/receiver() made any; waiters are the
+        # blocked sends and receives, as other primitives count theirs.
         state = "closed" if self._closed else "open"
+        ends = self._ends
+        open_ends = (
+            ""
+            if ends is None
+            else f"sender_ends={ends.get('sender', 0)} receiver_ends={ends.get('receiver', 0)} "
+        )
         return (
             f"<Channel {state} capacity={self.capacity} buffered={len(self._buffer)} "
-            f"senders={len(self._senders)} receivers={len(self._receivers)} "
-            f"{short_label(self.name, self._site)}>"
+            f"{open_ends}send_waiters={len(self._senders)} "
+            f"receive_waiters={len(self._receivers)} {short_label(self.name, self._site)}>"
         )
