@@ -189,10 +189,10 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
         ClosedResourceError: the listener is closed.
         Cancelled: the task was cancelled while waiting; nothing was accepted.
         TypeError: ``listener`` is not a socket.
-        ValueError: ``listener`` is not listening (``listen()`` was not
-            called, or it is not a stream socket), as ``SocketListener``
-            refuses it.
-        OSError: ``accept`` failed, e.g. ``EMFILE`` (out of file descriptors).
+        OSError: ``accept`` failed, e.g. ``EMFILE`` (out of file descriptors),
+            or ``listener`` is not listening (``listen()`` was not called, or
+            it is not a stream socket): then the message says so, with the
+            OS's errno (``EINVAL``, ``EOPNOTSUPP``).
     """
     _check_open(listener, "accept_async()", "listener")
     while True:
@@ -202,12 +202,15 @@ async def accept_async(listener: socket.socket) -> tuple[socket.socket, Any]:
             await readable(listener)
             _check_open(listener, "accept_async()")
             continue
-        except OSError:
+        except OSError as exc:
             if _listening(listener):
                 raise
-            raise ValueError(
+            # An OSError still, with the OS's errno, as asyncio's sock_accept
+            # raises here; its message says what to do.
+            raise OSError(
+                exc.errno,
                 f"accept_async() needs a listening socket, and {listener!r} is not "
-                "listening; call listener.listen() first, on a stream socket"
+                "listening; call listener.listen() first, on a stream socket",
             ) from None
         sock.setblocking(False)
         return sock, addr

@@ -2136,7 +2136,7 @@ CASES = [
     Case("unknown-multiplexer", t_unknown_multiplexer, ValueError, "'carrier_pigeon'"),
     Case("recv-closed-socket", t_recv_closed, ClosedResourceError, "recv_async()"),
     Case("accept-closed-socket", t_accept_closed, ClosedResourceError, "accept_async()"),
-    Case("accept-not-listening", t_accept_not_listening, ValueError, "<socket.socket fd="),
+    Case("accept-not-listening", t_accept_not_listening, OSError, "<socket.socket fd="),
     Case("send-closed-socket", t_send_closed, ClosedResourceError, "send_all_async()"),
     Case("connect-refused", t_connect_refused, ConnectionRefusedError, "127.0.0.1:", "outcome"),
     Case("connect-unreachable", t_connect_unreachable, OSError, "255.255.255.255:9", "outcome"),
