@@ -25,6 +25,7 @@ from anyio.abc._tasks import get_callable_name
 from .. import lowlevel, testing
 from ..operations import Cancelled
 from ..runtime import checkpoint, current_runtime, sleep
+from ..runtime._home import run_here
 from ._options import runtime_for
 from ._process import ProcessMethods
 from ._sockets import SocketMethods
@@ -74,7 +75,8 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
         if portal:
             runtime._deadlocks.hold(True)
         try:
-            return context.run(runtime.run, _root_task(fn, get_callable_name(func)), *args)
+            # The calling thread steps the tasks while it waits (_home.py).
+            return context.run(run_here, runtime, _root_task(fn, get_callable_name(func)), *args)
         finally:
             if portal:
                 runtime._deadlocks.hold(False)

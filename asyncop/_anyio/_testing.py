@@ -24,6 +24,7 @@ from .. import lowlevel
 from ..operations import AsyncOperation, EndOfChannel
 from ..platform import WakeEvent, serving
 from ..runtime import Channel, Runtime
+from ..runtime._home import ENDED, drive
 from ._options import runtime_for
 
 __all__ = ["TestRunner"]
@@ -98,7 +99,9 @@ class TestRunner(BaseTestRunner):
     def _start(self) -> Channel[_Call]:
         runtime, self._made = runtime_for(dict(self._options))
         self._runtime = runtime
-        calls: Channel[_Call] = Channel()
+        # One call at a time, sent without waiting: the thread that sends
+        # it then steps the runner task (runtime/_home.py).
+        calls: Channel[_Call] = Channel(1)
         self._calls = calls
         self._task = runtime.spawn(_serve, calls, name="anyio test runner")
         return calls
@@ -106,8 +109,14 @@ class TestRunner(BaseTestRunner):
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         calls = self._calls if self._calls is not None else self._start()
         call = _Call(fn, args, kwargs)
+        runtime = self._runtime
+        assert runtime is not None
         with serving():  # (from the send on: the test may hand the main thread work)
-            calls.send(call)
+            # This thread steps the runner task until the call is done, as the
+            # thread of anyio.run() does its tasks; a Ctrl-C gets out at once.
+            status = drive(runtime, call.done.is_set, lambda: calls.try_send(call))
+            if status != ENDED:
+                raise KeyboardInterrupt
             call.done.wait()
         return call.outcome()
 

@@ -14,7 +14,8 @@ A :class:`Kernel` holds:
   ``workers`` at once;
 - the **timer heap** (``_timers``) and its cached earliest deadline;
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
-  parked worker waiting in the I/O multiplexer;
+  parked worker waiting in the I/O multiplexer; and the home, the thread
+  that steps every coroutine task while it waits in ``anyio.run()``;
 - the **roots**: the live top-level operations, in insertion order, so that
   ``shutdown`` can cancel them and ``dump`` can show them;
 - the **instruments** (``_instruments``): None while none is installed,
@@ -194,6 +195,10 @@ class Kernel(WorkerPool):
         # The worker started past max_threads to step tasks while every
         # other worker runs a callback, if any (see _give_steps_a_thread_locked).
         self._stepper: Worker | None = None
+        # The thread that waits in anyio.run() steps the tasks meanwhile: its
+        # worker, which alone steps coroutine tasks while it is set (see
+        # "The home thread" in _worker.py and runtime/_home.py).
+        self._home: Worker | None = None
         self._workers: list[Worker] = []
         # Threads of workers that left the pool and may still be on their
         # way out: shutdown() joins them too (the dead ones are dropped).
