@@ -24,8 +24,7 @@ from anyio.abc._tasks import get_callable_name
 
 from .. import lowlevel, testing
 from ..operations import Cancelled
-from ..runtime import checkpoint, current_runtime, sleep
-from ..runtime._home import run_here
+from ..runtime import checkpoint, current_runtime, run_here, sleep
 from ._options import runtime_for
 from ._process import ProcessMethods
 from ._sockets import SocketMethods

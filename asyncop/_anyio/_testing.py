@@ -23,8 +23,7 @@ from anyio.abc import TestRunner as BaseTestRunner
 from .. import lowlevel
 from ..operations import AsyncOperation, EndOfChannel
 from ..platform import WakeEvent, serving
-from ..runtime import Channel, Runtime
-from ..runtime._home import ENDED, drive
+from ..runtime import Channel, Runtime, drive_home
 from ._options import runtime_for
 
 __all__ = ["TestRunner"]
@@ -114,9 +113,8 @@ class TestRunner(BaseTestRunner):
         with serving():  # (from the send on: the test may hand the main thread work)
             # This thread steps the runner task until the call is done, as the
             # thread of anyio.run() does its tasks; a Ctrl-C gets out at once.
-            status = drive(runtime, call.done.is_set, lambda: calls.try_send(call))
-            if status != ENDED:
-                raise KeyboardInterrupt
+            if drive_home(runtime, call.done.is_set, lambda: calls.try_send(call)):
+                raise KeyboardInterrupt  # (a Ctrl-C stopped it)
             call.done.wait()
         return call.outcome()
 

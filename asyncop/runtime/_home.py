@@ -34,8 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, OperationState, thread_state
-from ..platform import serving, thread_cpu_clock
-from ..platform._main_calls import serve_main_calls
+from ..platform import serve_main_calls, serving, thread_cpu_clock
 from ._core._items import step_batch
 from ._core._worker import RETIRE, Worker, park_timeout_locked
 from ._interrupt import add_tree_note, give_up, tree_note, wait_after_interrupt, wait_for_tree
@@ -43,10 +42,10 @@ from ._interrupt import add_tree_note, give_up, tree_note, wait_after_interrupt,
 if TYPE_CHECKING:
     from ._scheduler import Runtime
 
-__all__ = ["ENDED", "FIRST_CTRL_C", "SECOND_CTRL_C", "drive", "run_here"]
+__all__ = ["ENDED", "FIRST_CTRL_C", "SECOND_CTRL_C", "drive_home", "run_here"]
 
 _INF = float("inf")
-# What ``drive`` returns: the tree ended, or a first or second Ctrl-C came.
+# What ``drive_home`` returns: the tree ended, or a first or second Ctrl-C came.
 ENDED, FIRST_CTRL_C, SECOND_CTRL_C = 0, 1, 2
 
 
@@ -63,7 +62,7 @@ def run_here(runtime: Runtime, fn: Callable[..., Any], *args: Any) -> Any:
         return op
 
     with serving():
-        status = drive(runtime, lambda: spawned[0]._final, start)
+        status = drive_home(runtime, lambda: spawned[0]._final, start)
         op = spawned[0]
         if status != ENDED:
             _interrupted(runtime, op, status)
@@ -90,7 +89,7 @@ def _interrupted(runtime: Runtime, op: AsyncOperation[Any], status: int) -> None
     raise interrupt
 
 
-def drive(
+def drive_home(
     runtime: Runtime,
     done: Callable[[], bool],
     start: Callable[[], AsyncOperation[Any] | None] | None = None,
@@ -101,8 +100,8 @@ def drive(
     without a task of the home being stepped (its last child a callback):
     its end wakes the home.
 
-    Returns ``ENDED``, or ``FIRST_CTRL_C`` or ``SECOND_CTRL_C`` when a Ctrl-C
-    stopped it first. Without a home (it is taken, the runtime is parallel
+    Returns ``ENDED`` (0), or ``FIRST_CTRL_C`` or ``SECOND_CTRL_C`` when a
+    Ctrl-C stopped it first. Without a home (it is taken, the runtime is parallel
     or shut down, this thread is a worker), it only calls ``start()`` and
     returns ``ENDED``: the caller waits as it would have.
     """

@@ -192,13 +192,9 @@ class Kernel(WorkerPool):
         # how many times workers have polled it (the monitor compares).
         self._poller: Worker | None = None
         self._polls = 0
-        # The worker started past max_threads to step tasks while every
-        # other worker runs a callback, if any (see _give_steps_a_thread_locked).
+        # Started past max_threads for the tasks (_give_steps_a_thread_locked).
         self._stepper: Worker | None = None
-        # The thread that waits in anyio.run() steps the tasks meanwhile: its
-        # worker, which alone steps coroutine tasks while it is set (see
-        # "The home thread" in _worker.py and runtime/_home.py).
-        self._home: Worker | None = None
+        self._home: Worker | None = None  # anyio.run()'s thread, while set (_home.py)
         self._workers: list[Worker] = []
         # Threads of workers that left the pool and may still be on their
         # way out: shutdown() joins them too (the dead ones are dropped).

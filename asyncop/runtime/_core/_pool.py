@@ -281,6 +281,7 @@ class WorkerPool(NodeHooks):
         """
         idle = self._idle
         home = self._home
+        assert home is not None
         others = [other for other in idle if other is not home]
         if not others or (home in idle and (self._ready or self._woken)):
             worker = home
@@ -292,7 +293,9 @@ class WorkerPool(NodeHooks):
         polling = worker.state is WorkerState.POLLING
         self._unpark_locked(worker)
         if polling:
-            self._reactor.wake_poller()
+            reactor = self._reactor
+            assert reactor is not None
+            reactor.wake_poller()
         else:
             worker.event.set()
         return worker
