@@ -1,7 +1,9 @@
 """The anyio backend named ``"asyncop"``: anyio's calls, on asyncop's own machinery.
 
 ``anyio.run(main, backend="asyncop")`` runs ``main`` as the root task of a
-fresh ``Runtime`` (or of ``backend_options={"runtime": rt}``), and inside
+fresh ``Runtime`` (or of ``backend_options={"runtime": rt}``), whose tasks
+the calling thread steps while it waits, as on anyio's other backends
+(``runtime/_home.py``), and inside
 every asyncop task ``sniffio.current_async_library()`` is ``"asyncop"``, so
 that anyio finds this backend there: task groups and cancel scopes are
 asyncop scopes (``_tasks.py``), anyio's tasks are asyncop operations, and

@@ -7,9 +7,10 @@ call runs in one long-lived *runner task* of one runtime, awaited in turn:
 a context variable a fixture sets is seen by the test, and an async
 generator fixture is resumed in the task that started it. The calls reach
 the runner task through an asyncop ``Channel``, which a plain thread can
-send on; the thread then waits for the outcome, in asyncop's slices, so
-that the main thread (pytest's) does what a task hands it meanwhile, such
-as installing the handlers of a signal receiver the test opens.
+send on; the thread then steps the runtime's tasks until the call is done,
+as the thread of ``anyio.run()`` does (``runtime/_home.py``): the test runs
+on pytest's thread, which also does what another thread hands the main
+thread meanwhile, such as installing the handlers of a signal receiver.
 """
 
 from __future__ import annotations
