@@ -1,7 +1,9 @@
 """The anyio backend named ``"asyncop"``: anyio's calls, on asyncop's own machinery.
 
 ``anyio.run(main, backend="asyncop")`` runs ``main`` as the root task of a
-fresh ``Runtime`` (or of ``backend_options={"runtime": rt}``), and inside
+fresh ``Runtime`` (or of ``backend_options={"runtime": rt}``), whose tasks
+the calling thread steps while it waits, as on anyio's other backends
+(``runtime/_home.py``), and inside
 every asyncop task ``sniffio.current_async_library()`` is ``"asyncop"``, so
 that anyio finds this backend there: task groups and cancel scopes are
 asyncop scopes (``_tasks.py``), anyio's tasks are asyncop operations, and
@@ -24,7 +26,7 @@ from anyio.abc._tasks import get_callable_name
 
 from .. import lowlevel, testing
 from ..operations import Cancelled
-from ..runtime import checkpoint, current_runtime, sleep
+from ..runtime import checkpoint, current_runtime, run_here, sleep
 from ._options import runtime_for
 from ._process import ProcessMethods
 from ._sockets import SocketMethods
@@ -74,7 +76,8 @@ class AsyncopBackend(SyncMethods, ThreadMethods, SocketMethods, ProcessMethods, 
         if portal:
             runtime._deadlocks.hold(True)
         try:
-            return context.run(runtime.run, _root_task(fn, get_callable_name(func)), *args)
+            # The calling thread steps the tasks while it waits (_home.py).
+            return context.run(run_here, runtime, _root_task(fn, get_callable_name(func)), *args)
         finally:
             if portal:
                 runtime._deadlocks.hold(False)

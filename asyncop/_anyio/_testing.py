@@ -7,9 +7,10 @@ call runs in one long-lived *runner task* of one runtime, awaited in turn:
 a context variable a fixture sets is seen by the test, and an async
 generator fixture is resumed in the task that started it. The calls reach
 the runner task through an asyncop ``Channel``, which a plain thread can
-send on; the thread then waits for the outcome, in asyncop's slices, so
-that the main thread (pytest's) does what a task hands it meanwhile, such
-as installing the handlers of a signal receiver the test opens.
+send on; the thread then steps the runtime's tasks until the call is done,
+as the thread of ``anyio.run()`` does (``runtime/_home.py``): the test runs
+on pytest's thread, which also does what another thread hands the main
+thread meanwhile, such as installing the handlers of a signal receiver.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from anyio.abc import TestRunner as BaseTestRunner
 from .. import lowlevel
 from ..operations import AsyncOperation, EndOfChannel
 from ..platform import WakeEvent, serving
-from ..runtime import Channel, Runtime
+from ..runtime import Channel, Runtime, drive_home
 from ._options import runtime_for
 
 __all__ = ["TestRunner"]
@@ -98,7 +99,9 @@ class TestRunner(BaseTestRunner):
     def _start(self) -> Channel[_Call]:
         runtime, self._made = runtime_for(dict(self._options))
         self._runtime = runtime
-        calls: Channel[_Call] = Channel()
+        # One call at a time, sent without waiting: the thread that sends
+        # it then steps the runner task (runtime/_home.py).
+        calls: Channel[_Call] = Channel(1)
         self._calls = calls
         self._task = runtime.spawn(_serve, calls, name="anyio test runner")
         return calls
@@ -106,8 +109,13 @@ class TestRunner(BaseTestRunner):
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         calls = self._calls if self._calls is not None else self._start()
         call = _Call(fn, args, kwargs)
+        runtime = self._runtime
+        assert runtime is not None
         with serving():  # (from the send on: the test may hand the main thread work)
-            calls.send(call)
+            # This thread steps the runner task until the call is done, as the
+            # thread of anyio.run() does its tasks; a Ctrl-C gets out at once.
+            if drive_home(runtime, call.done.is_set, lambda: calls.try_send(call)):
+                raise KeyboardInterrupt  # (a Ctrl-C stopped it)
             call.done.wait()
         return call.outcome()
 

@@ -43,6 +43,7 @@ from ._event import WakeEvent as WakeEvent
 from ._lock import RecursiveLock as RecursiveLock
 from ._main_calls import call_on_main_thread as call_on_main_thread
 from ._main_calls import can_call_on_main_thread as can_call_on_main_thread
+from ._main_calls import serve_main_calls as serve_main_calls
 from ._main_calls import serving as serving
 from ._selector import WakeupChannel as WakeupChannel
 from ._selector import choose_selector as choose_selector
@@ -77,6 +78,7 @@ __all__ = [
     "join_by",
     "pure_cython",
     "selector_name",
+    "serve_main_calls",
     "serving",
     "start_thread",
     "thread_cpu_clock",

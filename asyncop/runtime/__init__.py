@@ -126,6 +126,8 @@ from ._helpers import async_state as async_state
 from ._helpers import async_submit as async_submit
 from ._helpers import async_worker_limit as async_worker_limit
 from ._helpers import default_runtime as default_runtime
+from ._home import drive_home as drive_home  # (asyncop's anyio backend's)
+from ._home import run_here as run_here
 from ._introspect import current_runtime as current_runtime
 from ._primitives._channel import Channel as Channel
 from ._primitives._channel_ends import ChannelReceiver as ChannelReceiver

@@ -36,6 +36,7 @@ cdef class KernelFields(RuntimeBase):
     cdef public object _instruments
     cdef public object _reactor
     cdef public object _poller
+    cdef public object _home
     cdef public object _monitor
     cdef public TimerHeap _timers
 

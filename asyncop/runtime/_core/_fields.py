@@ -74,6 +74,7 @@ class KernelFields(RuntimeBase):
         "_autojump",
         "_dynamic",
         "_far_floor",
+        "_home",
         "_idle",
         "_instruments",
         "_lane",

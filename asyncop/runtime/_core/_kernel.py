@@ -14,7 +14,8 @@ A :class:`Kernel` holds:
   ``workers`` at once;
 - the **timer heap** (``_timers``) and its cached earliest deadline;
 - the **workers**: the pool, the idle stack (LIFO) and the poller, the one
-  parked worker waiting in the I/O multiplexer;
+  parked worker waiting in the I/O multiplexer; and the home, the thread
+  that steps every coroutine task while it waits in ``anyio.run()``;
 - the **roots**: the live top-level operations, in insertion order, so that
   ``shutdown`` can cancel them and ``dump`` can show them;
 - the **instruments** (``_instruments``): None while none is installed,
@@ -191,9 +192,9 @@ class Kernel(WorkerPool):
         # how many times workers have polled it (the monitor compares).
         self._poller: Worker | None = None
         self._polls = 0
-        # The worker started past max_threads to step tasks while every
-        # other worker runs a callback, if any (see _give_steps_a_thread_locked).
+        # Started past max_threads for the tasks (_give_steps_a_thread_locked).
         self._stepper: Worker | None = None
+        self._home: Worker | None = None  # anyio.run()'s thread, while set (_home.py)
         self._workers: list[Worker] = []
         # Threads of workers that left the pool and may still be on their
         # way out: shutdown() joins them too (the dead ones are dropped).

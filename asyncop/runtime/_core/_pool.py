@@ -11,7 +11,8 @@ runtime lock, as every ``_locked`` method does:
   to ``max_threads``; ``_give_steps_a_thread_locked`` gives queued tasks a
   thread when every worker runs a callback, past the cap if need be (the
   *stepper*, see ``_worker.py``);
-- waking: ``_wake_one_locked`` pops the most recently parked worker;
+- waking: ``_wake_one_locked`` pops the most recently parked worker (the
+  home for coroutine tasks while a thread is the home, ``_wake_with_home_locked``);
   ``_unpark_locked`` counts a worker active again only if its transition
   to BUSY happened (``_worker.py`` owns a worker's state), so a worker
   that two threads unpark is counted once;
@@ -76,6 +77,7 @@ class WorkerPool(NodeHooks):
         _lane: threading.Lock
         _stepper: Worker | None
         _poller: Worker | None
+        _home: Worker | None
         _ready: deque[AsyncOperation]
         _woken: deque[AsyncOperation]
         _sync_ready: deque[AsyncOperation]
@@ -162,6 +164,8 @@ class WorkerPool(NodeHooks):
         """
         if not (self._ready or self._woken) or self._stopping:
             return False
+        if self._home is not None:
+            return False  # they wait for the home, which runs no callback
         if not self._parallel and self._lane.locked():
             return False  # its holder steps them
         for worker in self._workers:
@@ -250,6 +254,8 @@ class WorkerPool(NodeHooks):
         worker is parked: it keeps socket readiness on the coroutine side.
         """
         idle = self._idle
+        if self._home is not None:
+            return self._wake_with_home_locked()
         worker = idle.pop()
         if worker is self._poller and idle:
             other = idle.pop()
@@ -264,6 +270,49 @@ class WorkerPool(NodeHooks):
         else:
             worker.event.set()
         return worker
+
+    @cython.locals(self="CKernel", idle="list", worker="CWorker")
+    def _wake_with_home_locked(self) -> Worker:
+        """``_wake_one_locked`` while a thread is the home (see ``runtime/_home.py``).
+
+        Coroutine tasks are the home's alone: it is woken while one waits, and
+        when it is the only worker parked (a timer may be due); otherwise the
+        most recently parked other worker is, for a callback or a timer.
+        """
+        idle = self._idle
+        home = self._home
+        assert home is not None
+        others = [other for other in idle if other is not home]
+        if not others or (home in idle and (self._ready or self._woken)):
+            worker = home
+        else:
+            worker = others[-1]
+            if worker is self._poller and len(others) > 1:
+                worker = others[-2]  # (the poller stays in the multiplexer)
+        idle.remove(worker)
+        polling = worker.state is WorkerState.POLLING
+        self._unpark_locked(worker)
+        if polling:
+            reactor = self._reactor
+            assert reactor is not None
+            reactor.wake_poller()
+        else:
+            worker.event.set()
+        return worker
+
+    @cython.locals(self="CKernel")
+    def _hand_to_home_locked(self, always: bool = False) -> None:
+        """Wake the home for the coroutine tasks queued (``always``: at all), if it is parked.
+
+        For a worker that is not the home and finds tasks queued: a task it
+        queued itself (from a timer or a poll) woke nobody, as the push
+        counts on the queuing worker to step it.
+        """
+        home = self._home
+        if home is not None and (always or self._ready or self._woken) and home in self._idle:
+            self._idle.remove(home)
+            self._unpark_locked(home)
+            home.event.set()
 
     @cython.locals(self="CKernel", worker="CWorker")
     def _unpark_locked(self, worker: Worker) -> bool:
@@ -288,7 +337,11 @@ class WorkerPool(NodeHooks):
     def _work_for_worker_locked(self) -> bool:
         """Whether a worker about to park has work it may take instead."""
         return bool(
-            ((self._ready or self._woken) and (self._parallel or not self._lane.locked()))
+            (
+                (self._ready or self._woken)
+                and (self._parallel or not self._lane.locked())
+                and self._home is None  # (else the home's, see _hand_to_home_locked)
+            )
             or (self._sync_ready and self._sync_slot_free_locked())
         )
 

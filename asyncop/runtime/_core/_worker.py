@@ -62,6 +62,18 @@ steps tasks and fires timers but never takes a callback. It parks off the
 idle stack (a push for a callback never wakes it) and retires once a worker
 outside callbacks can step tasks again. The cap thus holds callbacks only.
 
+The home thread
+---------------
+``anyio.run()`` runs its tasks on the thread that called it, as anyio's other
+backends do: while that thread waits for the tree, it is the runtime's
+*home* (``runtime/_home.py``), a worker without a thread of its own, which
+runs this loop but for the callbacks. While a home is set, it alone steps
+coroutine tasks: the other workers run sync callbacks, fire timers and poll,
+and wake the home for the tasks these queue, rather than step them
+(``_hand_to_home_locked``); a push wakes the home for a task
+(``_wake_with_home_locked``). Code between two awaits thus runs on the
+thread that called ``anyio.run()``. A parallel runtime has no home.
+
 Parking
 -------
 Parking is a wait on the worker's own auto-reset :class:`WakeEvent`; the
@@ -321,13 +333,22 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
             # loop goes on. A dead worker would take its share of the queue
             # and the timers with it, silently.
             try:
-                # 1. Step ready tasks, holding the lane.
-                if (woken or ready) and (parallel or lane.acquire(False)):
+                # 1. Step ready tasks, holding the lane (the home's, while
+                # a thread is the home: wake it if it is parked).
+                if (woken or ready) and rt._home is not None:
+                    with rt._lock:
+                        rt._hand_to_home_locked()
+                elif (woken or ready) and (parallel or lane.acquire(False)):
                     try:
                         step_batch(rt, worker, state, ready)
                     finally:
                         if not parallel:
                             lane.release()
+                    if rt._home is not None:
+                        # A home came while this batch ran, and parked at the
+                        # lane: it looks again (its tree may have ended here).
+                        with rt._lock:
+                            rt._hand_to_home_locked(True)
                 # 2. Run one sync callback.
                 if sync_ready and takes_callbacks:
                     run_sync(rt, worker, state)
@@ -340,7 +361,7 @@ def worker_main(rt: Kernel, worker: Worker) -> None:
                 if reactor is not None and reactor._table:
                     rt._polls += 1
                     reactor.poll_ready()
-                    if (woken or ready) and (parallel or not lane.locked()):
+                    if (woken or ready) and (parallel or not lane.locked()) and rt._home is None:
                         continue  # it woke a task: no need to look at parking
                 # 5. Park until the next deadline.
                 if not _park(rt, worker, state):
@@ -415,6 +436,8 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     lock = rt._lock
     lock.acquire()  # (worker thread only, see step): a worker parks after every burst
     try:
+        if rt._home is not None:
+            rt._hand_to_home_locked()
         if rt._work_for_worker_locked():
             return True
         if rt._stopping:
@@ -477,9 +500,11 @@ def _park_stepper(rt: Kernel, worker: Worker) -> bool:
     sets, and fires the timers and jumps a virtual clock as any worker does.
     """
     with rt._lock:
-        if (rt._ready or rt._woken) and (rt._parallel or not rt._lane.locked()):
+        if rt._home is not None:
+            rt._hand_to_home_locked()
+        elif (rt._ready or rt._woken) and (rt._parallel or not rt._lane.locked()):
             return True
-        if rt._stopping or not rt._every_worker_in_callbacks_locked():
+        if rt._stopping or rt._home is not None or not rt._every_worker_in_callbacks_locked():
             retire_locked(rt, worker)
             return False
         timeout, go_on = park_timeout_locked(rt, worker)

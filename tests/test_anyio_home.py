@@ -1,0 +1,134 @@
+"""``anyio.run(..., backend="asyncop")`` steps its tasks on the thread that called it.
+
+As on anyio's other backends: code between two awaits, and what
+``from_thread.run``/``run_sync`` and a blocking portal's calls run, runs on
+the thread of ``anyio.run()`` (the portal's own thread); plain functions
+given to ``to_thread`` still run on other threads; once the run has ended,
+the runtime's tasks go back to its workers; a Ctrl-C on the main thread
+cancels the tree, waits for it and is raised, as ``Runtime.run()``'s.
+A parallel runtime steps tasks on all its workers, as before.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import pytest
+
+import asyncop
+
+from .conftest import needs_default_mode
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def run(main: Any, *args: Any, **options: Any) -> Any:
+    options.setdefault("workers", 2)
+    return anyio.run(main, *args, backend="asyncop", backend_options=options)
+
+
+@needs_default_mode
+def test_the_tasks_of_anyio_run_run_on_the_thread_that_called_it() -> None:
+    async def child(seen: list[threading.Thread]) -> None:
+        await anyio.sleep(0)
+        seen.append(threading.current_thread())
+
+    async def main() -> list[threading.Thread]:
+        seen = [threading.current_thread()]
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(child, seen)
+        await anyio.sleep(0.01)
+        seen.append(threading.current_thread())
+        return seen
+
+    assert set(run(main)) == {threading.main_thread()}
+    # And from another thread than the main one: that thread.
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(run(main)), name="caller")
+    thread.start()
+    thread.join(20)
+    assert {t.name for t in box[0]} == {"caller"}
+
+
+@needs_default_mode
+def test_from_thread_calls_run_on_the_thread_of_anyio_run_and_to_thread_elsewhere() -> None:
+    async def where() -> threading.Thread:
+        await anyio.sleep(0)
+        return threading.current_thread()
+
+    def in_thread() -> tuple[threading.Thread, threading.Thread, threading.Thread]:
+        return (
+            threading.current_thread(),
+            anyio.from_thread.run_sync(threading.current_thread),
+            anyio.from_thread.run(where),
+        )
+
+    async def main() -> tuple[threading.Thread, threading.Thread, threading.Thread]:
+        return await anyio.to_thread.run_sync(in_thread)
+
+    own, sync_call, async_call = run(main)
+    assert own is not threading.main_thread()
+    assert sync_call is threading.main_thread()
+    assert async_call is threading.main_thread()
+
+
+@needs_default_mode
+def test_a_blocking_portals_calls_run_on_the_portals_thread() -> None:
+    async def name() -> str:
+        await anyio.sleep(0)
+        return threading.current_thread().name
+
+    with anyio.from_thread.start_blocking_portal(backend="asyncop", name="the-portal") as portal:
+        assert portal.call(lambda: threading.current_thread().name) == "the-portal"
+        assert portal.call(name) == "the-portal"
+
+
+def test_after_the_run_the_runtimes_tasks_go_back_to_its_workers() -> None:
+    async def where() -> threading.Thread:
+        await anyio.sleep(0)
+        return threading.current_thread()
+
+    with asyncop.Runtime(workers=2) as runtime:
+        anyio.run(where, backend="asyncop", backend_options={"runtime": runtime})
+        later = runtime.run(where)
+        assert later is not threading.main_thread()
+        assert later.name.startswith(f"{runtime.name}-")
+
+
+def test_a_parallel_runtime_steps_the_tasks_on_its_workers() -> None:
+    async def main() -> threading.Thread:
+        await anyio.sleep(0)
+        return threading.current_thread()
+
+    assert run(main, parallel=True) is not threading.main_thread()
+
+
+def test_a_ctrl_c_cancels_the_tree_waits_for_it_and_is_raised() -> None:
+    cleaned: list[str] = []
+
+    async def sleeper() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append("sleeper")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeper)
+            await anyio.sleep(0.01)
+            # As a Ctrl-C does: SIGINT's handler runs on the main thread.
+            await anyio.to_thread.run_sync(_thread.interrupt_main)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cleaned.append("main")
+
+    with pytest.raises(KeyboardInterrupt):
+        run(main)
+    assert sorted(cleaned) == ["main", "sleeper"]
