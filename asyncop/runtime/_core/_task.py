@@ -87,7 +87,6 @@ from ._usage import CpuMeter, charge, wall_clock
 from ._waker import (
     WaitEvent,
     WakerStatus,
-    describe_event,
     is_event,
     push_locked,
     resolve,
@@ -105,7 +104,7 @@ if TYPE_CHECKING:
     from ...operations import After
     from ._kernel import Kernel
 
-__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
+__all__ = ["TaskState", "on_cancel_running", "step", "strip_own_frame"]
 
 _MAX_INLINE = 32
 # A 32-bit count wraps to 0 (compiled, a C constant: see _task.pxd).
@@ -688,13 +687,3 @@ def _finish(
     assert ended, f"{op.name!r} ended its work twice"
     if after:
         run_after(after)
-
-
-def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
-    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
-    waker = task
-    if waker.status is not WakerStatus.WAITING:
-        return None
-    what = ", ".join(describe_event(sub.event) for sub in waker.events) or "?"
-    point = task.suspension_point()
-    return what, (f"{point[0]}:{point[1]}" if point else None)
