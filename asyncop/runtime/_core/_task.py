@@ -73,7 +73,6 @@ from ...operations import (
     ThreadState,
     cancelled_for,
     foreign_failure,
-    foreign_yield_error,
     run_after,
     transition_to_ended,
     transition_to_running,
@@ -81,13 +80,12 @@ from ...operations import (
 )
 from ...platform import _coro
 from ._abandon import close_open_scopes
-from ._awaitables import CHECKPOINT, OpWait
+from ._awaitables import CHECKPOINT, OpWait, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import (
     WaitEvent,
     WakerStatus,
-    is_event,
     push_locked,
     resolve,
     set_up_waker,
@@ -262,24 +260,6 @@ def note_cancel(task: TaskState) -> None:
         depth -= 1
         node = outer[depth]  # type: ignore[index]
     task.saw_cancel = True
-
-
-def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
-    """Check an object yielded to the stepper that is not a ``WaitEvent``.
-
-    Returns whether an already-cancelled task must not wait on it (the
-    ``entry_checked`` of a ``WaitEvent``, true unless it says otherwise),
-    and the error to throw into the task instead, if any. Never raises:
-    whatever the object does (a ``__repr__`` or ``__getattr__`` that raises)
-    must reach the task as an error, or the task would stay RUNNING with
-    nobody to step it.
-    """
-    if not is_event(ev):
-        return True, foreign_yield_error(ev, name)
-    try:
-        return bool(getattr(ev, "entry_checked", True)), None
-    except BaseException as exc:
-        return True, exc
 
 
 def step(
@@ -558,7 +538,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         except BaseException:
             entry_checked = None
         if entry_checked is None:
-            entry_checked, error = _protocol_event(ev, task.task.name)
+            entry_checked, error = protocol_event(ev, task.task.name)
             if error is not None:
                 return None, error, inline
     # Cancellation point, check 1: on entry. Every runtime awaitable is
