@@ -344,8 +344,8 @@ def step(
             return
         now = charge(op, meter, start)
         if ev is _RETURNED:
-            try:  # (the value it returned is in task.result: see send_in)
-                _finish(task, _value, task.result, None, now if stamp else None)
+            try:  # (it returned task.result; or, compiled, it raised task.error)
+                _ended(task, now if stamp else None)
             finally:
                 state.task = None
             return
@@ -364,12 +364,7 @@ def step(
 
 
 def _raised(
-    task: TaskState,
-    exc: BaseException,
-    state: ThreadState,
-    meter: CpuMeter,
-    start: float,
-    _cancelled: Outcome = Outcome.CANCELLED,
+    task: TaskState, exc: BaseException, state: ThreadState, meter: CpuMeter, start: float
 ) -> None:
     """End the task with what its coroutine raised (``step``'s own path is for a return).
 
@@ -377,12 +372,37 @@ def _raised(
     """
     try:
         charge(task.task, meter, start)
-        if isinstance(exc, Cancelled):
-            _finish(task, _cancelled, None, None)
-        else:
-            _fail(task, exc)
+        _end_raised(task, exc, True, None)
     finally:
         state.task = None
+
+
+def _ended(task: TaskState, at: float | None, _value: Outcome = Outcome.VALUE) -> None:
+    """End the task whose coroutine ended in a compiled send: see ``send_in`` in ``_coro.pxd``.
+
+    It returned ``task.result``, or raised ``task.error``, which has no frame
+    of asyncop's own on top: the send raised nothing, and added none.
+    """
+    exc = task.error
+    if exc is None:
+        _finish(task, _value, task.result, None, at)
+    else:
+        task.error = None
+        _end_raised(task, exc, False, at)
+
+
+def _end_raised(
+    task: TaskState,
+    exc: BaseException,
+    strip: bool,
+    at: float | None,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
+    """End the task with what its coroutine raised; ``strip``: drop the stepper's frame on top."""
+    if isinstance(exc, Cancelled):
+        _finish(task, _cancelled, None, None, at)
+    else:
+        _fail(task, exc, strip)
 
 
 def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
@@ -492,14 +512,15 @@ def _resumed(task: TaskState, error: BaseException | None) -> BaseException | No
     return error
 
 
-def _fail(task: TaskState, exc: BaseException) -> None:
+def _fail(task: TaskState, exc: BaseException, strip: bool = True) -> None:
     """End the task with what its coroutine raised, other than a bare ``Cancelled``."""
     error = without_cancelled(exc)  # (a Cancelled beside real errors is dropped)
     if error is None:
         _finish(task, Outcome.CANCELLED, None, None)
     else:
         # (foreign_failure: asyncio or trio code that found no loop of its own.)
-        _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(error)))
+        error = foreign_failure(error)
+        _finish(task, Outcome.ERROR, None, strip_own_frame(error) if strip else error)
 
 
 class _NotReady:
