@@ -73,7 +73,8 @@ _INF = float("inf")
 def _running_task(what: str) -> Any:
     """The task state of the task the calling thread steps; RuntimeError if none."""
     if cython.compiled:
-        task = _current.state_here().task  # (a C lookup: see _current.pxd)
+        # (A C lookup, compiled only: a function of _current.pxd.)
+        task = _current.state_here().task  # type: ignore[attr-defined]
     else:
         try:
             task = _thread_local.state.task  # (thread_state(), inline)
