@@ -107,6 +107,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "step calls the module's send_in, which compiled is the C function of _coro.pxd: "
         "Cython turns module.name into a C call only for a module it cimports"
     ),
+    ("asyncop.runtime._core._block", "asyncop.operations._current"): (
+        "_running_task calls the module's state_here, which compiled is the C function of "
+        "_current.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
 }
 
 #: (importing module, imported module) -> why a type-only import may point upward.

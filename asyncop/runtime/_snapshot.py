@@ -49,16 +49,16 @@ from typing import TYPE_CHECKING, Any
 from ..operations import AsyncOperation, OpKind, safe_str, walk
 from ._core._blocking import Blocking
 from ._core._monitor import current_line
-from ._core._task import describe_wait
-from ._core._waker import WakerStatus
+from ._core._waker import WakerStatus, describe_event
 from ._core._worker import monotonic
 from ._grace import describe_stop_locked
 
 if TYPE_CHECKING:
     from ._core._kernel import Kernel
+    from ._core._task import TaskState
     from ._core._worker import Worker
 
-__all__ = ["DUMP_INDENT", "describe_locked", "render_dump", "take_snapshot"]
+__all__ = ["DUMP_INDENT", "describe_locked", "describe_wait", "render_dump", "take_snapshot"]
 
 # Levels of the tree dump() indents; deeper nodes show their depth instead.
 DUMP_INDENT = 32
@@ -160,6 +160,16 @@ def _row_locked(runtime: Kernel, op: AsyncOperation, depth: int, now: float) -> 
         "warnings": [],
         **_stats(op, now),
     }
+
+
+def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
+    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
+    waker = task
+    if waker.status is not WakerStatus.WAITING:
+        return None
+    what = ", ".join(describe_event(sub.event) for sub in waker.events) or "?"
+    point = task.suspension_point()
+    return what, (f"{point[0]}:{point[1]}" if point else None)
 
 
 def _stats(op: AsyncOperation, now: float) -> Row:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 import weakref
 from typing import Any
 
@@ -725,3 +726,38 @@ def test_group_of_only_cancelled_from_outside_still_cancels_the_task(
     op.cancel()
     assert op.wait(10).state is OperationState.CANCELLED
     assert log == []
+
+
+# ----------------------------------------------------------------------
+# A task's failure carries the user's frames, none of the runtime's
+# ----------------------------------------------------------------------
+
+
+def test_a_failed_task_traceback_starts_in_its_coroutine(runtime: asyncop.Runtime) -> None:
+    async def inner() -> None:
+        await asyncop.sleep(0)
+        raise Boom("inner")
+
+    async def failing() -> None:
+        await inner()
+
+    op = runtime.spawn(failing)
+    assert op.wait(10).state is OperationState.FAILED
+    error = op.error
+    assert isinstance(error, Boom)
+    names = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
+    assert names == ["failing", "inner"]
+
+
+def test_a_task_failing_at_its_first_step_shows_its_own_frame_only(
+    runtime: asyncop.Runtime,
+) -> None:
+    async def failing_at_once() -> None:
+        raise Boom("at once")
+
+    op = runtime.spawn(failing_at_once)
+    assert op.wait(10).state is OperationState.FAILED
+    error = op.error
+    assert isinstance(error, Boom)
+    names = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
+    assert names == ["failing_at_once"]

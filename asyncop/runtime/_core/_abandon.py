@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ...operations import AsyncOperation, OpKind, Outcome, run_after
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    from types import CodeType, TracebackType
 
     from ...operations import After, ThreadState
     from ._scope import Scope
@@ -39,6 +39,7 @@ __all__ = [
     "abandon_open_blocks",
     "abandon_scope",
     "close_open_scopes",
+    "made_before",
     "unwind_to",
 ]
 
@@ -155,3 +156,23 @@ class ExitAttribute:
             # (Only the with-statement's own lookup, before the entry.)
             scope._watch = weakref.ref(leave, scope._exit_freed)
         return leave
+
+
+def made_before(exc: BaseException, code: CodeType) -> AsyncOperation | None:
+    """The scope operation that the call running ``code`` made before ``exc`` stopped it.
+
+    ``code`` is that of ``new_operation``. A Ctrl-C can land inside the call
+    after the operation was linked into the tree, before it was returned.
+    The call's frame is in the exception's traceback, and its locals still
+    hold the operation: no other thread's scope can be mistaken for it.
+    """
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is code:
+            op = frame.f_locals.get("op")
+            if type(op) is AsyncOperation and op._kind is OpKind.SCOPE:
+                return op
+            return None
+        tb = tb.tb_next
+    return None

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, final
 from ...operations import (
     AsyncOperation,
     OperationState,
+    foreign_yield_error,
     no_result_error,
     suspend_on_constant,
     thread_state,
@@ -47,6 +48,7 @@ from ._timers import TimerState
 from ._waker import (
     Subscription,
     WaitEvent,
+    is_event,
 )
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
@@ -65,6 +67,7 @@ __all__ = [
     "checkpoint",
     "current_time",
     "notify_closing",
+    "protocol_event",
     "readable",
     "sleep",
     "sleep_forever",
@@ -452,3 +455,21 @@ def notify_closing(fd: Any) -> None:
         reactor = runtime._reactor
         if reactor is not None:
             reactor.notify_closing(number)
+
+
+def protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
+    """Check an object yielded to the stepper that is not a ``WaitEvent``.
+
+    Returns whether an already-cancelled task must not wait on it (the
+    ``entry_checked`` of a ``WaitEvent``, true unless it says otherwise),
+    and the error to throw into the task instead, if any. Never raises:
+    whatever the object does (a ``__repr__`` or ``__getattr__`` that raises)
+    must reach the task as an error, or the task would stay RUNNING with
+    nobody to step it.
+    """
+    if not is_event(ev):
+        return True, foreign_yield_error(ev, name)
+    try:
+        return bool(getattr(ev, "entry_checked", True)), None
+    except BaseException as exc:
+        return True, exc

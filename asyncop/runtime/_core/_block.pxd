@@ -4,6 +4,7 @@
 
 cimport cython
 
+from asyncop.operations cimport _current
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._task cimport TaskState as CTask
 

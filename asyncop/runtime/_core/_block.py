@@ -37,6 +37,7 @@ from ...operations import (
     AsyncOperation,
     OpKind,
     Outcome,
+    _current,
     _thread_local,
     only_cancelled,
     thread_state,
@@ -44,6 +45,11 @@ from ...operations import (
 )
 from .._introspect import owner_of
 from ._abandon import unwind_to
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ...platform import pure_cython as cython
 
 if TYPE_CHECKING:
     from .._scheduler import Runtime
@@ -66,10 +72,14 @@ _INF = float("inf")
 
 def _running_task(what: str) -> Any:
     """The task state of the task the calling thread steps; RuntimeError if none."""
-    try:
-        task = _thread_local.state.task  # (thread_state(), inline)
-    except AttributeError:
-        task = thread_state().task
+    if cython.compiled:
+        # (A C lookup, compiled only: a function of _current.pxd.)
+        task = _current.state_here().task  # type: ignore[attr-defined]
+    else:
+        try:
+            task = _thread_local.state.task  # (thread_state(), inline)
+        except AttributeError:
+            task = thread_state().task
     if task is None:
         raise RuntimeError(
             f"{what} needs a coroutine operation of asyncop; call it from an async def "

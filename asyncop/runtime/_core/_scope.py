@@ -93,7 +93,7 @@ from ...platform import check_deadline, check_timeout
 from .._deadlock import deadlock_error_for
 from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_note
 from .._introspect import owner_of
-from ._abandon import ExitAttribute, abandon_scope, unwind_to
+from ._abandon import ExitAttribute, abandon_scope, made_before, unwind_to
 from ._block import _running_task, enter_in_task
 from ._scope_task import ScopeDone
 from ._spawn import new_operation
@@ -256,7 +256,7 @@ class Scope(ScopeFields):
                 op.deadline = deadline
         except BaseException as exc:
             if op is None:
-                op = _made_before(exc, runtime)
+                op = made_before(exc, new_operation.__code__)
             if op is not None:
                 abandon_scope(op, "the scope's entry was interrupted")
             raise
@@ -643,27 +643,6 @@ def _wait_final(op: AsyncOperation) -> None:
     except BaseException:
         op._remove_waiter(waiter)
         raise
-
-
-def _made_before(exc: BaseException, runtime: Kernel) -> AsyncOperation | None:
-    """The scope operation that ``new_operation`` made before ``exc`` stopped it.
-
-    A Ctrl-C can land inside the call after the operation was linked into
-    the tree, before it was returned. The call's frame is in the
-    exception's traceback, and its locals still hold the operation: no
-    other thread's scope can be mistaken for it.
-    """
-    code = new_operation.__code__
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code is code:
-            op = frame.f_locals.get("op")
-            if type(op) is AsyncOperation and op._kind is OpKind.SCOPE:
-                return op
-            return None
-        tb = tb.tb_next
-    return None
 
 
 @cython.locals(state="CThreadState", task="CTask", op="CNode")

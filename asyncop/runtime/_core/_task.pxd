@@ -50,7 +50,11 @@ cpdef note_cancel(TaskState task)
                start=double, now=double)
 cpdef step(CKernel runtime, CNode op, CThreadState state, CCpuMeter meter, _value=*)
 
-cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start, _cancelled=*)
+cpdef _raised(TaskState task, BaseException exc, CThreadState state, CCpuMeter meter, double start)
+
+cpdef _ended(TaskState task, at, _value=*)
+
+cpdef _end_raised(TaskState task, BaseException exc, bint strip, at, _cancelled=*)
 
 cpdef bint _hand_in(coro, BaseException error, CThreadState state) except -1
 
@@ -60,7 +64,7 @@ cpdef _first_coroutine(TaskState task, CNode op, ctx, CCpuMeter meter, double st
 
 cpdef _resumed(TaskState task, error)
 
-cpdef _fail(TaskState task, BaseException exc)
+cpdef _fail(TaskState task, BaseException exc, bint strip=*)
 
 @cython.locals(waker=TaskState, sub=CSubscription, locked=bint, entry_checked=object)
 cpdef tuple _wait_on(TaskState task, ev, Py_ssize_t inline)

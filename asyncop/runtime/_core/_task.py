@@ -73,7 +73,6 @@ from ...operations import (
     ThreadState,
     cancelled_for,
     foreign_failure,
-    foreign_yield_error,
     run_after,
     transition_to_ended,
     transition_to_running,
@@ -81,14 +80,12 @@ from ...operations import (
 )
 from ...platform import _coro
 from ._abandon import close_open_scopes
-from ._awaitables import CHECKPOINT, OpWait
+from ._awaitables import CHECKPOINT, OpWait, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import (
     WaitEvent,
     WakerStatus,
-    describe_event,
-    is_event,
     push_locked,
     resolve,
     set_up_waker,
@@ -105,7 +102,7 @@ if TYPE_CHECKING:
     from ...operations import After
     from ._kernel import Kernel
 
-__all__ = ["TaskState", "describe_wait", "on_cancel_running", "step", "strip_own_frame"]
+__all__ = ["TaskState", "on_cancel_running", "step", "strip_own_frame"]
 
 _MAX_INLINE = 32
 # A 32-bit count wraps to 0 (compiled, a C constant: see _task.pxd).
@@ -265,24 +262,6 @@ def note_cancel(task: TaskState) -> None:
     task.saw_cancel = True
 
 
-def _protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
-    """Check an object yielded to the stepper that is not a ``WaitEvent``.
-
-    Returns whether an already-cancelled task must not wait on it (the
-    ``entry_checked`` of a ``WaitEvent``, true unless it says otherwise),
-    and the error to throw into the task instead, if any. Never raises:
-    whatever the object does (a ``__repr__`` or ``__getattr__`` that raises)
-    must reach the task as an error, or the task would stay RUNNING with
-    nobody to step it.
-    """
-    if not is_event(ev):
-        return True, foreign_yield_error(ev, name)
-    try:
-        return bool(getattr(ev, "entry_checked", True)), None
-    except BaseException as exc:
-        return True, exc
-
-
 def step(
     runtime: Kernel,
     op: AsyncOperation,
@@ -365,8 +344,8 @@ def step(
             return
         now = charge(op, meter, start)
         if ev is _RETURNED:
-            try:  # (the value it returned is in task.result: see send_in)
-                _finish(task, _value, task.result, None, now if stamp else None)
+            try:  # (it returned task.result; or, compiled, it raised task.error)
+                _ended(task, now if stamp else None)
             finally:
                 state.task = None
             return
@@ -385,12 +364,7 @@ def step(
 
 
 def _raised(
-    task: TaskState,
-    exc: BaseException,
-    state: ThreadState,
-    meter: CpuMeter,
-    start: float,
-    _cancelled: Outcome = Outcome.CANCELLED,
+    task: TaskState, exc: BaseException, state: ThreadState, meter: CpuMeter, start: float
 ) -> None:
     """End the task with what its coroutine raised (``step``'s own path is for a return).
 
@@ -398,12 +372,37 @@ def _raised(
     """
     try:
         charge(task.task, meter, start)
-        if isinstance(exc, Cancelled):
-            _finish(task, _cancelled, None, None)
-        else:
-            _fail(task, exc)
+        _end_raised(task, exc, True, None)
     finally:
         state.task = None
+
+
+def _ended(task: TaskState, at: float | None, _value: Outcome = Outcome.VALUE) -> None:
+    """End the task whose coroutine ended in a compiled send: see ``send_in`` in ``_coro.pxd``.
+
+    It returned ``task.result``, or raised ``task.error``, which has no frame
+    of asyncop's own on top: the send raised nothing, and added none.
+    """
+    exc = task.error
+    if exc is None:
+        _finish(task, _value, task.result, None, at)
+    else:
+        task.error = None
+        _end_raised(task, exc, False, at)
+
+
+def _end_raised(
+    task: TaskState,
+    exc: BaseException,
+    strip: bool,
+    at: float | None,
+    _cancelled: Outcome = Outcome.CANCELLED,
+) -> None:
+    """End the task with what its coroutine raised; ``strip``: drop the stepper's frame on top."""
+    if isinstance(exc, Cancelled):
+        _finish(task, _cancelled, None, None, at)
+    else:
+        _fail(task, exc, strip)
 
 
 def _hand_in(coro: Any, error: BaseException, state: ThreadState) -> bool:
@@ -513,14 +512,15 @@ def _resumed(task: TaskState, error: BaseException | None) -> BaseException | No
     return error
 
 
-def _fail(task: TaskState, exc: BaseException) -> None:
+def _fail(task: TaskState, exc: BaseException, strip: bool = True) -> None:
     """End the task with what its coroutine raised, other than a bare ``Cancelled``."""
     error = without_cancelled(exc)  # (a Cancelled beside real errors is dropped)
     if error is None:
         _finish(task, Outcome.CANCELLED, None, None)
     else:
         # (foreign_failure: asyncio or trio code that found no loop of its own.)
-        _finish(task, Outcome.ERROR, None, strip_own_frame(foreign_failure(error)))
+        error = foreign_failure(error)
+        _finish(task, Outcome.ERROR, None, strip_own_frame(error) if strip else error)
 
 
 class _NotReady:
@@ -559,7 +559,7 @@ def _wait_on(task: TaskState, ev: Any, inline: int) -> tuple[Any, BaseException 
         except BaseException:
             entry_checked = None
         if entry_checked is None:
-            entry_checked, error = _protocol_event(ev, task.task.name)
+            entry_checked, error = protocol_event(ev, task.task.name)
             if error is not None:
                 return None, error, inline
     # Cancellation point, check 1: on entry. Every runtime awaitable is
@@ -688,13 +688,3 @@ def _finish(
     assert ended, f"{op.name!r} ended its work twice"
     if after:
         run_after(after)
-
-
-def describe_wait(task: TaskState) -> tuple[str, str | None] | None:
-    """What a parked task waits on, and where (``file:line``); None when it is not parked."""
-    waker = task
-    if waker.status is not WakerStatus.WAITING:
-        return None
-    what = ", ".join(describe_event(sub.event) for sub in waker.events) or "?"
-    point = task.suspension_point()
-    return what, (f"{point[0]}:{point[1]}" if point else None)
