@@ -34,9 +34,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..operations import AsyncOperation, OperationState, thread_state
-from ..platform import serve_main_calls, serving, thread_cpu_clock
+from ..platform import MAIN_SLICE, serve_main_calls, serving, thread_cpu_clock
 from ._core._items import step_batch
-from ._core._worker import RETIRE, Worker, park_timeout_locked
+from ._core._worker import (
+    RETIRE,
+    Worker,
+    park_timeout_locked,
+    poll_parked,
+    polls_when_parked_locked,
+)
 from ._interrupt import add_tree_note, give_up, tree_note, wait_after_interrupt, wait_for_tree
 
 if TYPE_CHECKING:
@@ -116,7 +122,11 @@ def drive_home(
     home.cpu_clock = thread_cpu_clock()
     ctrl_c = _CtrlC(home)
     watched: AsyncOperation[Any] | None = None
-    wake = home.event.set
+
+    def wake() -> None:  # (called once the runtime lock is free)
+        with runtime._lock:
+            runtime._hand_to_home_locked(True)
+
     try:
         ctrl_c.install()
         if start is not None:
@@ -231,16 +241,29 @@ def _park(runtime: Runtime, home: Worker, done: Callable[[], bool], ctrl_c: _Ctr
             return
         if timeout is RETIRE:
             timeout = None  # (the home never retires: it leaves with its tree)
-        if not home._transition_to_parked(False):
+        poll = polls_when_parked_locked(runtime, home)
+        if not home._transition_to_parked(poll):
             return
         runtime._idle.append(home)
         runtime._active -= 1
-    ctrl_c.parked = True
+        if poll:
+            runtime._poller = home
+    ctrl_c.parked = True  # (from here on, a Ctrl-C is raised in the wait)
     try:
-        home.event.wait(timeout)
+        if ctrl_c.count:
+            pass  # (it came just before: the wait would not see its wake)
+        elif poll:
+            if threading.current_thread() is threading.main_thread():
+                # As the event's wait does there: look at handed calls between slices.
+                timeout = MAIN_SLICE if timeout is None else min(timeout, MAIN_SLICE)
+            poll_parked(runtime, home, runtime._reactor, timeout)
+        else:
+            home.event.wait(timeout)
     finally:
         ctrl_c.parked = False
         with runtime._lock:
+            if runtime._poller is home:
+                runtime._poller = None
             if home in runtime._idle:
                 runtime._idle.remove(home)
                 runtime._unpark_locked(home)

@@ -247,7 +247,7 @@ class WorkerPool(NodeHooks):
 
     # (Compiled, the kernel's and the workers' fields are read in C: see _pool.pxd.)
     @cython.locals(self="CKernel", idle="list", worker="CWorker", other="CWorker")
-    def _wake_one_locked(self, _polling: WorkerState = WorkerState.POLLING) -> Worker:
+    def _wake_one_locked(self) -> Worker:
         """Pop a parked worker and wake it: the most recently parked one.
 
         The poller (parked in the multiplexer) stays there while another
@@ -261,14 +261,7 @@ class WorkerPool(NodeHooks):
             other = idle.pop()
             idle.append(worker)
             worker = other
-        polling = worker.state is _polling
-        self._unpark_locked(worker)
-        if polling:
-            reactor = self._reactor
-            assert reactor is not None
-            reactor.wake_poller()
-        else:
-            worker.event.set()
+        self._rouse_locked(worker)
         return worker
 
     @cython.locals(self="CKernel", idle="list", worker="CWorker")
@@ -290,7 +283,17 @@ class WorkerPool(NodeHooks):
             if worker is self._poller and len(others) > 1:
                 worker = others[-2]  # (the poller stays in the multiplexer)
         idle.remove(worker)
-        polling = worker.state is WorkerState.POLLING
+        self._rouse_locked(worker)
+        return worker
+
+    @cython.locals(self="CKernel", worker="CWorker")
+    def _rouse_locked(self, worker: Worker, _polling: WorkerState = WorkerState.POLLING) -> None:
+        """Wake ``worker``, just taken off the idle stack, where it parked.
+
+        The poller is parked in the multiplexer, and the wake-up channel
+        ends its wait; any other worker waits on its own event.
+        """
+        polling = worker.state is _polling
         self._unpark_locked(worker)
         if polling:
             reactor = self._reactor
@@ -298,7 +301,6 @@ class WorkerPool(NodeHooks):
             reactor.wake_poller()
         else:
             worker.event.set()
-        return worker
 
     @cython.locals(self="CKernel")
     def _hand_to_home_locked(self, always: bool = False) -> None:
@@ -311,8 +313,7 @@ class WorkerPool(NodeHooks):
         home = self._home
         if home is not None and (always or self._ready or self._woken) and home in self._idle:
             self._idle.remove(home)
-            self._unpark_locked(home)
-            home.event.set()
+            self._rouse_locked(home)
 
     @cython.locals(self="CKernel", worker="CWorker")
     def _unpark_locked(self, worker: Worker) -> bool:

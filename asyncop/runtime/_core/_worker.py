@@ -146,6 +146,8 @@ __all__ = [
     "Worker",
     "WorkerState",
     "join_by",
+    "poll_parked",
+    "polls_when_parked_locked",
     "worker_main",
 ]
 
@@ -450,13 +452,7 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
             retire_locked(rt, worker)
             return False
         reactor = rt._reactor
-        poll = (
-            reactor is not None
-            and reactor.drives_epoll
-            and rt._poller is None
-            and bool(reactor._table or reactor._used)
-            and not _another_polls_soon(rt, worker)
-        )
+        poll = polls_when_parked_locked(rt, worker)
         if not worker._transition_to_parked(poll):
             return True  # (not busy: nothing to park)
         rt._idle.append(worker)
@@ -468,8 +464,7 @@ def _park(rt: Kernel, worker: Worker, state: ThreadState) -> bool:
     finally:
         lock.release()
     if poll:
-        assert reactor is not None
-        return _poll_parked(rt, worker, state, reactor, timeout)
+        return poll_parked(rt, worker, reactor, timeout)
     woken = worker.event.wait(timeout)
     if woken and not worker.parked:
         return True  # popped and woken by a push: nothing to undo
@@ -521,6 +516,24 @@ def _park_stepper(rt: Kernel, worker: Worker) -> bool:
     return True
 
 
+@cython.locals(rt="CKernel", worker="CWorker")
+def polls_when_parked_locked(rt: Kernel, worker: Worker) -> bool:
+    """Whether ``worker``, about to park, is to park in the multiplexer as the poller.
+
+    On epoll, while fds are known to it, one parked worker waits there
+    (none while another worker runs its loop and so polls soon); the
+    home too, when it parks while the workers are parked already.
+    """
+    reactor = rt._reactor
+    return (
+        reactor is not None
+        and reactor.drives_epoll
+        and rt._poller is None
+        and bool(reactor._table or reactor._used)
+        and not _another_polls_soon(rt, worker)
+    )
+
+
 @cython.locals(rt="CKernel", other="CWorker")
 def _another_polls_soon(rt: Kernel, worker: Worker, _busy: WorkerState = WorkerState.BUSY) -> bool:
     """Whether another worker runs the loop, and so polls at its next round.
@@ -536,10 +549,11 @@ def _another_polls_soon(rt: Kernel, worker: Worker, _busy: WorkerState = WorkerS
 
 
 @cython.locals(rt="CKernel", worker="CWorker")
-def _poll_parked(
-    rt: Kernel, worker: Worker, state: ThreadState, reactor: Any, timeout: float | None
-) -> bool:
-    """Park in the I/O multiplexer; fire what became ready once unparked."""
+def poll_parked(rt: Kernel, worker: Worker, reactor: Any, timeout: float | None) -> bool:
+    """Park in the I/O multiplexer as the poller; fire what became ready once unparked.
+
+    ``worker`` is on the idle stack, in the POLLING state, and ``rt._poller``.
+    """
     fired: Any = None
     try:
         fired = reactor.wait_ready(timeout)
