@@ -11,6 +11,7 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._errors cimport cancelled_for
 from asyncop.runtime._core._block cimport _running_task, enter_in_task
+from asyncop.runtime._core._scope_task cimport raised_clean
 from asyncop.runtime._core._spawn cimport NodeHooks
 from asyncop.runtime._core._task cimport TaskState as CTask
 
@@ -31,5 +32,3 @@ cdef class ScopeFields:
 
 
 cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)
-
-cpdef bint _raised_clean(error) except -1

@@ -68,10 +68,9 @@ from __future__ import annotations
 
 import _thread
 import enum
-import sys
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Never, NoReturn, final
+from typing import TYPE_CHECKING, Any, Never, final
 
 from ...operations import (
     AsyncOperation,
@@ -95,7 +94,7 @@ from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_n
 from .._introspect import owner_of
 from ._abandon import ExitAttribute, abandon_scope, made_before, unwind_to
 from ._block import _running_task, enter_in_task
-from ._scope_task import ScopeDone
+from ._scope_task import ScopeDone, raised_clean, throw_clean
 from ._spawn import new_operation
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
@@ -404,9 +403,9 @@ class Scope(ScopeFields):
             verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
-                if _raised_clean(verdict):
+                if raised_clean(verdict):
                     raise verdict
-                _throw(verdict)
+                throw_clean(verdict)
             return verdict
         finally:
             # The frame stays in the raised exception's traceback: drop what
@@ -519,9 +518,9 @@ class Scope(ScopeFields):
         verdict = _verdict(self, op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
-                if _raised_clean(verdict):
+                if raised_clean(verdict):
                     raise verdict
-                _throw(verdict)
+                throw_clean(verdict)
             return verdict
         finally:
             del exc, tb, interrupt, verdict
@@ -581,47 +580,6 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
     state = thread_state()
     if state.op is op:
         state.op = scope._saved
-
-
-def _raised_clean(error: BaseException) -> bool:
-    """Whether a plain ``raise error`` gives it no misleading context.
-
-    It does unless the context it would get (the exception being handled,
-    else the one it has) is ``error`` or one of its members: then the exit
-    raises through :func:`_throw`. The common case, a ``Cancelled`` made
-    for the exit, takes no detour: compiled, each function an exception
-    leaves adds to its traceback, at a cost.
-    """
-    context = sys.exception()
-    if context is None:
-        context = error.__context__
-    return context is None or not _contains(error, context)
-
-
-def _throw(error: BaseException) -> NoReturn:
-    """Raise ``error`` with no reference cycle and no misleading context.
-
-    A group raised where one of its members is being handled (the block's
-    own error, at the exit) would get that member as ``__context__``; the
-    context is dropped then. The frame forgets ``error`` as it unwinds, so
-    the traceback does not keep the exception alive through it.
-    """
-    try:
-        raise error
-    except BaseException as raised:
-        if raised.__context__ is not None and _contains(raised, raised.__context__):
-            raised.__context__ = None
-        raise
-    finally:
-        del error
-
-
-def _contains(error: BaseException, inner: BaseException) -> bool:
-    if error is inner:
-        return True
-    if isinstance(error, BaseExceptionGroup):
-        return any(_contains(member, inner) for member in error.exceptions)
-    return False
 
 
 def _wait_final(op: AsyncOperation) -> None:
