@@ -7,6 +7,7 @@
 
 cimport cython
 
+from asyncop.operations cimport _current
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._errors cimport cancelled_for
@@ -30,5 +31,8 @@ cdef class ScopeFields:
     cdef public object _timeout
     cdef public object _watch
 
+
+# Scope.__init__'s work, which scope() calls in C on a scope it allocates.
+cdef _set_up(ScopeFields scope, runtime, name, timeout, deadline, shield, supervise)
 
 cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)

@@ -79,6 +79,7 @@ from ...operations import (
     OpKind,
     Outcome,
     TreeWait,
+    _current,
     _thread_local,
     cancelled_for,
     check_flag,
@@ -149,6 +150,20 @@ class ScopeFields:
         "_watch",
     )
 
+    _runtime: Kernel
+    _name: str | None
+    _timeout: float | None
+    _deadline: float | None
+    _shield: bool
+    _supervise: bool
+    _op: AsyncOperation | None
+    _saved: AsyncOperation | None
+    _ident: int | None  # the thread that entered a sync block
+    _parent: AsyncOperation | None
+    # The weak reference that watches the with-statement's exit (see
+    # ExitAttribute in _abandon.py); None once the exit has ended the block.
+    _watch: weakref.ref[Any] | None
+
 
 @final
 class Scope(ScopeFields):
@@ -156,7 +171,6 @@ class Scope(ScopeFields):
 
     __slots__ = ()
 
-    @cython.locals(self="ScopeFields")
     def __init__(
         self,
         runtime: Kernel,
@@ -166,26 +180,7 @@ class Scope(ScopeFields):
         shield: bool,
         supervise: bool,
     ) -> None:
-        # Checked before anything is made: a bad value leaves nothing behind.
-        if timeout is not None:
-            timeout = check_timeout(timeout, "scope(timeout=...)")
-        if deadline is not None:
-            deadline = check_deadline(deadline, "scope(deadline=...)")
-        shield = check_flag(shield, "scope(shield=...)")
-        supervise = check_flag(supervise, "scope(supervise=...)")
-        self._runtime = runtime
-        self._name = name
-        self._timeout = timeout
-        self._deadline = deadline
-        self._shield = shield
-        self._supervise = supervise
-        self._op: AsyncOperation | None = None
-        self._saved: AsyncOperation | None = None
-        self._ident: int | None = None  # the thread that entered a sync block
-        self._parent: AsyncOperation | None = None
-        # The weak reference that watches the with-statement's exit (see
-        # ExitAttribute in _abandon.py); None once the exit has ended the block.
-        self._watch: weakref.ref[Any] | None = None
+        _set_up(self, runtime, name, timeout, deadline, shield, supervise)
 
     @property
     def state(self) -> ScopeState:
@@ -603,6 +598,36 @@ def _wait_final(op: AsyncOperation) -> None:
         raise
 
 
+def _set_up(
+    scope: ScopeFields,
+    runtime: Kernel,
+    name: str | None,
+    timeout: float | None,
+    deadline: float | None,
+    shield: bool,
+    supervise: bool,
+) -> None:
+    """Set a new scope's fields: ``Scope.__init__``'s work (compiled, a C function)."""
+    # Checked before anything is made: a bad value leaves nothing behind.
+    if timeout is not None:
+        timeout = check_timeout(timeout, "scope(timeout=...)")
+    if deadline is not None:
+        deadline = check_deadline(deadline, "scope(deadline=...)")
+    shield = check_flag(shield, "scope(shield=...)")
+    supervise = check_flag(supervise, "scope(supervise=...)")
+    scope._runtime = runtime
+    scope._name = name
+    scope._timeout = timeout
+    scope._deadline = deadline
+    scope._shield = shield
+    scope._supervise = supervise
+    scope._op = None
+    scope._saved = None
+    scope._ident = None
+    scope._parent = None
+    scope._watch = None
+
+
 @cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
@@ -622,10 +647,13 @@ def scope(
             one, use ``runtime.scope()``.
         TypeError: ``shield`` or ``supervise`` is not True or False.
     """
-    try:
-        state = _thread_local.state  # (thread_state(), inline)
-    except AttributeError:
-        state = thread_state()
+    if cython.compiled:
+        state = _current.state_here()  # type: ignore[attr-defined]  # (a C lookup: _current.pxd)
+    else:
+        try:
+            state = _thread_local.state  # (thread_state(), inline)
+        except AttributeError:
+            state = thread_state()
     task = state.task
     op = state.op if task is None else task.current
     if op is None:
@@ -634,4 +662,7 @@ def scope(
             "none; outside an operation, write 'with runtime.scope()'"
         )
     runtime: Any = op.runtime  # (owner_of(op), inline)
-    return Scope(runtime, name, timeout, deadline, shield, supervise)
+    # Made without calling the class: compiled, its allocation then a C set-up.
+    made = ScopeFields.__new__(Scope)
+    _set_up(made, runtime, name, timeout, deadline, shield, supervise)
+    return made
