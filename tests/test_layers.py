@@ -111,6 +111,18 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "_running_task calls the module's state_here, which compiled is the C function of "
         "_current.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
+    ("asyncop.runtime._core._scope", "asyncop.operations._current"): (
+        "scope() calls the module's state_here, which compiled is the C function of "
+        "_current.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
+    ("asyncop.runtime._core._spawn", "asyncop.operations._current"): (
+        "_new_operation calls the module's state_here, which compiled is the C function of "
+        "_current.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
+    ("asyncop.runtime._core._waker", "asyncop.operations._current"): (
+        "push_locked calls the module's state_here, which compiled is the C function of "
+        "_current.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
 }
 
 #: (importing module, imported module) -> why a type-only import may point upward.

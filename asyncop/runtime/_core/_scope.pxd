@@ -7,10 +7,12 @@
 
 cimport cython
 
+from asyncop.operations cimport _current
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._errors cimport cancelled_for
 from asyncop.runtime._core._block cimport _running_task, enter_in_task
+from asyncop.runtime._core._scope_task cimport raised_clean
 from asyncop.runtime._core._spawn cimport NodeHooks
 from asyncop.runtime._core._task cimport TaskState as CTask
 
@@ -30,6 +32,7 @@ cdef class ScopeFields:
     cdef public object _watch
 
 
-cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)
+# Scope.__init__'s work, which scope() calls in C on a scope it allocates.
+cdef _set_up(ScopeFields scope, runtime, name, timeout, deadline, shield, supervise)
 
-cpdef bint _raised_clean(error) except -1
+cpdef _verdict(ScopeFields scope, CNode op, exc, interrupt, _failed=*)

@@ -68,10 +68,9 @@ from __future__ import annotations
 
 import _thread
 import enum
-import sys
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Never, NoReturn, final
+from typing import TYPE_CHECKING, Any, Never, final
 
 from ...operations import (
     AsyncOperation,
@@ -80,6 +79,7 @@ from ...operations import (
     OpKind,
     Outcome,
     TreeWait,
+    _current,
     _thread_local,
     cancelled_for,
     check_flag,
@@ -95,7 +95,7 @@ from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_n
 from .._introspect import owner_of
 from ._abandon import ExitAttribute, abandon_scope, made_before, unwind_to
 from ._block import _running_task, enter_in_task
-from ._scope_task import ScopeDone
+from ._scope_task import ScopeDone, raised_clean, throw_clean
 from ._spawn import new_operation
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
@@ -150,6 +150,20 @@ class ScopeFields:
         "_watch",
     )
 
+    _runtime: Kernel
+    _name: str | None
+    _timeout: float | None
+    _deadline: float | None
+    _shield: bool
+    _supervise: bool
+    _op: AsyncOperation | None
+    _saved: AsyncOperation | None
+    _ident: int | None  # the thread that entered a sync block
+    _parent: AsyncOperation | None
+    # The weak reference that watches the with-statement's exit (see
+    # ExitAttribute in _abandon.py); None once the exit has ended the block.
+    _watch: weakref.ref[Any] | None
+
 
 @final
 class Scope(ScopeFields):
@@ -157,7 +171,6 @@ class Scope(ScopeFields):
 
     __slots__ = ()
 
-    @cython.locals(self="ScopeFields")
     def __init__(
         self,
         runtime: Kernel,
@@ -167,26 +180,7 @@ class Scope(ScopeFields):
         shield: bool,
         supervise: bool,
     ) -> None:
-        # Checked before anything is made: a bad value leaves nothing behind.
-        if timeout is not None:
-            timeout = check_timeout(timeout, "scope(timeout=...)")
-        if deadline is not None:
-            deadline = check_deadline(deadline, "scope(deadline=...)")
-        shield = check_flag(shield, "scope(shield=...)")
-        supervise = check_flag(supervise, "scope(supervise=...)")
-        self._runtime = runtime
-        self._name = name
-        self._timeout = timeout
-        self._deadline = deadline
-        self._shield = shield
-        self._supervise = supervise
-        self._op: AsyncOperation | None = None
-        self._saved: AsyncOperation | None = None
-        self._ident: int | None = None  # the thread that entered a sync block
-        self._parent: AsyncOperation | None = None
-        # The weak reference that watches the with-statement's exit (see
-        # ExitAttribute in _abandon.py); None once the exit has ended the block.
-        self._watch: weakref.ref[Any] | None = None
+        _set_up(self, runtime, name, timeout, deadline, shield, supervise)
 
     @property
     def state(self) -> ScopeState:
@@ -404,9 +398,9 @@ class Scope(ScopeFields):
             verdict = deadlock_error_for(owner_of(op), op) or verdict
         try:
             if isinstance(verdict, BaseException):
-                if _raised_clean(verdict):
+                if raised_clean(verdict):
                     raise verdict
-                _throw(verdict)
+                throw_clean(verdict)
             return verdict
         finally:
             # The frame stays in the raised exception's traceback: drop what
@@ -519,9 +513,9 @@ class Scope(ScopeFields):
         verdict = _verdict(self, op, exc, interrupt)
         try:
             if isinstance(verdict, BaseException):
-                if _raised_clean(verdict):
+                if raised_clean(verdict):
                     raise verdict
-                _throw(verdict)
+                throw_clean(verdict)
             return verdict
         finally:
             del exc, tb, interrupt, verdict
@@ -583,47 +577,6 @@ def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
         state.op = scope._saved
 
 
-def _raised_clean(error: BaseException) -> bool:
-    """Whether a plain ``raise error`` gives it no misleading context.
-
-    It does unless the context it would get (the exception being handled,
-    else the one it has) is ``error`` or one of its members: then the exit
-    raises through :func:`_throw`. The common case, a ``Cancelled`` made
-    for the exit, takes no detour: compiled, each function an exception
-    leaves adds to its traceback, at a cost.
-    """
-    context = sys.exception()
-    if context is None:
-        context = error.__context__
-    return context is None or not _contains(error, context)
-
-
-def _throw(error: BaseException) -> NoReturn:
-    """Raise ``error`` with no reference cycle and no misleading context.
-
-    A group raised where one of its members is being handled (the block's
-    own error, at the exit) would get that member as ``__context__``; the
-    context is dropped then. The frame forgets ``error`` as it unwinds, so
-    the traceback does not keep the exception alive through it.
-    """
-    try:
-        raise error
-    except BaseException as raised:
-        if raised.__context__ is not None and _contains(raised, raised.__context__):
-            raised.__context__ = None
-        raise
-    finally:
-        del error
-
-
-def _contains(error: BaseException, inner: BaseException) -> bool:
-    if error is inner:
-        return True
-    if isinstance(error, BaseExceptionGroup):
-        return any(_contains(member, inner) for member in error.exceptions)
-    return False
-
-
 def _wait_final(op: AsyncOperation) -> None:
     """Block the calling thread until the scope operation is final.
 
@@ -645,6 +598,36 @@ def _wait_final(op: AsyncOperation) -> None:
         raise
 
 
+def _set_up(
+    scope: ScopeFields,
+    runtime: Kernel,
+    name: str | None,
+    timeout: float | None,
+    deadline: float | None,
+    shield: bool,
+    supervise: bool,
+) -> None:
+    """Set a new scope's fields: ``Scope.__init__``'s work (compiled, a C function)."""
+    # Checked before anything is made: a bad value leaves nothing behind.
+    if timeout is not None:
+        timeout = check_timeout(timeout, "scope(timeout=...)")
+    if deadline is not None:
+        deadline = check_deadline(deadline, "scope(deadline=...)")
+    shield = check_flag(shield, "scope(shield=...)")
+    supervise = check_flag(supervise, "scope(supervise=...)")
+    scope._runtime = runtime
+    scope._name = name
+    scope._timeout = timeout
+    scope._deadline = deadline
+    scope._shield = shield
+    scope._supervise = supervise
+    scope._op = None
+    scope._saved = None
+    scope._ident = None
+    scope._parent = None
+    scope._watch = None
+
+
 @cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
@@ -664,10 +647,13 @@ def scope(
             one, use ``runtime.scope()``.
         TypeError: ``shield`` or ``supervise`` is not True or False.
     """
-    try:
-        state = _thread_local.state  # (thread_state(), inline)
-    except AttributeError:
-        state = thread_state()
+    if cython.compiled:
+        state = _current.state_here()  # type: ignore[attr-defined]  # (a C lookup: _current.pxd)
+    else:
+        try:
+            state = _thread_local.state  # (thread_state(), inline)
+        except AttributeError:
+            state = thread_state()
     task = state.task
     op = state.op if task is None else task.current
     if op is None:
@@ -676,4 +662,7 @@ def scope(
             "none; outside an operation, write 'with runtime.scope()'"
         )
     runtime: Any = op.runtime  # (owner_of(op), inline)
-    return Scope(runtime, name, timeout, deadline, shield, supervise)
+    # Made without calling the class: compiled, its allocation then a C set-up.
+    made = ScopeFields.__new__(Scope)
+    _set_up(made, runtime, name, timeout, deadline, shield, supervise)
+    return made

@@ -15,3 +15,5 @@ from asyncop.runtime._core._waker cimport Waker
 
 @cython.locals(op=CNode, waker=Waker, sub=CSubscription, runtime=CKernel)
 cpdef bint suspend_for_children(ev, task, _value=*) except -1
+
+cpdef bint raised_clean(error) except -1

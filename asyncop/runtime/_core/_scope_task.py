@@ -18,12 +18,15 @@ final already when the wait starts (its last child ended meanwhile) is a
 ready event: ``suspend_for_children`` declines, and ``_wait_on``'s general path arms it
 (``_arm_locked`` fires at once) and the task goes on without suspending.
 
-See ``_scope.py`` for the rules of scopes, and ``_block.py`` for the entry.
+Once the wait is over, the exit raises what the block came to without a
+misleading ``__context__`` (``raised_clean``, ``throw_clean``). See
+``_scope.py`` for the rules of scopes, and ``_block.py`` for the entry.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+import sys
+from typing import TYPE_CHECKING, NoReturn, final
 
 from ...operations import AsyncOperation, Outcome, run_after, transition_to_ended
 from ._waker import Subscription, WaitEvent, resolve
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from ...operations import After
     from ._task import TaskState
 
-__all__ = ["ScopeDone", "suspend_for_children"]
+__all__ = ["ScopeDone", "raised_clean", "suspend_for_children", "throw_clean"]
 
 
 @final
@@ -115,4 +118,45 @@ def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outco
         lock.release()
     if after:
         run_after(after)
+    return False
+
+
+def raised_clean(error: BaseException) -> bool:
+    """Whether a plain ``raise error`` gives it no misleading context.
+
+    It does unless the context it would get (the exception being handled,
+    else the one it has) is ``error`` or one of its members: then the exit
+    raises through :func:`throw_clean`. The common case, a ``Cancelled`` made
+    for the exit, takes no detour: compiled, each function an exception
+    leaves adds to its traceback, at a cost.
+    """
+    context = sys.exception()
+    if context is None:
+        context = error.__context__
+    return context is None or not _contains(error, context)
+
+
+def throw_clean(error: BaseException) -> NoReturn:
+    """Raise ``error`` with no reference cycle and no misleading context.
+
+    A group raised where one of its members is being handled (the block's
+    own error, at the exit) would get that member as ``__context__``; the
+    context is dropped then. The frame forgets ``error`` as it unwinds, so
+    the traceback does not keep the exception alive through it.
+    """
+    try:
+        raise error
+    except BaseException as raised:
+        if raised.__context__ is not None and _contains(raised, raised.__context__):
+            raised.__context__ = None
+        raise
+    finally:
+        del error
+
+
+def _contains(error: BaseException, inner: BaseException) -> bool:
+    if error is inner:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(member, inner) for member in error.exceptions)
     return False

@@ -5,6 +5,7 @@
 
 cimport cython
 
+from asyncop.operations cimport _current
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare

@@ -7,6 +7,7 @@ cimport cython
 # runtime (its task's) is the kernel's fields: a wake reads them in C too, and so does
 # the push, which the step, a spawn and a wake call in C.
 
+from asyncop.operations cimport _current
 from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.runtime._core._fields cimport KernelFields

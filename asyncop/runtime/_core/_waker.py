@@ -105,6 +105,7 @@ from ...operations import (
     T,
     ThreadState,
     Watched,
+    _current,
     log_user_failure,
     suspend,
     thread_state,
@@ -594,8 +595,8 @@ def push_locked(
         and woken in runtime._workers
     ):
         return
-    if state is None:
-        state = thread_state()
+    if state is None:  # (compiled, a C lookup: a function of _current.pxd)
+        state = _current.state_here() if cython.compiled else thread_state()  # type: ignore[attr-defined]
     if ready is not runtime._sync_ready:
         worker = state.worker
         if (
