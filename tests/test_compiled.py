@@ -20,6 +20,7 @@ import sys
 import sysconfig
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,6 +132,66 @@ def test_compiled_a_task_waiting_in_a_checkpoint_adds_no_object_to_the_collector
     with asyncop.Runtime(1) as runtime:
         runtime.run(main)
     assert seen == [not asyncop.lowlevel.is_compiled()]
+
+
+def test_compiled_a_tasks_state_adds_no_object_to_the_collectors_passes() -> None:
+    # A task's state (its waker too) is never garbage while its task lives,
+    # and its one cycle, through its operation, goes as the operation
+    # becomes final: compiled, the collector skips it (as Python it is an
+    # object with slots, which the collector tracks).
+    seen: list[bool] = []
+
+    async def main() -> None:
+        op = asyncop.current_operation(require=True)
+        seen.append(gc.is_tracked(op._task))
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    assert seen == [not asyncop.lowlevel.is_compiled()]
+
+
+async def _returns() -> object:
+    await asyncop.checkpoint()
+    return object()
+
+
+async def _parks(event: asyncop.Event) -> None:
+    await event.wait_async()
+
+
+async def _fails(event: asyncop.Event) -> None:
+    await asyncop.checkpoint()
+    raise ValueError(event)
+
+
+def test_a_task_that_ended_in_any_way_leaves_its_operation_to_be_freed() -> None:
+    # The task state the collector skips (compiled) keeps nothing of an
+    # ended task alive: each operation goes, its task state with it.
+    refs: list[weakref.ref[asyncop.AsyncOperation[Any]]] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            refs.append(weakref.ref(s.spawn(_returns)))
+            refs.append(weakref.ref(s.spawn(_parks, event)))  # cancelled while parked
+            await asyncop.checkpoint()
+            s.cancel()
+        async with asyncop.scope() as s:
+            refs.append(weakref.ref(s.spawn(_returns)))  # cancelled before its first step
+            s.cancel()
+        async with asyncop.scope() as s:
+            refs.append(weakref.ref(s.spawn(_parks, event)))  # woken
+            await asyncop.checkpoint()
+            event.set()
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+        failed = runtime.spawn(_fails, asyncop.Event())
+        assert isinstance(failed.wait(5).error, ValueError)
+        refs.append(weakref.ref(failed))
+        del failed
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 5
 
 
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:

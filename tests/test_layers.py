@@ -103,6 +103,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "suspend_on_constant calls the module's untrack, which compiled is the C function of "
         "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
+    ("asyncop.runtime._core._task", "asyncop.platform._gc"): (
+        "TaskState.__init__ calls the module's untrack, which compiled is the C function of "
+        "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
     ("asyncop.runtime._core._task", "asyncop.platform._coro"): (
         "step calls the module's send_in, which compiled is the C function of _coro.pxd: "
         "Cython turns module.name into a C call only for a module it cimports"
