@@ -97,7 +97,7 @@ def tell(runtime: Any, hooks: Hooks, op: AsyncOperation) -> None:
     for hook in hooks:
         try:
             hook(op)
-        except Exception:
+        except BaseException:  # (any: one that escaped would skip the runtime's bookkeeping)
             failed(runtime, hook)
 
 
@@ -106,7 +106,7 @@ def tell_why(runtime: Any, hooks: Hooks, op: AsyncOperation, reason: object) -> 
     for hook in hooks:
         try:
             hook(op, reason)
-        except Exception:
+        except BaseException:  # (any: one that escaped would skip the runtime's bookkeeping)
             failed(runtime, hook)
 
 
