@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Literal
 
 import pytest
 
@@ -21,25 +22,8 @@ from asyncop.testing import VirtualClock
 pytestmark = pytest.mark.timeout(30)
 
 
-def stuck_runtime(mode: str = "raise") -> asyncop.Runtime:
+def stuck_runtime(mode: Literal["warn", "raise", "off"] = "raise") -> asyncop.Runtime:
     return asyncop.Runtime(2, name="stuck", deadlock=mode, clock=VirtualClock(autojump=True))
-
-
-def run_in_thread(runtime: asyncop.Runtime, fn: object) -> dict[str, BaseException | None]:
-    """``runtime.run(fn)`` on a thread, given 10 s: a hang fails the test instead of it."""
-    outcome: dict[str, BaseException | None] = {}
-
-    def go() -> None:
-        try:
-            runtime.run(fn)  # type: ignore[call-overload]
-            outcome["error"] = None
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    thread.join(10)
-    return outcome
 
 
 def test_two_locks_in_opposite_orders_fail_the_acquire_that_closes_the_cycle() -> None:
