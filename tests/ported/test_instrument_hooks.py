@@ -236,3 +236,24 @@ def test_a_runtime_with_no_instrument_left_runs_as_before() -> None:
         # told up to the step that removed it, and no more
         assert journal.by_op[main_op][:3] == ["spawned", "start", "end"]
         assert journal.by_op[main_op].count("start") == 2
+
+
+def test_an_instrument_with_trio_hook_names_is_told_the_names_to_use() -> None:
+    class FromTrio:
+        def task_spawned(self, task: object) -> None:
+            pass
+
+        def before_task_step(self, task: object) -> None:
+            pass
+
+        def after_task_step(self, task: object) -> None:
+            pass
+
+    with asyncop.Runtime(1) as runtime, pytest.raises(TypeError) as caught:
+        runtime.add_instrument(FromTrio())
+    message = str(caught.value)
+    assert "FromTrio has none" in message
+    assert (
+        "task_spawned is spawned, before_task_step is step_started, "
+        "after_task_step is step_ended" in message
+    )
