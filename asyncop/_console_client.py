@@ -158,11 +158,20 @@ def waits_on(row: Row) -> str:
 
 
 def cancel(row: Row) -> str:
-    """The cancel column: the reason, or ``cancelling`` without one."""
+    """The cancel column: the reason, or ``cancelling`` without one.
+
+    An operation asked to stop with a grace, and not cancelled yet, shows
+    the request as ``dump()`` does: its reason, and when the grace ends.
+    """
     if not row.get("cancelling"):
-        return ""
+        return stop(row)
     reason = row.get("cancel_reason")
     return "cancelling" if reason is None else str(reason)
+
+
+def stop(row: Row) -> str:
+    """``asked to stop (reason), cancelled at T`` for an operation asked to stop, else ``""``."""
+    return str(row.get("stop") or "")
 
 
 def short(where: str) -> str:

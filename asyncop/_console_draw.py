@@ -39,6 +39,7 @@ from ._console_client import (
     header,
     seconds,
     short,
+    stop,
     waits_on,
 )
 
@@ -195,6 +196,8 @@ def tree_label(row: Row) -> Text:
         text.append(" · " + " · ".join(facts), style="dim")
     if row["cancelling"]:
         text.append(f" cancelling ({cancel(row)})", style="red")
+    elif stop(row):
+        text.append(f" {stop(row)}", style="yellow")
     for warning in row["warnings"]:
         text.append(f" ! {warning}", style="bold red")
     return text

@@ -44,6 +44,7 @@ span.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, final
@@ -140,8 +141,11 @@ class Instrumentation:
         Also after the runtime removed the instrumentation because one of
         its calls raised (a ``select`` that raises, say: logged then).
 
-        A worker reporting an operation's end at that very moment may end
-        its span just after ``close()`` returns.
+        A span whose operation has ended is ended with its outcome (status,
+        state, cancel reason), even when the worker that reports the end
+        has not come to it yet; one a worker is ending at that moment is
+        waited for. So once ``close()`` returns, every span of an operation
+        that ``run()`` or ``wait()`` saw end is exported, complete.
         """
         if self._closed:
             return
@@ -179,6 +183,10 @@ class _Hooks:
         # holds it: its own code runs in that context, and its children's
         # spans start in it.
         self._spans: dict[Op, tuple[Span, otel_context.Context]] = {}
+        # Held while a span is taken out of ``_spans`` and ended, so that
+        # ``end_all()`` never returns while a worker is still ending one
+        # (re-entrant: a span processor may end an operation of its own).
+        self._ending = threading.RLock()
 
     def spawned(self, op: Op) -> None:
         select = self._select
@@ -209,9 +217,10 @@ class _Hooks:
             entry[0].set_attribute("asyncop.cancel_reason", str(reason))
 
     def _end(self, op: Op) -> None:
-        entry = self._spans.pop(op, None)
-        if entry is not None:  # (else close() has ended it)
-            _finish(entry[0], op)
+        with self._ending:
+            entry = self._spans.pop(op, None)
+            if entry is not None:  # (else close() has ended it)
+                _finish(entry[0], op)
 
     def _parent_context(self, op: Op) -> otel_context.Context:
         """The nearest selected ancestor's span, else the context the operation was made in."""
@@ -228,10 +237,16 @@ class _Hooks:
         return otel_context.get_current()
 
     def end_all(self) -> None:
-        while self._spans:
-            op, (span, _) = self._spans.popitem()
-            span.set_attribute("asyncop.state", op.state.name.lower())
-            span.end()
+        with self._ending:
+            while self._spans:
+                op, (span, _) = self._spans.popitem()
+                if op.done:
+                    # Ended, but the worker that reports it has not come to
+                    # its span yet (a thread in run() is woken first).
+                    _finish(span, op)
+                else:
+                    span.set_attribute("asyncop.state", op.state.name.lower())
+                    span.end()
 
 
 def _make_current(span: Span) -> otel_context.Context:

@@ -1591,6 +1591,18 @@ def t_instrument_without_hooks(c: Ctx) -> BaseException:
     return caught(c.rt.add_instrument, object())
 
 
+class _TrioInstrument:
+    def before_task_step(self, task: object) -> None:
+        pass
+
+    def task_exited(self, task: object) -> None:
+        pass
+
+
+def t_instrument_with_trio_names(c: Ctx) -> BaseException:
+    return caught(c.rt.add_instrument, _TrioInstrument())
+
+
 def t_instrument_class(c: Ctx) -> BaseException:
     return caught(c.rt.add_instrument, _Listener)
 
@@ -2570,6 +2582,12 @@ CASES += [
     Case("at-shutdown-late", t_at_shutdown_late, RuntimeError, "'late_rt'"),
     Case("instrument-without-hooks", t_instrument_without_hooks, TypeError, "'errors_rt'"),
     Case("instrument-class", t_instrument_class, TypeError, "_Listener()"),
+    Case(
+        "instrument-with-trio-names",
+        t_instrument_with_trio_names,
+        TypeError,
+        "before_task_step is step_started, task_exited is ended",
+    ),
     Case("instrument-added-twice", t_instrument_added_twice, ValueError, "'errors_rt'"),
     Case("instrument-not-added", t_instrument_not_added, ValueError, "'errors_rt'"),
     Case(

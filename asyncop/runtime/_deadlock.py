@@ -277,6 +277,19 @@ class DeadlockWatch:
         if self.mode is DeadlockMode.WARN:
             logger.warning("asyncop: %s\n%s", headline, report)
             return
+        if any(root in self._errors for root in roots):
+            # Stuck again after the cancel of an earlier report: the cancel
+            # cannot reach what waits (a shield keeps it out), and the
+            # thread in run() would wait on without a word.
+            logger.warning(
+                "asyncop: %s; deadlock='raise' cancelled the tree, but the cancel cannot "
+                "reach the waits below (a shielded scope keeps it out, say), so run() still "
+                "waits: end those waits (set the event, release the lock), or drop the "
+                "shield\n%s",
+                headline,
+                report,
+            )
+            return
         error = DeadlockError(headline, report)
         for root in roots:  # (all: a run() about to wait takes it too)
             self._errors[root] = error
@@ -302,6 +315,9 @@ class DeadlockWatch:
                 root.cancel(reason)
             except Exception:
                 logger.exception("asyncop: cancelling %r for a deadlock raised", root)
+        # Look again even if nothing moves: a cancel that wakes nothing (the
+        # waits sit under a shield) leaves the same stamp, and is told then.
+        self._settled = None
 
     def stuck_locked(self) -> str | None:
         """The headline of the stuck spell reported last, while nothing has moved since.

@@ -147,17 +147,39 @@ def _task_line(op: AsyncOperation, graph: WaitGraph) -> str:
     if task.status is not WakerStatus.WAITING:
         return f"task {op.name!r} is {task.status.name}"
     events = [sub.event for sub in list(task.events or ())]
+    # (A scope's end is its children's: they say where they wait.)
+    shield = "" if events and type(events[0]) is ScopeDone else _shield_above(task.current)
     for event in events:
         if type(event) is OpWait and owner_of(event.op) is owner_of(op):
             graph.awaits.setdefault(op, []).append(event.op)
         elif not _ends_by_cancel(event):
             graph.waits += 1
-        elif type(event) is not ScopeDone:
+        elif type(event) is ScopeDone:
+            pass
+        elif shield and type(event) is not OpWait and type(event) is not AsyncOperation:
+            graph.waits += 1  # it waits for a cancel, and no cancel can reach it
+        else:
             graph.rests.add(op)
     what = ", ".join(describe_event(event) for event in events) or "?"
     point = task.suspension_point()
     where = f" at {point[0]}:{point[1]}" if point else ""
+    if shield:
+        what += f" inside {shield}, which keeps every cancel and request to stop out"
     return f"task {op.name!r}{where} waits on {what}"
+
+
+def _shield_above(node: AsyncOperation | None) -> str:
+    """The innermost shielded scope (or task) from ``node`` up, described; ``""`` if none.
+
+    A cancel from above (Ctrl-C's, a deadlock's, a grace's end) stops there,
+    and so does a request to stop.
+    """
+    while node is not None:
+        if node._shield:
+            kind = "shielded scope" if node._kind is OpKind.SCOPE else "shielded task"
+            return f"{kind} {node.name!r}"
+        node = node.parent
+    return ""
 
 
 def _thread_line(

@@ -85,6 +85,15 @@ logger = logging.getLogger("asyncop")
 
 # The methods an instrument may have, in the order of an operation's life.
 HOOKS = ("spawned", "step_started", "parked", "woken", "step_ended", "cancelled", "ended")
+# trio's names for the same events, named in the error for an object that
+# has only those (an instrument brought over from trio).
+TRIO_HOOKS = {
+    "task_spawned": "spawned",
+    "before_task_step": "step_started",
+    "after_task_step": "step_ended",
+    "task_scheduled": "woken",
+    "task_exited": "ended",
+}
 
 Hooks = tuple[Callable[..., object], ...]
 
@@ -97,7 +106,7 @@ def tell(runtime: Any, hooks: Hooks, op: AsyncOperation) -> None:
     for hook in hooks:
         try:
             hook(op)
-        except Exception:
+        except BaseException:  # (any: one that escaped would skip the runtime's bookkeeping)
             failed(runtime, hook)
 
 
@@ -106,7 +115,7 @@ def tell_why(runtime: Any, hooks: Hooks, op: AsyncOperation, reason: object) -> 
     for hook in hooks:
         try:
             hook(op, reason)
-        except Exception:
+        except BaseException:  # (any: one that escaped would skip the runtime's bookkeeping)
             failed(runtime, hook)
 
 
@@ -255,10 +264,16 @@ def add_instrument(runtime: Any, obj: object) -> None:
             f"pass an instance: add_instrument({obj.__name__}())"
         )
     if not any(callable(getattr(obj, hook, None)) for hook in HOOKS):
+        renamed = [
+            f"{theirs} is {ours}"
+            for theirs, ours in TRIO_HOOKS.items()
+            if callable(getattr(obj, theirs, None))
+        ]
+        hint = f" (trio's names: here {', '.join(renamed)})" if renamed else ""
         raise TypeError(
             f"Runtime {runtime.name!r}.add_instrument() needs an object with at least one of "
             f"the methods {', '.join(HOOKS)}; {type(obj).__name__} has none: define one of "
-            "them on it"
+            f"them on it{hint}"
         )
     if runtime._stopping:
         raise RuntimeError(

@@ -227,7 +227,7 @@ def _step_instrumented(
     for hook in instruments.step_started:  # (tell(), inline)
         try:
             hook(op)
-        except Exception:
+        except BaseException:  # (any: one that escaped would skip the runtime's bookkeeping)
             failed(rt, hook)
     try:
         step(rt, op, state, meter)
@@ -246,7 +246,7 @@ def _step_instrumented(
             for hook in current.step_ended:
                 try:
                     hook(op)
-                except Exception:
+                except BaseException:
                     failed(rt, hook)
         if worker.ended_later:  # (it ended in this step: report it now)
             flush_ended(rt, worker.ended_later)

@@ -242,8 +242,9 @@ class Kernel(WorkerPool):
         ``cancelled(op, reason)`` and ``ended(op)``; each is called on the
         thread where its event happens, outside the runtime lock. A park's
         ``reason`` describes what the task waits on when made a ``str``. A method
-        that raises gets its instrument removed, and the error logged on the
-        ``asyncop`` logger. May be called from any thread, while the runtime
+        that raises (any exception, a ``BaseException`` too) gets its
+        instrument removed, and the error logged on the ``asyncop`` logger;
+        the event goes on as without it. May be called from any thread, while the runtime
         runs; with no instrument installed the runtime pays nothing for them.
         Not a cancellation point.
 
