@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
@@ -176,4 +177,43 @@ def test_a_socket_wait_of_anyio_run_wakes_as_the_data_comes(caller: str) -> None
         right.close()
     # Well under a millisecond on a quiet machine; the bound only tells a
     # wake from the monitor's look apart.
+    assert sorted(delays)[3] < 0.02, delays
+
+
+def test_a_socket_readiness_reaches_a_run_whose_tasks_never_park() -> None:
+    # One task waits for the socket while another loops on checkpoints: the
+    # home never runs out of tasks to step, so it must poll between batches,
+    # as a worker does; the parked workers leave the polling to it.
+    left, right = socket.socketpair()
+
+    async def main() -> list[float]:
+        sent: list[float] = []
+        seen: list[float] = []
+
+        async def reader() -> None:
+            for _ in range(6):
+                await anyio.wait_readable(left)
+                seen.append(time.perf_counter())
+                assert left.recv(1) == b"x"
+
+        def send() -> None:
+            for _ in range(6):
+                time.sleep(0.02)
+                sent.append(time.perf_counter())
+                right.send(b"x")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            thread = threading.Thread(target=send)
+            thread.start()
+            while len(seen) < 6:
+                await anyio.lowlevel.checkpoint()
+        thread.join()
+        return [got - put for got, put in zip(seen, sent, strict=True)]
+
+    try:
+        delays = run(main)
+    finally:
+        left.close()
+        right.close()
     assert sorted(delays)[3] < 0.02, delays

@@ -208,7 +208,14 @@ def _leave_home(runtime: Runtime, home: Worker) -> None:
 def _loop(
     runtime: Runtime, home: Worker, state: Any, done: Callable[[], bool], ctrl_c: _CtrlC
 ) -> None:
-    """The worker loop, for the home: steps, timers, polls and parks; no callbacks."""
+    """The worker loop, for the home: steps, timers, polls and parks; no callbacks.
+
+    As a worker's, each round fires the due timers and polls after its
+    batch, also when tasks are still queued: while the home steps tasks,
+    the parked workers leave the polling to it, and a task that loops on
+    checkpoints would otherwise keep every readiness waiting for the
+    monitor's look.
+    """
     lane = runtime._lane
     while not done() and not ctrl_c.count:
         if (runtime._woken or runtime._ready) and lane.acquire(False):
@@ -216,7 +223,8 @@ def _loop(
                 step_batch(runtime, home, state, runtime._ready)
             finally:
                 lane.release()
-            continue  # (done() may hold now)
+            if done() or ctrl_c.count:
+                return
         deadline = runtime._next_deadline
         if deadline < _INF and deadline <= runtime._now():
             runtime._fire_due_timers()
@@ -224,8 +232,8 @@ def _loop(
         if reactor is not None and reactor._table:
             runtime._polls += 1
             reactor.poll_ready()
-            if runtime._woken or runtime._ready:
-                continue
+        if (runtime._woken or runtime._ready) and not lane.locked():
+            continue
         _park(runtime, home, done, ctrl_c)
 
 
