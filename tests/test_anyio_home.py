@@ -439,3 +439,30 @@ def test_a_virtual_clock_jumps_once_a_threads_result_wakes_the_home(caller: str)
 
     lag = _in(caller, lambda: run(main, clock=VirtualClock(autojump=True)))
     assert lag < 0.1, lag
+
+
+@pytest.mark.parametrize("caller", ["main", "other"])
+def test_the_first_socket_wait_of_each_run_wakes_as_the_data_comes(caller: str) -> None:
+    # A fresh runtime each time: its workers parked first, off the
+    # multiplexer, while the home ran; the home parks last, as the poller.
+    async def main(left: socket.socket, right: socket.socket) -> float:
+        sent: list[float] = []
+
+        def send() -> None:
+            time.sleep(0.02)
+            sent.append(time.perf_counter())
+            right.send(b"x")
+
+        thread = threading.Thread(target=send)
+        thread.start()
+        await anyio.wait_readable(left)
+        delay = time.perf_counter() - sent[0]
+        thread.join()
+        return delay
+
+    delays = []
+    for _ in range(5):
+        left, right = socket.socketpair()
+        with left, right:
+            delays.append(_in(caller, lambda: run(main, left, right)))  # noqa: B023
+    assert sorted(delays)[2] < 0.02, delays
