@@ -12,10 +12,14 @@ A parallel runtime steps tasks on all its workers, as before.
 from __future__ import annotations
 
 import _thread
+import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -466,3 +470,61 @@ def test_the_first_socket_wait_of_each_run_wakes_as_the_data_comes(caller: str) 
         with left, right:
             delays.append(_in(caller, lambda: run(main, left, right)))  # noqa: B023
     assert sorted(delays)[2] < 0.02, delays
+
+
+def test_a_slow_step_on_the_home_is_reported_at_the_line_it_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        await anyio.sleep(0)
+        time.sleep(0.4)  # the line the warning names
+
+    with caplog.at_level("WARNING", logger="asyncop"):
+        run(main)
+    line = main.__code__.co_firstlineno + 2
+    warnings = [r.getMessage() for r in caplog.records if "without awaiting" in r.getMessage()]
+    assert any(f"at {__file__}:{line}" in w for w in warnings), warnings
+
+
+SECOND_CTRL_C = """
+import anyio, time
+import asyncop
+
+async def main():
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.01)  # a step that never awaits: the second Ctrl-C lands in it
+
+try:
+    anyio.run(main, backend="asyncop")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+import gc
+gc.collect()
+print("collected", flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_second_ctrl_c_into_a_step_is_the_users_and_logs_no_unobserved_failure() -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    child = subprocess.Popen(
+        [sys.executable, "-c", SECOND_CTRL_C],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(2):
+            time.sleep(0.3)
+            child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert out.split() == ["interrupted", "collected"], err
+    assert "nobody observed" not in err, err

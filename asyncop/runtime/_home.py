@@ -83,6 +83,9 @@ def _interrupted(runtime: Runtime, op: AsyncOperation[Any], status: int) -> None
     """A Ctrl-C stopped the home: the rule of ``Runtime.run()``; always raises."""
     note = tree_note(op)  # before the cancel changes the tree
     if status == SECOND_CTRL_C:
+        # Raised into a step, it may end the tree as its failure: that is
+        # the KeyboardInterrupt raised below, which reaches the user.
+        op._observe()
         give_up(runtime, op)
     else:
         try:
