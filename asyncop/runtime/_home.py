@@ -83,6 +83,9 @@ def _interrupted(runtime: Runtime, op: AsyncOperation[Any], status: int) -> None
     """A Ctrl-C stopped the home: the rule of ``Runtime.run()``; always raises."""
     note = tree_note(op)  # before the cancel changes the tree
     if status == SECOND_CTRL_C:
+        # Raised into a step, it may end the tree as its failure: that is
+        # the KeyboardInterrupt raised below, which reaches the user.
+        op._observe()
         give_up(runtime, op)
     else:
         try:
@@ -208,7 +211,14 @@ def _leave_home(runtime: Runtime, home: Worker) -> None:
 def _loop(
     runtime: Runtime, home: Worker, state: Any, done: Callable[[], bool], ctrl_c: _CtrlC
 ) -> None:
-    """The worker loop, for the home: steps, timers, polls and parks; no callbacks."""
+    """The worker loop, for the home: steps, timers, polls and parks; no callbacks.
+
+    As a worker's, each round fires the due timers and polls after its
+    batch, also when tasks are still queued: while the home steps tasks,
+    the parked workers leave the polling to it, and a task that loops on
+    checkpoints would otherwise keep every readiness waiting for the
+    monitor's look.
+    """
     lane = runtime._lane
     while not done() and not ctrl_c.count:
         if (runtime._woken or runtime._ready) and lane.acquire(False):
@@ -216,7 +226,8 @@ def _loop(
                 step_batch(runtime, home, state, runtime._ready)
             finally:
                 lane.release()
-            continue  # (done() may hold now)
+            if done() or ctrl_c.count:
+                return
         deadline = runtime._next_deadline
         if deadline < _INF and deadline <= runtime._now():
             runtime._fire_due_timers()
@@ -224,8 +235,8 @@ def _loop(
         if reactor is not None and reactor._table:
             runtime._polls += 1
             reactor.poll_ready()
-            if runtime._woken or runtime._ready:
-                continue
+        if (runtime._woken or runtime._ready) and not lane.locked():
+            continue
         _park(runtime, home, done, ctrl_c)
 
 

@@ -48,7 +48,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ...operations import safe_str
+from ...operations import every_thread_state, safe_str
 from ...platform import ThreadHandle, WakeEvent, start_thread
 from ._items import _log_exception
 from ._worker import BLOCKED_AFTER, COMPUTING, Worker, monotonic
@@ -350,14 +350,32 @@ def _busy_with(worker: Worker) -> str:
 
 def current_line(worker: Worker) -> str:
     """The innermost user line ``worker``'s thread runs, as ``file:line``."""
-    handle = worker.handle
-    ident = handle.ident if handle is not None else None
+    ident = _thread_id(worker)
     frame: Any = sys._current_frames().get(ident) if ident is not None else None
     while frame is not None:
         if not frame.f_globals.get("__name__", "").startswith("asyncop."):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "an unknown line"
+
+
+def _thread_id(worker: Worker) -> int | None:
+    """The id of ``worker``'s thread: its handle's, or the thread whose state it holds.
+
+    The home (``runtime/_home.py``) runs on a thread the runtime did not
+    start, and has no handle, which the runtime would join: its thread is
+    found by its state.
+    """
+    handle = worker.handle
+    if handle is not None:
+        return handle.ident
+    mine = worker.thread_state
+    if mine is None:
+        return None
+    for ident, state in every_thread_state():
+        if state is mine:
+            return ident
+    return None
 
 
 def _await_line(op: AsyncOperation[Any]) -> str:
