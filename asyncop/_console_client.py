@@ -185,8 +185,11 @@ def count(value: object) -> str:
 
 def header(snap: Snapshot) -> str:
     """One line about a runtime: name, process, state, clock and size."""
-    count = sum(1 for row in snap["operations"] if row["kind"] != "blocking call")
+    calls = sum(1 for row in snap["operations"] if row["kind"] == "blocking call")
+    count = len(snap["operations"]) - calls
     ops = f"{count} operation" + ("" if count == 1 else "s")
+    if calls:  # (a blocking call has a row but is no operation: say what the rows are)
+        ops += f", {calls} blocking call" + ("" if calls == 1 else "s")
     return (
         f"runtime {snap['name']} (pid {snap['pid']}, {snap['state']}, {snap['clock']} clock "
         f"at {snap['now']:.3f}): {ops}"

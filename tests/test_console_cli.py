@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -262,3 +263,27 @@ def test_durations_are_short_and_deadlines_say_which_way() -> None:
     assert deadline({"deadline_in_s": 2.5}) == "in 2.50s"
     assert deadline({"deadline_in_s": -0.25}) == "250.0ms ago"
     assert deadline({"deadline_in_s": None}) == "-"
+
+
+def test_the_heading_counts_blocking_calls_apart_from_operations(tmp_path: Path) -> None:
+    path, release, started = str(tmp_path / "c.sock"), threading.Event(), threading.Event()
+
+    def wait_for_release() -> None:
+        started.set()
+        release.wait(20)
+
+    async def worker() -> None:
+        await asyncop.spawn_blocking(wait_for_release)
+
+    with asyncop.Runtime(1, console=path, name="shop") as rt, rt.scope(name="service") as service:
+        service.spawn(worker, name="worker")
+        assert started.wait(10)
+        try:
+            result = asyncop_cli("ps", path)
+        finally:
+            release.set()
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("): 2 operations, 1 blocking call")
+    kinds = [line.split()[3] for line in lines if re.match(r"^ *\d+ ", line)]
+    assert kinds == ["scope", "task", "blocking"]  # three rows: the heading says what they are
