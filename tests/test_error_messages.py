@@ -1232,7 +1232,7 @@ def t_thread_entry_not_callable(c: Ctx) -> BaseException:
 
 
 def t_spawn_returns_awaitable(c: Ctx) -> BaseException:
-    return failure_of(c.rt, asyncop.sleep, 10)
+    return failure_of(c.rt, lambda: asyncop.sleep(10))
 
 
 async def _agen_body() -> Any:

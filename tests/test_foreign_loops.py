@@ -281,7 +281,7 @@ def test_spawning_an_async_generator_function_is_refused(rt: asyncop.Runtime) ->
 
 RETURNS_UNRUN: dict[str, Callable[[], Any]] = {
     "asyncop.sleep": lambda: asyncop.sleep(10),
-    "checkpoint": asyncop.checkpoint,
+    "wait_async": asyncop.Event().wait_async,
     "send_async": lambda: asyncop.Channel(1).send_async(1),
     "coroutine": lambda: _asyncio_sleep(),
     "async generator": lambda: _agen(),
@@ -302,8 +302,10 @@ def test_a_plain_function_returning_unrun_work_is_refused(rt: asyncop.Runtime, w
     assert isinstance(op.error, TypeError)
 
 
-def test_spawn_of_asyncop_sleep_is_refused_not_completed(rt: asyncop.Runtime) -> None:
-    op = rt.spawn(asyncop.sleep, 10)
+def test_spawn_of_a_function_returning_a_sleep_is_refused_not_completed(
+    rt: asyncop.Runtime,
+) -> None:
+    op = rt.spawn(lambda: asyncop.sleep(10))
     op.wait(10)
     assert op.state is asyncop.OperationState.FAILED
     assert "sleep(10)" in str(op.error)

@@ -15,6 +15,7 @@ from types import CoroutineType
 from typing import Any
 
 from ..operations import OpKind, describe_fn, safe_repr
+from ._core._awaitables import TASK_MAKERS
 from ._core._waker import WaitEvent, describe_event, let_go
 
 __all__ = ["code_of_call", "describe_fn", "kind_of"]
@@ -62,7 +63,7 @@ def kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | 
         )
     else:
         body = code_of_call(fn)
-        if inspect.iscoroutinefunction(body):
+        if inspect.iscoroutinefunction(body) or any(body is maker for maker in TASK_MAKERS):
             kind = OpKind.CORO
         elif inspect.isasyncgenfunction(body):
             raise _async_generator_refused(fn)

@@ -11,6 +11,7 @@ Deliberate differences from those libraries, which these tests follow:
 from __future__ import annotations
 
 import contextvars
+import functools
 from typing import Any
 
 import pytest
@@ -226,16 +227,40 @@ async def test_children_may_spawn_into_the_scope_while_it_closes(
     assert asyncop.current_time() == 2
 
 
-def test_spawning_the_sleep_awaitable_itself_is_refused(vruntime: asyncop.Runtime) -> None:
-    # trio accepts nursery.start_soon(trio.sleep, 1); asyncop's awaitables are
-    # event objects, not coroutine functions, so spawning one is refused.
+def test_spawning_asyncops_own_waits_makes_tasks_that_wait(vruntime: asyncop.Runtime) -> None:
+    # As nursery.start_soon(trio.sleep, 1) and start_soon(trio.sleep_forever).
+    async def main() -> None:
+        start = asyncop.current_time()
+        async with asyncop.scope() as s:
+            forever = s.spawn(asyncop.sleep_forever)
+            naps = [s.spawn(asyncop.sleep, 2), s.spawn(asyncop.sleep_until, start + 3)]
+            partial = s.spawn(functools.partial(asyncop.sleep, 1))
+            turn = s.spawn(asyncop.checkpoint)
+            for op in (*naps, partial, turn):
+                assert await op is None
+            assert asyncop.current_time() == start + 3
+            assert forever.state is asyncop.OperationState.RUNNING
+            assert [forever.name, partial.name] == ["sleep_forever", "sleep"]
+            s.cancel()
+        assert forever.state is asyncop.OperationState.CANCELLED
+
+    vruntime.run(main)
+
+
+@pytest.mark.parametrize("make", [asyncop.Event().wait_async, lambda: asyncop.sleep(1)])
+def test_spawning_a_plain_function_that_returns_a_wait_is_refused(
+    vruntime: asyncop.Runtime, make: Any
+) -> None:
+    # Other functions that make an awaitable run as plain functions: the wait
+    # they return would never run.
     async def main() -> None:
         async with asyncop.scope() as s:
-            s.spawn(asyncop.sleep, 0)
+            s.spawn(make)
 
     with pytest.raises(ExceptionGroup) as info:
         vruntime.run(main)
-    assert [type(e) for e in leaves(info.value)] == [TypeError]
+    [error] = leaves(info.value)
+    assert isinstance(error, TypeError) and "would never run" in str(error)
 
 
 @pytest.mark.asyncop

@@ -253,7 +253,7 @@ def test_refused_awaitables_do_not_warn_again(vrt: asyncop.Runtime) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(TypeError):
-            vrt.run(asyncop.sleep, 10)  # refused: a TypeError says it all
+            vrt.run(lambda: asyncop.sleep(10))  # refused: a TypeError says it all
         with pytest.raises(TypeError):
             asyncop.race("not an op")  # type: ignore[arg-type]
         with pytest.raises(TypeError):

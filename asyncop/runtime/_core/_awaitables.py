@@ -473,3 +473,16 @@ def protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
         return bool(getattr(ev, "entry_checked", True)), None
     except BaseException as exc:
         return True, exc
+
+
+# The factories a task may be made of, as in spawn(asyncop.sleep_forever) or
+# spawn(asyncop.sleep, 10): trio's and anyio's habit, where these are async
+# functions. The task awaits the event its first call makes (``awaiting``).
+TASK_MAKERS: frozenset[object] = frozenset(
+    (checkpoint, sleep, sleep_until, sleep_forever, readable, writable)
+)
+
+
+async def awaiting(event: WaitEvent[Any]) -> Any:
+    """Await ``event``: the coroutine of a task whose function returned an asyncop awaitable."""
+    return await event

@@ -65,6 +65,7 @@ from ...operations import (
     thread_state,
 )
 from .._kinds import describe_fn, kind_of
+from ._awaitables import TASK_MAKERS
 from ._instruments import note_ended_locked, tell
 from ._task import TaskState, on_cancel_running
 from ._waker import push_locked
@@ -129,7 +130,7 @@ class NodeHooks(TimerCalls):
         depth = 3 if kind is None else 4
         if kind is None and type(fn) is FunctionType and not (f := fn.__code__.co_flags) & _agen:
             # The common case: read the code flags.
-            kind = _coro if f & _async else _sync
+            kind = _coro if f & _async or fn in TASK_MAKERS else _sync
             if name is None:
                 name = fn.__qualname__
             elif type(name) is not str:

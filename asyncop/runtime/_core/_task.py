@@ -80,7 +80,7 @@ from ...operations import (
 )
 from ...platform import _coro, _gc
 from ._abandon import close_open_scopes
-from ._awaitables import CHECKPOINT, OpWait, protocol_event
+from ._awaitables import CHECKPOINT, OpWait, awaiting, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
 from ._usage import CpuMeter, charge, wall_clock
 from ._waker import (
@@ -477,9 +477,8 @@ def _first_coroutine(
     assert fn is not None
     try:
         if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
-            # Calling an async def function only binds its arguments and
-            # makes the coroutine: no user code runs, so no context is
-            # needed yet (the first send in step() runs in it).
+            # Calling an async def function only binds its arguments and makes the coroutine:
+            # no user code runs, so no context is needed yet (step()'s first send runs in it).
             coro = fn(*op._args)
         else:
             coro = ctx.run(fn, *op._args)
@@ -493,9 +492,12 @@ def _first_coroutine(
         del op, task
         return None
     if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
-        charge(op, meter, start)
-        _finish(task, Outcome.VALUE, coro, None)
-        return None
+        if isinstance(coro, WaitEvent):  # spawn(asyncop.sleep, 1): the task awaits the sleep
+            coro = awaiting(coro)
+        else:
+            charge(op, meter, start)
+            _finish(task, Outcome.VALUE, coro, None)
+            return None
     task.coro = coro
     return coro
 
