@@ -18,12 +18,15 @@ This module only re-exports the public names.
 from __future__ import annotations
 
 import sys as _sys
-from typing import TYPE_CHECKING, NoReturn
+from importlib import import_module as _import_module
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING
 
 # First: decides whether the core modules run compiled or from source.
 from . import _compiled as _compiled
 from ._anyio_hook import install as _install_anyio_backend
 from ._exports import publish as _publish
+from ._peer_names import SUBMODULES as _SUBMODULES
 from ._peer_names import missing as _missing
 from ._version import __version__ as __version__
 from .operations import AsyncOperation as AsyncOperation
@@ -177,7 +180,11 @@ _publish("asyncop", globals(), __all__)
 
 if not TYPE_CHECKING:  # type checkers keep reporting unknown names themselves
 
-    def __getattr__(name: str) -> NoReturn:
+    def __getattr__(name: str) -> _ModuleType:
+        # asyncop.net, asyncop.lowlevel...: imported on first use, as the
+        # hints below and the docs write them after a plain 'import asyncop'.
+        if name in _SUBMODULES:
+            return _import_module(f"{__name__}.{name}")
         # asyncop.run, asyncop.open_nursery...: say what asyncop calls it.
         raise _missing(_sys.modules[__name__], name)
 

@@ -7,13 +7,22 @@ error ``asyncop``'s module ``__getattr__`` raises: for a name in
 :data:`HINTS`, one that says what to write instead; for any other name,
 Python's own message. Either is an ``AttributeError`` with ``name`` and
 ``obj`` set, so ``hasattr`` and Python's "did you mean" still work.
+The names of :data:`SUBMODULES` are not missing: the module ``__getattr__``
+imports them.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-__all__ = ["HINTS", "missing"]
+__all__ = ["HINTS", "SUBMODULES", "missing"]
+
+#: The public submodules that ``asyncop.<name>`` imports on first use, so that
+#: ``asyncop.net.open_tcp_stream`` works after a plain ``import asyncop``, as
+#: ``trio.lowlevel`` does after ``import trio``. Not the ones that need an
+#: optional extra (``anyio``, ``otel``, ``dask``): a missing package would
+#: make ``hasattr(asyncop, ...)`` raise ImportError.
+SUBMODULES = frozenset({"asyncio_bridge", "fs", "lowlevel", "net", "process", "signals", "testing"})
 
 _SCOPE = "open a scope and spawn into it: 'async with asyncop.scope() as s: s.spawn(fn, *args)'"
 _CHANNEL = "use asyncop.Channel(capacity), with channel.sender() and channel.receiver() for ends"

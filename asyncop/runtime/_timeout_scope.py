@@ -170,8 +170,11 @@ class TimeoutScope:
         op = self._scope._op
         assert op is not None
         # A scope ends CANCELLED when its block or a child was interrupted
-        # by a cancel; not from outside, that cancel was the scope's own.
-        self._caught = op._state is OperationState.CANCELLED and not op._outside_cancel
+        # by a cancel; not from outside, that cancel was the scope's own
+        # (unless the scope was never cancelled: a Cancelled from elsewhere).
+        self._caught = (
+            op._state is OperationState.CANCELLED and not op._outside_cancel and op.token.cancelled
+        )
         return swallowed
 
     # -- sync block ----------------------------------------------------------

@@ -36,7 +36,8 @@ decides what the ``with`` statement raises, in this order:
    only bare ``TimeoutError`` an exit raises: ``move_on_after``
    (``_timeout_scope.py``) tells its expiry by that, and swallows it.
 5. A ``Cancelled`` (or a group of nothing else) from the scope's own cancel
-   stops here.
+   stops here. One that no cancel of the scope caused (another operation's
+   ``token.check()``, or raised by hand) goes on, as out of a task.
 
 A root scope that ``Runtime(deadlock="raise")`` cancelled because the runtime
 was stuck raises the ``DeadlockError`` instead of 2 to 5 (``_deadlock.py``).
@@ -566,8 +567,10 @@ def _verdict(
         else:
             timeout.__suppress_context__ = True
         return timeout
-    # Swallow the Cancelled that this scope's own cancel caused.
-    return exc is not None and only_cancelled(exc)
+    # Swallow the Cancelled that this scope's own cancel caused. One that no
+    # cancel of this scope caused (another operation's token.check(), or
+    # raised by hand) goes on, as it would leave a task without the scope.
+    return exc is not None and op.token.cancelled and only_cancelled(exc)
 
 
 def _leave_thread(scope: Scope, op: AsyncOperation) -> None:
