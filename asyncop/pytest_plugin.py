@@ -99,6 +99,32 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+# Set on the config of a session whose collected objects the plugin froze.
+_FROZEN = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Each asyncop test runs the cyclic garbage collector twice (see
+    # asyncop_runtime), whose cost grows with every object alive. What the
+    # collection left (modules, test functions, items) lives as long as the
+    # session: freeze it, so that those collections scan only what the
+    # tests made. An interpreter already frozen by its owner is left alone.
+    if gc.get_freeze_count() or not any(
+        _RUNTIME_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items
+    ):
+        return
+    gc.collect()
+    gc.freeze()
+    session.config.stash[_FROZEN] = True
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if session.config.stash.get(_FROZEN, False):
+        session.config.stash[_FROZEN] = False
+        gc.unfreeze()
+
+
 def _auto(config: pytest.Config) -> bool:
     try:
         mode = config.getini("asyncop_mode")

@@ -387,3 +387,36 @@ def test_the_finding_a_hang_example_fails_at_once_with_the_report(
     )
     # The test raises the report: it is not logged besides.
     result.stdout.no_fnmatch_line("*deadlock='raise' cancels*")
+
+
+def test_the_cost_of_a_test_does_not_grow_with_what_the_session_imported(
+    pytester: pytest.Pytester,
+) -> None:
+    # A module that keeps a million containers alive, as a large application
+    # or test suite does. The plugin collects garbage around each test (for
+    # its leak checks); when each collection scanned them all, the 25 small
+    # tests took over 10 s here instead of a tenth of a second.
+    result = run(
+        pytester,
+        """
+import time
+import pytest
+import asyncop
+
+BIG = [[None] for _ in range(1_000_000)]
+STARTED = []
+
+@pytest.mark.parametrize("i", range(25))
+@pytest.mark.asyncop
+async def test_small(i):
+    STARTED.append(time.monotonic())
+    await asyncop.sleep(0)
+
+def test_span():
+    span = time.monotonic() - STARTED[0]
+    print(f"25 tests took {span:.2f} s")
+    assert span < 5, span  # a few milliseconds per test
+""",
+        "-s",
+    )
+    result.assert_outcomes(passed=26)
