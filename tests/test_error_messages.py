@@ -2051,7 +2051,7 @@ CASES = [
     # awaitables
     Case("sleep-type", t_sleep_type, TypeError, "sleep()"),
     Case("sleep-nan", t_sleep_nan, ValueError, "sleep()"),
-    Case("sleep-until-type", t_sleep_until_type, TypeError, "sleep_until()"),
+    Case("sleep-until-type", t_sleep_until_type, TypeError, "a time on the runtime's clock"),
     Case("timeout-op-type", t_timeout_op_type, TypeError, "timeout()"),
     Case("timeout-without-op", t_timeout_without_op, TypeError, "timeout(5)"),
     Case("timeout-seconds-type", t_timeout_seconds_type, TypeError, "timeout()"),

@@ -209,7 +209,7 @@ _INF = float("inf")
 _NO_LIMIT = 1e9
 
 
-def _seconds(value: object, what: str) -> float:
+def _seconds(value: object, what: str, noun: str = "a number of seconds") -> float:
     """``value`` as a float number of seconds for a sleep: 0.0 for none.
 
     A length of ``_NO_LIMIT`` or more stays as written (``inf`` past float
@@ -226,11 +226,11 @@ def _seconds(value: object, what: str) -> float:
             return 0.0
     if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{what} needs a number of seconds, got {type(value).__name__}; pass a float, "
+            f"{what} needs {noun}, got {type(value).__name__}; pass a float, "
             "or math.inf to wait until cancelled"
         )
     if value != value:
-        raise ValueError(f"{what} got NaN; pass a number of seconds, or math.inf")
+        raise ValueError(f"{what} got NaN; pass {noun}, or math.inf")
     seconds = check_timeout(value, what)
     return _far(value) if seconds is None else seconds
 
@@ -276,7 +276,7 @@ def sleep_until(deadline: float) -> WaitEvent[None]:
     """
     if type(deadline) is float and deadline == deadline:
         return SleepUntil(deadline)  # (the usual case: not NaN, nothing to convert)
-    _seconds(deadline, "sleep_until()")  # the same checks as a length
+    _seconds(deadline, "sleep_until()", "a time on the runtime's clock")  # a length's checks
     try:
         value = float(deadline)
     except OverflowError:  # an int beyond float range: never, or long past
