@@ -194,6 +194,127 @@ def test_a_task_that_ended_in_any_way_leaves_its_operation_to_be_freed() -> None
     assert [ref() for ref in refs] == [None] * 5
 
 
+class _Holder:
+    """What a garbage cycle through an operation passes: it holds the operation."""
+
+    op: asyncop.AsyncOperation[Any] | None = None
+
+
+async def _returns_itself() -> object:
+    # The value holds the operation, and itself.
+    value: list[object] = [asyncop.current_operation(require=True)]
+    value.append(value)
+    await asyncop.checkpoint()
+    return value
+
+
+async def _fails_holding_itself() -> None:
+    op = asyncop.current_operation(require=True)  # in the traceback's frame
+    await asyncop.checkpoint()
+    raise ValueError(op)
+
+
+async def _parks_holding(holder: _Holder, event: asyncop.Event) -> None:
+    holder.op = asyncop.current_operation(require=True)
+    await event.wait_async()
+
+
+def _ends_in_a_garbage_cycle(way: str) -> weakref.ref[asyncop.AsyncOperation[Any]]:
+    """Run a task that ends in ``way`` in a cycle through its operation; a reference to it."""
+    refs: list[weakref.ref[asyncop.AsyncOperation[Any]]] = []
+
+    async def main() -> None:
+        holder = _Holder()
+        event = asyncop.Event()
+        async with asyncop.scope(supervise=True) as s:
+            if way == "returned":
+                op = s.spawn(_returns_itself)
+            elif way == "raised":
+                op = s.spawn(_fails_holding_itself)
+            elif way == "cancelled while parked":
+                op = s.spawn(_parks_holding, holder, event)
+                await asyncop.checkpoint()
+                op.cancel(holder)  # the reason holds the operation
+            else:  # failed before its first step: called with an argument too many
+                op = s.spawn(_returns, holder)
+                holder.op = op
+            await asyncop.checkpoint()
+        if way in ("raised", "failed before its first step"):
+            assert op.error is not None  # observed
+        refs.append(weakref.ref(op))
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    return refs[0]
+
+
+@pytest.mark.parametrize(
+    "way", ["returned", "raised", "cancelled while parked", "failed before its first step"]
+)
+def test_a_task_that_ended_in_a_garbage_cycle_is_collected(way: str) -> None:
+    # Compiled, a task's operation is off the collector's lists while it
+    # runs: it goes back on them as its work ends, so a cycle through its
+    # outcome, its cancel reason or its traceback is still collected.
+    ref = _ends_in_a_garbage_cycle(way)
+    gc.collect()
+    assert ref() is None
+
+
+def test_compiled_a_parked_tasks_operation_adds_no_object_to_the_collectors_passes() -> None:
+    # A task's operation is reached through the runtime until it is final:
+    # compiled, the collector skips it until its work ends (as Python it
+    # is an object with slots, which the collector tracks).
+    seen: list[bool] = []
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            op = s.spawn(_parks, event)
+            await asyncop.checkpoint()
+            seen.append(gc.is_tracked(op))
+            event.set()
+        seen.append(gc.is_tracked(op))
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    assert seen == [not asyncop.lowlevel.is_compiled(), True]
+
+
+def test_a_task_refused_by_an_ended_scope_is_freed() -> None:
+    # The task state the collector skips (compiled) must not keep a task
+    # that was never linked alive: its function goes with it.
+    async def work() -> None:
+        await asyncop.checkpoint()
+
+    works = [work]
+    ref = weakref.ref(work)
+    del work
+
+    async def main() -> None:
+        async with asyncop.scope() as s:
+            pass
+        with pytest.raises(RuntimeError, match="cannot spawn into scope"):
+            s.spawn(works.pop())
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_task_made_and_never_started_is_freed() -> None:
+    # Made by create() and dropped unstarted, in a cycle through its
+    # arguments: linked nowhere, it stays on the collector's lists (compiled),
+    # its task state too, and the collector frees both.
+    async def work(op: asyncop.AsyncOperation[Any], context: None) -> None:
+        await asyncop.checkpoint()
+
+    with asyncop.Runtime(1) as runtime:
+        ref = weakref.ref(runtime.create(work))
+        gc.collect()
+        assert ref() is None
+
+
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:
     from asyncop.operations import RuntimeBase
     from asyncop.runtime._core._spawn import NodeHooks

@@ -103,8 +103,12 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "suspend_on_constant calls the module's untrack, which compiled is the C function of "
         "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
-    ("asyncop.runtime._core._task", "asyncop.platform._gc"): (
-        "TaskState.__init__ calls the module's untrack, which compiled is the C function of "
+    ("asyncop.runtime._core._spawn", "asyncop.platform._gc"): (
+        "link_new_locked calls the module's untrack, which compiled is the C function of "
+        "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
+    ),
+    ("asyncop.operations._finalize", "asyncop.platform._gc"): (
+        "transition_to_ended calls the module's track, which compiled is the C function of "
         "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
     ("asyncop.runtime._core._task", "asyncop.platform._coro"): (

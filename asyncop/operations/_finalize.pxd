@@ -6,6 +6,7 @@ cimport cython
 from asyncop.operations._fields cimport OperationFields as Node
 from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_final
+from asyncop.platform cimport _gc
 
 
 cpdef end_work_on_worker(Node self, outcome, value, error, at=*)

@@ -36,6 +36,20 @@ it is handed to the parent even from a supervised child.
 A failure that nobody observes is logged when its operation is collected
 (:class:`_Unobserved`); an operation that ends well carries no finalizer.
 
+The collector
+-------------
+Compiled, a coroutine task's node is off the cyclic collector's lists
+from the moment the runtime links it (``link_new_locked``) until its work
+ends: the collector then neither visits it nor counts it in a pass, nor
+in the survivors that bring on a full one. No garbage cycle can pass
+through it meanwhile, as the runtime reaches it (its parent's children,
+or the runtime's roots) until it is final. ``_transition_to_ended`` puts
+it back on the lists before it stores the outcome (a value, an error and
+its traceback: user objects, which can lead back to the node), and before
+anything unlinks it; whatever the node held before (its function and
+arguments, a cancel reason, callbacks, its token) is then on a tracked
+object again, which a garbage cycle through them is collected through.
+
 A Ctrl-C while finalizing
 -------------------------
 On the main thread (a ``cancel()`` that ends unstarted nodes, a sync
@@ -75,9 +89,18 @@ import logging
 from types import CodeType
 from typing import TYPE_CHECKING, Any, final
 
+from ..platform import _gc
 from ._errors import Cancelled
 from ._hooks import run_after
 from ._state import OperationState, OpKind, Outcome, transition_to_final
+
+if TYPE_CHECKING:  # (the stand-in's signatures, for cython.compiled below)
+    from ..platform import pure_cython as cython
+else:
+    try:
+        import cython
+    except ImportError:  # run as Python, without Cython installed
+        from ..platform import pure_cython as cython
 
 if TYPE_CHECKING:
     from ._hooks import After
@@ -161,6 +184,11 @@ def transition_to_ended(
     # Invariant: the work ends once; what ended it first decides.
     if self._outcome is not None:
         return False
+    if cython.compiled:
+        # A task's node is off the collector's lists while it runs (see
+        # "The collector" above): from here on it holds an outcome, a user
+        # object, and it is soon unlinked, so a garbage cycle can pass it.
+        _gc.track(self)
     self._outcome = outcome
     self._value = value
     self._error = error

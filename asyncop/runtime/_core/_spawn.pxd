@@ -11,6 +11,7 @@ from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._fields cimport RareFields as CRare
 from asyncop.operations._node cimport _user_frame
 from asyncop.operations._hooks cimport run_after
+from asyncop.platform cimport _gc
 from asyncop.runtime._core._task cimport on_cancel_running
 from asyncop.runtime._core._timer_calls cimport TimerCalls
 from asyncop.runtime._core._waker cimport push_locked
@@ -36,4 +37,4 @@ cdef _set_up(CNode op, task, bint supervise, bint shield, _scope=*)
 
 @cython.locals(first=CNode, last=CNode)
 cpdef link_new_locked(self, CNode op, CNode parent, bint shield, bint submit, CThreadState state, woken,
-                      bint queue=*, _scope=*, _cancelled=*, _created=*)
+                      bint queue=*, _scope=*, _cancelled=*, _created=*, _coro=*)

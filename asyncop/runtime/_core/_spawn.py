@@ -64,6 +64,7 @@ from ...operations import (
     run_after,
     thread_state,
 )
+from ...platform import _gc
 from .._kinds import describe_fn, kind_of
 from ._awaitables import TASK_MAKERS
 from ._instruments import note_ended_locked, tell
@@ -311,6 +312,7 @@ def link_new_locked(
     _scope: OpKind = OpKind.SCOPE,
     _cancelled: Outcome = Outcome.CANCELLED,
     _created: OperationState = OperationState.CREATED,
+    _coro: OpKind = OpKind.CORO,
 ) -> After | None:
     """Link new ``op`` under ``parent``, apply a cancel pending there, maybe queue it.
 
@@ -347,6 +349,16 @@ def link_new_locked(
             f"Runtime {self.name!r} is shut down and takes no new operations; "
             f"cannot start {op.name!r}, make a new Runtime"
         )
+    if cython.compiled and op._kind is _coro:
+        # Linked, a task is reached through the runtime until it is final:
+        # its node and its state go off the collector's lists, a pass then
+        # has two objects fewer per task to count and visit. The node's end
+        # puts it back (see "The collector" in operations/_finalize.py); the
+        # state's one cycle, through the node's ``_task``, is broken as the
+        # node becomes final (``_on_final_locked``), and its end drops the
+        # coroutine and the last wait (``_task._finish``).
+        _gc.untrack(op)
+        _gc.untrack(op._task)
     after: After | None = None
     if op._kind is _scope:
         if parent is None:

@@ -12,7 +12,6 @@ from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_running
 from asyncop.platform cimport _coro
-from asyncop.platform cimport _gc
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._usage cimport charge

@@ -78,7 +78,7 @@ from ...operations import (
     transition_to_running,
     without_cancelled,
 )
-from ...platform import _coro, _gc
+from ...platform import _coro
 from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait, awaiting, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
@@ -137,14 +137,8 @@ class TaskState(Waker):
         # Set once a Cancelled caused by the task's own cancel was raised
         # into the coroutine: from then on its result is discarded.
         self.saw_cancel = False
-        if cython.compiled:
-            # Off the cyclic collector's lists (platform/_gc.py): a pass then
-            # has one object fewer per task to count and visit. No garbage
-            # cycle can pass through it: its one cycle, through the
-            # operation's ``_task``, is broken as the operation becomes final
-            # (``_on_final_locked``), and until then the runtime reaches the
-            # task; its end drops the coroutine and the last wait (``_finish``).
-            _gc.untrack(self)
+        # (Compiled, off the collector's lists once the runtime links the
+        # task: see link_new_locked, in _spawn.py.)
 
     def suspension_point(self) -> tuple[str, int] | None:
         """Where the coroutine is suspended: its innermost awaiting frame.
