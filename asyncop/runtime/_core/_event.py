@@ -26,9 +26,10 @@ A call that refuses its arguments lets go of every awaitable it was handed
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Generic
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any
 
-from ...operations import SuspendsItself, T, Watched, suspend
+from ...operations import SuspendsItself, T, suspend
 from ._never_awaited import describe_event, warn_never_awaited
 
 try:
@@ -36,10 +37,31 @@ try:
 except ImportError:  # run as Python, without Cython installed
     from ...platform import pure_cython as cython
 
+# (Compiled, _event.pxd cimports it: WaitEvent's C base, from the module that defines it.)
+if TYPE_CHECKING or not cython.compiled:
+    from ...operations._suspend import Watched
+
 if TYPE_CHECKING:
     from ._waker import Subscription
 
 __all__ = ["SelfSuspendedEvent", "WaitEvent"]
+
+# Compiled, WaitEvent is an extension type (see _event.pxd), which cannot
+# extend typing.Generic: its parameters (``WaitEvent[int]``, in a
+# subclass's bases or an annotation) come from a base of no fields instead.
+if TYPE_CHECKING or not cython.compiled:
+    from typing import Generic
+else:
+
+    class Generic:
+        """Take a class's type parameters, as ``typing.Generic`` does, and drop them."""
+
+        __slots__ = ()
+
+        @classmethod
+        def __class_getitem__(cls, params: Any) -> Any:
+            # (Its own, in WaitEvent's bases, adds nothing to them.)
+            return cls if cls is Generic else GenericAlias(cls, params)
 
 
 class WaitEvent(Watched, Generic[T]):
@@ -54,6 +76,9 @@ class WaitEvent(Watched, Generic[T]):
     awaitable ... was never awaited``, as a coroutine does: the ``await``
     was forgotten, and what the event stood for (a send, a sleep) never
     happened.
+
+    Compiled, an extension type: the runtime's own events extend it in C,
+    and are made without a Python call.
     """
 
     # _awaited (Awaited's): set (to True) once the event is awaited or

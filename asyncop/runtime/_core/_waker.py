@@ -155,14 +155,14 @@ class Subscription:
     _made_by_runtime: ClassVar[bool] = True
 
     __slots__ = ("event", "generation", "handle", "waker")
+    # (Set by set_up_subscription.)
+    waker: Waker
+    event: Any
+    generation: int
+    handle: Any
 
     def __init__(self, waker: Waker, event: Any) -> None:
-        self.waker = waker
-        self.event = event
-        self.generation = waker.generation
-        # Whatever the event needs to take the subscription back (a timer,
-        # a waiter entry); owned by the event.
-        self.handle: Any = None
+        set_up_subscription(self, waker, event)
 
     @property
     def callback(self) -> WakeCallback:
@@ -214,10 +214,23 @@ class CallbackSubscription(Subscription):
         return self._callback
 
 
+def set_up_subscription(sub: Subscription, waker: Waker, event: Any) -> None:
+    """Set a new subscription's fields: ``Subscription.__init__`` (compiled, a C function)."""
+    sub.waker = waker
+    sub.event = event
+    sub.generation = waker.generation
+    # Whatever the event needs to take the subscription back (a timer, a
+    # waiter entry); owned by the event.
+    sub.handle = None
+
+
 def subscription(waker: Waker, event: Any, callback: WakeCallback) -> Subscription:
     """A new subscription of ``waker`` to ``event``, whose firing calls ``callback``."""
     if callback is resolve:
-        return Subscription(waker, event)
+        # Made without calling the class: compiled, its allocation then a C set-up.
+        sub = Subscription.__new__(Subscription)
+        set_up_subscription(sub, waker, event)
+        return sub
     return CallbackSubscription(waker, event, callback)
 
 
@@ -424,7 +437,8 @@ class Waker:
         assert started, f"{self!r} started a wait outside its running task"
         # (subscription(), inline: this is every await's)
         if callback is resolve:
-            sub = Subscription(self, event)
+            sub = Subscription.__new__(Subscription)
+            set_up_subscription(sub, self, event)
         else:
             sub = CallbackSubscription(self, event, callback)
         self._subs = sub
