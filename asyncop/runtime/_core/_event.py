@@ -76,10 +76,10 @@ class WaitEvent(Watched, Generic[T]):
     awaitable ... was never awaited``, as a coroutine does: the ``await``
     was forgotten, and what the event stood for (a send, a sleep) never
     happened.
-
-    Compiled, an extension type: the runtime's own events extend it in C,
-    and are made without a Python call.
     """
+
+    # Compiled, an extension type (_event.pxd): the runtime's own events
+    # extend it in C, and are made without a call of their class.
 
     # _awaited (Awaited's): set (to True) once the event is awaited or
     # otherwise used. It is left unset at creation, so making an event costs
