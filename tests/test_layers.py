@@ -95,6 +95,10 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "release are C calls: Cython takes a Python import of a cimported type only from "
         "its module"
     ),
+    ("asyncop.runtime._core._event", "asyncop.operations._suspend"): (
+        "WaitEvent extends Watched, an extension type when compiled: Cython takes a Python "
+        "import of a cimported base only from the module that defines it"
+    ),
     ("asyncop.operations._node", "asyncop.platform._frames"): (
         "_user_frame calls the module's functions, which compiled are the C functions of "
         "_frames.pxd: Cython turns module.name into a C call only for a module it cimports"

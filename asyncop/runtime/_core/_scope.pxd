@@ -12,7 +12,7 @@ from asyncop.operations._current cimport ThreadState as CThreadState
 from asyncop.operations._fields cimport OperationFields as CNode
 from asyncop.operations._errors cimport cancelled_for
 from asyncop.runtime._core._block cimport _running_task, enter_in_task
-from asyncop.runtime._core._scope_task cimport raised_clean
+from asyncop.runtime._core._scope_task cimport raised_clean, scope_done
 from asyncop.runtime._core._spawn cimport NodeHooks
 from asyncop.runtime._core._task cimport TaskState as CTask
 

@@ -96,7 +96,7 @@ from .._interrupt import add_tree_note, gave_up, give_up, interrupt_tree, tree_n
 from .._introspect import owner_of
 from ._abandon import ExitAttribute, abandon_scope, made_before, unwind_to
 from ._block import _running_task, enter_in_task
-from ._scope_task import ScopeDone, raised_clean, throw_clean
+from ._scope_task import ScopeDone, raised_clean, scope_done, throw_clean
 from ._spawn import new_operation
 
 if TYPE_CHECKING:  # (the stand-in's signatures, for cython.locals below)
@@ -488,7 +488,7 @@ class Scope(ScopeFields):
             if op.first_child is not None:
                 # Children to wait for: the wait ends the block in the
                 # locked step that suspends the task (_scope_task.py).
-                await ScopeDone(op, True)
+                await scope_done(op, True)
             else:
                 # No child left: ending the block makes the scope final.
                 op._end_work_on_worker(_value, None, None)
@@ -499,7 +499,7 @@ class Scope(ScopeFields):
         if not op._final:
             # (A scope with no child left is final already: no wait to
             # make, as an await whose event is ready does not suspend.)
-            await ScopeDone(op)
+            await scope_done(op)
         if op._cancel_unfinished:  # seen final without the lock: see AsyncOperation._settled
             op._settled()
         # (Tested for None first: an isinstance() with a tuple is a slow call.)

@@ -26,25 +26,37 @@ misleading ``__context__`` (``raised_clean``, ``throw_clean``). See
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, NoReturn, final
+from typing import TYPE_CHECKING, NoReturn
 
 from ...operations import AsyncOperation, Outcome, run_after, transition_to_ended
-from ._waker import Subscription, WaitEvent, resolve
+from ._waker import Subscription, resolve
+
+try:
+    import cython  # pyright: ignore[reportMissingImports]
+except ImportError:  # run as Python, without Cython installed
+    from ...platform import pure_cython as cython
+if (
+    TYPE_CHECKING or not cython.compiled
+):  # (compiled, _scope_task.pxd cimports it: ScopeDone's C base)
+    from ._event import WaitEvent
 
 if TYPE_CHECKING:
     from ...operations import After
     from ._task import TaskState
 
-__all__ = ["ScopeDone", "raised_clean", "suspend_for_children", "throw_clean"]
+__all__ = ["ScopeDone", "raised_clean", "scope_done", "suspend_for_children", "throw_clean"]
 
 
-@final
+# Final: an extension type when compiled (see _scope_task.pxd), which no class extends.
 class ScopeDone(WaitEvent):
     """Wait, without being interruptible, until a scope operation is final.
 
     With ``end_block``, the wait first records that the scope's block ended
     with no error, in the same locked step as it subscribes.
     """
+
+    # The mark typing.final leaves, which an extension type cannot take as a decorator.
+    __final__ = True
 
     __slots__ = ("end_block", "op")
     cancellable = False
@@ -75,6 +87,14 @@ class ScopeDone(WaitEvent):
 
     def _describe(self) -> str:
         return f"the children of scope {self.op.name!r}"
+
+
+def scope_done(op: AsyncOperation, end_block: bool = False) -> ScopeDone:
+    """``ScopeDone(op, end_block)``, as a scope's exit makes it: compiled, with no class call."""
+    ev = ScopeDone.__new__(ScopeDone)
+    ev.op = op
+    ev.end_block = end_block
+    return ev
 
 
 def suspend_for_children(ev: ScopeDone, task: TaskState, _value: Outcome = Outcome.VALUE) -> bool:

@@ -58,6 +58,8 @@ cdef class Waker:
 
 cdef _take_back(Subscription sub)
 
+cdef set_up_subscription(Subscription sub, Waker waker, event)
+
 cpdef set_up_waker(Waker waker, CNode task, _no_status=*)
 
 cpdef Subscription subscription(Waker waker, event, callback)

@@ -48,7 +48,7 @@ CPython 3.11.
 Events
 ------
 An event is any object with ``_arm(sub)``, ``_disarm(sub)`` and a
-``cancellable`` attribute (see :class:`WaitEvent`). ``_arm`` registers the
+``cancellable`` attribute (see :class:`WaitEvent`, in ``_event.py``). ``_arm`` registers the
 subscription and may fire it at once; ``_disarm`` takes it back and must be
 idempotent. ``resume_when(task, event, callback)`` makes the subscription
 (it and ``waker_new`` are in ``_subscribe.py``); the callback decides how a
@@ -71,20 +71,6 @@ sync callback (``Kernel._push_locked``, the same function). It lives here,
 below the stepper and the spawn, so that, compiled, they call it in C and
 it reads the kernel's, the worker's and the node's fields in C.
 
-Never awaited
--------------
-A ``WaitEvent`` carries one flag, ``_awaited``, set when it is awaited or
-handed over (to ``select``, ``race``, ``resume_when``). It is left unset at
-creation, which costs nothing; ``__del__`` (its base ``Watched``'s, compiled a
-C finalizer) warns, through ``_never_awaited``, about an event collected
-without it, as Python warns about a coroutine never awaited. The location
-is the innermost frame outside asyncop when the event is collected: for a
-forgotten ``await`` (``ch.send_async(x)`` as a statement) that is the line
-that made it, without paying for a frame lookup on every event made. One
-collected by asyncop's own code (a task's locals, freed as its coroutine
-ends) names the operation running there, and where that was made (the
-warning is ``_never_awaited.py``'s).
-
 A call that refuses its arguments lets go of every awaitable it was handed
 (``let_go``), whichever argument it refused: the caller did not forget
 them, and the exception already says what was wrong.
@@ -94,25 +80,22 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...operations import (
     Cancelled,
     OpKind,
-    SuspendsItself,
-    T,
     ThreadState,
-    Watched,
     _current,
     log_user_failure,
-    suspend,
     thread_state,
 )
 from ...platform import is_main_thread
+from ._event import SelfSuspendedEvent, WaitEvent
 from ._fields import WorkerState
-from ._never_awaited import describe_event, warn_never_awaited
+from ._never_awaited import describe_event
 
 try:
     import cython  # pyright: ignore[reportMissingImports]
@@ -165,79 +148,6 @@ class WakerStatus(enum.Enum):
 WakeCallback = Callable[["Waker", "Subscription", Any, "BaseException | None"], bool]
 
 
-class WaitEvent(Watched, Generic[T]):
-    """Base of the runtime's awaitables: an event a task can wait on.
-
-    ``await event`` yields the event to the worker stepping the task, which
-    checks for cancellation, subscribes the task's waker and suspends the
-    task until the event fires. Subclasses implement ``_arm``/``_disarm``.
-
-    An event that is collected without having been awaited (or handed to
-    ``select``, ``resume_when``...) emits ``RuntimeWarning: asyncop
-    awaitable ... was never awaited``, as a coroutine does: the ``await``
-    was forgotten, and what the event stood for (a send, a sleep) never
-    happened.
-    """
-
-    # _awaited (Awaited's): set (to True) once the event is awaited or
-    # otherwise used. It is left unset at creation, so making an event costs
-    # nothing more; only __del__ (Watched's) reads it, and only an unused
-    # event misses it.
-    __slots__ = ()
-
-    #: A cancel of the waiting task wakes it with ``Cancelled``. False for
-    #: waits that must run to the end (a blocking call in another thread).
-    cancellable = True
-    #: An already-cancelled task raises ``Cancelled`` here instead of waiting.
-    #: False only for a scope's wait for its children, which must happen.
-    entry_checked = True
-    #: The event arms with ``_arm_locked(sub)``, under the runtime lock, which
-    #: the stepper then holds to arm and suspend the task in one go: no event
-    #: can fire between the two. ``_arm`` stays for other callers.
-    arms_locked = False
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        self._awaited = True
-        return suspend(self)
-
-    def _await_description(self) -> str:
-        return _describe_safely(self)
-
-    def _never_awaited(self) -> None:
-        # (Called by Watched.__del__, for an event neither awaited nor handed over.)
-        warn_never_awaited(self)
-
-    def _arm(self, sub: Subscription) -> None:
-        raise NotImplementedError(
-            f"{type(self).__name__} does not implement _arm(); "
-            "define _arm(sub) in the subclass: register sub and fire it when ready"
-        )
-
-    def _arm_locked(self, sub: Subscription) -> None:
-        """Arm with the runtime lock held; called only when ``arms_locked`` is true."""
-        self._arm(sub)
-
-    def _disarm(self, sub: Subscription) -> None:
-        """Take back a subscription; the default has nothing to take back."""
-
-    def _describe(self) -> str:
-        return type(self).__name__
-
-
-# An event that, compiled, is its own Suspension: a task parked in it keeps
-# one object alive, not two. As Python, any event (see SuspendsItself).
-if TYPE_CHECKING or not cython.compiled:
-    SelfSuspendedEvent = WaitEvent
-else:
-
-    class SelfSuspendedEvent(WaitEvent, SuspendsItself):
-        """A ``WaitEvent`` that yields itself when awaited."""
-
-        __slots__ = ()
-        # (WaitEvent's comes first in the MRO: this one, the C slot's.)
-        __await__ = SuspendsItself.__await__
-
-
 # Extended only by CallbackSubscription (see _waker.pxd).
 class Subscription:
     """One waker subscribed to one event for one wait."""
@@ -245,14 +155,14 @@ class Subscription:
     _made_by_runtime: ClassVar[bool] = True
 
     __slots__ = ("event", "generation", "handle", "waker")
+    # (Set by set_up_subscription.)
+    waker: Waker
+    event: Any
+    generation: int
+    handle: Any
 
     def __init__(self, waker: Waker, event: Any) -> None:
-        self.waker = waker
-        self.event = event
-        self.generation = waker.generation
-        # Whatever the event needs to take the subscription back (a timer,
-        # a waiter entry); owned by the event.
-        self.handle: Any = None
+        set_up_subscription(self, waker, event)
 
     @property
     def callback(self) -> WakeCallback:
@@ -304,10 +214,23 @@ class CallbackSubscription(Subscription):
         return self._callback
 
 
+def set_up_subscription(sub: Subscription, waker: Waker, event: Any) -> None:
+    """Set a new subscription's fields: ``Subscription.__init__`` (compiled, a C function)."""
+    sub.waker = waker
+    sub.event = event
+    sub.generation = waker.generation
+    # Whatever the event needs to take the subscription back (a timer, a
+    # waiter entry); owned by the event.
+    sub.handle = None
+
+
 def subscription(waker: Waker, event: Any, callback: WakeCallback) -> Subscription:
     """A new subscription of ``waker`` to ``event``, whose firing calls ``callback``."""
     if callback is resolve:
-        return Subscription(waker, event)
+        # Made without calling the class: compiled, its allocation then a C set-up.
+        sub = Subscription.__new__(Subscription)
+        set_up_subscription(sub, waker, event)
+        return sub
     return CallbackSubscription(waker, event, callback)
 
 
@@ -514,7 +437,8 @@ class Waker:
         assert started, f"{self!r} started a wait outside its running task"
         # (subscription(), inline: this is every await's)
         if callback is resolve:
-            sub = Subscription(self, event)
+            sub = Subscription.__new__(Subscription)
+            set_up_subscription(sub, self, event)
         else:
             sub = CallbackSubscription(self, event, callback)
         self._subs = sub
@@ -692,6 +616,3 @@ def let_go(handed: Iterable[object]) -> None:
                 obj.close()
         except Exception:  # pragma: no cover - a user's subclass with odd slots
             pass
-
-
-_describe_safely = describe_event
