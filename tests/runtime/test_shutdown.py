@@ -459,3 +459,38 @@ def test_at_shutdown_is_refused_once_the_shutdown_began_and_needs_a_callable() -
     assert len(late) == 1 and "during or after its shutdown" in str(late[0])
     with pytest.raises(RuntimeError, match="during or after its shutdown"):
         rt.at_shutdown(print)
+
+
+def test_shutdown_joins_a_blocking_call_thread_that_already_left_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A thread whose call ends after a shutdown gave up leaves the pool, then
+    # takes a while to end: the next shutdown must still wait for it.
+    class SlowToEnd(threading.Thread):
+        def run(self) -> None:
+            super().run()
+            time.sleep(0.5)
+
+    monkeypatch.setattr(threading, "Thread", SlowToEnd)
+    rt = asyncop.Runtime(1, name="left-pool")
+    release, started = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        started.set()
+        release.wait(30)
+
+    async def call() -> None:
+        await asyncop.spawn_blocking(stuck, abandon=True)
+
+    try:
+        rt.spawn(call)
+        assert started.wait(10)
+        assert rt.shutdown(timeout=0.1) is False
+        release.set()
+        deadline = time.monotonic() + 10
+        while rt._blocking.thread_count() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the thread has left the pool and is ending
+    finally:
+        release.set()
+        assert rt.shutdown(timeout=10) is True
+    assert runtime_threads(rt) == []

@@ -64,6 +64,9 @@ class BlockingPool:
         self._jobs: deque[tuple[Callable[[], None], Label]] = deque()
         self._idle: list[_Thread] = []
         self._threads: list[_Thread] = []
+        # Threads that left the pool and may not have ended yet: shutdown()
+        # joins them too, so that none outlives it (pruned as they end).
+        self._leaving: list[_Thread] = []
         self._seq = 0
         self._closed = False
 
@@ -113,7 +116,7 @@ class BlockingPool:
                     job = thread.label = None
                 if job is None:
                     if self._closed:
-                        self._threads.remove(thread)
+                        self._leave_locked(thread)
                         return
                     self._idle.append(thread)
             if job is not None:
@@ -131,10 +134,16 @@ class BlockingPool:
                 with self._lock:
                     if thread in self._idle and not self._jobs:
                         self._idle.remove(thread)
-                        self._threads.remove(thread)
+                        self._leave_locked(thread)
                         return
                     if thread in self._idle:
                         self._idle.remove(thread)
+
+    def _leave_locked(self, thread: _Thread) -> None:
+        """Take a thread about to return off the pool; ``shutdown()`` still joins it."""
+        self._threads.remove(thread)
+        self._leaving = [t for t in self._leaving if t.handle is not None and t.handle.is_alive()]
+        self._leaving.append(thread)
 
     def busy(self) -> list[tuple[str, str]]:
         """The threads running a job now: (thread name, what the job runs)."""
@@ -168,7 +177,7 @@ class BlockingPool:
         """
         with self._lock:
             self._closed = True
-            threads = list(self._threads)
+            threads = self._threads + self._leaving
             for thread in self._idle:
                 thread.event.set()
             self._idle.clear()
