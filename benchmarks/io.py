@@ -18,6 +18,10 @@ reactor -> worker). The systems:
   of one cross-thread wake each way, the floor of any design that hands a
   readiness to another thread.
 
+Targets: asyncop's time at most 1.5 x asyncio's, and with the compiled
+core at most uvloop's (a check marked ``(compiled)``, n/a when the core
+runs as Python).
+
 ``http``: the page loader's own asyncop HTTP server (zero latency) answers n
 GET requests, 50 in flight at a time, one connection each; the client is
 asyncop (``asyncop.net``) or asyncio (``open_connection``). Reported as
@@ -45,6 +49,7 @@ PINGPONG = workload(
     quick_sizes=(2_000,),
     checks=[
         Ratio("asyncop", "asyncio", limit=1.5),
+        Ratio("asyncop", "uvloop", limit=1.0, compiled=True),
         Ratio("anyio_asyncop", "anyio_asyncio", limit=1.5),
     ],
 )
