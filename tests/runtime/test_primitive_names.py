@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.streams.memory
 import pytest
 
 import asyncop
@@ -146,3 +147,26 @@ def test_a_wait_inside_anyio_code_shows_the_users_await(rt: asyncop.Runtime) -> 
 
     rt.run(main)
     assert seen[0].endswith(f" at {HERE}:{line_of(HERE, 'anyio-receive')}"), seen[0]
+
+
+def test_a_primitive_anyio_makes_in_a_task_of_its_own_shows_anyio_not_the_stepping_thread() -> None:
+    # receive() is the task's whole code, so no line of the task is the
+    # user's. The frames past its coroutine step the task, not make the
+    # event: on the thread of anyio.run() they end in the line that called it.
+    seen: list[str] = []
+
+    async def main() -> None:
+        send, receive = anyio.create_memory_object_stream[int]()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive.receive, name="receives")
+            await anyio.wait_all_tasks_blocked()
+            seen.append(parked_line(asyncop.current_runtime(), "receives"))
+            tg.cancel_scope.cancel()
+        send.close()
+        receive.close()
+
+    options = {"clock": VirtualClock(autojump=True)}
+    anyio.run(main, backend="asyncop", backend_options=options)  # anyio-run
+    assert f"{HERE}:{line_of(HERE, 'anyio-run')}" not in seen[0], seen[0]
+    memory_py = anyio.streams.memory.__file__
+    assert f"waiting on event (made at {memory_py}:" in seen[0], seen[0]
