@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.streams.memory
 import pytest
 
 import asyncop
+import asyncop.lowlevel
 from asyncop.testing import VirtualClock, wait_all_blocked
 
 from ._marked_lines import line_of
@@ -170,3 +172,34 @@ def test_a_primitive_anyio_makes_in_a_task_of_its_own_shows_anyio_not_the_steppi
     assert f"{HERE}:{line_of(HERE, 'anyio-run')}" not in seen[0], seen[0]
     memory_py = anyio.streams.memory.__file__
     assert f"waiting on event (made at {memory_py}:" in seen[0], seen[0]
+
+
+def test_anyio_tasks_show_where_the_user_started_them() -> None:
+    # anyio's start_soon() and start() make the operation: the place is the
+    # user's call of them, and the root's is the call of anyio.run().
+    places: dict[str, tuple[str, int]] = {}
+
+    def note() -> None:
+        op = asyncop.lowlevel.current_task()
+        assert op is not None
+        places[op.name] = (op.filename, op.lineno)
+
+    async def child(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        note()
+        task_status.started()
+
+    async def main() -> None:
+        note()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child, name="soon")  # anyio-start-soon
+            await tg.start(child, name="started")  # anyio-start
+
+    anyio.run(main, backend="asyncop")  # anyio-root
+    assert places == {
+        name: (HERE, line_of(HERE, marker))
+        for name, marker in [
+            (f"{__name__}.{main.__qualname__}", "anyio-root"),
+            ("soon", "anyio-start-soon"),
+            ("started", "anyio-start"),
+        ]
+    }
