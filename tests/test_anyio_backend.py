@@ -12,10 +12,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import os
+import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,6 +29,7 @@ import pytest
 import sniffio
 
 import asyncop
+import asyncop.asyncio_bridge
 from asyncop.testing import VirtualClock
 
 pytestmark = pytest.mark.timeout(30)
@@ -86,6 +92,37 @@ def test_bad_backend_options_are_refused(options: dict[str, Any], error: type) -
 
     with pytest.raises(error):
         anyio.run(main, backend="asyncop", backend_options=options)
+
+
+def test_backend_options_take_every_runtime_argument(tmp_path: Path) -> None:
+    # The live console and the asyncio bridge's host loop are Runtime's
+    # arguments too: an anyio program passes them as backend_options.
+    path = str(tmp_path / "c.sock")
+    made: list[asyncio.AbstractEventLoop] = []
+
+    def loop_factory() -> asyncio.AbstractEventLoop:
+        made.append(asyncio.new_event_loop())
+        return made[-1]
+
+    async def on_the_host_loop() -> bool:
+        return asyncio.get_running_loop() is made[0]
+
+    def ask(request: bytes) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(path)
+            client.sendall(request + b"\n")
+            answer = client.makefile("rb").readline()
+        result: dict[str, Any] = json.loads(answer)
+        return result
+
+    async def main() -> tuple[list[str], bool]:
+        hello = await anyio.to_thread.run_sync(ask, b"hello")
+        return hello["runtimes"], await asyncop.asyncio_bridge.run(on_the_host_loop)
+
+    options = {"console": path, "asyncio_loop_factory": loop_factory, "name": "served"}
+    assert anyio.run(main, backend="asyncop", backend_options=options) == (["served"], True)
+    assert not os.path.exists(path)  # removed as the runtime shut down
 
 
 # ----------------------------------------------------------------------

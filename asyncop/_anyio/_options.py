@@ -16,6 +16,8 @@ RUNTIME_OPTIONS = (
     "max_threads",
     "clock",
     "name",
+    "asyncio_loop_factory",
+    "console",
     "deadlock",
     "deadlock_after",
 )

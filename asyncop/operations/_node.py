@@ -178,11 +178,13 @@ def made_by_user(module: object) -> bool:
     """Whether code of ``module`` (a ``__name__``) can be where a user made something.
 
     Not asyncop's own modules, nor ``threading``, whose frames start every
-    thread: a worker's stack has them below asyncop's and nothing else.
+    thread: a worker's stack has them below asyncop's and nothing else. Nor
+    anyio's: on the ``"asyncop"`` backend its ``start_soon()`` and ``run()``
+    make operations for the user's call of them.
     """
     if not isinstance(module, str):
         return True
-    return not (module == "asyncop" or module.startswith("asyncop.") or module == "threading")
+    return not (module.partition(".")[0] in ("asyncop", "anyio") or module == "threading")
 
 
 # id(code) -> (code, whether it is asyncop's), for _user_frame.

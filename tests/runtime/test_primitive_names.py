@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.abc
+import anyio.streams.memory
 import pytest
 
 import asyncop
+import asyncop.lowlevel
 from asyncop.testing import VirtualClock, wait_all_blocked
 
 from ._marked_lines import line_of
@@ -146,3 +149,57 @@ def test_a_wait_inside_anyio_code_shows_the_users_await(rt: asyncop.Runtime) -> 
 
     rt.run(main)
     assert seen[0].endswith(f" at {HERE}:{line_of(HERE, 'anyio-receive')}"), seen[0]
+
+
+def test_a_primitive_anyio_makes_in_a_task_of_its_own_shows_anyio_not_the_stepping_thread() -> None:
+    # receive() is the task's whole code, so no line of the task is the
+    # user's. The frames past its coroutine step the task, not make the
+    # event: on the thread of anyio.run() they end in the line that called it.
+    seen: list[str] = []
+
+    async def main() -> None:
+        send, receive = anyio.create_memory_object_stream[int]()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive.receive, name="receives")
+            await anyio.wait_all_tasks_blocked()
+            seen.append(parked_line(asyncop.current_runtime(), "receives"))
+            tg.cancel_scope.cancel()
+        send.close()
+        receive.close()
+
+    options = {"clock": VirtualClock(autojump=True)}
+    anyio.run(main, backend="asyncop", backend_options=options)  # anyio-run
+    assert f"{HERE}:{line_of(HERE, 'anyio-run')}" not in seen[0], seen[0]
+    memory_py = anyio.streams.memory.__file__
+    assert f"waiting on event (made at {memory_py}:" in seen[0], seen[0]
+
+
+def test_anyio_tasks_show_where_the_user_started_them() -> None:
+    # anyio's start_soon() and start() make the operation: the place is the
+    # user's call of them, and the root's is the call of anyio.run().
+    places: dict[str, tuple[str, int]] = {}
+
+    def note() -> None:
+        op = asyncop.lowlevel.current_task()
+        assert op is not None
+        places[op.name] = (op.filename, op.lineno)
+
+    async def child(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        note()
+        task_status.started()
+
+    async def main() -> None:
+        note()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child, name="soon")  # anyio-start-soon
+            await tg.start(child, name="started")  # anyio-start
+
+    anyio.run(main, backend="asyncop")  # anyio-root
+    assert places == {
+        name: (HERE, line_of(HERE, marker))
+        for name, marker in [
+            (f"{__name__}.{main.__qualname__}", "anyio-root"),
+            ("soon", "anyio-start-soon"),
+            ("started", "anyio-start"),
+        ]
+    }

@@ -14,10 +14,17 @@ and instruction offset of the first frame outside asyncop (and outside
 anyio, whose classes make asyncop's primitives for their users). The line
 number is worked out from them only when somebody reads it, as for an
 operation's ``lineno``.
+
+In a task the walk ends with the task's coroutine: the frames past it step
+the task and made nothing (on the thread of ``anyio.run()``, which steps
+its tasks, they end in the user's line that called it, a wrong answer). A
+task whose code is anyio's alone (``start_soon(receive_stream.receive)``)
+shows the innermost line of anyio's instead.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from types import CodeType, FrameType
 
@@ -38,33 +45,60 @@ Site = tuple[CodeType | None, int]
 
 _NOWHERE: Site = (None, 0)
 _getframe = sys._getframe
-# id(code) -> (code, whether its frames are skipped); the entry keeps the
-# code alive, so its id is not reused meanwhile. Emptied past _KNOWN_MAX.
-_known: dict[int, tuple[CodeType, bool]] = {}
+
+# What a frame's code is, for the walk: the user's, asyncop's (or
+# threading's), or anyio's.
+_USER, _OURS, _ANYIO = 0, 1, 2
+# Frames of these kinds run a task's coroutines; a generator's may sit
+# between two of them (a yield from in an __await__).
+_COROUTINE = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_IN_TASK = _COROUTINE | inspect.CO_GENERATOR
+# id(code) -> (code, its kind); the entry keeps the code alive, so its id
+# is not reused meanwhile. Emptied past _KNOWN_MAX.
+_known: dict[int, tuple[CodeType, int]] = {}
 _KNOWN_MAX = 4096
 
 
-def _skipped(frame: FrameType) -> bool:
+def _kind(frame: FrameType) -> int:
     code = frame.f_code
     known = _known.get(id(code))
     if known is None or known[0] is not code:
         module = frame.f_globals.get("__name__", "")
-        skip = isinstance(module, str) and (
-            module.split(".", 1)[0] in ("asyncop", "anyio") or module == "threading"
+        top = module.split(".", 1)[0] if isinstance(module, str) else ""
+        kind = (
+            _ANYIO
+            if top == "anyio"
+            else _OURS
+            if top == "asyncop" or module == "threading"
+            else _USER
         )
         if len(_known) >= _KNOWN_MAX:
             _known.clear()
-        known = _known[id(code)] = (code, skip)
+        known = _known[id(code)] = (code, kind)
     return known[1]
 
 
 def site_of_frame(frame: FrameType | None) -> Site:
-    """The first frame from ``frame`` outward that is the user's, as a ``Site``."""
+    """The first frame from ``frame`` outward that is the user's, as a ``Site``.
+
+    The walk stops past the outermost coroutine frame (see the module
+    docstring), where it gives the innermost frame of anyio's it met, if any.
+    """
+    in_task = False
+    anyio_site = _NOWHERE
     while frame is not None:
-        if not _skipped(frame):
+        flags = frame.f_code.co_flags
+        if in_task and not flags & _IN_TASK:
+            return anyio_site  # (past the task's coroutines: the code stepping it)
+        kind = _kind(frame)
+        if kind == _USER:
             return frame.f_code, frame.f_lasti
+        if kind == _ANYIO and anyio_site is _NOWHERE:
+            anyio_site = frame.f_code, frame.f_lasti
+        if flags & _COROUTINE:
+            in_task = True
         frame = frame.f_back
-    return _NOWHERE
+    return anyio_site
 
 
 def made_at(depth: int) -> Site:
