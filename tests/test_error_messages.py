@@ -774,6 +774,22 @@ def t_scope_outside_operation(c: Ctx) -> BaseException:
     return caught(asyncop.scope)
 
 
+def t_module_scope_under_asyncio(c: Ctx) -> BaseException:
+    async def on_asyncio() -> None:
+        async with asyncop.scope():
+            pass
+
+    return caught(asyncio.run, on_asyncio())
+
+
+def t_move_on_after_under_asyncio(c: Ctx) -> BaseException:
+    async def on_asyncio() -> None:
+        async with asyncop.move_on_after(1):
+            pass
+
+    return caught(asyncio.run, on_asyncio())
+
+
 def t_scope_deadline_passed(c: Ctx) -> BaseException:
     async def main() -> None:
         async with asyncop.scope(name="page_load", timeout=1):
@@ -2075,6 +2091,8 @@ CASES = [
     Case("async-scope-outside", t_async_scope_outside_asyncop, RuntimeError, "scope()"),
     Case("scope-other-runtime", t_scope_of_other_runtime, RuntimeError, "'errors_vrt'"),
     Case("scope-outside-operation", t_scope_outside_operation, RuntimeError, "asyncop.scope()"),
+    Case("scope-under-asyncio", t_module_scope_under_asyncio, RuntimeError, "asyncio"),
+    Case("move-on-after-under-asyncio", t_move_on_after_under_asyncio, RuntimeError, "asyncio"),
     Case("scope-deadline-passed", t_scope_deadline_passed, TimeoutError, "'page_load'", "outcome"),
     # primitives
     Case("lock-acquire-in-coroutine", t_lock_acquire_in_coroutine, RuntimeError, "'db_lock'"),

@@ -86,6 +86,7 @@ from ...operations import (
     check_flag,
     keywords_refused,
     only_cancelled,
+    outside_advice,
     park,
     thread_state,
     without_cancelled,
@@ -631,6 +632,9 @@ def _set_up(
     scope._watch = None
 
 
+_OUTSIDE = "outside an operation, write 'with runtime.scope()'"
+
+
 @cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
@@ -662,7 +666,7 @@ def scope(
     if op is None:
         raise RuntimeError(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
-            "none; outside an operation, write 'with runtime.scope()'"
+            f"none; {outside_advice(_OUTSIDE)}"
         )
     runtime: Any = op.runtime  # (owner_of(op), inline)
     # Made without calling the class: compiled, its allocation then a C set-up.
