@@ -334,6 +334,16 @@ def t_scope_exited_out_of_order(c: Ctx) -> BaseException:
     return failure_of(c.vrt, main)
 
 
+def t_scope_exited_twice(c: Ctx) -> BaseException:
+    async def main() -> None:
+        block = asyncop.scope(name="left_scope")
+        await block.__aenter__()
+        await block.__aexit__(None, None, None)
+        await block.__aexit__(None, None, None)
+
+    return failure_of(c.vrt, main)
+
+
 def t_scope_exited_by_another_task(c: Ctx) -> BaseException:
     async def main() -> BaseException:
         held = asyncop.scope(name="other_task_scope")
@@ -2021,6 +2031,7 @@ CASES = [
     Case("scope-exit-not-entered", t_scope_exit_not_entered, RuntimeError, "with statement"),
     Case("scope-aexit-not-entered", t_scope_aexit_not_entered, RuntimeError, "async with"),
     Case("scope-out-of-order", t_scope_exited_out_of_order, RuntimeError, "'outer_scope'"),
+    Case("scope-exited-twice", t_scope_exited_twice, RuntimeError, "'left_scope'"),
     Case("scope-other-task", t_scope_exited_by_another_task, RuntimeError, "'other_task_scope'"),
     Case(
         "scope-other-thread",

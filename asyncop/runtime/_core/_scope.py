@@ -459,13 +459,14 @@ class Scope(ScopeFields):
         task = op._task
         misuse: RuntimeError | None = None
         if op._outcome is not None:
-            # Closed already, by an out-of-order exit of an enclosing scope.
+            # Closed already: exited before, or by an out-of-order exit of
+            # an enclosing scope (an async generator holding it open).
             if exc is not None:
                 return False
             raise RuntimeError(
-                f"scope {op.name!r} was already closed, because a scope around it "
-                "was exited first; do not keep a scope open across a yield of an "
-                "async generator"
+                f"scope {op.name!r} was already exited, or closed because a scope around "
+                "it was exited first; exit each scope once, and do not keep one open "
+                "across a yield of an async generator"
             )
         if task is not _running_task("leaving 'async with scope()'"):
             # Another task's stack of scopes is not this one's to change.
