@@ -2330,6 +2330,14 @@ def t_start_not_callable(c: Ctx) -> BaseException:
         return caught(root.start, 42)
 
 
+def t_start_without_task_status(c: Ctx) -> BaseException:
+    def reports_nothing() -> None:
+        return None
+
+    with c.vrt.scope() as root:
+        return caught(root.start, reports_nothing)
+
+
 def t_start_on_unentered_scope(c: Ctx) -> BaseException:
     return caught(c.vrt.scope().start, noop)
 
@@ -2509,6 +2517,7 @@ CASES += [
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
     Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
     Case("start-not-callable", t_start_not_callable, TypeError, "int"),
+    Case("start-no-task-status", t_start_without_task_status, TypeError, "reports_nothing'"),
     Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
     Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),

@@ -288,8 +288,8 @@ class Scope(ScopeFields):
 
         Raises:
             RuntimeError: the scope has not been entered yet.
-            TypeError: a keyword argument is meant for ``fn`` (bind it with
-                ``functools.partial``).
+            TypeError: ``fn`` takes no ``task_status`` keyword, or a keyword
+                argument is meant for ``fn`` (bind it with ``functools.partial``).
         """
         if keywords and callable(fn):  # (else refused by op.start(), for what fn is)
             raise keywords_refused("start", fn, keywords, ("name",))
