@@ -334,6 +334,16 @@ def t_scope_exited_out_of_order(c: Ctx) -> BaseException:
     return failure_of(c.vrt, main)
 
 
+def t_scope_exited_twice(c: Ctx) -> BaseException:
+    async def main() -> None:
+        block = asyncop.scope(name="left_scope")
+        await block.__aenter__()
+        await block.__aexit__(None, None, None)
+        await block.__aexit__(None, None, None)
+
+    return failure_of(c.vrt, main)
+
+
 def t_scope_exited_by_another_task(c: Ctx) -> BaseException:
     async def main() -> BaseException:
         held = asyncop.scope(name="other_task_scope")
@@ -772,6 +782,22 @@ def t_scope_of_other_runtime(c: Ctx) -> BaseException:
 
 def t_scope_outside_operation(c: Ctx) -> BaseException:
     return caught(asyncop.scope)
+
+
+def t_module_scope_under_asyncio(c: Ctx) -> BaseException:
+    async def on_asyncio() -> None:
+        async with asyncop.scope():
+            pass
+
+    return caught(asyncio.run, on_asyncio())
+
+
+def t_move_on_after_under_asyncio(c: Ctx) -> BaseException:
+    async def on_asyncio() -> None:
+        async with asyncop.move_on_after(1):
+            pass
+
+    return caught(asyncio.run, on_asyncio())
 
 
 def t_scope_deadline_passed(c: Ctx) -> BaseException:
@@ -2005,6 +2031,7 @@ CASES = [
     Case("scope-exit-not-entered", t_scope_exit_not_entered, RuntimeError, "with statement"),
     Case("scope-aexit-not-entered", t_scope_aexit_not_entered, RuntimeError, "async with"),
     Case("scope-out-of-order", t_scope_exited_out_of_order, RuntimeError, "'outer_scope'"),
+    Case("scope-exited-twice", t_scope_exited_twice, RuntimeError, "'left_scope'"),
     Case("scope-other-task", t_scope_exited_by_another_task, RuntimeError, "'other_task_scope'"),
     Case(
         "scope-other-thread",
@@ -2075,6 +2102,8 @@ CASES = [
     Case("async-scope-outside", t_async_scope_outside_asyncop, RuntimeError, "scope()"),
     Case("scope-other-runtime", t_scope_of_other_runtime, RuntimeError, "'errors_vrt'"),
     Case("scope-outside-operation", t_scope_outside_operation, RuntimeError, "asyncop.scope()"),
+    Case("scope-under-asyncio", t_module_scope_under_asyncio, RuntimeError, "asyncio"),
+    Case("move-on-after-under-asyncio", t_move_on_after_under_asyncio, RuntimeError, "asyncio"),
     Case("scope-deadline-passed", t_scope_deadline_passed, TimeoutError, "'page_load'", "outcome"),
     # primitives
     Case("lock-acquire-in-coroutine", t_lock_acquire_in_coroutine, RuntimeError, "'db_lock'"),
@@ -2301,6 +2330,14 @@ def t_start_not_callable(c: Ctx) -> BaseException:
         return caught(root.start, 42)
 
 
+def t_start_without_task_status(c: Ctx) -> BaseException:
+    def reports_nothing() -> None:
+        return None
+
+    with c.vrt.scope() as root:
+        return caught(root.start, reports_nothing)
+
+
 def t_start_on_unentered_scope(c: Ctx) -> BaseException:
     return caught(c.vrt.scope().start, noop)
 
@@ -2480,6 +2517,7 @@ CASES += [
     Case("start-started-after-end", t_start_after_end, RuntimeError, "keeps_its_status'"),
     Case("start-never-started", t_start_without_started, RuntimeError, "never_ready'"),
     Case("start-not-callable", t_start_not_callable, TypeError, "int"),
+    Case("start-no-task-status", t_start_without_task_status, TypeError, "reports_nothing'"),
     Case("start-scope-not-entered", t_start_on_unentered_scope, RuntimeError, "start()"),
     Case("channel-end-closed", t_channel_end_closed, ClosedResourceError, "sender"),
     Case("channel-receivers-closed", t_channel_receivers_closed, BrokenResourceError, "receivers"),

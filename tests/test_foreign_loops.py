@@ -250,6 +250,56 @@ def test_an_operation_awaited_under_asyncio_is_a_clear_type_error(rt: asyncop.Ru
     assert "'foreign_awaited'" in str(error) and "asyncio" in str(error)
 
 
+def _asyncop_blocks(rt: asyncop.Runtime) -> dict[str, Callable[[], Any]]:
+    async def in_block(block: Any) -> None:
+        async with block:
+            pass
+
+    return {
+        "asyncop.scope()": lambda: in_block(asyncop.scope()),
+        "runtime.scope()": lambda: in_block(rt.scope()),
+        "move_on_after()": lambda: in_block(asyncop.move_on_after(1)),
+        "fail_after()": lambda: in_block(asyncop.fail_after(1)),
+        "current_time()": lambda: asyncio.sleep(asyncop.current_time()),
+        "current_runtime()": lambda: asyncio.sleep(0, asyncop.current_runtime()),
+        "stop_requested()": lambda: asyncio.sleep(0, asyncop.stop_requested()),
+    }
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio", "anyio-asyncio", "anyio-trio"])
+@pytest.mark.parametrize(
+    "what",
+    [
+        "asyncop.scope()",
+        "runtime.scope()",
+        "move_on_after()",
+        "fail_after()",
+        "current_time()",
+        "current_runtime()",
+        "stop_requested()",
+    ],
+)
+def test_a_block_or_call_that_needs_an_operation_names_the_loop_it_met(
+    rt: asyncop.Runtime, loop: str, what: str
+) -> None:
+    # What to write outside an operation ("with runtime.scope()", "call it
+    # from an operation's code") would block or fail the other loop's task:
+    # the error names that loop and asyncop.anyio as the way across.
+    error = _under(loop, _asyncop_blocks(rt)[what])
+    assert isinstance(error, RuntimeError), repr(error)
+    message = str(error)
+    assert f"in a task of {loop.rpartition('-')[2]}," in message
+    assert "asyncop.anyio" in message
+    assert "runtime.scope()" not in message.partition(";")[2]
+
+
+def test_a_block_outside_any_loop_still_says_what_to_write_there() -> None:
+    with pytest.raises(RuntimeError, match=r"outside an operation, write 'with runtime.scope\(\)'"):
+        asyncop.scope()
+    with pytest.raises(RuntimeError, match="call it from inside an operation's code"):
+        asyncop.move_on_after(1)
+
+
 # -- work that would never run ---------------------------------------------------
 
 

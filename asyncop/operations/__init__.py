@@ -66,6 +66,7 @@ from ._finalize import transition_to_ended as transition_to_ended
 from ._foreign import awaited_outside_error as awaited_outside_error
 from ._foreign import foreign_failure as foreign_failure
 from ._foreign import foreign_yield_error as foreign_yield_error
+from ._foreign import outside_advice as outside_advice
 from ._guard import describe_fn as describe_fn
 from ._guard import log_user_failure as log_user_failure
 from ._guard import run_isolated as run_isolated

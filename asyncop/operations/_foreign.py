@@ -16,6 +16,10 @@ way across (``asyncop.anyio``; for asyncio code in an asyncop task,
   other loop (it receives the error that loop threw back in).
 - :func:`foreign_failure`: a task ends with the error foreign code raised
   because no loop of its own was running.
+- :func:`outside_advice`: what to do instead, for a call that needs an
+  asyncop operation (``async with asyncop.scope()``, ``move_on_after()``,
+  ``current_time()``...) made in another loop's task, where "call it from an
+  operation's code" would not help.
 
 Nothing here runs on a hot path: each function is called once something
 has already gone wrong.
@@ -28,7 +32,13 @@ from types import FrameType, TracebackType
 
 from ._guard import safe_repr
 
-__all__ = ["awaited_outside_error", "foreign_failure", "foreign_yield_error", "running_loop"]
+__all__ = [
+    "awaited_outside_error",
+    "foreign_failure",
+    "foreign_yield_error",
+    "outside_advice",
+    "running_loop",
+]
 
 # Top-level packages whose objects and failures belong to another loop.
 _FOREIGN = {
@@ -100,6 +110,19 @@ def awaited_outside_error(what: str, thrown: BaseException | None = None) -> Typ
         f"awaitables only run in tasks of an asyncop Runtime: {_WAY_ACROSS}"
     )
     return error
+
+
+def outside_advice(advice: str) -> str:
+    """``advice``, or the way across when another event loop runs in this thread.
+
+    For the errors of calls that need a running asyncop operation: under
+    asyncio or trio, the caller is in that loop's task, and only
+    ``asyncop.anyio`` gets it to asyncop code.
+    """
+    loop = running_loop()
+    if loop is None:
+        return advice
+    return f"it is in a task of {loop}, which cannot run asyncop code: {_WAY_ACROSS}"
 
 
 def foreign_yield_error(obj: object, task_name: str) -> TypeError:

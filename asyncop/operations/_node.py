@@ -596,8 +596,9 @@ class AsyncOperation(OperationFields, Generic[T]):
             BaseException: what ``fn`` raised before calling ``started()``.
             RuntimeError: ``fn`` ended without calling ``started()``, or this
                 operation has ended (a scope that exited).
-            TypeError: ``fn`` is not callable, or a keyword argument is meant
-                for ``fn`` (bind it with ``functools.partial``).
+            TypeError: ``fn`` is not callable or takes no ``task_status``
+                keyword, or a keyword argument is meant for ``fn`` (bind it
+                with ``functools.partial``).
         """
         if keywords and callable(fn):  # (else refused below, for what fn is)
             raise keywords_refused("start", fn, keywords, ("name",))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, final
 
 from ..operations import (
     AsyncOperation,
+    outside_advice,
     safe_str,
     stop_requested_of,
     thread_state,
@@ -174,6 +175,9 @@ def describe_stop_locked(runtime: Kernel, op: AsyncOperation) -> str:
 # -- what running work sees ----------------------------------------------------
 
 
+_FROM_CODE = "call it from an operation's code, or read op.token.stop_requested"
+
+
 def stop_requested() -> bool:
     """Whether the calling operation was asked to stop (or is cancelled).
 
@@ -191,7 +195,7 @@ def stop_requested() -> bool:
     if op is None:
         raise RuntimeError(
             "asyncop.stop_requested() needs a running asyncop operation, and this thread "
-            "runs none; call it from an operation's code, or read op.token.stop_requested"
+            f"runs none; {outside_advice(_FROM_CODE)}"
         )
     return stop_requested_of(op)
 

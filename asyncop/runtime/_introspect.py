@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..operations import AsyncOperation, current_operation
+from ..operations import AsyncOperation, current_operation, outside_advice
 
 if TYPE_CHECKING:
     from ._scheduler import Runtime
@@ -32,13 +32,16 @@ def current_runtime() -> Runtime:
     return runtime_of_caller("current_runtime()")
 
 
+_INSIDE = "call it from inside an operation's code"
+
+
 def runtime_of_caller(what: str) -> Runtime:
     """The runtime of the operation the calling thread is running."""
     op = current_operation()
     if op is None:
         raise RuntimeError(
             f"{what} needs a running asyncop operation, and this thread is not running one; "
-            "call it from inside an operation's code"
+            f"{outside_advice(_INSIDE)}"
         )
     return owner_of(op)
 

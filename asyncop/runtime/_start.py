@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final, overload
 
@@ -275,6 +276,19 @@ def _start_blocking(
     return status._outcome()
 
 
+def _takes_task_status(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` accepts the ``task_status`` keyword; True when that cannot be told."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return True
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "task_status" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in parameters
+    )
+
+
 def start(
     target: AsyncOperation,
     fn: Callable[..., Any],
@@ -289,6 +303,12 @@ def start(
         raise TypeError(
             f"start() needs a function, got {type(fn).__name__}; pass a function that "
             "takes a task_status keyword"
+        )
+    if not _takes_task_status(fn):
+        raise TypeError(
+            f"start() calls {describe_fn(fn)!r} with a task_status keyword, which it does "
+            "not take; give it a keyword parameter 'task_status' and call "
+            "task_status.started() once it is ready, or spawn() it instead"
         )
     if thread_state().task is not None:
         return _start_async(target, fn, args, name)

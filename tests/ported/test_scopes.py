@@ -616,3 +616,16 @@ async def test_child_awaiting_its_own_scope_raises(autojump_clock: VirtualClock)
 async def test_scope_names(autojump_clock: VirtualClock) -> None:
     async with asyncop.scope(name="load_page") as s:
         assert s.name == "load_page"
+
+
+@pytest.mark.asyncop
+@pytest.mark.parametrize("make", [asyncop.scope, lambda: asyncop.move_on_after(5)])
+async def test_a_scope_exited_twice_says_so(make: Any) -> None:
+    # A second exit of a block already left is refused; the message names
+    # that misuse, not only the async generator case.
+    block = make()
+    await block.__aenter__()
+    await block.__aexit__(None, None, None)
+    with pytest.raises(RuntimeError, match="was already exited") as caught:
+        await block.__aexit__(None, None, None)
+    assert "exit each scope once" in str(caught.value)

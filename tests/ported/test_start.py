@@ -273,3 +273,45 @@ def test_started_from_another_thread(vruntime: asyncop.Runtime) -> None:
             return str(await s.start(fn))
 
     assert vruntime.run(main) == "from thread"
+
+
+async def reports_nothing(seconds: float) -> None:
+    await asyncop.sleep(seconds)
+
+
+class _StartableObject:
+    async def __call__(self, *, task_status: TaskStatus[str]) -> None:
+        task_status.started("from __call__")
+
+
+async def takes_any_keyword(**kwargs: Any) -> None:
+    kwargs["task_status"].started("from **kwargs")
+
+
+@pytest.mark.asyncop
+async def test_start_of_a_function_without_task_status_says_what_to_add(
+    autojump_clock: VirtualClock,
+) -> None:
+    # The call would fail inside the child with Python's own "unexpected
+    # keyword argument": start() refuses it first, naming the function and
+    # the parameter to add, and starts nothing.
+    async with asyncop.scope() as s:
+        with pytest.raises(TypeError, match="'reports_nothing' with a task_status keyword") as e:
+            await s.start(reports_nothing, 1)
+        assert "give it a keyword parameter 'task_status'" in str(e.value)
+        assert s.children() == []
+
+
+@pytest.mark.asyncop
+async def test_start_accepts_task_status_by_any_spelling(autojump_clock: VirtualClock) -> None:
+    async with asyncop.scope() as s:
+        assert await s.start(_StartableObject()) == "from __call__"
+        assert await s.start(takes_any_keyword) == "from **kwargs"
+
+
+def test_start_of_a_function_without_task_status_from_a_thread(
+    vruntime: asyncop.Runtime,
+) -> None:
+    expected = "'reports_nothing' with a task_status keyword"
+    with vruntime.scope() as s, pytest.raises(TypeError, match=expected):
+        s.start(reports_nothing, 1)

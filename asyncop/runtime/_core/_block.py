@@ -40,6 +40,7 @@ from ...operations import (
     _current,
     _thread_local,
     only_cancelled,
+    outside_advice,
     thread_state,
     walk,
 )
@@ -70,6 +71,9 @@ __all__ = [
 _INF = float("inf")
 
 
+_IN_TASK = "call it from an async def function that asyncop runs"
+
+
 def _running_task(what: str) -> Any:
     """The task state of the task the calling thread steps; RuntimeError if none."""
     if cython.compiled:
@@ -82,8 +86,7 @@ def _running_task(what: str) -> Any:
             task = thread_state().task
     if task is None:
         raise RuntimeError(
-            f"{what} needs a coroutine operation of asyncop; call it from an async def "
-            "function that asyncop runs"
+            f"{what} needs a coroutine operation of asyncop; {outside_advice(_IN_TASK)}"
         )
     return task
 

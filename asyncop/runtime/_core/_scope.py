@@ -86,6 +86,7 @@ from ...operations import (
     check_flag,
     keywords_refused,
     only_cancelled,
+    outside_advice,
     park,
     thread_state,
     without_cancelled,
@@ -287,8 +288,8 @@ class Scope(ScopeFields):
 
         Raises:
             RuntimeError: the scope has not been entered yet.
-            TypeError: a keyword argument is meant for ``fn`` (bind it with
-                ``functools.partial``).
+            TypeError: ``fn`` takes no ``task_status`` keyword, or a keyword
+                argument is meant for ``fn`` (bind it with ``functools.partial``).
         """
         if keywords and callable(fn):  # (else refused by op.start(), for what fn is)
             raise keywords_refused("start", fn, keywords, ("name",))
@@ -458,13 +459,14 @@ class Scope(ScopeFields):
         task = op._task
         misuse: RuntimeError | None = None
         if op._outcome is not None:
-            # Closed already, by an out-of-order exit of an enclosing scope.
+            # Closed already: exited before, or by an out-of-order exit of
+            # an enclosing scope (an async generator holding it open).
             if exc is not None:
                 return False
             raise RuntimeError(
-                f"scope {op.name!r} was already closed, because a scope around it "
-                "was exited first; do not keep a scope open across a yield of an "
-                "async generator"
+                f"scope {op.name!r} was already exited, or closed because a scope around "
+                "it was exited first; exit each scope once, and do not keep one open "
+                "across a yield of an async generator"
             )
         if task is not _running_task("leaving 'async with scope()'"):
             # Another task's stack of scopes is not this one's to change.
@@ -631,6 +633,9 @@ def _set_up(
     scope._watch = None
 
 
+_OUTSIDE = "outside an operation, write 'with runtime.scope()'"
+
+
 @cython.locals(state="CThreadState", task="CTask", op="CNode")
 def scope(
     *,
@@ -662,7 +667,7 @@ def scope(
     if op is None:
         raise RuntimeError(
             "asyncop.scope() needs a running operation to attach to, and this thread runs "
-            "none; outside an operation, write 'with runtime.scope()'"
+            f"none; {outside_advice(_OUTSIDE)}"
         )
     runtime: Any = op.runtime  # (owner_of(op), inline)
     # Made without calling the class: compiled, its allocation then a C set-up.
