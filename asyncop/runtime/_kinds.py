@@ -63,13 +63,23 @@ def kind_of(fn: Any, name: str | None, seed_shape: bool) -> tuple[OpKind, str | 
         )
     else:
         body = code_of_call(fn)
-        if inspect.iscoroutinefunction(body) or any(body is maker for maker in TASK_MAKERS):
+        if inspect.iscoroutinefunction(body) or _makes_a_task(body):
             kind = OpKind.CORO
         elif inspect.isasyncgenfunction(body):
             raise _async_generator_refused(fn)
         else:
             kind = OpKind.SYNC
     return kind, name
+
+
+def _makes_a_task(body: object) -> bool:
+    """Whether ``body`` (or the function of a bound method) is one of ``TASK_MAKERS``.
+
+    Compared by identity: ``==`` and hashing are a user object's to define,
+    and may raise.
+    """
+    func = getattr(body, "__func__", body) if inspect.ismethod(body) else body
+    return any(func is maker for maker in TASK_MAKERS)
 
 
 def code_of_call(fn: object) -> object:

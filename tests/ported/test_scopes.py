@@ -247,12 +247,50 @@ def test_spawning_asyncops_own_waits_makes_tasks_that_wait(vruntime: asyncop.Run
     vruntime.run(main)
 
 
-@pytest.mark.parametrize("make", [asyncop.Event().wait_async, lambda: asyncop.sleep(1)])
+def test_spawning_the_waits_of_events_and_channels_makes_tasks_that_wait(
+    vruntime: asyncop.Runtime,
+) -> None:
+    # As nursery.start_soon(event.wait) and start_soon(send_channel.send, x).
+    async def main() -> None:
+        event, channel = asyncop.Event(), asyncop.Channel[str](0)
+        pair = asyncop.Channel[int](0)
+        sender, receiver = pair.sender(), pair.receiver()
+        async with asyncop.scope() as s:
+            waiter = s.spawn(event.wait_async)
+            got = s.spawn(channel.recv_async)
+            sent = s.spawn(channel.send_async, "item")
+            got_end = s.spawn(receiver.recv_async)
+            s.spawn(functools.partial(sender.send_async, 7))
+            await asyncop.sleep(1)
+            assert waiter.state is asyncop.OperationState.RUNNING
+            event.set()
+        assert (await waiter, await got, await sent, await got_end) == (None, "item", None, 7)
+        assert [waiter.name, got.name] == ["Event.wait_async", "Channel.recv_async"]
+
+    vruntime.run(main)
+
+
+def test_a_cancelled_receive_task_takes_no_item(vruntime: asyncop.Runtime) -> None:
+    async def main() -> None:
+        channel = asyncop.Channel[int](1)
+        async with asyncop.scope() as s:
+            receive = s.spawn(channel.recv_async)
+            await asyncop.sleep(1)
+            s.cancel()
+        assert receive.state is asyncop.OperationState.CANCELLED
+        channel.try_send(1)
+        assert channel.try_recv() == 1
+
+    vruntime.run(main)
+
+
+@pytest.mark.parametrize("make", [asyncop.Lock().lock_async, lambda: asyncop.sleep(1)])
 def test_spawning_a_plain_function_that_returns_a_wait_is_refused(
     vruntime: asyncop.Runtime, make: Any
 ) -> None:
     # Other functions that make an awaitable run as plain functions: the wait
-    # they return would never run.
+    # they return would never run. (A task that took a lock or a permit
+    # would take it with it as it ends.)
     async def main() -> None:
         async with asyncop.scope() as s:
             s.spawn(make)

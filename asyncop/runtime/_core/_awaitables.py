@@ -31,7 +31,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, NoReturn, final
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
 
 from ...operations import (
     AsyncOperation,
@@ -72,6 +72,7 @@ __all__ = [
     "sleep",
     "sleep_forever",
     "sleep_until",
+    "task_maker",
     "writable",
 ]
 
@@ -475,12 +476,26 @@ def protocol_event(ev: object, name: str) -> tuple[bool, BaseException | None]:
         return True, exc
 
 
-# The factories a task may be made of, as in spawn(asyncop.sleep_forever) or
-# spawn(asyncop.sleep, 10): trio's and anyio's habit, where these are async
-# functions. The task awaits the event its first call makes (``awaiting``).
-TASK_MAKERS: frozenset[object] = frozenset(
-    (checkpoint, sleep, sleep_until, sleep_forever, readable, writable)
-)
+# The factories a task may be made of, as in spawn(asyncop.sleep_forever),
+# spawn(asyncop.sleep, 10) or spawn(event.wait_async): trio's and anyio's
+# habit, where these are async functions. The task awaits the event its first
+# call makes (``awaiting``). A method is listed by its function, marked with
+# ``task_maker`` where its class is defined; the set is complete once
+# asyncop is imported.
+TASK_MAKERS: set[object] = {checkpoint, sleep, sleep_until, sleep_forever, readable, writable}
+
+_Maker = TypeVar("_Maker", bound=Callable[..., Any])
+
+
+def task_maker(fn: _Maker) -> _Maker:
+    """Mark ``fn``, which returns an asyncop awaitable, as a function a task may be made of.
+
+    For methods whose waits a task can stand for on its own: waiting for an
+    event, sending or receiving one item. Not for acquiring a lock or a
+    permit, which a task would take with it as it ends.
+    """
+    TASK_MAKERS.add(fn)
+    return fn
 
 
 async def awaiting(event: WaitEvent[Any]) -> Any:

@@ -469,6 +469,7 @@ def _first_coroutine(
     """
     fn = op._fn
     assert fn is not None
+    coro: Coroutine[Any, Any, Any]  # (or, until checked below, whatever fn returned)
     try:
         if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
             # Calling an async def function only binds its arguments and makes the coroutine:
@@ -485,10 +486,10 @@ def _first_coroutine(
         # failure, its frames and the task would wait for the collector.
         del op, task
         return None
-    if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
-        if isinstance(coro, WaitEvent):  # spawn(asyncop.sleep, 1): the task awaits the sleep
+    if type(coro) is not CoroutineType:
+        if isinstance(coro, WaitEvent):  # spawn(event.wait_async); some pass as a Coroutine
             coro = awaiting(coro)
-        else:
+        elif not isinstance(coro, Coroutine):
             charge(op, meter, start)
             _finish(task, Outcome.VALUE, coro, None)
             return None

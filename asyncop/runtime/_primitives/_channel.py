@@ -51,6 +51,7 @@ from ...operations import (
     thread_state,
 )
 from ...platform import check_timeout
+from .._core._awaitables import task_maker
 from .._core._waker import Subscription, WaitEvent
 from ._channel_ends import (
     ChannelReceiver,
@@ -276,6 +277,7 @@ class Channel(Receiving[T]):
 
     # -- coroutines ----------------------------------------------------------------
 
+    @task_maker
     def send_async(self, item: T) -> WaitEvent[None]:
         """Send from a coroutine, waiting for room (or a receiver). A cancellation point.
 
@@ -288,6 +290,7 @@ class Channel(Receiving[T]):
     def _send_async(self, item: T, end: End[T]) -> WaitEvent[None]:
         return _Send(self, item, end)
 
+    @task_maker
     def recv_async(self) -> WaitEvent[T]:
         """Receive in a coroutine, waiting for an item. A cancellation point.
 

@@ -44,7 +44,7 @@ from ...operations import (
     blocking_in_task_error,
     thread_state,
 )
-from .._core._awaitables import checkpoint
+from .._core._awaitables import checkpoint, task_maker
 from ._waiters import remove_waiter
 
 if TYPE_CHECKING:
@@ -242,6 +242,7 @@ class ChannelSender(_End[T]):
     def _last_closed(self) -> None:
         self._channel.close()
 
+    @task_maker
     def send_async(self, item: T) -> WaitEvent[None]:
         """``Channel.send_async`` through this end: a cancellation point.
 
@@ -320,6 +321,7 @@ class ChannelReceiver(_End[T], Receiving[T]):
     def _last_closed(self) -> None:
         _break(self._channel)
 
+    @task_maker
     def recv_async(self) -> WaitEvent[T]:
         """``Channel.recv_async`` through this end: a cancellation point.
 

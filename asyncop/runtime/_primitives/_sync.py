@@ -55,6 +55,7 @@ from ...operations import (
     thread_state,
 )
 from ...platform import check_timeout
+from .._core._awaitables import task_maker
 from .._core._task import TaskState
 from .._core._waker import SelfSuspendedEvent, Subscription, WaitEvent
 from ._lock_cycles import cycle_error, holder_text
@@ -516,6 +517,7 @@ class Event:
         with self._mutex:
             return EventStatistics(live_waiters(self._waiters))
 
+    @task_maker
     def wait_async(self) -> WaitEvent[None]:
         """Wait in a coroutine until the flag is set. A cancellation point."""
         return _EventWait(self)
