@@ -296,18 +296,22 @@ class _Timeout(WaitEvent):
 
 # Stands for the operation left out, as in asyncio's ``async with timeout(5):``.
 _NO_OP: Any = object()
+_INF = float("inf")
 
 
 @overload
-def timeout(seconds: float, op: AsyncOperation[V]) -> WaitEvent[V]: ...
+def timeout(seconds: float | None, op: AsyncOperation[V]) -> WaitEvent[V]: ...
 
 
 @overload
-def timeout(seconds: float) -> NoReturn: ...
+def timeout(seconds: float | None) -> NoReturn: ...
 
 
-def timeout(seconds: float, op: AsyncOperation[V] = _NO_OP) -> WaitEvent[V]:
+def timeout(seconds: float | None, op: AsyncOperation[V] = _NO_OP) -> WaitEvent[V]:
     """Wait for ``op`` for at most ``seconds``; it keeps running after a timeout.
+
+    ``None`` (or ``math.inf``) sets no limit, as for ``move_on_after`` and
+    asyncio's ``wait_for``.
 
     ``timeout(seconds)`` alone, asyncio's ``async with timeout(5):``, raises
     TypeError: the block form is ``fail_after`` (or ``move_on_after``).
@@ -333,7 +337,7 @@ def timeout(seconds: float, op: AsyncOperation[V] = _NO_OP) -> WaitEvent[V]:
                 f"timeout() needs an operation as 'op', got {_refused(op)}; "
                 "pass the result of spawn() or create()"
             )
-        return _Timeout(_seconds(seconds, "timeout()"), op)
+        return _Timeout(_INF if seconds is None else _seconds(seconds, "timeout()"), op)
     except BaseException:
         let_go((seconds, op))  # (the arguments may be swapped: either can be an event)
         raise

@@ -356,6 +356,18 @@ async def test_timeout_helper_leaves_the_operation_running(autojump_clock: Virtu
 
 
 @pytest.mark.asyncop
+@pytest.mark.parametrize("no_limit", [None, math.inf])
+async def test_timeout_with_no_limit_waits_as_long_as_it_takes(
+    autojump_clock: VirtualClock, no_limit: float | None
+) -> None:
+    # As asyncio.wait_for(aw, None), and as move_on_after(None).
+    async with asyncop.scope() as s:
+        op = s.spawn(nap, 10_000)
+        assert await asyncop.timeout(no_limit, op) == "woke"
+        assert asyncop.current_time() == 10_000
+
+
+@pytest.mark.asyncop
 async def test_race_gives_the_first(autojump_clock: VirtualClock) -> None:
     async with asyncop.scope() as s:
         slow = s.spawn(nap, 5)
