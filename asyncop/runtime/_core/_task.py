@@ -78,7 +78,7 @@ from ...operations import (
     transition_to_running,
     without_cancelled,
 )
-from ...platform import _coro
+from ...platform import _coro, _gc
 from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait, awaiting, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
@@ -137,8 +137,7 @@ class TaskState(Waker):
         # Set once a Cancelled caused by the task's own cancel was raised
         # into the coroutine: from then on its result is discarded.
         self.saw_cancel = False
-        # (Compiled, off the collector's lists once the runtime links the
-        # task: see link_new_locked, in _spawn.py.)
+        # (Compiled, off the collector's lists once linked: see link_new_locked.)
 
     def suspension_point(self) -> tuple[str, int] | None:
         """Where the coroutine is suspended: its innermost awaiting frame.
@@ -485,15 +484,19 @@ def _first_coroutine(
         # failure, its frames and the task would wait for the collector.
         del op, task
         return None
-    if type(coro) is not CoroutineType and not isinstance(coro, Coroutine):
+    native = type(coro) is CoroutineType
+    if not native and not isinstance(coro, Coroutine):
         if isinstance(coro, WaitEvent):  # spawn(asyncop.sleep, 1): the task awaits the sleep
             coro = awaiting(coro)
         else:
             charge(op, meter, start)
             _finish(task, Outcome.VALUE, coro, None)
             return None
+    if cython.compiled and native and not _gc.is_tracked(op):
+        # Reached through the runtime until _finish, as its linked node is: see link_new_locked.
+        _gc.untrack(coro)
     task.coro = coro
-    return coro
+    return task.coro
 
 
 def _resumed(task: TaskState, error: BaseException | None) -> BaseException | None:
@@ -665,7 +668,10 @@ def _finish(
     if task.saw_cancel and outcome is _value:
         # Cancelled was delivered and caught: the value is discarded.
         outcome, value = _cancelled, None
-    # Drop the finished coroutine now: its frames reference the operation.
+    # Drop the finished coroutine now: its frames reference the operation. Compiled, back on the
+    # collector's lists first (see _first_coroutine): CPython frees a coroutine as a tracked one.
+    if cython.compiled and task.coro is not None:
+        _gc.track(task.coro)
     task.coro = None
     if task.outer:
         # Scopes left open (an async generator holding one across a yield):
