@@ -10,6 +10,7 @@ compiled. ``asyncop.lowlevel.is_compiled()`` says which form runs, and the
 from __future__ import annotations
 
 import ast
+import contextvars
 import gc
 import importlib.machinery
 import json
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import types
 import weakref
 from pathlib import Path
 from typing import Any
@@ -313,6 +315,131 @@ def test_a_task_made_and_never_started_is_freed() -> None:
         ref = weakref.ref(runtime.create(work))
         gc.collect()
         assert ref() is None
+
+
+_CARRIED: contextvars.ContextVar[object] = contextvars.ContextVar("_CARRIED")
+
+
+class _Cycle:
+    """An object in a garbage cycle of its own: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+        self.frame: types.FrameType | None = None
+
+
+async def _parks_and_sets(marker: _Cycle, event: asyncop.Event) -> None:
+    _CARRIED.set(marker)
+    await event.wait_async()
+
+
+def test_compiled_a_parked_tasks_coroutine_and_context_add_no_object_to_the_collectors_passes() -> (
+    None
+):
+    # A task is reached through the runtime until it ends: compiled, the
+    # collector skips its coroutine and its context until then (as Python
+    # both are on the collector's lists, as any coroutine and context are).
+    marker = _Cycle()
+    seen: list[tuple[bool, bool]] = []
+
+    def visited() -> tuple[bool, bool]:
+        code = _parks_and_sets.__code__
+        objs = gc.get_objects()
+        coro = any(type(o) is types.CoroutineType and o.cr_code is code for o in objs)
+        ctx = any(type(o) is contextvars.Context and o.get(_CARRIED) is marker for o in objs)
+        return coro, ctx
+
+    async def main() -> None:
+        event = asyncop.Event()
+        async with asyncop.scope() as s:
+            s.spawn(_parks_and_sets, marker, event)
+            await asyncop.checkpoint()
+            seen.append(visited())
+            event.set()
+        seen.append(visited())
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    python = not asyncop.lowlevel.is_compiled()
+    assert seen == [(python, python), (False, False)]
+
+
+async def _ends_in_a_frame_cycle(
+    way: str, event: asyncop.Event, made: list[weakref.ref[_Cycle]]
+) -> None:
+    # A garbage cycle through the coroutine's frame and its locals, which
+    # outlives the coroutine: the frame object keeps its locals once it ends.
+    cycle = _Cycle()
+    cycle.frame = sys._getframe()
+    made.append(weakref.ref(cycle))
+    _CARRIED.set(cycle)  # and one through the task's context
+    if way == "raised":
+        await asyncop.checkpoint()
+        raise ValueError(cycle)
+    if way == "cancelled while parked":
+        await event.wait_async()
+    await asyncop.checkpoint()
+
+
+_WAYS = [
+    "returned",
+    "raised",
+    "cancelled while parked",
+    "cancelled before its first step",
+    "failed before its first step",
+    "refused by an ended scope",
+]
+
+
+def _cycles_of_task_ending(way: str) -> list[weakref.ref[_Cycle]]:
+    """Run a task that ends in ``way``; references to the garbage cycles it made or was given."""
+    given = _Cycle()
+    refs = [weakref.ref(given)]
+    event = asyncop.Event()
+
+    def spawn(s: asyncop.AsyncOperation[Any]) -> asyncop.AsyncOperation[None]:
+        # The given cycle rides in the task's context alone: the spawner's drops it.
+        token = _CARRIED.set(given)
+        try:
+            if way == "failed before its first step":  # called with an argument too many
+                return s.spawn(_ends_in_a_frame_cycle, way, event, refs, None)  # type: ignore[call-arg]
+            return s.spawn(_ends_in_a_frame_cycle, way, event, refs)
+        finally:
+            _CARRIED.reset(token)
+
+    async def main() -> None:
+        async with asyncop.scope(supervise=True) as s:
+            if way == "cancelled before its first step":
+                spawn(s)
+                s.cancel()
+            elif way != "refused by an ended scope":
+                op = spawn(s)
+                await asyncop.checkpoint()  # the task's first step
+                if way == "cancelled while parked":
+                    op.cancel()
+                await asyncop.checkpoint()
+                if way in ("raised", "failed before its first step"):
+                    assert op.error is not None  # observed
+        if way == "refused by an ended scope":
+            with pytest.raises(RuntimeError, match="cannot spawn into scope"):
+                spawn(s)
+
+    with asyncop.Runtime(1) as runtime:
+        runtime.run(main)
+    return refs
+
+
+@pytest.mark.parametrize("way", _WAYS)
+def test_a_garbage_cycle_through_an_ended_tasks_frame_or_context_is_collected(way: str) -> None:
+    # Compiled, a linked task's coroutine and context are off the collector's
+    # lists while it runs; they go back on them as it ends, however it ends,
+    # before the runtime lets go of them: its cycles are then collected (and
+    # freeing either while off the lists would crash the interpreter).
+    refs = _cycles_of_task_ending(way)
+    started = way in ("returned", "raised", "cancelled while parked")
+    assert len(refs) == (2 if started else 1)
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * len(refs)
 
 
 def test_the_calls_every_operation_makes_on_its_runtime_are_methods_of_its_c_bases() -> None:

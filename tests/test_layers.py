@@ -111,6 +111,11 @@ FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
         "link_new_locked calls the module's untrack, which compiled is the C function of "
         "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"
     ),
+    ("asyncop.runtime._core._task", "asyncop.platform._gc"): (
+        "_first_coroutine and _finish call the module's untrack and track, which compiled are "
+        "the C functions of _gc.pxd: Cython turns module.name into a C call only for a module "
+        "it cimports"
+    ),
     ("asyncop.operations._finalize", "asyncop.platform._gc"): (
         "transition_to_ended calls the module's track, which compiled is the C function of "
         "_gc.pxd: Cython turns module.name into a C call only for a module it cimports"

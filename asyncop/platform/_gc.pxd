@@ -16,7 +16,11 @@ cdef inline object untrack(object obj):
 
 # Put obj back on the collector's lists (a no-op if it is on them: tracking
 # an object twice is a fatal error).
-cdef inline object track(object obj):
+cdef inline void track(object obj):
     if not PyObject_GC_IsTracked(obj):
         PyObject_GC_Track(<void*>obj)
-    return obj
+
+
+# Whether the collector visits obj (it is on its lists).
+cdef inline bint is_tracked(object obj):
+    return PyObject_GC_IsTracked(obj)

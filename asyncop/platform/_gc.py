@@ -14,9 +14,10 @@ object as it is: it is then visited, as any object is.
 
 from __future__ import annotations
 
+import gc
 from typing import TypeVar
 
-__all__ = ["track", "untrack"]
+__all__ = ["is_tracked", "track", "untrack"]
 
 _T = TypeVar("_T")
 
@@ -26,6 +27,10 @@ def untrack(obj: _T) -> _T:
     return obj
 
 
-def track(obj: _T) -> _T:
-    """Return ``obj`` (compiled, put back on the collector's lists if it is off them)."""
-    return obj
+def track(obj: object) -> None:
+    """Compiled, put ``obj`` back on the collector's lists if it is off them."""
+
+
+def is_tracked(obj: object) -> bool:
+    """Whether the collector visits ``obj``: whether it is on the collector's lists."""
+    return gc.is_tracked(obj)

@@ -215,6 +215,13 @@ class NodeHooks(TimerCalls):
         # Break the operation <-> task state <-> waker cycle, and drop the
         # context: a finished operation is then freed by reference counting
         # alone, without waiting for (and feeding) the garbage collector.
+        ctx = node._ctx
+        if cython.compiled and ctx is not None:
+            # A linked task's context is off the collector's lists (see
+            # link_new_locked): back on them before this reference goes,
+            # which may be its last (CPython frees a context as a tracked
+            # object), and before a cycle through a value in it can be garbage.
+            _gc.track(ctx)
         node._ctx = None
         node._task = None
 
@@ -351,14 +358,19 @@ def link_new_locked(
         )
     if cython.compiled and op._kind is _coro:
         # Linked, a task is reached through the runtime until it is final:
-        # its node and its state go off the collector's lists, a pass then
-        # has two objects fewer per task to count and visit. The node's end
-        # puts it back (see "The collector" in operations/_finalize.py); the
-        # state's one cycle, through the node's ``_task``, is broken as the
-        # node becomes final (``_on_final_locked``), and its end drops the
-        # coroutine and the last wait (``_task._finish``).
+        # its node, its state and its context go off the collector's lists,
+        # a pass then has three objects fewer per task to count and visit
+        # (its first step takes its coroutine off too: ``_task._first_coroutine``).
+        # The node's end puts it back (see "The collector" in
+        # operations/_finalize.py); the state's one cycle, through the
+        # node's ``_task``, is broken as the node becomes final
+        # (``_on_final_locked``, which puts the context back before it lets
+        # go of it), and its end drops the coroutine and the last wait
+        # (``_task._finish``).
         _gc.untrack(op)
         _gc.untrack(op._task)
+        if op._ctx is not None:
+            _gc.untrack(op._ctx)
     after: After | None = None
     if op._kind is _scope:
         if parent is None:

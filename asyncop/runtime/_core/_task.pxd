@@ -12,6 +12,7 @@ from asyncop.operations._finalize cimport transition_to_ended
 from asyncop.operations._hooks cimport run_after
 from asyncop.operations._state cimport transition_to_running
 from asyncop.platform cimport _coro
+from asyncop.platform cimport _gc
 from asyncop.runtime._core._fields cimport KernelFields as CKernel
 from asyncop.runtime._core._usage cimport CpuMeter as CCpuMeter
 from asyncop.runtime._core._usage cimport charge
@@ -60,6 +61,7 @@ cpdef bint _hand_in(coro, BaseException error, CThreadState state) except -1
 
 cpdef _checkpoint(CKernel runtime, TaskState task, CThreadState state)
 
+@cython.locals(native=bint)
 cpdef _first_coroutine(TaskState task, CNode op, ctx, CCpuMeter meter, double start)
 
 cpdef _resumed(TaskState task, error)

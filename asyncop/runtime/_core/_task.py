@@ -78,7 +78,7 @@ from ...operations import (
     transition_to_running,
     without_cancelled,
 )
-from ...platform import _coro
+from ...platform import _coro, _gc
 from ._abandon import close_open_scopes
 from ._awaitables import CHECKPOINT, OpWait, awaiting, protocol_event
 from ._scope_task import ScopeDone, suspend_for_children
@@ -137,8 +137,7 @@ class TaskState(Waker):
         # Set once a Cancelled caused by the task's own cancel was raised
         # into the coroutine: from then on its result is discarded.
         self.saw_cancel = False
-        # (Compiled, off the collector's lists once the runtime links the
-        # task: see link_new_locked, in _spawn.py.)
+        # (Compiled, off the collector's lists once linked: see link_new_locked.)
 
     def suspension_point(self) -> tuple[str, int] | None:
         """Where the coroutine is suspended: its innermost awaiting frame.
@@ -480,21 +479,24 @@ def _first_coroutine(
     except BaseException as exc:
         charge(op, meter, start)
         _finish(task, Outcome.ERROR, None, strip_own_frame(exc))
-        # The failure's traceback keeps the frame that raised it, and that
-        # frame keeps this one (its f_back) with the locals it has when it
-        # returns: let go of the task, which keeps the failure, or the
-        # failure, its frames and the task would wait for the collector.
+        # The failure's traceback keeps this frame (the raising frame's f_back) with its
+        # locals: let go of the task, which keeps the failure, or the failure, its frames
+        # and the task would wait for the collector.
         del op, task
         return None
-    if type(coro) is not CoroutineType:
+    native = type(coro) is CoroutineType
+    if not native:
         if isinstance(coro, WaitEvent):  # spawn(event.wait_async); some pass as a Coroutine
             coro = awaiting(coro)
         elif not isinstance(coro, Coroutine):
             charge(op, meter, start)
             _finish(task, Outcome.VALUE, coro, None)
             return None
+    if cython.compiled and native and not _gc.is_tracked(op):
+        # Reached through the runtime until _finish, as its linked node is: see link_new_locked.
+        _gc.untrack(coro)
     task.coro = coro
-    return coro
+    return task.coro
 
 
 def _resumed(task: TaskState, error: BaseException | None) -> BaseException | None:
@@ -666,7 +668,10 @@ def _finish(
     if task.saw_cancel and outcome is _value:
         # Cancelled was delivered and caught: the value is discarded.
         outcome, value = _cancelled, None
-    # Drop the finished coroutine now: its frames reference the operation.
+    # Drop the finished coroutine now: its frames reference the operation. Compiled, back on the
+    # collector's lists first (see _first_coroutine): CPython frees a coroutine as a tracked one.
+    if cython.compiled and task.coro is not None:
+        _gc.track(task.coro)
     task.coro = None
     if task.outer:
         # Scopes left open (an async generator holding one across a yield):
