@@ -468,7 +468,6 @@ def _first_coroutine(
     """
     fn = op._fn
     assert fn is not None
-    coro: Coroutine[Any, Any, Any]  # (or, until checked below, whatever fn returned)
     try:
         if type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
             # Calling an async def function only binds its arguments and makes the coroutine:
