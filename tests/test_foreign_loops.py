@@ -331,7 +331,7 @@ def test_spawning_an_async_generator_function_is_refused(rt: asyncop.Runtime) ->
 
 RETURNS_UNRUN: dict[str, Callable[[], Any]] = {
     "asyncop.sleep": lambda: asyncop.sleep(10),
-    "wait_async": asyncop.Event().wait_async,
+    "lock_async": asyncop.Lock().lock_async,
     "send_async": lambda: asyncop.Channel(1).send_async(1),
     "coroutine": lambda: _asyncio_sleep(),
     "async generator": lambda: _agen(),
